@@ -1,0 +1,29 @@
+# Two commands set everything up on a fresh machine: `make audit` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install audit test bench clean
+
+install: $(STAMP)
+
+# The CPU build of torch goes in first, so sentence-transformers does not pull a CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+audit: install
+	$(VENV)/bin/ragaudit gold check gold_sets/handbook/gold.jsonl --corpus gold_sets/handbook/corpus
+	$(VENV)/bin/ragaudit validate gold_sets/handbook/traces.jsonl --corpus gold_sets/handbook/corpus
+
+test: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+bench: install
+	$(PY) bench/validate.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

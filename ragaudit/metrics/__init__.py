@@ -1,0 +1,1 @@
+"""Metrics (SPEC §3)."""

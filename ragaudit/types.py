@@ -1,0 +1,311 @@
+"""Canonical types. Everything past the readers in `ragaudit.io` works on these, never on raw dicts."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+TRACE_SCHEMA = "ragaudit.trace/1"
+UNITS = ("char", "token")
+
+# Required payload fields, in the order of SPEC §1.4. Each has its own `missing_<field>` code.
+REQUIRED_PAYLOAD_FIELDS = (
+    "doc_id", "section_id", "snippet_id", "source_url", "offsets", "tokens",
+    "index_hash", "embed_model", "analyzer", "rev",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A valid half-open interval `[start, end)` in one unit."""
+    start: int
+    end: int
+    unit: str = "char"
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def overlaps(self, other: Span, *, widen: int = 0) -> bool:
+        return self.start < other.end + widen and other.start - widen < self.end
+
+    def contains(self, other: Span) -> bool:
+        return self.start <= other.start and other.end <= self.end
+
+
+@dataclass(frozen=True, slots=True)
+class Offsets:
+    """Offsets as given (object form). Values are unchecked; `span` is set only when they are valid."""
+    start: Any
+    end: Any
+    unit: Any
+
+    @property
+    def span(self) -> Span | None:
+        s, e = self.start, self.end
+        if (type(s) is int and type(e) is int and 0 <= s < e and self.unit in UNITS):
+            return Span(s, e, self.unit)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """A field whose JSON type is not the one the format asks for."""
+    path: str
+    expected: str
+    found: str
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    doc_id: str | None
+    section_id: str | None
+    snippet_id: str | None
+    source_url: str | None
+    offsets: Offsets | None
+    tokens: int | None
+    index_hash: str | None
+    embed_model: str | None
+    analyzer: str | None
+    rev: str | None
+    window: dict | None = None
+    page: int | None = None
+    score_raw: float | None = None
+    score_norm: float | None = None
+    rerank_score: float | None = None
+    k_pos: int | None = None
+    k_final: int | None = None
+    text: str | None = None
+    missing: frozenset[str] = frozenset()
+
+    @property
+    def span(self) -> Span | None:
+        return self.offsets.span if self.offsets is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveIndex:
+    index_hash: str | None = None
+    analyzer: str | None = None
+    embed_model: str | None = None
+    store: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    seg: int
+    text: str
+    citations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    raw: str | None = None
+    text: str | None = None
+    segments: tuple[Segment, ...] = ()
+    raw_citations: tuple[str, ...] | None = None  # the `citations` of `raw` when it is JSON
+    raw_keys: tuple[str, ...] = ()                # top-level keys of `raw`, in order, when it is JSON
+
+    @property
+    def citations(self) -> tuple[str, ...]:
+        """Snippet ids the answer cites: from its segments, else from the cite-first JSON."""
+        if self.segments:
+            seen: dict[str, None] = {}
+            for segment in self.segments:
+                seen.update(dict.fromkeys(segment.citations))
+            return tuple(seen)
+        return self.raw_citations or ()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    step_number: int
+    question: str = ""
+    intermediate_answer: str = ""
+    confidence_score: float | None = None
+    citations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    qid: str
+    variant: int
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    qid: str
+    variant: int
+    seed: int
+    retrieved: tuple[Payload, ...] = ()
+    query: str | None = None
+    config: str | None = None
+    retriever_name: str | None = None
+    retrieved_at: str | None = None
+    index: LiveIndex | None = None
+    answer: Answer | None = None
+    steps: tuple[Step, ...] = ()
+    error: str | None = None
+    offset_unit: str | None = None
+    field_errors: tuple[FieldError, ...] = ()
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.qid, self.variant, self.seed)
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    code: str
+    severity: str
+    message: str
+    fix: str
+    path: str = "$"
+    qid: str | None = None
+    variant: int | None = None
+    seed: int | None = None
+    seg: int | None = None
+    citation: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict:
+        out = {
+            "code": self.code, "severity": self.severity, "qid": self.qid,
+            "variant": self.variant, "seed": self.seed, "path": self.path,
+            "message": self.message, "fix": self.fix,
+        }
+        for name in ("seg", "citation", "file", "line"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+# ---- corpus -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    section_id: str
+    start: int
+    end: int
+    title: str = ""
+
+    @property
+    def span(self) -> Span:
+        return Span(self.start, self.end, "char")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    doc_id: str
+    text: str
+    rev: str
+    title: str = ""
+    source_url: str | None = None
+    sections: tuple[Section, ...] = ()
+    pages: tuple[tuple[int, int], ...] = ()
+
+    def section(self, section_id: str) -> Section | None:
+        for section in self.sections:
+            if section.section_id == section_id:
+                return section
+        return None
+
+    def page_of(self, char: int) -> int | None:
+        for number, (start, end) in enumerate(self.pages, start=1):
+            if start <= char < end:
+                return number
+        return None
+
+
+@dataclass(frozen=True)
+class Corpus:
+    documents: dict[str, Document]
+    path: str = ""
+    _token_spans: dict = field(default_factory=dict, repr=False, compare=False)
+    _sections: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        for doc in self.documents.values():
+            for section in doc.sections:
+                self._sections[(doc.doc_id, section.section_id)] = section
+
+    def section(self, doc_id: str, section_id: str) -> Section | None:
+        return self._sections.get((doc_id, section_id))
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self.documents
+
+    def __getitem__(self, doc_id: str) -> Document:
+        return self.documents[doc_id]
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def token_spans(self, doc_id: str, analyzer) -> list[tuple[int, int]]:
+        """Char spans of the document's tokens under `analyzer`, computed once per pair."""
+        key = (doc_id, analyzer.name)
+        spans = self._token_spans.get(key)
+        if spans is None:
+            spans = self._token_spans[key] = analyzer.spans(self.documents[doc_id].text)
+        return spans
+
+    def char_span(self, doc_id: str, span: Span, analyzer=None) -> Span | None:
+        """The span in chars; a token span needs the analyzer, and is None past the last token."""
+        if span.unit == "char":
+            return span
+        if analyzer is None:
+            return None
+        spans = self.token_spans(doc_id, analyzer)
+        if span.end > len(spans):
+            return None
+        return Span(spans[span.start][0], spans[span.end - 1][1], "char")
+
+
+# ---- gold set -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    span: Span
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCitation:
+    doc_id: str
+    span: Span
+    snippet_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decoy:
+    doc_id: str
+    section_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GoldItem:
+    qid: str
+    question: str
+    doc_id: str
+    section_id: str
+    anchor: Anchor
+    paraphrases: tuple[str, ...] = ()
+    expected_citations: tuple[ExpectedCitation, ...] = ()
+    decoy: Decoy | None = None
+    answers_not_allowed: tuple[str, ...] = ()
+    reference_answer: str | None = None
+    line: int | None = None
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return (self.question, *self.paraphrases)
+
+    @property
+    def gold_citations(self) -> tuple[ExpectedCitation, ...]:
+        """`expected_citations`, defaulting to the anchor."""
+        if self.expected_citations:
+            return self.expected_citations
+        return (ExpectedCitation(self.doc_id, self.anchor.span),)

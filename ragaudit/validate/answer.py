@@ -1,0 +1,74 @@
+"""Rules on the answer: dangling and late citations, segments without or across sections."""
+from __future__ import annotations
+
+import re
+
+from ragaudit.validate.codes import issue
+from ragaudit.validate.registry import rule, where
+
+# `[id]` or `[id1, id2]` where ids are snippet-id-like; a markdown link `[text](url)` is not a marker.
+CITATION_MARKER = re.compile(r"\[[\w.:/#@-]+(?:\s*[,;]\s*[\w.:/#@-]+)*\](?!\()")
+_SENTENCE_END = (".", "!", "?", ":")
+
+
+@rule("dangling_citation")
+def dangling(trace, ctx):
+    if trace.answer is None:
+        return
+    retrieved = {p.snippet_id for p in trace.retrieved}
+    for k, segment in enumerate(trace.answer.segments):
+        for j, cited in enumerate(segment.citations):
+            if cited not in retrieved:
+                yield issue("dangling_citation", f"expected a retrieved snippet_id, found {cited!r}",
+                            **where(trace, f"$.answer.segments[{k}].citations[{j}]",
+                                    seg=segment.seg, citation=cited))
+    if not trace.answer.segments:
+        for cited in trace.answer.citations:
+            if cited not in retrieved:
+                yield issue("dangling_citation", f"expected a retrieved snippet_id, found {cited!r}",
+                            **where(trace, "$.answer.raw", citation=cited))
+
+
+def citations_trail(text: str) -> bool:
+    """True when the text has citation markers and every one stands after its last complete sentence."""
+    markers = list(CITATION_MARKER.finditer(text))
+    if not markers:
+        return False
+    first = markers[0].start()
+    masked = CITATION_MARKER.sub(lambda m: " " * len(m.group()), text)
+    before, after = masked[:first].rstrip(), masked[first:]
+    return bool(before) and before.endswith(_SENTENCE_END) and not re.search(r"\w", after)
+
+
+@rule("cite_after_answer")
+def cite_first(trace, ctx):
+    answer = trace.answer
+    if answer is None:
+        return
+    keys = answer.raw_keys
+    if "citations" in keys and "answer" in keys:
+        if keys.index("citations") > keys.index("answer"):
+            yield issue("cite_after_answer", "expected the `citations` key before `answer` in answer.raw, "
+                        "found it after", **where(trace, "$.answer.raw"))
+    elif answer.text and citations_trail(answer.text):
+        yield issue("cite_after_answer", "expected citation markers within or before the sentences they "
+                    "support, found them all after the last sentence", **where(trace, "$.answer.text"))
+
+
+@rule("cross_section_reuse", "uncited_segment")
+def segments(trace, ctx):
+    if trace.answer is None:
+        return
+    section_of = {p.snippet_id: p.section_id for p in trace.retrieved if p.section_id is not None}
+    for i, segment in enumerate(trace.answer.segments):
+        at = f"$.answer.segments[{i}]"
+        if not segment.citations:
+            yield issue("uncited_segment", f"expected at least one citation, found none for {segment.text[:60]!r}",
+                        **where(trace, f"{at}.citations", seg=segment.seg))
+            continue
+        sections = {section_of[c] for c in segment.citations if c in section_of}
+        if len(sections) > 1 and not ctx.allow_cross_section and not any(
+                sections <= group for group in ctx.cross_section_whitelist):
+            yield issue("cross_section_reuse",
+                        f"expected one section per segment, found {len(sections)}: {sorted(sections)}",
+                        **where(trace, f"{at}.citations", seg=segment.seg))

@@ -1,0 +1,61 @@
+"""Rules on the retrieved list as a ranking: tie-break order, final ranks, duplicates."""
+from __future__ import annotations
+
+from ragaudit.validate.codes import issue
+from ragaudit.validate.registry import rule, where
+
+SCORE_ORDER = ("rerank_score", "score_norm", "score_raw")
+
+
+def primary_score(payloads) -> str | None:
+    """The score a ranking is ordered by: the first of SCORE_ORDER that every payload carries."""
+    for name in SCORE_ORDER:
+        if all(getattr(p, name) is not None for p in payloads):
+            return name
+    return None
+
+
+def tiebreak_key(payload) -> tuple[str, str]:
+    """The documented tie-break: equal primary scores are ordered by section_id, then snippet_id."""
+    return (payload.section_id or "", payload.snippet_id or "")
+
+
+@rule("tiebreak_violation")
+def tiebreak(trace, ctx):
+    payloads = trace.retrieved
+    name = primary_score(payloads)
+    if name is None or len(payloads) < 2:
+        return
+    for i in range(1, len(payloads)):
+        a, b = payloads[i - 1], payloads[i]
+        if getattr(a, name) == getattr(b, name) and tiebreak_key(a) > tiebreak_key(b):
+            yield issue("tiebreak_violation",
+                        f"expected payloads {i - 1} and {i} (equal {name} {getattr(a, name)!r}) ordered by "
+                        f"(section_id, snippet_id) ascending, found {tiebreak_key(a)} before {tiebreak_key(b)}",
+                        **where(trace, f"$.retrieved[{i}]", citation=b.snippet_id))
+
+
+@rule("rank_mismatch")
+def final_ranks(trace, ctx):
+    ranks = [p.k_final for p in trace.retrieved]
+    if all(r is None for r in ranks):
+        return
+    expected = list(range(1, len(ranks) + 1))
+    if ranks != expected:
+        first = next(i for i, (r, e) in enumerate(zip(ranks, expected)) if r != e)
+        yield issue("rank_mismatch", f"expected k_final {expected} in list order, found {ranks}",
+                    **where(trace, f"$.retrieved[{first}].k_final"))
+
+
+@rule("duplicate_snippet")
+def duplicates(trace, ctx):
+    first: dict[str, int] = {}
+    for i, p in enumerate(trace.retrieved):
+        if p.snippet_id is None:
+            continue
+        if p.snippet_id in first:
+            yield issue("duplicate_snippet",
+                        f"expected each snippet_id once, found {p.snippet_id!r} at payloads {first[p.snippet_id]} and {i}",
+                        **where(trace, f"$.retrieved[{i}].snippet_id", citation=p.snippet_id))
+        else:
+            first[p.snippet_id] = i

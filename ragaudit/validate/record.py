@@ -1,0 +1,24 @@
+"""Rules on the trace as a whole: field types, pipeline errors, empty citations."""
+from __future__ import annotations
+
+from ragaudit.validate.codes import issue
+from ragaudit.validate.registry import rule, where
+
+
+@rule("wrong_type")
+def field_types(trace, ctx):
+    for err in trace.field_errors:
+        yield issue("wrong_type", f"expected {err.expected}, found {err.found}", **where(trace, err.path))
+
+
+@rule("pipeline_error", aborts=True)
+def pipeline_error(trace, ctx):
+    if trace.error:
+        yield issue("pipeline_error", f"expected a finished run, found error: {trace.error}", **where(trace, "$.error"))
+
+
+@rule("empty_citations", aborts=True)
+def empty_citations(trace, ctx):
+    if not trace.retrieved and not (trace.answer and trace.answer.citations):
+        yield issue("empty_citations", "expected retrieved payloads or answer citations, found neither",
+                    **where(trace, "$.retrieved"))
