@@ -133,8 +133,8 @@ def load_config(path: str | Path) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
-        raise InputError(Problem(str(path), f"expected TOML, found a syntax error: {exc}",
-                                 int(line.group(1)) if line else None)) from None
+        number = int(line.group(1)) if line else len(text.splitlines()) or None
+        raise InputError(Problem(str(path), f"expected TOML, found a syntax error: {exc}", number)) from None
     reader = _Reader(path, text)
     sections: dict[str, dict] = {}
     for name, value in raw.items():

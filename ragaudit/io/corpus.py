@@ -62,10 +62,11 @@ def markdown_sections(text: str) -> tuple[Section, ...]:
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, slugify(title)))
+        base = "/".join(slug for _, slug in stack)
+        seen[base] = seen.get(base, 0) + 1
+        if seen[base] > 1:
+            stack[-1] = (level, f"{stack[-1][1]}-{seen[base]}")
         section_id = "/".join(slug for _, slug in stack)
-        seen[section_id] = seen.get(section_id, 0) + 1
-        if seen[section_id] > 1:
-            section_id = f"{section_id}-{seen[section_id]}"
         end = heads[i + 1][0] if i + 1 < len(heads) else len(text)
         sections.append(Section(section_id, start, end, title))
     return tuple(sections)

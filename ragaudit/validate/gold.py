@@ -20,12 +20,14 @@ def check_gold(items: list[GoldItem], corpus: Corpus, *, file: str, paraphrases:
     """Every finding for the gold set; `problems` are the reader's (unreadable items).
 
     With an encoder, items whose question is far from its anchor (dS > 0.35) are warned about.
+    Items with a broken anchor are left out of the section counts and the distance warning.
     """
     found = [issue("gold_malformed", p.message, qid=None, variant=None, seed=None, path=p.path or "$",
                    file=p.file, line=p.line) for p in problems]
     first_line: dict[str, int | None] = {}
     per_section: Counter[tuple[str, str]] = Counter()
     section_lines: dict[tuple[str, str], list] = defaultdict(list)
+    sound: list[GoldItem] = []
     for item in items:
         if item.qid in first_line:
             found.append(issue("gold_duplicate_qid", f"expected a unique qid, found {item.qid!r} again "
@@ -35,9 +37,12 @@ def check_gold(items: list[GoldItem], corpus: Corpus, *, file: str, paraphrases:
         if len(item.variants) < paraphrases:
             found.append(issue("gold_too_few_variants", f"expected at least {paraphrases} variants (question + "
                                f"paraphrases), found {len(item.variants)}", **_at(item, file, "$.paraphrases")))
-        found.extend(_check_anchor(item, corpus, file))
-        per_section[(item.doc_id, item.section_id)] += 1
-        section_lines[(item.doc_id, item.section_id)].append(item)
+        anchor_findings = _check_anchor(item, corpus, file)
+        found.extend(anchor_findings)
+        if not anchor_findings:  # broken items would only add noise to the warnings below
+            sound.append(item)
+            per_section[(item.doc_id, item.section_id)] += 1
+            section_lines[(item.doc_id, item.section_id)].append(item)
     low, high = SECTION_ITEMS
     for (doc_id, section_id), n in sorted(per_section.items()):
         if not low <= n <= high:
@@ -45,7 +50,7 @@ def check_gold(items: list[GoldItem], corpus: Corpus, *, file: str, paraphrases:
             found.append(issue("gold_section_item_count", f"expected {low} to {high} items for section "
                                f"{doc_id}#{section_id}, found {n}", **_at(first, file, "$.section_id")))
     if encoder is not None:
-        found.extend(_check_distance(items, encoder, file))
+        found.extend(_check_distance(sound, encoder, file))
     return found
 
 

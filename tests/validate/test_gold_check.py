@@ -1,0 +1,67 @@
+import json
+
+from ragaudit.io.gold import read_gold
+from ragaudit.metrics.embed import HashingEncoder
+from ragaudit.validate.gold import check_gold
+from conftest import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
+
+
+def item(qid, sentence=KEYS_SENTENCE, section="policies/security/keys", **extra):
+    start = POLICIES.index(sentence)
+    return {"qid": qid, "question": f"What does the handbook say: {sentence}",
+            "paraphrases": ["p1", "p2"], "doc_id": "policies", "section_id": section,
+            "anchor": {"start": start, "end": start + len(sentence), "unit": "char", "text": sentence}, **extra}
+
+
+def run(tmp_path, corpus, items, **options):
+    path = tmp_path / "gold.jsonl"
+    path.write_text("\n".join(i if isinstance(i, str) else json.dumps(i) for i in items) + "\n", encoding="utf-8")
+    read, problems = read_gold(path)
+    return check_gold(read, corpus, file=str(path), problems=problems, **options)
+
+
+def test_clean_gold_set_is_silent(tmp_path, corpus):
+    items = [item(f"K{i}") for i in range(3)]
+    assert run(tmp_path, corpus, items, encoder=HashingEncoder()) == []
+
+
+def test_each_finding(tmp_path, corpus):
+    bad_text = item("T1")
+    bad_text["anchor"]["text"] = "Hardware keys are rotated every 24 months."
+    outside = item("O1", section="policies/security/passwords")
+    far = dict(item("F1"), question="zzz qqq")
+    items = [item("K1"), item("K1"), bad_text, outside, far,
+             dict(item("V1"), paraphrases=[]),
+             dict(item("D1"), doc_id="nope"), dict(item("S1"), section_id="policies/nope"),
+             dict(item("B1"), anchor={"start": 10, "end": 10**6, "unit": "char", "text": "x"}),
+             dict(item("E1"), expected_citations=[{"doc_id": "gone", "start": 0, "end": 4, "unit": "char"}]),
+             '{"qid": 5}', "not json"]
+    found = run(tmp_path, corpus, items, encoder=HashingEncoder())
+    by_code = {}
+    for f in found:
+        by_code.setdefault(f.code, []).append(f.qid)
+    assert by_code == {
+        "gold_malformed": [None, None, None, None, None, None],
+        "gold_duplicate_qid": ["K1"],
+        "gold_anchor_text_mismatch": ["T1"],
+        "gold_anchor_outside_section": ["O1"],
+        "gold_too_few_variants": ["V1"],
+        "gold_unknown_document": ["D1"],
+        "gold_unknown_section": ["S1"],
+        "gold_anchor_out_of_bounds": ["B1"],
+        "gold_expected_out_of_bounds": ["E1"],
+        "gold_anchor_far": ["F1"],
+    }
+    malformed = [f for f in found if f.code == "gold_malformed"]
+    assert [(m.line, m.path) for m in malformed[:2]] == [(11, "$.qid"), (11, "$.question")]
+    assert malformed[-1].line == 12
+
+
+def test_section_counts_warn_outside_three_to_five(tmp_path, corpus):
+    items = [item(f"K{i}") for i in range(6)] + [item("P1", PASSWORDS_SENTENCE, "policies/security/passwords")]
+    found = run(tmp_path, corpus, items)
+    assert sorted(f.message for f in found) == [
+        "expected 3 to 5 items for section policies#policies/security/keys, found 6",
+        "expected 3 to 5 items for section policies#policies/security/passwords, found 1",
+    ]
+    assert {f.severity for f in found} == {"warning"}
