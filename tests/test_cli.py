@@ -1,0 +1,160 @@
+"""The command line: exact exit codes and messages."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ragaudit.cli import main
+from ragaudit.validate import CODES
+
+
+@pytest.fixture
+def cli():
+    def invoke(*args):
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return invoke
+
+
+@pytest.fixture
+def traces_file(tmp_path, valid_trace):
+    def write(*lines):
+        path = tmp_path / "traces.jsonl"
+        path.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines), encoding="utf-8")
+        return path
+    return write
+
+
+def test_valid_traces_exit_0(cli, traces_file, valid_trace, corpus_dir):
+    result = cli("validate", traces_file(valid_trace, valid_trace), "--corpus", corpus_dir)
+    assert result.exit_code == 0
+    assert result.output == "2 records, 0 errors, 0 warnings\n"
+
+
+def test_error_issues_exit_1_with_located_message(cli, traces_file, valid_trace, corpus_dir):
+    valid_trace["retrieved"][0]["rev"] = "000000000000"
+    path = traces_file(valid_trace)
+    result = cli("validate", path, "--corpus", corpus_dir)
+    assert result.exit_code == 1
+    rev = result.output.splitlines()[0]
+    assert rev.startswith(f"{path}:1: error rev_mismatch [SEC-KEYS-1 v0 s1] $.retrieved[0].rev: expected rev '")
+    assert rev.endswith("' (corpus), found '000000000000'")
+    assert result.output.splitlines()[1] == "    fix: re-index the changed document"
+    assert result.output.endswith("1 records, 1 errors, 0 warnings\n  rev_mismatch: 1\n")
+
+
+def test_warnings_alone_exit_0(cli, traces_file, valid_trace):
+    del valid_trace["index"]
+    result = cli("validate", traces_file(valid_trace))
+    assert result.exit_code == 0 and "missing_live_index: 1" in result.output
+
+
+def test_json_format_is_spec_shape(cli, traces_file, valid_trace):
+    bad = json.loads(json.dumps(valid_trace))
+    bad["retrieved"][1]["score_norm"] = 3
+    result = cli("validate", traces_file(valid_trace, bad), "--format", "json")
+    assert result.exit_code == 1
+    out = json.loads(result.output)
+    assert list(out) == ["records", "issues", "counts"]
+    assert out["records"] == 2 and out["counts"] == {"score_out_of_range": 1}
+    [issue] = out["issues"]
+    assert issue == {"code": "score_out_of_range", "severity": "error", "qid": "SEC-KEYS-1", "variant": 0, "seed": 1,
+                     "path": "$.retrieved[1].score_norm", "message": "expected score_norm in [0, 1], found 3",
+                     "fix": "normalise scores to [0, 1]", "citation": "pol-pw-1", "file": out["issues"][0]["file"],
+                     "line": 2}
+
+
+def test_malformed_lines_exit_3_and_the_rest_is_checked(cli, traces_file, valid_trace):
+    bad = json.loads(json.dumps(valid_trace))
+    bad["retrieved"][0]["offsets"] = {"start": -4, "end": 2, "unit": "char"}
+    path = traces_file(valid_trace, "{oops", bad, '{"qid": "X", "retrieved": [')
+    result = CliRunner().invoke(main, ["validate", str(path), "--format", "json"])
+    assert result.exit_code == 3
+    out = json.loads(result.stdout)
+    assert out["records"] == 4
+    assert out["counts"] == {"malformed_record": 2, "bad_offsets": 1}
+    assert result.stderr.splitlines() == [
+        f"error: {path}:2: expected a JSON value, found invalid JSON (Expecting property name enclosed in double quotes at column 2)",
+        f"error: {path}:4: expected a JSON value, found invalid JSON (Expecting value at column 28)",
+    ]
+
+
+def test_truncated_last_line(cli, tmp_path, valid_trace):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(valid_trace) + "\n" + json.dumps(valid_trace)[:50], encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"error: {path}:2: truncated last line: expected a complete JSON value")
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "no such file"),
+    ("", "expected JSON lines, found an empty file"),
+    ("\n\n", "expected JSON lines, found only blank lines"),
+])
+def test_unreadable_inputs_exit_3(tmp_path, content, message, traces_file, valid_trace):
+    path = tmp_path / "x.jsonl"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    good = traces_file(valid_trace)
+    result = CliRunner().invoke(main, ["validate", str(path), str(good)])
+    assert result.exit_code == 3
+    assert result.stderr == f"error: {path}: {message}\n"
+    assert result.stdout == "1 records, 0 errors, 0 warnings\n"  # the readable file was still checked
+
+
+def test_bad_corpus_exit_3(tmp_path, traces_file, valid_trace):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"doc_id": "a", "text": "x"}\n{"doc_id": "a", "text": "y"}\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(traces_file(valid_trace)), "--corpus", str(corpus)])
+    assert result.exit_code == 3
+    assert result.stderr == f"error: {corpus}:2: $.doc_id: duplicate doc_id 'a': expected unique ids, found it first on line 1\n"
+
+
+def test_usage_error_exit_2(cli):
+    assert cli("validate").exit_code == 2
+    assert cli("validate", "x.jsonl", "--format", "xml").exit_code == 2
+    assert cli("nonsense").exit_code == 2
+
+
+def test_config_section_policy(cli, tmp_path, traces_file, valid_trace, corpus_dir):
+    valid_trace["answer"]["segments"][0]["citations"] = ["pol-keys-1", "pol-pw-1"]
+    path = traces_file(valid_trace)
+    assert cli("validate", path, "--corpus", corpus_dir).exit_code == 1
+    config = tmp_path / "c.toml"
+    config.write_text(f'[audit]\ncorpus = "{corpus_dir}"\ncross_section_whitelist = '
+                      '[["policies/security/keys", "policies/security/passwords"]]\n', encoding="utf-8")
+    assert cli("validate", path, "--config", config).exit_code == 0
+
+
+def test_codes_lists_every_code(cli):
+    out = cli("codes", "--format", "json")
+    assert out.exit_code == 0
+    listed = json.loads(out.output)
+    assert [c["code"] for c in listed] == list(CODES)
+    assert all(c["meaning"] and c["fix"] for c in listed)
+    text = cli("codes").output
+    assert all(code in text for code in CODES)
+
+
+def test_gold_check(cli, tmp_path, corpus_dir):
+    from conftest import KEYS_SENTENCE, POLICIES
+    start = POLICIES.index(KEYS_SENTENCE)
+    item = {"qid": "K", "question": "q", "paraphrases": ["a", "b"], "doc_id": "policies",
+            "section_id": "policies/security/keys",
+            "anchor": {"start": start, "end": start + len(KEYS_SENTENCE), "unit": "char", "text": KEYS_SENTENCE}}
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("\n".join(json.dumps(dict(item, qid=f"K{i}")) for i in range(3)) + "\n", encoding="utf-8")
+    ok = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance")
+    assert (ok.exit_code, ok.output) == (0, "3 records, 0 errors, 0 warnings\n")
+    gold.write_text(gold.read_text() + json.dumps(dict(item, qid="K0")) + "\n", encoding="utf-8")
+    dup = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance", "--format", "json")
+    assert dup.exit_code == 1 and json.loads(dup.output)["counts"] == {"gold_duplicate_qid": 1}
+    gold.write_text(gold.read_text() + "[]\n", encoding="utf-8")
+    assert cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance").exit_code == 3
+
+
+def test_readme_documents_every_command():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for command in ("ragaudit validate", "ragaudit gold check", "ragaudit codes", "make audit", "make test"):
+        assert command in readme
