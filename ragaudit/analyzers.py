@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 
@@ -39,7 +40,13 @@ class Analyzer:
         return [normalize(t) for t in self.pattern.findall(text)]
 
     def count(self, text: str) -> int:
-        return sum(1 for _ in self.pattern.finditer(text))
+        return _count(self.pattern, text)
+
+
+@lru_cache(maxsize=1 << 14)
+def _count(pattern: re.Pattern, text: str) -> int:
+    # the same snippet text recurs across the runs of a trace file; count it once
+    return len(pattern.findall(text))
 
 
 _WORD = re.compile(r"\w+")

@@ -54,8 +54,11 @@ class FieldError:
     found: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Payload:
+    """One retrieved unit and its citation payload. Not frozen: validation builds hundreds of
+    thousands of these per second, and a frozen dataclass costs four times as much to build.
+    Treat it as immutable all the same."""
     doc_id: str | None
     section_id: str | None
     snippet_id: str | None
@@ -75,10 +78,10 @@ class Payload:
     k_final: int | None = None
     text: str | None = None
     missing: frozenset[str] = frozenset()
+    span: Span | None = field(init=False, compare=False, repr=False)  # the offsets when they are valid
 
-    @property
-    def span(self) -> Span | None:
-        return self.offsets.span if self.offsets is not None else None
+    def __post_init__(self):
+        self.span = self.offsets.span if self.offsets is not None else None
 
 
 @dataclass(frozen=True, slots=True)

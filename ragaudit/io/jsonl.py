@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+import orjson
+
 from ragaudit.errors import InputError, Problem
 
 
@@ -50,6 +52,11 @@ def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             records += 1
             line = raw.rstrip(b"\r\n")
             try:
+                yield number, orjson.loads(line)
+                continue
+            except orjson.JSONDecodeError:
+                pass
+            try:  # the standard parser names the defect clearly, and accepts NaN/Infinity as Python does
                 yield number, json.loads(line)
             except UnicodeDecodeError as exc:
                 yield number, BadLine(name, number, f"expected UTF-8 text, found byte {line[exc.start]:#04x} at column {exc.start + 1}")

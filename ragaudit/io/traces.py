@@ -11,6 +11,8 @@ import json
 import os
 from typing import Any, Iterator
 
+import orjson
+
 from ragaudit.errors import describe
 from ragaudit.io.jsonl import BadLine, dump_line, iter_json_lines
 from ragaudit.types import (
@@ -25,7 +27,7 @@ _INTEGER_FIELDS = ("tokens", "page", "k_pos", "k_final")
 
 
 def _is_number(value: Any) -> bool:
-    return (type(value) is float or type(value) is int)
+    return type(value) is float or type(value) is int
 
 
 def read_traces(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterator[Trace | BadLine]:
@@ -96,25 +98,20 @@ def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
     )
 
 
+_PAYLOAD_FIELDS = (
+    *((key, "string") for key in _STRING_FIELDS), *((key, "number") for key in _NUMBER_FIELDS),
+    *((key, "integer") for key in _INTEGER_FIELDS),
+)
+_ACCEPTS = {"string": (str,), "number": (float, int), "integer": (int,)}
+
+
 def _payload(raw: dict, path: str, unit: str, errors: list[FieldError]) -> Payload:
     get = raw.get
     values: dict[str, Any] = {}
-    for key in _STRING_FIELDS:
+    for key, kind in _PAYLOAD_FIELDS:
         value = get(key)
-        if value is not None and type(value) is not str:
-            errors.append(FieldError(f"{path}.{key}", "string", describe(value)))
-            value = None
-        values[key] = value
-    for key in _NUMBER_FIELDS:
-        value = get(key)
-        if value is not None and not _is_number(value):
-            errors.append(FieldError(f"{path}.{key}", "number", describe(value)))
-            value = None
-        values[key] = value
-    for key in _INTEGER_FIELDS:
-        value = get(key)
-        if value is not None and type(value) is not int:
-            errors.append(FieldError(f"{path}.{key}", "integer", describe(value)))
+        if value is not None and type(value) not in _ACCEPTS[kind]:
+            errors.append(FieldError(f"{path}.{key}", kind, describe(value)))
             value = None
         values[key] = value
     window = get("window")
@@ -204,23 +201,22 @@ def _answer(raw: Any, errors: list[FieldError]) -> Answer | None:
     raw_citations = None
     if answer_raw and answer_raw.lstrip().startswith("{"):
         try:
-            pairs = json.loads(answer_raw, object_pairs_hook=lambda kv: kv)
-        except json.JSONDecodeError:
-            pairs = None
-        if isinstance(pairs, list):
-            raw_keys = tuple(k for k, _ in pairs)
-            for key, value in pairs:
-                if key == "citations":
-                    raw_citations = _flatten_citations(value)
+            parsed = orjson.loads(answer_raw)  # keeps key order, which cite_after_answer reads
+        except orjson.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            raw_keys = tuple(parsed)
+            if "citations" in parsed:
+                raw_citations = _flatten_citations(parsed["citations"])
     return Answer(answer_raw, text, tuple(segments), raw_citations, raw_keys)
 
 
 def _flatten_citations(value: Any) -> tuple[str, ...]:
-    """Snippet ids in the `citations` value of a cite-first JSON answer (parsed as key/value pairs)."""
+    """Snippet ids in the `citations` of a cite-first JSON answer: strings or {snippet_id | id} objects."""
     out = []
     for item in value if isinstance(value, list) else ():
-        if isinstance(item, list):  # an object parsed as pairs
-            item = dict(item).get("snippet_id", dict(item).get("id"))
+        if isinstance(item, dict):
+            item = item.get("snippet_id", item.get("id"))
         if isinstance(item, str):
             out.append(item)
     return tuple(out)
