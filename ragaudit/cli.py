@@ -112,6 +112,33 @@ def validate(traces, corpus, config_path, fmt):
     sys.exit(1 if validator.errors else 0)
 
 
+@main.command("run")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="folder for the run directory (default: [audit] out)")
+@click.option("--resume", type=click.Path(path_type=Path), help="finish an interrupted run in RUN_DIR")
+@click.option("--workers", type=click.IntRange(min=1), help="parallel workers (default: [audit] workers)")
+def run_command(config_path, out, resume, workers):
+    """Replay the gold set across variants, seeds and pipelines, then write the run's outputs."""
+    from ragaudit import runner
+    from ragaudit.io.config import load_config
+    from ragaudit.report import build
+
+    config = load_config(config_path)
+    result = runner.run(config, out=out, resume=resume, workers=workers)
+    counts = build(result.run_dir, config, runner.Inputs(config).corpus)
+    for name, why in sorted(result.aborted.items()):
+        click.echo(f"pipeline {name} aborted (analyzer parity): {why}", err=True)
+    errors = sum(n for code, n in counts.items() if CODES_SEVERITY(code) == "error")
+    click.echo(f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
+               f"{result.seconds:.1f} s: {result.rate:.1f} runs/s; {errors} error issues")
+    click.echo(f"run directory: {result.run_dir}")
+
+
+def CODES_SEVERITY(code: str) -> str:
+    from ragaudit.validate import CODES
+    return CODES[code].severity
+
+
 @main.group()
 def gold():
     """Gold-set tools."""

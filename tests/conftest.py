@@ -103,3 +103,9 @@ def mutate(valid_trace):
         change(trace)
         return trace
     return apply
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory):
+    """Keep every cache the tests make out of the user's cache folder."""
+    os.environ["RAGAUDIT_CACHE"] = str(tmp_path_factory.mktemp("cache"))

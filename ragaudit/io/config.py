@@ -60,7 +60,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 PIPELINE_KEYS: dict[str, tuple[str, Any]] = {
     "name": ("string", None), "kind": ("string", None), "retriever": ("string", "bm25"),
     "analyzer": ("string", "lowercase+ascii_fold"), "k": ("integer", 5), "rerank": ("string", None),
-    "chunk_size": ("integer", 400), "chunk_overlap": ("integer", 0), "temperature": ("number", 0.0),
+    "chunk_size": ("integer", 64), "chunk_overlap": ("integer", 0), "temperature": ("number", 0.0),
     "traces": ("path", None), "factory": ("string", None), "command": ("strings", None),
     "timeout_s": ("number", 30.0), "options": ("table", {}),
 }

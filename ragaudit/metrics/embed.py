@@ -123,3 +123,68 @@ def delta_s_pairs(encoder: Encoder, left: Sequence[str], right: Sequence[str]) -
     a = vectors[[row[t] for t in left]]
     b = vectors[[row[t] for t in right]]
     return np.clip(1.0 - np.einsum("ij,ij->i", a, b), 0.0, 1.0)
+
+
+def cache_dir() -> Path:
+    """Where ragaudit keeps what it computed once: `RAGAUDIT_CACHE`, else the user cache folder."""
+    root = os.environ.get("RAGAUDIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ragaudit")
+    return Path(root)
+
+
+class CachedEncoder:
+    """An encoder with a persistent cache keyed by (model id, sha256 of the text).
+
+    A text repeated across variants, seeds, pipelines and runs is encoded once, ever. Lookups go
+    to memory, then to an SQLite file; only the misses are encoded, in batches. Thread-safe.
+    """
+
+    def __init__(self, encoder: Encoder, path: Path | None = None):
+        import sqlite3
+        import threading
+        self.encoder = encoder
+        self.model_id = encoder.model_id
+        self.path = path or cache_dir() / "embeddings.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))")
+        self._memory: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.requested = self.hits = self.encoded = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        with self._lock:
+            self.requested += len(texts)
+            missing = list(dict.fromkeys(k for k in keys if k not in self._memory))
+            self._load(missing)
+            todo = {k: t for k, t in zip(keys, texts) if k not in self._memory}
+            self.hits += len(texts) - sum(1 for k in keys if k in todo)
+            if todo:
+                vectors = self.encoder.encode(list(todo.values()))
+                self.encoded += len(todo)
+                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                                     [(self.model_id, k, v.astype(np.float32).tobytes()) for k, v in zip(todo, vectors)])
+                self._memory.update(zip(todo, vectors))
+            if not keys:
+                return np.zeros((0, 0), dtype=np.float32)
+            return np.stack([self._memory[k] for k in keys])
+
+    def _load(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows = self._db.execute(
+                f"SELECT sha, vec FROM vectors WHERE model = ? AND sha IN ({','.join('?' * len(chunk))})",
+                [self.model_id, *chunk]).fetchall()
+            for sha, blob in rows:
+                self._memory[sha] = np.frombuffer(blob, dtype=np.float32)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def make_encoder(spec: str = DEFAULT_MODEL, *, cached: bool = True) -> Encoder:
+    """The configured encoder: `hashing` (tests, no model) or a sentence-transformers model, cached."""
+    encoder: Encoder = HashingEncoder() if spec == "hashing" else SentenceTransformerEncoder(spec)
+    return CachedEncoder(encoder) if cached else encoder

@@ -1,0 +1,107 @@
+"""The gate (SPEC §4): thresholds from `[gate]`, drift rules against a baseline report.
+
+Each check names its threshold, the value found, pass or fail, and the questions that failed it.
+`[gate] pipelines` chooses which pipelines are gated (default: all of them).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+DRIFT = 0.05
+
+
+@dataclass(frozen=True)
+class Check:
+    pipeline: str
+    name: str
+    threshold: object
+    value: object
+    passed: bool
+    questions: list[str] = field(default_factory=list)
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _runs_of(evaluation, pipeline):
+    return [r for r in evaluation.runs if r["pipeline"] == pipeline]
+
+
+def _failing(runs, predicate) -> list[str]:
+    return sorted({r["qid"] for r in runs if predicate(r)})
+
+
+def evaluate_gate(evaluation, thresholds: dict, *, error_counts: dict[str, int], aborted: dict[str, str],
+                  baseline: dict | None = None) -> dict:
+    """The gate section of a report: `{"verdict", "checks"}`; error_counts are per pipeline."""
+    gated = thresholds.get("pipelines") or sorted(evaluation.pipelines)
+    checks: list[Check] = []
+    for pipeline in gated:
+        summary = evaluation.pipelines.get(pipeline)
+        if summary is None:
+            checks.append(Check(pipeline, "pipeline_ran", "runs > 0", 0, False, detail="no runs for this pipeline"))
+            continue
+        checks += _pipeline_checks(evaluation, pipeline, summary, thresholds, error_counts.get(pipeline, 0),
+                                   aborted.get(pipeline))
+        if baseline is not None:
+            checks += _drift_checks(evaluation, pipeline, summary, baseline)
+    return {"verdict": "pass" if all(c.passed for c in checks) else "fail",
+            "pipelines": list(gated), "checks": [c.to_dict() for c in checks]}
+
+
+def _pipeline_checks(evaluation, pipeline, summary, t, errors, aborted) -> list[Check]:
+    runs = _runs_of(evaluation, pipeline)
+    questions = [q for q in evaluation.questions if q["pipeline"] == pipeline]
+    m = summary["metrics"]
+    out = []
+    ds = [r["metrics"]["delta_s_qr"] for r in runs if r["metrics"]["delta_s_qr"] is not None]
+    worst = max(ds) if ds else None
+    out.append(Check(pipeline, "delta_s_max", t["delta_s_max"], worst,
+                     worst is not None and worst <= t["delta_s_max"],
+                     _failing(runs, lambda r: r["metrics"]["delta_s_qr"] is None
+                              or r["metrics"]["delta_s_qr"] > t["delta_s_max"])))
+    out.append(Check(pipeline, "delta_s_mean_max", t["delta_s_mean_max"], m["delta_s_qr"],
+                     m["delta_s_qr"] is not None and m["delta_s_qr"] <= t["delta_s_mean_max"]))
+    low = lambda r: r["metrics"]["coverage"] is None or r["metrics"]["coverage"] < t["coverage_min"]  # noqa: E731
+    share = sum(not low(r) for r in runs) / len(runs) if runs else 0.0
+    out.append(Check(pipeline, "coverage_pass_rate", {"coverage_min": t["coverage_min"],
+                                                       "pass_rate": t["coverage_pass_rate"]},
+                     share, share >= t["coverage_pass_rate"], _failing(runs, low)))
+    rate = summary["citation_match_rate"] or 0.0
+    out.append(Check(pipeline, "citation_match_min", t["citation_match_min"], rate, rate >= t["citation_match_min"],
+                     _failing(runs, lambda r: r["metrics"]["citation_match"] != 1.0)))
+    convergent = sum(q["lambda"]["state"] == "convergent" for q in questions) / len(questions) if questions else 0.0
+    out.append(Check(pipeline, "lambda_convergent_min", t["lambda_convergent_min"], convergent,
+                     convergent >= t["lambda_convergent_min"],
+                     sorted(q["qid"] for q in questions if q["lambda"]["state"] != "convergent")))
+    forbidden = sorted(q["qid"] for q in questions if q["lambda"]["state"] in t["lambda_forbid"])
+    out.append(Check(pipeline, "lambda_forbid", list(t["lambda_forbid"]), len(forbidden), not forbidden, forbidden))
+    out.append(Check(pipeline, "max_errors", t["max_errors"], errors, errors <= t["max_errors"]))
+    if aborted:
+        out.append(Check(pipeline, "analyzer_parity", "no analyzer_mismatch", "aborted", False, detail=aborted))
+    return out
+
+
+def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
+    before = baseline.get("summary", {}).get("pipelines", {}).get(pipeline)
+    if before is None:
+        return [Check(pipeline, "baseline", "pipeline in baseline", None, True, detail="not in the baseline")]
+    now_m, old_m = summary["metrics"], before["metrics"]
+    out = []
+    for name, key, sign in (("drift_delta_s_mean", "delta_s_qr", +1), ("drift_coverage", "coverage", -1)):
+        if now_m.get(key) is None or old_m.get(key) is None:
+            continue
+        change = now_m[key] - old_m[key]
+        out.append(Check(pipeline, name, f"{'rise' if sign > 0 else 'fall'} <= {DRIFT}", change, sign * change <= DRIFT,
+                         detail=f"baseline {old_m[key]:.4f}, now {now_m[key]:.4f}"))
+    if summary.get("citation_match_rate") is not None and before.get("citation_match_rate") is not None:
+        change = summary["citation_match_rate"] - before["citation_match_rate"]
+        out.append(Check(pipeline, "drift_citation_match", f"fall <= {DRIFT}", change, -change <= DRIFT,
+                         detail=f"baseline {before['citation_match_rate']:.4f}, now {summary['citation_match_rate']:.4f}"))
+    was = {q["qid"] for q in baseline.get("questions", [])
+           if q.get("pipeline") == pipeline and q["lambda"]["state"] == "convergent"}
+    now = {q["qid"]: q["lambda"]["state"] for q in evaluation.questions if q["pipeline"] == pipeline}
+    lost = sorted(qid for qid in was if qid in now and now[qid] != "convergent")
+    out.append(Check(pipeline, "drift_lambda", "convergent questions stay convergent", len(lost), not lost, lost))
+    return out

@@ -1,0 +1,138 @@
+"""Per-run metrics on spans and snippets (SPEC §3): coverage, citation match / precision / recall,
+and the retrieval metrics. Each takes a `RunView`, the run bound to its gold item once."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from ragaudit.metrics.spans import in_unit, intersection_length, length, merge
+from ragaudit.types import Corpus, GoldItem, Payload, Span, Trace
+
+
+@dataclass(frozen=True)
+class RunView:
+    trace: Trace
+    item: GoldItem
+    corpus: Corpus | None = None
+    k: int = 5
+    tolerance: int = 30
+
+    @cached_property
+    def cited(self) -> tuple[Payload, ...]:
+        """The answer's cited payloads when there is an answer, else the top-k retrieved."""
+        if self.trace.answer is None:
+            return self.trace.retrieved[:self.k]
+        cited = set(self.trace.answer.citations)
+        return tuple(p for p in self.trace.retrieved if p.snippet_id in cited)
+
+    @cached_property
+    def gold(self):
+        return self.item.gold_citations
+
+    def span_of(self, payload: Payload, unit: str) -> Span | None:
+        return in_unit(payload, unit, self.corpus)
+
+    def overlapping(self, payload: Payload, *, widen: int = 0) -> list[int]:
+        """Indices of the gold spans the payload overlaps (gold spans widened by `widen` units)."""
+        out = []
+        for i, gold in enumerate(self.gold):
+            if payload.doc_id != gold.doc_id:
+                continue
+            span = self.span_of(payload, gold.span.unit)
+            if span is not None and span.overlaps(gold.span, widen=widen):
+                out.append(i)
+        return out
+
+    @cached_property
+    def relevance(self) -> tuple[list[int], int]:
+        return _relevance(self)
+
+    @cached_property
+    def unreconciled(self) -> bool:
+        """Some cited payload of a gold document has a span that cannot be put in the gold unit."""
+        units = {g.doc_id: g.span.unit for g in self.gold}
+        return any(p.doc_id in units and p.span is not None and self.span_of(p, units[p.doc_id]) is None
+                   for p in self.cited)
+
+
+def coverage(run: RunView) -> float | None:
+    """|∪ cited ∩ ∪ gold| / |∪ gold|, per document, in the gold unit; None when units cannot be reconciled."""
+    if run.unreconciled or len({g.span.unit for g in run.gold}) > 1:
+        return None
+    covered = total = 0
+    for doc_id in sorted({g.doc_id for g in run.gold}):
+        gold = merge((g.span.start, g.span.end) for g in run.gold if g.doc_id == doc_id)
+        unit = next(g.span.unit for g in run.gold if g.doc_id == doc_id)
+        cited = merge((s.start, s.end) for p in run.cited if p.doc_id == doc_id
+                      and (s := run.span_of(p, unit)) is not None)
+        covered += intersection_length(cited, gold)
+        total += length(gold)
+    return covered / total if total else None
+
+
+def citation_match(run: RunView) -> float:
+    """1 when a cited payload is in the gold document and section and names an expected snippet or
+    overlaps a gold span widened by the tolerance, and every answer citation was retrieved."""
+    if not run.cited:
+        return 0.0
+    if run.trace.answer is not None:
+        retrieved = {p.snippet_id for p in run.trace.retrieved}
+        if any(c not in retrieved for c in run.trace.answer.citations):
+            return 0.0
+    expected = {g.snippet_id for g in run.gold if g.snippet_id}
+    for p in run.cited:
+        if p.doc_id == run.item.doc_id and p.section_id == run.item.section_id and (
+                p.snippet_id in expected or run.overlapping(p, widen=run.tolerance)):
+            return 1.0
+    return 0.0
+
+
+def citation_precision(run: RunView) -> float:
+    if not run.cited:
+        return 0.0
+    return sum(1 for p in run.cited if run.overlapping(p)) / len(run.cited)
+
+
+def citation_recall(run: RunView) -> float:
+    hit = {i for p in run.cited for i in run.overlapping(p)}
+    return len(hit) / len(run.gold)
+
+
+# ---- retrieval metrics over the retrieved list ---------------------------------------------
+
+def _relevance(run: RunView) -> tuple[list[int], int]:
+    """(binary relevance of each retrieved payload in order, size of the relevant set).
+
+    The relevant set is the relevant retrieved snippets plus one item per gold span that no
+    retrieved snippet overlaps, as a qrels file would list it. A repeated snippet counts once.
+    """
+    rels, seen, matched = [], set(), set()
+    for p in run.trace.retrieved:
+        hits = run.overlapping(p)
+        rels.append(1 if hits and p.snippet_id not in seen else 0)
+        seen.add(p.snippet_id)
+        matched.update(hits)
+    return rels, sum(rels) + len(run.gold) - len(matched)
+
+
+def hit_at_k(run: RunView) -> float:
+    rels, _ = run.relevance
+    return float(any(rels[:run.k]))
+
+
+def recall_at_k(run: RunView) -> float:
+    rels, total = run.relevance
+    return sum(rels[:run.k]) / total if total else 0.0
+
+
+def mrr(run: RunView) -> float:
+    rels, _ = run.relevance
+    return next((1.0 / (i + 1) for i, r in enumerate(rels) if r), 0.0)
+
+
+def ndcg_at_10(run: RunView) -> float:
+    rels, total = run.relevance
+    dcg = sum(r / math.log2(i + 2) for i, r in enumerate(rels[:10]))
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(total, 10)))
+    return dcg / ideal if ideal else 0.0

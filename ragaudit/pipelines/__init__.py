@@ -1,0 +1,1 @@
+"""Pipelines (SPEC §5): reference, replay, python, command."""

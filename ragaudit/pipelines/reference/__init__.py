@@ -1,0 +1,95 @@
+"""The reference pipeline: a real small RAG over a corpus (SPEC §5).
+
+corpus → section-aware chunks → index with a computed `index_hash` → bm25 / tfidf / dense /
+hybrid retrieval → optional MMR rerank → extractive cite-first answer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ragaudit.analyzers import ANALYZERS
+from ragaudit.errors import UsageError
+from ragaudit.pipelines.base import Request, now
+from ragaudit.pipelines.reference.answerer import answer
+from ragaudit.pipelines.reference.chunking import Chunk, chunk_corpus, index_hash
+from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, mmr
+from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
+
+RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
+RERANKERS = (None, "mmr")
+SPARSE_MODEL = "none"  # what a sparse index reports as its embedding model
+
+
+class ReferencePipeline:
+    def __init__(self, name: str, corpus: Corpus, *, retriever: str = "bm25",
+                 analyzer: str = "lowercase+ascii_fold", k: int = 5, chunk_size: int = 64,
+                 chunk_overlap: int = 0, rerank: str | None = None, temperature: float = 0.0,
+                 encoder=None):
+        if retriever not in RETRIEVERS:
+            raise UsageError(f"pipeline {name!r}: expected retriever one of {', '.join(RETRIEVERS)}, found {retriever!r}")
+        if analyzer not in ANALYZERS:
+            raise UsageError(f"pipeline {name!r}: expected analyzer one of {', '.join(ANALYZERS)}, found {analyzer!r}")
+        if rerank not in RERANKERS:
+            raise UsageError(f"pipeline {name!r}: expected rerank 'mmr' or none, found {rerank!r}")
+        if k < 1 or chunk_size < 1:
+            raise UsageError(f"pipeline {name!r}: expected k >= 1 and chunk_size >= 1, found {k} and {chunk_size}")
+        self.name, self.k, self.rerank, self.temperature = name, k, rerank, temperature
+        self.analyzer = ANALYZERS[analyzer]
+        self.chunks: list[Chunk] = chunk_corpus(corpus, self.analyzer, chunk_size=chunk_size, overlap=chunk_overlap)
+        dense = retriever in ("dense", "hybrid")
+        self.embed_model = encoder.model_id if dense else SPARSE_MODEL
+        texts = [c.text for c in self.chunks]
+        if retriever == "bm25":
+            self.retriever = BM25(texts, self.analyzer)
+        elif retriever == "tfidf":
+            self.retriever = TfIdf(texts, self.analyzer)
+        elif retriever == "dense":
+            self.retriever = Dense(texts, encoder)
+        else:
+            self.retriever = Hybrid([BM25(texts, self.analyzer), Dense(texts, encoder)], self._order)
+        self._vectors = None
+        if rerank == "mmr":
+            self._vectors = (self.retriever.vectors() if dense else TfIdf(texts, self.analyzer).vectors())
+        self._index = LiveIndex(
+            index_hash=index_hash(self.chunks, analyzer=analyzer, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                                  retriever=retriever, embed_model=self.embed_model),
+            analyzer=analyzer, embed_model=self.embed_model, store=retriever)
+
+    def index_info(self) -> LiveIndex:
+        return self._index
+
+    def close(self) -> None:
+        pass
+
+    def _order(self, raw: np.ndarray, norm: np.ndarray) -> np.ndarray:
+        """Chunk indices best first: score_norm desc, then the SPEC tie-break (section_id, snippet_id)."""
+        sections = [c.section_id for c in self.chunks]
+        snippets = [c.snippet_id for c in self.chunks]
+        return np.array(sorted(range(len(self.chunks)), key=lambda i: (-norm[i], sections[i], snippets[i])))
+
+    def _payload(self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank=None) -> Payload:
+        return Payload(
+            doc_id=chunk.doc_id, section_id=chunk.section_id, snippet_id=chunk.snippet_id,
+            source_url=chunk.source_url, offsets=Offsets(chunk.start, chunk.end, "char"), tokens=chunk.tokens,
+            index_hash=self._index.index_hash, embed_model=self.embed_model, analyzer=self._index.analyzer,
+            rev=chunk.rev, page=chunk.page, score_raw=float(raw), score_norm=float(norm), k_pos=k_pos,
+            text=chunk.text, **({} if rerank is None else {"rerank_score": rerank[1], "k_final": rerank[0]}))
+
+    def retrieve(self, query: str, k: int) -> list[Payload]:
+        raw, norm = self.retriever.scores(query)
+        order = self._order(raw, norm)
+        if self.rerank is None:
+            return [self._payload(self.chunks[i], raw[i], norm[i], r + 1) for r, i in enumerate(order[:k])]
+        candidates = [int(i) for i in order[:max(3 * k, 20)]]
+        rank_of = {i: r + 1 for r, i in enumerate(candidates)}
+        chosen = mmr(self._vectors, candidates, norm, k=k)
+        return [self._payload(self.chunks[i], raw[i], norm[i], rank_of[i], (final, score))
+                for final, (i, score) in enumerate(chosen, start=1)]
+
+    def run(self, request: Request) -> Trace:
+        payloads = self.retrieve(request.query, request.k or self.k)
+        reply = answer(request.query, payloads, self.analyzer, seed=request.seed,
+                       key=f"{request.qid}:{request.variant}", temperature=self.temperature)
+        return Trace(qid=request.qid, variant=request.variant, seed=request.seed, query=request.query,
+                     config=self.name, retriever_name=self._index.store, retrieved_at=now(),
+                     index=self._index, retrieved=tuple(payloads), answer=reply)
