@@ -117,26 +117,147 @@ def validate(traces, corpus, config_path, fmt):
 @click.option("--out", type=click.Path(path_type=Path), help="folder for the run directory (default: [audit] out)")
 @click.option("--resume", type=click.Path(path_type=Path), help="finish an interrupted run in RUN_DIR")
 @click.option("--workers", type=click.IntRange(min=1), help="parallel workers (default: [audit] workers)")
-def run_command(config_path, out, resume, workers):
-    """Replay the gold set across variants, seeds and pipelines, then write the run's outputs."""
+@click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
+@click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
+def run_command(config_path, out, resume, workers, baseline, no_gate):
+    """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
+
+    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input; 4: a pipeline could not start.
+    """
     from ragaudit import runner
     from ragaudit.io.config import load_config
-    from ragaudit.report import build
+    from ragaudit.report import update_manifest
 
     config = load_config(config_path)
-    result = runner.run(config, out=out, resume=resume, workers=workers)
-    counts = build(result.run_dir, config, runner.Inputs(config).corpus)
+    inputs = runner.Inputs(config)
+    baseline_report = _read_report(baseline) if baseline else None
+    result = runner.run(config, inputs=inputs, out=out, resume=resume, workers=workers)
+    if baseline:
+        update_manifest(result.run_dir, baseline=str(Path(baseline).resolve()))
     for name, why in sorted(result.aborted.items()):
         click.echo(f"pipeline {name} aborted (analyzer parity): {why}", err=True)
-    errors = sum(n for code, n in counts.items() if CODES_SEVERITY(code) == "error")
     click.echo(f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
-               f"{result.seconds:.1f} s: {result.rate:.1f} runs/s; {errors} error issues")
-    click.echo(f"run directory: {result.run_dir}")
+               f"{result.seconds:.1f} s: {result.rate:.1f} runs/s")
+    report = _build(result.run_dir, config, inputs, baseline_report)
+    _finish(report, result.run_dir, no_gate)
 
 
-def CODES_SEVERITY(code: str) -> str:
-    from ragaudit.validate import CODES
-    return CODES[code].severity
+def _read_report(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such report") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: expected a report.json, found unreadable content ({exc})") from None
+
+
+def _build(run_dir: Path, config, inputs, baseline_report):
+    from ragaudit.metrics.support import SupportScorer
+    from ragaudit.report import build
+
+    return build(run_dir, config=config, corpus=inputs.corpus, items=inputs.items, encoder=inputs.encoder,
+                 support=SupportScorer(inputs.encoder), baseline=baseline_report)
+
+
+def _finish(report: dict, run_dir: Path, no_gate: bool) -> None:
+    from ragaudit.report.markdown import render_summary
+
+    click.echo(render_summary(report), nl=False)
+    click.echo(f"\nrun directory: {run_dir}")
+    sys.exit(0 if no_gate or report["gate"]["verdict"] == "pass" else 1)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--no-gate", is_flag=True, help="exit 0 whatever the gate says")
+def report(run_dir, no_gate):
+    """Rebuild every output of RUN_DIR from its stored traces."""
+    from ragaudit import runner
+    from ragaudit.io.config import load_config
+
+    manifest = _manifest(run_dir)
+    config = load_config(manifest["config_path"])
+    baseline = _read_report(manifest["baseline"]) if manifest.get("baseline") else None
+    _finish(_build(run_dir, config, runner.Inputs(config), baseline), run_dir, no_gate)
+
+
+@main.command()
+@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="config with [gate]")
+@click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
+@FORMAT
+def gate(report_path, config_path, baseline, fmt):
+    """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail."""
+    from ragaudit.gate import evaluate_gate, evaluation_of
+    from ragaudit.io.config import load_config
+
+    config = load_config(config_path)
+    report = _read_report(report_path)
+    errors: dict[str, int] = {}
+    for issue in report.get("issues", []):
+        if issue.get("severity") == "error":
+            errors[issue.get("pipeline")] = errors.get(issue.get("pipeline"), 0) + 1
+    aborted = {name: p["aborted"] for name, p in report.get("pipelines", {}).items() if p.get("aborted")}
+    result = evaluate_gate(evaluation_of(report), config.gate, error_counts=errors, aborted=aborted,
+                           baseline=_read_report(baseline) if baseline else None)
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=1, sort_keys=True))
+    else:
+        from ragaudit.report.markdown import render_summary
+        click.echo(render_summary({**report, "gate": result}), nl=False)
+    sys.exit(0 if result["verdict"] == "pass" else 1)
+
+
+@main.command("compare")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="where compare.json/html go "
+              "(default: the first run directory)")
+def compare_command(run_dirs, out):
+    """Compare the pipelines of one or more runs, each against the first: means, paired differences with
+    bootstrap CIs, permutation p-values (Holm-adjusted), win/tie/loss and λ transitions."""
+    from ragaudit.report import write_comparison
+
+    reports = [_read_report(Path(d) / "report.json") for d in run_dirs]
+    labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
+    target = Path(out or run_dirs[0])
+    target.mkdir(parents=True, exist_ok=True)
+    result = write_comparison(target, reports, labels)
+    for c in result["comparisons"]:
+        click.echo(f"{c['other']} vs {c['reference']} ({c['questions']} questions)")
+        for name, m in c["metrics"].items():
+            click.echo(f"  {name:<20} {m['mean_reference']:.3f} -> {m['mean_other']:.3f}  diff {m['difference']:+.3f} "
+                       f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]  p_holm {m['p_holm']:.4f}  "
+                       f"w/t/l {m['wins']}/{m['ties']}/{m['losses']}  {m['verdict']}")
+    click.echo(f"wrote {target / 'compare.json'} and {target / 'compare.html'}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+def verify(run_dir):
+    """Check that the gold set, corpus, config and traces of RUN_DIR are unchanged. Exit 0: unchanged; 5: changed."""
+    from ragaudit.errors import InputsChangedError
+    from ragaudit.runner import sha256_file
+
+    manifest = _manifest(run_dir)
+    checks = [(name, Path(manifest["paths"][name]), manifest["inputs"][name]) for name in ("gold", "corpus", "config")]
+    checks.append(("traces", Path(run_dir) / "traces.jsonl", manifest.get("traces_sha256")))
+    changed = []
+    for name, path, recorded in checks:
+        if not path.exists():
+            changed.append(f"{name}: {path} is gone")
+        elif sha256_file(path) != recorded:
+            changed.append(f"{name}: {path} changed since the run (sha256 {recorded[:12] if recorded else 'none'}…)")
+    if changed:
+        raise InputsChangedError("; ".join(changed))
+    click.echo(f"unchanged: gold, corpus, config and traces of {run_dir}")
+
+
+def _manifest(run_dir: Path) -> dict:
+    from ragaudit.report import load_manifest
+    try:
+        return load_manifest(run_dir)
+    except FileNotFoundError:
+        raise InputError(f"{run_dir}: expected a run directory with manifest.json, found none") from None
 
 
 @main.group()
@@ -184,6 +305,27 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
 
 
 @main.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--qid", multiple=True, help="only these questions (repeatable)")
+@click.option("--base-url", help="link knowledge-base files under this URL")
+def cite(traces, qid, base_url):
+    """Render the runs of trace files as markdown: each answer with claim-level footnotes, then its sources."""
+    from ragaudit.citations import render_trace
+    from ragaudit.io.jsonl import BadLine
+    from ragaudit.io.traces import read_traces
+
+    bad = []
+    for path in traces:
+        for trace in read_traces(path):
+            if isinstance(trace, BadLine):
+                bad.append(trace)
+            elif not qid or trace.qid in qid:
+                click.echo(render_trace(trace, base_url=base_url))
+    if bad:
+        raise InputError([b.problem for b in bad])
+
+
+@main.command()
 @FORMAT
 def codes(fmt):
     """List every issue code with its severity, meaning and fix."""
@@ -195,6 +337,21 @@ def codes(fmt):
         return
     for c in CODES.values():
         click.echo(f"{c.code:<28} {c.severity:<8} {c.meaning}\n{'':<37} fix: {c.fix}")
+
+
+@main.command("metrics")
+@FORMAT
+def metrics_command(fmt):
+    """List every metric with its level, direction and definition."""
+    from ragaudit.metrics.registry import METRICS
+
+    if fmt == "json":
+        click.echo(json.dumps([{"name": m.name, "level": m.level, "higher_is_better": m.higher_is_better,
+                                "description": m.description} for m in METRICS.values()], indent=2))
+        return
+    for m in METRICS.values():
+        direction = "higher is better" if m.higher_is_better else "lower is better"
+        click.echo(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}")
 
 
 if __name__ == "__main__":

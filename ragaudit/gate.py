@@ -105,3 +105,10 @@ def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
     lost = sorted(qid for qid in was if qid in now and now[qid] != "convergent")
     out.append(Check(pipeline, "drift_lambda", "convergent questions stay convergent", len(lost), not lost, lost))
     return out
+
+
+def evaluation_of(report: dict):
+    """The parts of an Evaluation the gate reads, taken back from a report.json."""
+    from ragaudit.metrics.evaluate import Evaluation
+    return Evaluation(runs=[r for q in report["questions"] for r in q["runs"]], questions=report["questions"],
+                      sections=report["summary"].get("sections", []), pipelines=report["summary"]["pipelines"])

@@ -228,6 +228,8 @@ def write_manifest(run_dir: Path, config: Config, **extra) -> None:
         "config_path": str(config.path.resolve()),
         "inputs": {"config": sha256_file(config.path), "gold": sha256_file(config.gold),
                    "corpus": sha256_file(config.corpus)},
+        "paths": {"config": str(config.path.resolve()), "gold": str(config.gold.resolve()),
+                  "corpus": str(config.corpus.resolve())},
         "seeds": list(config.seeds), "paraphrases": config.paraphrases, "embed_model": config.model,
         **extra,
     })
@@ -256,10 +258,10 @@ class Progress:
             self.stream.write("\n")
 
 
-def run(config: Config, *, out: Path | None = None, resume: Path | None = None,
+def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None, resume: Path | None = None,
         workers: int | None = None, progress: bool = True) -> RunResult:
     workers = max(1, workers or config.workers)
-    inputs = Inputs(config)
+    inputs = inputs or Inputs(config)
     ctx = Context(corpus=inputs.corpus, allow_cross_section=config.allow_cross_section,
                   cross_section_whitelist=config.cross_section_whitelist)
     if resume is not None:

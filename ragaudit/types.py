@@ -172,6 +172,7 @@ class Issue:
     citation: str | None = None
     file: str | None = None
     line: int | None = None
+    pipeline: str | None = None  # the trace's `config`: which pipeline produced the run
 
     def to_dict(self) -> dict:
         out = {
@@ -179,7 +180,7 @@ class Issue:
             "variant": self.variant, "seed": self.seed, "path": self.path,
             "message": self.message, "fix": self.fix,
         }
-        for name in ("seg", "citation", "file", "line"):
+        for name in ("seg", "citation", "file", "line", "pipeline"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

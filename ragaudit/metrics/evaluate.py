@@ -89,7 +89,6 @@ def _run_record(view: RunView, qr, ra, segments: list[dict], chain: dict | None)
         "pipeline": t.config, "qid": t.qid, "variant": t.variant, "seed": t.seed, "query": t.query,
         "error": t.error, "zone": zone(qr), "metrics": metrics,
         "citations": [p.snippet_id for p in view.cited],
-        "retrieved": [p.snippet_id for p in t.retrieved],
         "segments": segments,
     }
     if chain is not None:

@@ -43,4 +43,4 @@ def rule(*codes: str, needs_corpus: bool = False, aborts: bool = False):
 def where(trace: Trace, path: str = "$", **extra) -> dict:
     """The location fields of an issue about `trace`."""
     return dict(qid=trace.qid, variant=trace.variant, seed=trace.seed, path=path,
-                file=trace.file, line=trace.line, **extra)
+                file=trace.file, line=trace.line, pipeline=trace.config, **extra)

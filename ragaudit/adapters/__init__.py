@@ -1,0 +1,1 @@
+"""Adapters: project the outputs of real RAG stacks into ragaudit payloads, traces and audits (SPEC §8)."""

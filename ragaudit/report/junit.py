@@ -1,0 +1,42 @@
+"""`junit.xml`: one testcase per question (per pipeline) and one per gate check."""
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+
+def _fmt(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def write_junit(path: Path, report: dict) -> None:
+    checks = report["gate"]["checks"]
+    failed_by: dict[tuple[str, str], list[str]] = {}
+    for check in checks:
+        if not check["passed"]:
+            for qid in check["questions"]:
+                failed_by.setdefault((check["pipeline"], qid), []).append(check["name"])
+    root = ET.Element("testsuites", name="ragaudit")
+    questions = ET.SubElement(root, "testsuite", name="questions")
+    for q in report["questions"]:
+        case = ET.SubElement(questions, "testcase", classname=f"ragaudit.{q['pipeline']}", name=q["qid"])
+        reasons = failed_by.get((q["pipeline"], q["qid"]))
+        if reasons:
+            lam = q["lambda"]
+            failure = ET.SubElement(case, "failure", message=f"failed gate checks: {', '.join(reasons)}")
+            failure.text = (f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
+                            + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None))
+    gate = ET.SubElement(root, "testsuite", name="gate")
+    for check in checks:
+        case = ET.SubElement(gate, "testcase", classname=f"ragaudit.gate.{check['pipeline']}", name=check["name"])
+        if not check["passed"]:
+            failure = ET.SubElement(case, "failure", message=f"{check['name']}: value {_fmt(check['value'])}, "
+                                                             f"threshold {_fmt(check['threshold'])}")
+            failure.text = " ".join(filter(None, [check.get("detail"), "questions: " + ", ".join(check["questions"])
+                                                  if check["questions"] else ""]))
+    for suite in (questions, gate):
+        cases = suite.findall("testcase")
+        suite.set("tests", str(len(cases)))
+        suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    ET.indent(root)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,63 @@
+"""The gate's checks and drift rules, on hand-made evaluations."""
+from ragaudit.gate import evaluate_gate
+from ragaudit.io.config import default_config
+from ragaudit.metrics.evaluate import Evaluation
+
+T = default_config().gate
+
+
+def run(qid, *, ds=0.3, cov=1.0, match=1.0, pipeline="p"):
+    return {"pipeline": pipeline, "qid": qid, "variant": 0, "seed": 1, "error": None,
+            "metrics": {"delta_s_qr": ds, "coverage": cov, "citation_match": match}}
+
+
+def evaluation(runs, states):
+    questions = [{"pipeline": "p", "qid": q, "lambda": {"state": s}} for q, s in states.items()]
+    mean = lambda k: sum(r["metrics"][k] for r in runs) / len(runs)  # noqa: E731
+    return Evaluation(runs=runs, questions=questions, pipelines={"p": {
+        "metrics": {"delta_s_qr": mean("delta_s_qr"), "coverage": mean("coverage")},
+        "citation_match_rate": mean("citation_match")}})
+
+
+def checks(result):
+    return {c["name"]: c for c in result["checks"]}
+
+
+def test_all_pass():
+    result = evaluate_gate(evaluation([run("a"), run("b")], {"a": "convergent", "b": "convergent"}), T,
+                           error_counts={}, aborted={})
+    assert result["verdict"] == "pass"
+    assert set(checks(result)) == {"delta_s_max", "delta_s_mean_max", "coverage_pass_rate", "citation_match_min",
+                                   "lambda_convergent_min", "lambda_forbid", "max_errors"}
+
+
+def test_each_failure_names_its_questions():
+    runs = [run("a", ds=0.5), run("b", cov=0.2), run("c", match=0.0), run("d")]
+    result = evaluate_gate(evaluation(runs, {"a": "convergent", "b": "chaotic", "c": "recursive", "d": "convergent"}),
+                           T, error_counts={"p": 2}, aborted={"p": "q v0 s1: analyzer"})
+    c = checks(result)
+    assert result["verdict"] == "fail"
+    assert (c["delta_s_max"]["passed"], c["delta_s_max"]["questions"], c["delta_s_max"]["value"]) == (False, ["a"], 0.5)
+    assert c["coverage_pass_rate"]["questions"] == ["b"] and c["coverage_pass_rate"]["value"] == 0.75
+    assert c["citation_match_min"]["questions"] == ["c"]
+    assert c["lambda_forbid"]["questions"] == ["b"]
+    assert c["lambda_convergent_min"]["value"] == 0.5
+    assert (c["max_errors"]["value"], c["max_errors"]["passed"]) == (2, False)
+    assert c["analyzer_parity"]["passed"] is False
+
+
+def test_only_the_chosen_pipelines_are_gated():
+    ev = evaluation([run("a", ds=0.9)], {"a": "convergent"})
+    assert evaluate_gate(ev, {**T, "pipelines": ["other"]}, error_counts={}, aborted={})["checks"][0]["name"] == "pipeline_ran"
+
+
+def test_drift_against_a_baseline():
+    now = evaluation([run("a", ds=0.38, cov=0.7, match=1.0), run("b", ds=0.38)], {"a": "recursive", "b": "convergent"})
+    baseline = {"summary": {"pipelines": {"p": {"metrics": {"delta_s_qr": 0.30, "coverage": 0.95},
+                                                 "citation_match_rate": 1.0}}},
+                "questions": [{"pipeline": "p", "qid": "a", "lambda": {"state": "convergent"}}]}
+    c = checks(evaluate_gate(now, {**T, "lambda_convergent_min": 0.0}, error_counts={}, aborted={}, baseline=baseline))
+    assert c["drift_delta_s_mean"]["passed"] is False      # rose 0.08 > 0.05
+    assert c["drift_coverage"]["passed"] is False          # fell from 0.95 to 0.85
+    assert c["drift_citation_match"]["passed"] is True
+    assert c["drift_lambda"]["questions"] == ["a"]

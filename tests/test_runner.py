@@ -1,0 +1,169 @@
+"""The runner end to end: every pipeline kind, resume after a real kill, worker-count independence,
+and replaying a run's traces reproduces its metrics."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragaudit.cli import main
+from ragaudit.io.traces import read_traces
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "gold_sets" / "handbook"
+FIXTURES = Path(__file__).resolve().parent / "pipelines" / "fixtures"
+
+
+def write_config(tmp_path, pipelines: str, *, items: int = 6, seeds="[1, 2]", extra: str = "") -> Path:
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join((DEMO / "gold.jsonl").read_text().splitlines(keepends=True)[:items]))
+    config = tmp_path / "audit.toml"
+    config.write_text(f"""
+[audit]
+gold = "gold.jsonl"
+corpus = "{DEMO / 'corpus'}"
+paraphrases = 3
+seeds = {seeds}
+out = "runs"
+{extra}
+[embedder]
+model = "hashing"
+
+{pipelines}
+""")
+    return config
+
+
+BM25 = '[[pipelines]]\nname = "bm25"\nkind = "reference"\nretriever = "bm25"\n'
+TFIDF = '[[pipelines]]\nname = "tfidf"\nkind = "reference"\nretriever = "tfidf"\nrerank = "mmr"\ntemperature = 0.5\n'
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_dir_of(result) -> Path:
+    return Path(result.output.strip().splitlines()[-1].split("run directory: ")[1])
+
+
+def comparable(report: dict) -> dict:
+    """A report without the parts that may differ between identical runs: meta (times, versions)."""
+    return {k: v for k, v in report.items() if k != "meta"}
+
+
+def test_reference_run_writes_every_output(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF)
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    run_dir = run_dir_of(result)
+    names = {p.name for p in run_dir.iterdir()}
+    assert names >= {"traces.jsonl", "issues.jsonl", "manifest.json", "report.json", "report.html", "traces.log",
+                     "rag_traces.sqlite", "junit.xml", "summary.md", "compare.json", "compare.html"}
+    traces = list(read_traces(run_dir / "traces.jsonl"))
+    assert len(traces) == 2 * 6 * 3 * 2
+    assert (run_dir / "issues.jsonl").read_text() == ""  # every payload of the reference pipeline validates
+    assert "runs/s" in result.output
+
+
+def test_worker_count_does_not_change_the_report(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF)
+    one = run_dir_of(invoke("run", config, "--no-gate", "--workers", "1"))
+    four = run_dir_of(invoke("run", config, "--no-gate", "--workers", "4"))
+    a = json.loads((one / "report.json").read_text())
+    b = json.loads((four / "report.json").read_text())
+    assert comparable(a) == comparable(b)
+
+
+def test_report_rebuilds_identically(tmp_path):
+    config = write_config(tmp_path, BM25)
+    run_dir = run_dir_of(invoke("run", config, "--no-gate"))
+    before = {name: (run_dir / name).read_bytes() for name in ("issues.jsonl", "traces.log", "junit.xml", "summary.md")}
+    report = json.loads((run_dir / "report.json").read_text())
+    rebuilt = invoke("report", run_dir, "--no-gate")
+    assert rebuilt.exit_code == 0
+    assert comparable(json.loads((run_dir / "report.json").read_text())) == comparable(report)
+    assert {name: (run_dir / name).read_bytes() for name in before} == before
+
+
+def test_replaying_the_traces_reproduces_the_metrics(tmp_path):
+    config = write_config(tmp_path, BM25)
+    first = run_dir_of(invoke("run", config, "--no-gate"))
+    replay = write_config(tmp_path, f'[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "{first / "traces.jsonl"}"\n')
+    second = run_dir_of(invoke("run", replay, "--no-gate"))
+    a = json.loads((first / "report.json").read_text())
+    b = json.loads((second / "report.json").read_text())
+    assert a["summary"]["pipelines"] == b["summary"]["pipelines"]
+    assert [q["metrics"] for q in a["questions"]] == [q["metrics"] for q in b["questions"]]
+
+
+def test_replay_reports_missing_runs_and_invents_none(tmp_path):
+    config = write_config(tmp_path, BM25, seeds="[1]")
+    first = run_dir_of(invoke("run", config, "--no-gate"))
+    replay = write_config(tmp_path, f'[[pipelines]]\nname = "old"\nkind = "replay"\ntraces = "{first / "traces.jsonl"}"\n',
+                          seeds="[1, 9]")
+    second = run_dir_of(invoke("run", replay, "--no-gate"))
+    traces = list(read_traces(second / "traces.jsonl"))
+    missing = [t for t in traces if t.seed == 9]
+    assert len(missing) == 18 and all(t.error.startswith("no recorded run for qid") and not t.retrieved for t in missing)
+    issues = [json.loads(l) for l in (second / "issues.jsonl").read_text().splitlines()]
+    assert {i["code"] for i in issues} == {"pipeline_error"} and len(issues) == 18
+
+
+def test_python_and_command_pipelines_in_one_run(tmp_path):
+    pipelines = (f'[[pipelines]]\nname = "py"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {{delay = 0.0}}\n'
+                 f'[[pipelines]]\nname = "cmd"\nkind = "command"\n'
+                 f'command = ["{sys.executable}", "{FIXTURES / "jsonl_rag.py"}"]\ntimeout_s = 10\n')
+    config = write_config(tmp_path, pipelines, items=3, seeds="[1]")
+    env_path = str(FIXTURES)
+    sys.path.insert(0, env_path)
+    try:
+        result = invoke("run", config, "--no-gate", "--workers", "2")
+    finally:
+        sys.path.remove(env_path)
+    assert result.exit_code == 0, result.output
+    traces = list(read_traces(run_dir_of(result) / "traces.jsonl"))
+    assert {t.config for t in traces} == {"py", "cmd"} and len(traces) == 2 * 3 * 3
+    assert all(t.error is None for t in traces)
+
+
+def test_unstartable_command_pipeline_exits_4(tmp_path):
+    config = write_config(tmp_path, '[[pipelines]]\nname = "gone"\nkind = "command"\ncommand = ["/nonexistent/rag"]\n')
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert result.exit_code == 4
+    assert "/nonexistent/rag" in result.stderr
+
+
+def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
+    config = write_config(tmp_path, '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\n'
+                                    'options = {delay = 0.05}\n', items=10)
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}
+    child = subprocess.Popen([sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2", "--no-gate"],
+                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    runs = tmp_path / "runs"
+    deadline = time.monotonic() + 60
+    traces_file = None
+    while time.monotonic() < deadline:
+        found = list(runs.glob("*/traces.jsonl")) if runs.exists() else []
+        if found and found[0].stat().st_size > 0 and len(found[0].read_text().splitlines()) >= 15:
+            traces_file = found[0]
+            break
+        time.sleep(0.02)
+    assert traces_file is not None, child.stderr.read() if child.poll() is not None else "no traces appeared"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    done_before = len(traces_file.read_text().splitlines())
+    assert 15 <= done_before < 60
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        result = invoke("run", config, "--resume", traces_file.parent, "--no-gate", "--workers", "2")
+    finally:
+        sys.path.remove(str(FIXTURES))
+    assert result.exit_code == 0, result.output
+    keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(traces_file)]
+    assert len(keys) == 10 * 3 * 2 and len(set(keys)) == len(keys)
+    assert "resumed" in result.output
