@@ -13,9 +13,14 @@ _SENTENCE_END = (".", "!", "?", ":")
 
 @rule("dangling_citation")
 def dangling(trace, ctx):
+    retrieved = {p.snippet_id for p in trace.retrieved}
+    for k, step in enumerate(trace.steps):
+        for j, cited in enumerate(step.citations):
+            if cited not in retrieved:
+                yield issue("dangling_citation", f"expected a retrieved snippet_id in step {step.step_number}, "
+                            f"found {cited!r}", **where(trace, f"$.steps[{k}].citations[{j}]", citation=cited))
     if trace.answer is None:
         return
-    retrieved = {p.snippet_id for p in trace.retrieved}
     for k, segment in enumerate(trace.answer.segments):
         for j, cited in enumerate(segment.citations):
             if cited not in retrieved:
