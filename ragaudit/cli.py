@@ -354,5 +354,12 @@ def metrics_command(fmt):
         click.echo(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}")
 
 
+def _register_adapters() -> None:
+    from ragaudit.adapters.graphrag.cli import graphrag
+    main.add_command(graphrag)
+
+
+_register_adapters()
+
 if __name__ == "__main__":
     main()

@@ -284,7 +284,10 @@ def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None
     try:
         for spec in config.pipelines:
             if spec.name not in aborted and any(j.pipeline == spec.name for j in jobs):
-                pools[spec.name] = PipelinePool(spec, inputs, workers)
+                pools[spec.name] = pool = PipelinePool(spec, inputs, workers)
+                prepare = getattr(pool.instances[0], "prepare", None)
+                if prepare is not None:
+                    prepare([j.request.query for j in jobs if j.pipeline == spec.name])
         bar = Progress(total) if progress else None
         started = time.monotonic()
         executed = _execute(jobs, pools, run_dir / TRACES, ctx, aborted, workers,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -152,6 +153,7 @@ class CachedEncoder:
         self._memory: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self.requested = self.hits = self.encoded = 0
+        self.encode_seconds = 0.0  # time spent in the model itself
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
@@ -162,7 +164,9 @@ class CachedEncoder:
             todo = {k: t for k, t in zip(keys, texts) if k not in self._memory}
             self.hits += len(texts) - sum(1 for k in keys if k in todo)
             if todo:
+                started = time.perf_counter()
                 vectors = self.encoder.encode(list(todo.values()))
+                self.encode_seconds += time.perf_counter() - started
                 self.encoded += len(todo)
                 self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                                      [(self.model_id, k, v.astype(np.float32).tobytes()) for k, v in zip(todo, vectors)])

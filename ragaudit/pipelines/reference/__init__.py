@@ -38,6 +38,7 @@ class ReferencePipeline:
         self.chunks: list[Chunk] = chunk_corpus(corpus, self.analyzer, chunk_size=chunk_size, overlap=chunk_overlap)
         dense = retriever in ("dense", "hybrid")
         self.embed_model = encoder.model_id if dense else SPARSE_MODEL
+        self._encoder = encoder
         texts = [c.text for c in self.chunks]
         if retriever == "bm25":
             self.retriever = BM25(texts, self.analyzer)
@@ -54,6 +55,11 @@ class ReferencePipeline:
             index_hash=index_hash(self.chunks, analyzer=analyzer, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                                   retriever=retriever, embed_model=self.embed_model),
             analyzer=analyzer, embed_model=self.embed_model, store=retriever)
+
+    def prepare(self, queries: list[str]) -> None:
+        """Encode every query of the run in batches up front, so each run finds its vector cached."""
+        if self.embed_model != SPARSE_MODEL:
+            self._encoder.encode(list(dict.fromkeys(queries)))
 
     def index_info(self) -> LiveIndex:
         return self._index
