@@ -167,3 +167,28 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(traces_file)]
     assert len(keys) == 10 * 3 * 2 and len(set(keys)) == len(keys)
     assert "resumed" in result.output
+
+
+def test_progress_shows_on_a_terminal_only(monkeypatch):
+    import io
+
+    from ragaudit.runner import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("CI", raising=False)
+    shown = Terminal()
+    bar = Progress(10, shown)
+    bar.update(10)
+    bar.finish()
+    assert shown.getvalue().startswith("\r10/10 runs") and "runs/s" in shown.getvalue() and "ETA 0s" in shown.getvalue()
+    monkeypatch.setenv("CI", "true")
+    quiet = Terminal()
+    Progress(10, quiet).update(10)
+    assert quiet.getvalue() == ""
+    piped = io.StringIO()
+    monkeypatch.delenv("CI")
+    Progress(10, piped).update(10)
+    assert piped.getvalue() == ""

@@ -162,7 +162,7 @@ class CachedEncoder:
             missing = list(dict.fromkeys(k for k in keys if k not in self._memory))
             self._load(missing)
             todo = {k: t for k, t in zip(keys, texts) if k not in self._memory}
-            self.hits += len(texts) - sum(1 for k in keys if k in todo)
+            self.hits += len(texts) - len(todo)  # a text repeated within the call is encoded once
             if todo:
                 started = time.perf_counter()
                 vectors = self.encoder.encode(list(todo.values()))

@@ -49,3 +49,27 @@ def test_real_model_delta_s():
     assert 0.6 < d[1] <= 1.0
     vectors = encoder.encode(["a", "b"])
     assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_cache_encodes_each_text_once_and_persists(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+
+    class Counting(HashingEncoder):
+        calls: list = []
+
+        def encode(self, texts):
+            self.calls.append(list(texts))
+            return super().encode(texts)
+
+    inner = Counting()
+    cache = CachedEncoder(inner, tmp_path / "e.sqlite")
+    first = cache.encode(["a b", "c d", "a b"])
+    again = cache.encode(["c d", "a b"])
+    assert inner.calls == [["a b", "c d"]]
+    assert np.array_equal(first[0], again[1]) and np.array_equal(first[0], first[2])
+    assert (cache.requested, cache.hits, cache.encoded) == (5, 3, 2)
+    cache.close()
+    reopened = CachedEncoder(Counting(), tmp_path / "e.sqlite")
+    assert np.array_equal(reopened.encode(["a b"])[0], first[0]) and reopened.encoded == 0
+    other_model = CachedEncoder(HashingEncoder(dim=64), tmp_path / "e.sqlite")
+    assert other_model.encode(["a b"]).shape == (1, 64) and other_model.encoded == 1  # keyed by model id too
