@@ -1,9 +1,11 @@
 """Support of an answer segment by its cited texts (SPEC §3), and number-agreement hallucination flags.
 
-The score is a logistic model over a few features of the segment and its evidence: sentence
-embedding cosines (the bundled MiniLM encoder), lexical recall of the segment's content words,
-and agreement of the numbers. Its coefficients and the features' standardisation live in
-`support_params.json`, written by `bench/calibrate_support.py` from expert labels (ExpertQA).
+The score is the probability from a logistic link over a non-negative combination of features of
+the segment and its evidence: sentence-embedding cosines (the bundled MiniLM encoder), recall of
+the segment's content words, bigrams and capitalised names, and agreement of its numbers. Being
+non-negative, it never falls when a feature rises. Weights, the features' standardisation and the
+link live in `support_params.json`, written by `bench/calibrate_support.py` from expert labels
+(ExpertQA); plain JSON numbers, so a score can be recomputed by hand.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ragaudit.metrics.embed import Encoder, make_encoder
-from ragaudit.pipelines.reference.chunking import sentence_spans
+from ragaudit.text import sentences
 
 PARAMS_PATH = Path(__file__).with_name("support_params.json")
 
@@ -144,9 +146,9 @@ def _capitalised(text: str) -> set[str]:
 
 def units(text: str) -> list[str]:
     """Sentences and lines of a cited text, markup removed, without fragments of fewer than 3 words."""
-    found = [clean(text[a:b]) for a, b in sentence_spans(text)]
+    found = [clean(s) for s in sentences(text)]
     kept = [u for u in found if len(u.split()) >= 3]
-    return kept or [u for u in found if u] or []
+    return kept or [u for u in found if u]
 
 
 # ---------------------------------------------------------------- features
@@ -190,7 +192,7 @@ def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
     per_text = [units(t) for t in cited_texts]
     ev_units = [u for found in per_text for u in found]
     windows = [a + " " + b for found in per_text for a, b in zip(found, found[1:])]
-    seg_sents = [s for s in (clean(segment[a:b]) for a, b in sentence_spans(segment)) if len(s.split()) >= 3]
+    seg_sents = [s for s in map(clean, sentences(segment)) if len(s.split()) >= 3]
     return _Pair(segment, tuple(cited_texts), seg, seg_sents or [seg], passages, ev_units,
                  windows or ev_units, [c for p in passages for c in _chunks(p)])
 

@@ -24,10 +24,12 @@ def _nice_step(top: int, ticks: int = 4) -> int:
 
 
 def bin_counts(values: list[float], bins: int, lo: float = 0.0, hi: float = 1.0) -> list[int]:
-    """Counts per equal-width bin; the last bin is closed so `hi` itself lands in it."""
+    """Counts per equal-width bin; the last bin is closed so `hi` itself lands in it. NaN is left out."""
     counts = [0] * bins
     width = (hi - lo) / bins
     for v in values:
+        if not math.isfinite(v):
+            continue
         i = min(bins - 1, max(0, int((v - lo) / width + 1e-9)))
         counts[i] += 1
     return counts

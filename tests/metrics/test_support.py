@@ -191,4 +191,8 @@ def test_real_model_prefers_the_supported_claim():
         ("Hardware keys are rotated every 12 months [1].", evidence),
         ("The cafeteria serves tomato soup on Fridays [1].", evidence)])
     assert supported > 0.5 > unrelated
+    wrong_number, unknown_name = scorer.score_many([
+        ("Hardware keys are rotated every 6 months [1].", evidence),
+        ("Hardware keys are rotated every 12 months by Microsoft [1].", evidence)])
+    assert wrong_number < supported and unknown_name < supported
     assert support.support_score("Hardware keys are rotated every 12 months [1].", evidence) == pytest.approx(supported)

@@ -9,7 +9,8 @@ from ragaudit.io.gold import read_gold
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.reference import ReferencePipeline
-from ragaudit.pipelines.reference.chunking import chunk_corpus, sentence_spans
+from ragaudit.pipelines.reference.chunking import chunk_corpus
+from ragaudit.text import sentence_spans
 from ragaudit.validate import Context, validate_trace
 from ragaudit.validate.ranking import tiebreak_key
 

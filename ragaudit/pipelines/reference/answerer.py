@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 
 from ragaudit.analyzers import Analyzer
-from ragaudit.pipelines.reference.chunking import sentence_spans
+from ragaudit.text import sentence_spans
 from ragaudit.types import Answer, Payload, Segment
 
 STOPWORDS = frozenset("""a an and are as at be by can do does for from has have how i in is it its

@@ -3,15 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 
 from ragaudit.analyzers import Analyzer
+from ragaudit.text import sentence_spans
 from ragaudit.types import Corpus
-
-# A sentence ends at . ! or ? followed by space; a line break always ends a unit (headings, bullets).
-_UNIT = re.compile(r"[^\n]+?(?:[.!?](?=\s)|$)", re.MULTILINE)
-
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -25,19 +21,6 @@ class Chunk:
     rev: str
     source_url: str
     page: int | None = None
-
-
-def sentence_spans(text: str, offset: int = 0) -> list[tuple[int, int]]:
-    """Char spans of the sentences and lines of `text`, whitespace trimmed, shifted by `offset`."""
-    spans = []
-    for match in _UNIT.finditer(text):
-        piece = match.group()
-        stripped = piece.strip()
-        if stripped:
-            lead = len(piece) - len(piece.lstrip())
-            start = offset + match.start() + lead
-            spans.append((start, start + len(stripped)))
-    return spans
 
 
 def chunk_corpus(corpus: Corpus, analyzer: Analyzer, *, chunk_size: int, overlap: int = 0) -> list[Chunk]:
