@@ -455,6 +455,10 @@ def drill_data(report: dict, t: dict) -> dict:
             run = _some(r, ("variant", "seed", "query", "error", "zone"))
             # The segments carry the answer's text; the whole answer is kept only when there are none.
             run.update(metrics=_some(r.get("metrics") or {}, RUN_METRICS), segments=segments, spans=spans)
+            if r.get("steps"):
+                run["steps"] = r["steps"]
+                run["chain"] = r.get("chain")
+                run["attribution"] = r.get("attribution")
             if not segments and r.get("answer") is not None:
                 run["answer"] = r["answer"]
             runs.append(run)

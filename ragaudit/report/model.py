@@ -85,6 +85,8 @@ def build_report(*, traces: list[Trace], items: list[GoldItem], corpus: Corpus |
             "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations), **scored.get(s.seg, {})}
                          for s in (answer.segments if answer else ())],
             "spans": _spans(trace, corpus, snippets),
+            **({"steps": [{"step_number": st.step_number, "question": st.question, "citations": list(st.citations),
+                           "confidence_score": st.confidence_score} for st in trace.steps]} if trace.steps else {}),
         })
     questions = [{**q, "gold": _gold(gold[q["qid"]], corpus), "runs": runs_by_question[(q["pipeline"], q["qid"])]}
                  for q in evaluation.questions]

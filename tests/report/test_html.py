@@ -344,3 +344,35 @@ def test_page_in_chromium(driver, tmp_path):
     shot = tmp_path / "report.png"
     assert driver.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_reasoning_chains_are_shown_in_the_drill_down(driver, tmp_path):
+    """A chain-of-thought run end to end: runner → step attribution and chain λ → report.html."""
+    import sys
+
+    from click.testing import CliRunner
+    from selenium.webdriver.common.by import By
+    from test_runner import DEMO, FIXTURES, run_dir_of, write_config
+
+    from ragaudit.cli import main
+
+    config = write_config(tmp_path, f'[[pipelines]]\nname = "cot"\nkind = "python"\nfactory = "cot_rag:make"\n'
+                                    f'options = {{corpus = "{DEMO / "corpus"}"}}\n', items=2, seeds="[1]")
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        result = CliRunner().invoke(main, ["run", str(config), "--no-gate"])
+    finally:
+        sys.path.remove(str(FIXTURES))
+    assert result.exit_code == 0, result.output
+    run_dir = run_dir_of(result)
+    report = json.loads((run_dir / "report.json").read_text())
+    run = report["questions"][0]["runs"][0]
+    assert len(run["chain"]["delta_s"]) == 3 and len(run["chain"]["states"]) == 2
+    assert run["attribution"]["usage_by_step"]["2"] and run["attribution"]["primary_sources"]
+    driver.get((run_dir / "report.html").as_uri())
+    _click(driver, _visible_rows(driver)[0])
+    chain = driver.find_element(By.CSS_SELECTOR, "#drill .chain")
+    assert chain.text.lower().startswith("reasoning chain · λ " + run["chain"]["state"])  # h4 is set in capitals
+    assert "Primary sources:" in chain.text and run["attribution"]["primary_sources"][0]["doc_id"] in chain.text
+    assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

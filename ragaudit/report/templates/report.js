@@ -187,6 +187,30 @@
     return box;
   }
 
+  // Chain-of-thought runs: each step with the sources it cites, its ΔS and the chain's λ state,
+  // then the sources aggregated over the chain (primary ones first).
+  function chainBlock(run) {
+    if (!run.steps || !run.steps.length) return null;
+    var chain = run.chain || {};
+    var att = run.attribution || {};
+    var usage = att.usage_by_step || {};
+    var rows = run.steps.map(function (step, i) {
+      var state = i > 0 && chain.states ? chain.states[i - 1] : null;
+      return el('tr', null, [el('td', 'num', [fmt(step.step_number)]), el('td', null, [step.question || '']),
+        el('td', null, (step.citations || []).map(function (c) { return chip('cited id', c); })),
+        el('td', null, [(usage[step.step_number] || []).join(', ')]),
+        el('td', 'num', [chain.delta_s ? fmt(chain.delta_s[i]) : '–']),
+        el('td', null, [state ? chip(state === 'convergent' ? 'pass' : state === 'recursive' ? 'warn' : 'fail', state) : '–'])]);
+    });
+    var table = el('table', 'runs', [el('thead', null, [el('tr', null, ['step', 'question', 'cites', 'documents', 'ΔS', 'λ']
+      .map(function (h) { return el('th', null, [h]); }))]), el('tbody', null, rows)]);
+    var primary = (att.primary_sources || []).map(function (s) { return s.doc_id + ' (' + fmt(s.relevance, 2) + ')'; });
+    return el('div', 'chain', [el('h4', null, ['Reasoning chain' + (chain.state ? ' · λ ' + chain.state : '')]), table,
+      el('p', 'small', [el('b', null, ['Primary sources: ']), primary.join(', ') || '–']),
+      el('p', 'small muted', ['All sources: ' + (att.all_sources || []).map(function (s) {
+        return s.doc_id + ' (' + fmt(s.relevance, 2) + ')'; }).join(', ')])]);
+  }
+
   function runDetail(q, run) {
     var spans = run.spans || [];
     var m = run.metrics || {};
@@ -198,7 +222,7 @@
     var right = el('div', 'gold-col', [el('h4', null, ['Gold span']), goldCard(q.gold)]);
     return el('div', 'run-detail', [
       el('h4', null, ['Answer · variant ' + fmt(run.variant) + ' · seed ' + fmt(run.seed)]),
-      el('p', 'small', [el('b', null, ['Query: ']), run.query || '']), facts, answerBlock(run),
+      el('p', 'small', [el('b', null, ['Query: ']), run.query || '']), facts, answerBlock(run), chainBlock(run),
       el('div', 'evidence', [left, right])]);
   }
 
