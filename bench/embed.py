@@ -37,11 +37,10 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     from ragaudit.report import build
 
     config = load_config(config_path)
-    inputs = runner.Inputs(config)
     model = Recording(SentenceTransformerEncoder(config.model))
     model.inner.model  # load the weights before timing, as the raw baseline does
     encoder = CachedEncoder(model, cache)
-    inputs._encoder = encoder
+    inputs = runner.Inputs(config, encoder=encoder)
     started = time.perf_counter()
     result = runner.run(config, inputs=inputs, out=out, progress=False)
     build(result.run_dir, config=config, corpus=inputs.corpus, items=inputs.items, encoder=encoder,

@@ -71,7 +71,7 @@ def sha256_file(path: Path) -> str:
 class Inputs:
     """The gold set, corpus and (lazily) the encoder one run shares across its pipelines."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, *, encoder=None):
         if config.gold is None or config.corpus is None:
             raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
         self.config = config
@@ -80,7 +80,7 @@ class Inputs:
         if problems:
             raise InputError(problems)
         self.items = items
-        self._encoder = None
+        self._encoder = encoder
         self._lock = threading.Lock()
 
     @property

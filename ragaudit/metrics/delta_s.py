@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ragaudit.analyzers import get_analyzer
 from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.types import Payload
 
@@ -26,13 +27,8 @@ def payload_text(payload: Payload, corpus) -> str:
     if corpus is None or payload.doc_id not in corpus or payload.span is None:
         return ""
     doc = corpus[payload.doc_id]
-    span = corpus.char_span(payload.doc_id, payload.span, _analyzer(payload))
+    span = corpus.char_span(payload.doc_id, payload.span, get_analyzer(payload.analyzer))
     return doc.text[span.start:span.end] if span is not None else ""
-
-
-def _analyzer(payload: Payload):
-    from ragaudit.analyzers import get_analyzer
-    return get_analyzer(payload.analyzer)
 
 
 def top_k_text(payloads: Sequence[Payload], corpus, k: int) -> str:

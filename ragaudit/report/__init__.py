@@ -2,6 +2,7 @@
 that `ragaudit report RUN_DIR` rebuilds it identically."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import Counter
@@ -27,7 +28,7 @@ def sort_traces(path: Path) -> list[Trace]:
         for trace in traces:
             out.write(dump_trace(trace) + "\n")
     os.replace(tmp, path)
-    return [t for t in read_traces(path) if not isinstance(t, BadLine)]
+    return [dataclasses.replace(t, file=str(path), line=i) for i, t in enumerate(traces, start=1)]
 
 
 def load_manifest(run_dir: Path) -> dict:
