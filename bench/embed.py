@@ -38,7 +38,7 @@ def audit_once(config_path: Path, cache: Path, out: Path):
 
     config = load_config(config_path)
     model = Recording(SentenceTransformerEncoder(config.model))
-    model.inner.model  # load the weights before timing, as the raw baseline does
+    _ = model.inner.model  # load the weights before timing, as the raw baseline does
     encoder = CachedEncoder(model, cache)
     inputs = runner.Inputs(config, encoder=encoder)
     started = time.perf_counter()

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from ragaudit.cli import main

@@ -16,6 +16,7 @@ from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.metrics.lam import RunPoint, chain_states, question_lambda
 from ragaudit.metrics.registry import RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
+from ragaudit.metrics.support import hallucinated_numbers
 from ragaudit.types import Corpus, GoldItem, Trace
 
 AVERAGED = ("coverage", "citation_match", "citation_precision", "citation_recall", "hit@k", "recall@k", "mrr",
@@ -99,7 +100,6 @@ def _run_record(view: RunView, qr, ra, segments: list[dict], chain: dict | None)
 
 
 def _segment_support(views: list[RunView], corpus, support, settings: Settings) -> list[list[dict]]:
-    from ragaudit.metrics.support import hallucinated_numbers
     by_id = [{p.snippet_id: p for p in v.trace.retrieved} for v in views]
     pairs, where = [], []
     for i, view in enumerate(views):

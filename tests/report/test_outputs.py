@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from test_runner import BM25, DEMO, ROOT, run_dir_of, write_config
+from test_runner import BM25, ROOT, run_dir_of, write_config
 
 from ragaudit.cli import main
 from ragaudit.report.logs import COLUMNS
