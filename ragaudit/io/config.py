@@ -1,6 +1,7 @@
 """TOML config reader (SPEC §4, §5). Relative paths are relative to the config file."""
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -79,6 +80,11 @@ _EXPECTED = {"integers": "an array of integers", "strings": "an array of strings
              "table": "a table", "path": "a path string", "integer": "an integer"}
 
 
+def _beside(config_path: Path, value: str) -> Path:
+    """A path of the config, relative to the config's folder, without `..` detours."""
+    return Path(os.path.normpath(config_path.parent / value))
+
+
 class _Reader:
     def __init__(self, path: Path, text: str):
         self.path, self.lines, self.problems = path, text.splitlines(), []
@@ -109,7 +115,7 @@ class _Reader:
                 self.problems.append(Problem(str(self.path), f"expected {_EXPECTED.get(kind, 'a ' + kind)}, "
                                              f"found {describe(value)}", self.line_of(section, key), f"{path}.{key}"))
                 continue
-            out[key] = (self.path.parent / value) if kind == "path" else value
+            out[key] = _beside(self.path, value) if kind == "path" else value
         return out
 
 
@@ -174,7 +180,7 @@ def load_config(path: str | Path) -> Config:
         raise InputError(reader.problems)
     return Config(
         path=path, gold=audit["gold"], corpus=audit["corpus"], paraphrases=audit["paraphrases"],
-        seeds=tuple(audit["seeds"]), out=audit["out"] if isinstance(audit["out"], Path) else path.parent / audit["out"],
+        seeds=tuple(audit["seeds"]), out=audit["out"] if isinstance(audit["out"], Path) else _beside(path, audit["out"]),
         allow_cross_section=audit["allow_cross_section"],
         cross_section_whitelist=tuple(frozenset(g) for g in audit["cross_section_whitelist"]),
         offset_unit=audit["offset_unit"], workers=audit["workers"], model=sections["embedder"]["model"],

@@ -28,7 +28,7 @@ kind = "reference"
 retriever = "bm25"
 """)
     config = load_config(path)
-    assert config.gold == path.parent / "../gold/gold.jsonl"
+    assert config.gold == path.parent.parent / "gold" / "gold.jsonl"
     assert config.seeds == (1, 2) and config.paraphrases == 3
     assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
     assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_max"] == 0.45
