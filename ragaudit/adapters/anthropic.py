@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, locate, make_trace, payloads_in_order, rank, segments,
+    Hit, IndexInfo, Sources, as_corpus, locate, make_trace, payloads_in_order, rank, segments,
     source_document,
 )
+from ragaudit.io.corpus import text_document
 from ragaudit.types import Document
 
 
@@ -62,7 +63,7 @@ def _char_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
     if doc is None:
         # the text sent is all that is known of the document: its sections and revision
         return Hit(c.cited_text, sent.doc_id, start, end,
-                   source=source_document({sent.doc_id: sent.text}, sent.doc_id) if sent.text else None)
+                   source=text_document(sent.doc_id, sent.text) if sent.text and sent.doc_id else None)
     if sent.text is not None and doc.text != sent.text:
         base = locate(sent.text, doc.text)
         if base is None:
@@ -115,6 +116,7 @@ def from_anthropic(message: Any, documents: Sequence[Any], *, qid: str, query: s
     `doc_ids[i]` is the corpus doc_id of `documents[i]` (default: its `title`). Other keyword
     arguments (`variant`, `seed`, `config`, …) go to `make_trace`.
     """
+    corpus = as_corpus(sources)
     sent = [_sent(d, doc_ids[i] if doc_ids is not None else _get(d, "title")) for i, d in enumerate(documents)]
     hits: dict[tuple, tuple[int, Hit]] = {}
     text, marks = "", []
@@ -129,7 +131,7 @@ def from_anthropic(message: Any, documents: Sequence[Any], *, qid: str, query: s
             d = sent[c.document_index]
             key = (c.document_index, c.type, *_location(c))
             if key not in hits:
-                hit = project(c, d, source_document(sources, d.doc_id))
+                hit = project(c, d, source_document(corpus, d.doc_id))
                 if scores is not None:
                     hit.score = scores[c.document_index]
                 hits[key] = (c.document_index, hit)
@@ -137,7 +139,7 @@ def from_anthropic(message: Any, documents: Sequence[Any], *, qid: str, query: s
         marks.append((len(text), len(text) + len(block.text), keys))
         text += block.text
     order = sorted(hits, key=lambda k: (k[0], hits[k][1].start if hits[k][1].start is not None else -1, k))
-    unranked = payloads_in_order((hits[k][1] for k in order), index=index, sources=sources, score_kind=score_kind)
+    unranked = payloads_in_order((hits[k][1] for k in order), index=index, sources=corpus, score_kind=score_kind)
     snippet = {k: p["snippet_id"] for k, p in zip(order, unranked)}
     cited = [(a, b, [snippet[k] for k in keys]) for a, b, keys in marks if keys]
     return make_trace(qid, query, rank(unranked), answer_text=text, segments=segments(text, cited),

@@ -20,7 +20,6 @@ The stacks know their chunks but not ragaudit's view of them. The adapters fill 
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,9 +27,10 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from ragaudit.analyzers import get_analyzer
-from ragaudit.io.corpus import PREAMBLE, markdown_sections, revision
+from ragaudit.io.corpus import PREAMBLE, revision, text_document
 from ragaudit.text import sentence_spans
-from ragaudit.types import TRACE_SCHEMA, Corpus, Document, Section
+from ragaudit.types import TRACE_SCHEMA, Corpus, Document
+from ragaudit.validate.ranking import SCORE_ORDER
 
 
 @dataclass(frozen=True)
@@ -102,21 +102,27 @@ class Hit:
 Sources = Corpus | Mapping[str, str] | None
 
 
-def source_document(sources: Sources, doc_id: str | None) -> Document | None:
-    """The source document `doc_id` from a ragaudit corpus or a {doc_id: text} mapping."""
-    if sources is None or doc_id is None:
-        return None
-    if isinstance(sources, Corpus):
-        return sources.documents.get(doc_id)
-    text = sources.get(doc_id)
-    if not isinstance(text, str):
-        return None
-    sections = markdown_sections(text) or (Section(PREAMBLE, 0, len(text)),)
-    return Document(doc_id, text, revision(text), sections=sections)
+def as_corpus(sources: Sources) -> Corpus | None:
+    """`sources` as a ragaudit corpus; the texts of a {doc_id: text} mapping are read as markdown, once."""
+    if sources is None or isinstance(sources, Corpus):
+        return sources
+    return Corpus({doc_id: text_document(doc_id, text) for doc_id, text in sources.items() if isinstance(text, str)})
+
+
+def source_document(corpus: Corpus | None, doc_id: str | None) -> Document | None:
+    return corpus.documents.get(doc_id) if corpus is not None and doc_id is not None else None
 
 
 def corpus_root(sources: Sources) -> str | None:
     return sources.path if isinstance(sources, Corpus) and sources.path else None
+
+
+def doc_id_from_meta(meta: Mapping, path_key: str, root: str | None = None) -> str | None:
+    """`meta["doc_id"]`, else the loader's file path `meta[path_key]` as a corpus doc_id."""
+    if isinstance(meta.get("doc_id"), str):
+        return meta["doc_id"]
+    path = meta.get(path_key)
+    return doc_id_from_path(path, root) if isinstance(path, str) and path else None
 
 
 def doc_id_from_path(path: str, root: str | None = None) -> str:
@@ -177,13 +183,9 @@ def count_tokens(text: str, analyzer: str) -> int:
     return known.count(text) if known is not None else len(text.split())
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
-def payload(hit: Hit, *, index: IndexInfo, sources: Sources = None, score_kind: str | None = None) -> dict:
+def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_kind: str | None = None) -> dict:
     """The payload of one hit, without its rank."""
-    doc = source_document(sources, hit.doc_id) or hit.source
+    doc = source_document(corpus, hit.doc_id) or hit.source
     span = _span(hit, doc)
     section_id = hit.section_id or (doc and span and _section_at(doc, span[0])) or PREAMBLE
     source_url = hit.source_url
@@ -194,7 +196,7 @@ def payload(hit: Hit, *, index: IndexInfo, sources: Sources = None, score_kind: 
     elif span is not None:
         snippet_id = f"{hit.doc_id}:{span[0]}-{span[1]}"
     else:
-        snippet_id = f"{hit.doc_id}#{_digest(hit.text)}"
+        snippet_id = f"{hit.doc_id}#{revision(hit.text)}"
     out: dict[str, Any] = {
         "doc_id": hit.doc_id, "section_id": section_id, "snippet_id": snippet_id,
         "source_url": source_url, "tokens": count_tokens(hit.text, index.analyzer),
@@ -215,7 +217,7 @@ def payload(hit: Hit, *, index: IndexInfo, sources: Sources = None, score_kind: 
 
 
 def _primary(payloads: Sequence[dict]) -> str | None:
-    for name in ("rerank_score", "score_norm", "score_raw"):
+    for name in SCORE_ORDER:
         if all(p.get(name) is not None for p in payloads):
             return name
     return None
@@ -242,7 +244,8 @@ def payloads_in_order(hits: Iterable[Hit], *, index: IndexInfo, sources: Sources
     """One payload per hit, in the hits' order and without ranks."""
     hits = list(hits)
     check_score_kind(score_kind, scored=any(h.score is not None for h in hits))
-    return [payload(h, index=index, sources=sources, score_kind=score_kind) for h in hits]
+    corpus = as_corpus(sources)
+    return [payload(h, index=index, corpus=corpus, score_kind=score_kind) for h in hits]
 
 
 def build_payloads(hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None,

@@ -11,17 +11,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_path, url_of,
+    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_meta, url_of,
 )
 
 
 def default_doc_id(document: Any, root: str | None = None) -> str | None:
     """`meta["doc_id"]`, else the converter's `meta["file_path"]` as a corpus doc_id."""
-    meta = document.meta or {}
-    if isinstance(meta.get("doc_id"), str):
-        return meta["doc_id"]
-    path = meta.get("file_path")
-    return doc_id_from_path(path, root) if isinstance(path, str) and path else None
+    return doc_id_from_meta(document.meta or {}, "file_path", root)
 
 
 def _hit(document: Any, doc_id: str | None) -> Hit:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_path, url_of,
+    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_meta, url_of,
 )
 
 _ID_KEYS = ("snippet_id", "chunk_id", "id")
@@ -18,11 +18,7 @@ _ID_KEYS = ("snippet_id", "chunk_id", "id")
 
 def default_doc_id(document: Any, root: str | None = None) -> str | None:
     """`metadata["doc_id"]`, else the loader's `metadata["source"]` path as a corpus doc_id."""
-    meta = document.metadata or {}
-    if isinstance(meta.get("doc_id"), str):
-        return meta["doc_id"]
-    source = meta.get("source")
-    return doc_id_from_path(source, root) if isinstance(source, str) and source else None
+    return doc_id_from_meta(document.metadata or {}, "source", root)
 
 
 def _hit(document: Any, score: float | None, doc_id: str | None) -> Hit:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_path, make_trace,
+    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_meta, make_trace,
     payloads_in_order, rank, segments, url_of,
 )
 
@@ -28,13 +28,7 @@ _MARKER = re.compile(r" ?\[(\d+(?:\s*,\s*\d+)*)\]")
 
 def default_doc_id(node: Any, root: str | None = None) -> str | None:
     """`metadata["doc_id"]`, else the reader's `metadata["file_path"]`, else `ref_doc_id`."""
-    meta = node.metadata or {}
-    if isinstance(meta.get("doc_id"), str):
-        return meta["doc_id"]
-    path = meta.get("file_path")
-    if isinstance(path, str) and path:
-        return doc_id_from_path(path, root)
-    return node.ref_doc_id
+    return doc_id_from_meta(node.metadata or {}, "file_path", root) or node.ref_doc_id
 
 
 def _text(node: Any) -> str:

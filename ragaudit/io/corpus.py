@@ -82,6 +82,15 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     raise InputError(Problem(str(path), "no such corpus: expected a directory of .md/.txt files or a corpus.jsonl"))
 
 
+def text_document(doc_id: str, text: str, *, markdown: bool = True, title: str = "",
+                  source_url: str | None = None) -> Document:
+    """A document from its text: its markdown heading sections (else one `_preamble` section),
+    revision, and the first heading as title (else `title`)."""
+    sections = (markdown_sections(text) if markdown else ()) or (Section(PREAMBLE, 0, len(text), ""),)
+    title = next((s.title for s in sections if s.title), title)
+    return Document(doc_id, text, revision(text), title, source_url, sections)
+
+
 def _load_directory(root: Path) -> Corpus:
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".md", ".txt"))
     if not files:
@@ -101,12 +110,8 @@ def _load_directory(root: Path) -> Corpus:
         except UnicodeDecodeError as exc:
             problems.append(Problem(str(file), f"expected UTF-8 text, found byte {exc.object[exc.start]:#04x} at offset {exc.start}"))
             continue
-        sections = markdown_sections(text) if file.suffix == ".md" else ()
-        if not sections:
-            sections = (Section(PREAMBLE, 0, len(text), ""),)
-        uri = file.resolve().as_uri()
-        title = next((s.title for s in sections if s.title), file.stem)
-        documents[doc_id] = Document(doc_id, text, revision(text), title, uri, sections)
+        documents[doc_id] = text_document(doc_id, text, markdown=file.suffix == ".md", title=file.stem,
+                                          source_url=file.resolve().as_uri())
         origin[doc_id] = file
     if problems:
         raise InputError(problems)

@@ -133,3 +133,13 @@ def test_ragaudit_imports_without_the_stack_libraries():
             "import ragaudit.cli\n"
             "from ragaudit.adapters import common, langchain, llamaindex, haystack, anthropic, openai\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_text_mapping_places_hits_as_the_corpus_does():
+    corpus = handbook()
+    sentence = "Administrator hardware keys are rotated every 12 months."
+    hits = [Hit(sentence, "key-management", start=-1), Hit("not in the text", "key-management")]
+    from_corpus = build_payloads(hits, index=INDEX, sources=corpus)
+    from_texts = build_payloads(hits, index=INDEX, sources={"key-management": corpus["key-management"].text})
+    assert "offsets" in from_texts[0] and "offsets" not in from_texts[1]
+    assert [{k: v for k, v in p.items() if k != "source_url"} for p in from_corpus] == from_texts
