@@ -171,6 +171,17 @@ def test_calibration_comparison_tolerates_last_digit_noise():
     assert bench._differences({"a": [1.0]}, {"a": [1.1]}) == ["$.a[0]: 1.0 != 1.1"]
 
 
+def test_label_check_counts_disagreeing_labels():
+    F = {"word_recall": np.array([1.0, 0.95, 0.9, 0.5, 1.0]),
+         "bigram_recall": np.array([0.9, 0.7, 0.8, 0.1, 0.9]),
+         "number_recall": np.array([1.0, 1.0, 1.0, 1.0, 0.5]),
+         "cos_max": np.array([0.9, 0.8, 0.35, 0.2, 0.3])}
+    y = np.array([1, 0, 0, 1, 0])
+    copied, unrelated = _bench().label_check(F, y)
+    assert ": 3, of which 2 labelled Partial/Incomplete (67%; 60% of all claims)" in copied
+    assert ": 3, of which 1 labelled Complete (33%)" in unrelated
+
+
 @pytest.mark.shared
 def test_expertqa_claims_are_read_as_documented():
     bench = _bench()
