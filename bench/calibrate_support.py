@@ -19,9 +19,9 @@ recall of the claim's contextual MiniLM token vectors against the evidence's, at
 layers) is not a feature either: alone it reaches about 0.68, but added to these features it
 leaves the cross-validated AUROC where it is.
 
-The label check printed first shows why the ceiling is low: experts saw the whole source, the
-scorer sees only the quoted passage, so near-copies are often judged incomplete and unrelated
-passages complete.
+The label check printed first shows why the ceiling is low: the labels often disagree with what
+the quoted passage plainly shows (near-copies judged incomplete, unrelated passages complete),
+perhaps because the experts could read the whole source while the data keeps only a passage.
 
     python bench/calibrate_support.py [--data PATH] [--write] [--folds 5] [--seed 0] [--repeats 5]
 
