@@ -30,7 +30,7 @@ from ragaudit.analyzers import get_analyzer
 from ragaudit.io.corpus import PREAMBLE, revision, text_document
 from ragaudit.text import sentence_spans
 from ragaudit.types import TRACE_SCHEMA, Corpus, Document
-from ragaudit.validate.ranking import SCORE_ORDER
+from ragaudit.validate.ranking import primary_score, tiebreak_key
 
 
 @dataclass(frozen=True)
@@ -216,23 +216,16 @@ def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_k
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _primary(payloads: Sequence[dict]) -> str | None:
-    for name in SCORE_ORDER:
-        if all(p.get(name) is not None for p in payloads):
-            return name
-    return None
-
-
 def rank(payloads: list[dict]) -> list[dict]:
     """Puts runs of equal primary score in (section_id, snippet_id) order and numbers k_pos from 1."""
-    name = _primary(payloads)
+    name = primary_score(payloads)
     out: list[dict] = []
     i = 0
     while i < len(payloads):
         j = i + 1
         while name and j < len(payloads) and payloads[j][name] == payloads[i][name]:
             j += 1
-        out.extend(sorted(payloads[i:j], key=lambda p: (p.get("section_id", ""), p.get("snippet_id", ""))))
+        out.extend(sorted(payloads[i:j], key=tiebreak_key))
         i = j
     for k, p in enumerate(out, start=1):
         p["k_pos"] = k

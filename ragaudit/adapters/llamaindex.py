@@ -100,10 +100,10 @@ def from_llamaindex_response(response: Any, *, qid: str, query: str | None, inde
     answer = response.response
     if answer is None or not cited:
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
-    pieces, marks, cut = [], [], 0
+    pieces, marks, cut, at = [], [], 0, 0
     for match in _MARKER.finditer(answer):
         pieces.append(answer[cut:match.start()])
-        at = sum(map(len, pieces))
+        at += len(pieces[-1])
         ids = [cited[int(k)] for k in re.findall(r"\d+", match.group(1)) if int(k) in cited]
         marks.append((at, at, ids))
         cut = match.end()

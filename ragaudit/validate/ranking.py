@@ -7,17 +7,22 @@ from ragaudit.validate.registry import rule, where
 SCORE_ORDER = ("rerank_score", "score_norm", "score_raw")
 
 
+def field(payload, name: str):
+    """A field of a parsed Payload or of a payload dict as written (the adapters build dicts)."""
+    return payload.get(name) if isinstance(payload, dict) else getattr(payload, name)
+
+
 def primary_score(payloads) -> str | None:
     """The score a ranking is ordered by: the first of SCORE_ORDER that every payload carries."""
     for name in SCORE_ORDER:
-        if all(getattr(p, name) is not None for p in payloads):
+        if all(field(p, name) is not None for p in payloads):
             return name
     return None
 
 
 def tiebreak_key(payload) -> tuple[str, str]:
     """The documented tie-break: equal primary scores are ordered by section_id, then snippet_id."""
-    return (payload.section_id or "", payload.snippet_id or "")
+    return (field(payload, "section_id") or "", field(payload, "snippet_id") or "")
 
 
 @rule("tiebreak_violation")
