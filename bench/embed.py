@@ -33,7 +33,6 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     from ragaudit import runner
     from ragaudit.io.config import load_config
     from ragaudit.metrics.embed import CachedEncoder, SentenceTransformerEncoder
-    from ragaudit.metrics.support import SupportScorer
     from ragaudit.report import build
 
     config = load_config(config_path)
@@ -43,8 +42,7 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     inputs = runner.Inputs(config, encoder=encoder)
     started = time.perf_counter()
     result = runner.run(config, inputs=inputs, out=out, progress=False)
-    build(result.run_dir, config=config, corpus=inputs.corpus, items=inputs.items, encoder=encoder,
-          support=SupportScorer(encoder))
+    build(result.run_dir, inputs.subject(inputs.check_gold()))
     return encoder, model, time.perf_counter() - started
 
 

@@ -119,10 +119,17 @@ def validate(traces, corpus, config_path, fmt):
 @click.option("--workers", type=click.IntRange(min=1), help="parallel workers (default: [audit] workers)")
 @click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
 @click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
-def run_command(config_path, out, resume, workers, baseline, no_gate):
+@click.option("--no-gold-check", is_flag=True, help="run even when the gold set disagrees with the corpus (its "
+              "findings still go into the report; a duplicate qid still stops the run)")
+def run_command(config_path, out, resume, workers, baseline, no_gate, no_gold_check):
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
 
-    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input; 4: a pipeline could not start.
+    The gold set is checked against the corpus first, as `ragaudit gold check` does: an error
+    there stops the run (exit 3) unless --no-gold-check. A config runs code (`command` and
+    `factory` pipelines): trust it like a Makefile.
+
+    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input or a gold error; 4: a pipeline
+    could not start.
     """
     from ragaudit import runner
     from ragaudit.io.config import load_config
@@ -130,15 +137,19 @@ def run_command(config_path, out, resume, workers, baseline, no_gate):
 
     config = load_config(config_path)
     inputs = runner.Inputs(config)
+    findings = inputs.check_gold(strict=not no_gold_check)
     baseline_report = _read_report(baseline) if baseline else None
     result = runner.run(config, inputs=inputs, out=out, resume=resume, workers=workers)
-    if baseline:
-        update_manifest(result.run_dir, baseline=str(Path(baseline).resolve()))
+    update_manifest(result.run_dir, gold_checked=not no_gold_check,
+                    **({"baseline": str(Path(baseline).resolve())} if baseline else {}))
     for name, why in sorted(result.aborted.items()):
         click.echo(f"pipeline {name} aborted (analyzer parity): {why}", err=True)
+    if findings:
+        errors = sum(1 for f in findings if f.severity == "error")
+        click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
     click.echo(f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
                f"{result.seconds:.1f} s: {result.rate:.1f} runs/s")
-    report = _build(result.run_dir, config, inputs, baseline_report)
+    report = _build(result.run_dir, inputs, findings, baseline_report)
     _finish(report, result.run_dir, no_gate)
 
 
@@ -151,12 +162,10 @@ def _read_report(path: Path) -> dict:
         raise InputError(f"{path}: expected a report.json, found unreadable content ({exc})") from None
 
 
-def _build(run_dir: Path, config, inputs, baseline_report):
-    from ragaudit.metrics.support import SupportScorer
+def _build(run_dir: Path, inputs, findings, baseline_report):
     from ragaudit.report import build
 
-    return build(run_dir, config=config, corpus=inputs.corpus, items=inputs.items, encoder=inputs.encoder,
-                 support=SupportScorer(inputs.encoder), baseline=baseline_report)
+    return build(run_dir, inputs.subject(findings), baseline=baseline_report)
 
 
 def _finish(report: dict, run_dir: Path, no_gate: bool) -> None:
@@ -178,7 +187,8 @@ def report(run_dir, no_gate):
     manifest = _manifest(run_dir)
     config = load_config(manifest["config_path"])
     baseline = _read_report(manifest["baseline"]) if manifest.get("baseline") else None
-    _finish(_build(run_dir, config, runner.Inputs(config), baseline), run_dir, no_gate)
+    inputs = runner.Inputs(config)
+    _finish(_build(run_dir, inputs, inputs.check_gold(strict=False), baseline), run_dir, no_gate)
 
 
 @main.command()
@@ -194,12 +204,15 @@ def gate(report_path, config_path, baseline, fmt):
     config = load_config(config_path)
     report = _read_report(report_path)
     errors: dict[str, int] = {}
+    questions: dict[str, set] = {}
     for issue in report.get("issues", []):
         if issue.get("severity") == "error":
             errors[issue.get("pipeline")] = errors.get(issue.get("pipeline"), 0) + 1
+            questions.setdefault(issue.get("pipeline"), set()).add(issue.get("qid") or f"line {issue.get('line')}")
     aborted = {name: p["aborted"] for name, p in report.get("pipelines", {}).items() if p.get("aborted")}
     result = evaluate_gate(evaluation_of(report), config.gate, error_counts=errors, aborted=aborted,
-                           baseline=_read_report(baseline) if baseline else None)
+                           baseline=_read_report(baseline) if baseline else None,
+                           error_questions={p: sorted(q) for p, q in questions.items()})
     if fmt == "json":
         click.echo(json.dumps(result, indent=1, sort_keys=True))
     else:
@@ -229,6 +242,62 @@ def compare_command(run_dirs, out):
                        f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]  p_holm {m['p_holm']:.4f}  "
                        f"w/t/l {m['wins']}/{m['ties']}/{m['losses']}  {m['verdict']}")
     click.echo(f"wrote {target / 'compare.json'} and {target / 'compare.html'}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="gate with this config's [gate] "
+              "(default: the run's own config)")
+@click.option("--only", help="comma-separated fault names (default: all thirteen)")
+@click.option("--rate", type=float, default=0.2, show_default=True, help="share of the questions each fault affects")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the affected questions and the mutations")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="where faults.json/html go "
+              "(default: RUN_DIR)")
+def faults(run_dir, config_path, only, rate, seed, out):
+    """Inject each fault class into a share of the questions of a finished run and gate every faulty
+    copy as `ragaudit report` would: does the gate pass the clean run and fail every fault?
+
+    No pipeline is called: every fault is a transformation of the recorded traces. Writes faults.json
+    and faults.html. Exit 0: the clean run passes and every fault fails the gate; 1 otherwise.
+    """
+    from ragaudit import runner
+    from ragaudit.faults import run_faults
+    from ragaudit.io.config import load_config
+    from ragaudit.io.traces import read_trace_file
+    from ragaudit.report import write_json
+    from ragaudit.report.faults_html import write_faults_html
+
+    manifest = _manifest(run_dir)
+    config = load_config(config_path or manifest["config_path"])
+    inputs = runner.Inputs(config)
+    traces = read_trace_file(Path(run_dir) / "traces.jsonl", offset_unit=config.offset_unit)
+    names = [n.strip() for n in only.split(",") if n.strip()] if only else None
+    result, _ = run_faults(traces, inputs.subject(inputs.check_gold(strict=False)), only=names, rate=rate, seed=seed)
+    target = Path(out or run_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    write_json(target / "faults.json", result)
+    write_faults_html(target / "faults.html", result)
+    click.echo(render_fault_matrix(result), nl=False)
+    click.echo(f"wrote {target / 'faults.json'} and {target / 'faults.html'}")
+    sys.exit(0 if result["passed"] else 1)
+
+
+def render_fault_matrix(result: dict) -> str:
+    """The detection matrix as a text table: one row per fault, the clean run first."""
+    def rate(v):
+        return "   –" if v is None else f"{v:4.0%}"
+    gated = result["gated"]
+    lines = [f"{'fault':<22} {'affected':>8}  " + "  ".join(f"{n[:24]:<24}" for n in gated),
+             f"{'':<22} {'':>8}  " + "  ".join(f"{'gate':<5}{'det':>5}{'ff':>5}{'':9}" for _ in gated)]
+
+    def cells(row):
+        return "  ".join(f"{p['verdict']:<5}{rate(p['detection_rate']):>5}{rate(p['false_flag_rate']):>5}{'':9}"
+                         for p in (row["pipelines"][n] for n in gated))
+    lines.append(f"{'clean run':<22} {'':>8}  {cells(result['clean'])}")
+    for r in result["faults"]:
+        lines.append(f"{r['fault']:<22} {len(r['affected']):>8}  {cells(r)}{'' if r['caught'] else '  MISSED'}")
+    verdict = "passes the clean run and fails every fault" if result["passed"] else "does NOT tell clean from faulty"
+    return "\n".join(lines) + f"\ngate {verdict}\n"
 
 
 @main.command()

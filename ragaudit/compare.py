@@ -13,8 +13,8 @@ import numpy as np
 
 from ragaudit.metrics.registry import METRICS
 
-COMPARED = ("citation_match", "coverage", "citation_precision", "citation_recall", "recall@k", "mrr", "ndcg@10",
-            "delta_s_qr", "support")
+COMPARED = ("citation_match", "coverage", "correct", "citation_precision", "citation_recall", "recall@k", "mrr",
+            "ndcg@10", "delta_s_qr", "support")
 STATES = ("convergent", "recursive", "chaotic", "divergent")
 SEED = 20261122
 RESAMPLES = 10_000
@@ -28,7 +28,7 @@ class System:
 
 def systems_of(report: dict, label: str | None = None) -> list[System]:
     out = []
-    for pipeline in sorted(report["summary"]["pipelines"]):
+    for pipeline in report["summary"]["pipelines"]:  # in the config's order: the first is the reference
         questions = {q["qid"]: q for q in report["questions"] if q["pipeline"] == pipeline}
         out.append(System(f"{label}/{pipeline}" if label else pipeline, questions))
     return out

@@ -33,9 +33,10 @@ def _failing(runs, predicate) -> list[str]:
 
 
 def evaluate_gate(evaluation, thresholds: dict, *, error_counts: dict[str, int], aborted: dict[str, str],
-                  baseline: dict | None = None) -> dict:
-    """The gate section of a report: `{"verdict", "checks"}`; error_counts are per pipeline."""
-    gated = thresholds.get("pipelines") or sorted(evaluation.pipelines)
+                  baseline: dict | None = None, error_questions: dict[str, list[str]] | None = None) -> dict:
+    """The gate section of a report: `{"verdict", "pipelines", "checks"}`. `error_counts` are the
+    error-severity issues per pipeline and `error_questions` the questions they concern."""
+    gated = thresholds.get("pipelines") or list(evaluation.pipelines)
     checks: list[Check] = []
     for pipeline in gated:
         summary = evaluation.pipelines.get(pipeline)
@@ -43,26 +44,41 @@ def evaluate_gate(evaluation, thresholds: dict, *, error_counts: dict[str, int],
             checks.append(Check(pipeline, "pipeline_ran", "runs > 0", 0, False, detail="no runs for this pipeline"))
             continue
         checks += _pipeline_checks(evaluation, pipeline, summary, thresholds, error_counts.get(pipeline, 0),
-                                   aborted.get(pipeline))
+                                   (error_questions or {}).get(pipeline, []), aborted.get(pipeline))
         if baseline is not None:
             checks += _drift_checks(evaluation, pipeline, summary, baseline)
     return {"verdict": "pass" if all(c.passed for c in checks) else "fail",
             "pipelines": list(gated), "checks": [c.to_dict() for c in checks]}
 
 
-def _pipeline_checks(evaluation, pipeline, summary, t, errors, aborted) -> list[Check]:
+def flagged_questions(gate: dict) -> dict[str, set[str]]:
+    """Per pipeline, every question that a failing gate check names: what a reader of a failed
+    gate is pointed at. A passing check's list (a few questions below a per-run bar while the
+    rate still passes) is shown in the report but flags nothing."""
+    out: dict[str, set[str]] = {p: set() for p in gate.get("pipelines", [])}
+    for check in gate["checks"]:
+        if not check["passed"]:
+            out.setdefault(check["pipeline"], set()).update(check.get("questions") or [])
+    return out
+
+
+def _pipeline_checks(evaluation, pipeline, summary, t, errors, error_qids, aborted) -> list[Check]:
     runs = _runs_of(evaluation, pipeline)
     questions = [q for q in evaluation.questions if q["pipeline"] == pipeline]
     m = summary["metrics"]
+    errored = summary.get("errored", 0)
+    note = f"{errored} errored run{'s' if errored != 1 else ''} count as ΔS 1.0 and 0 on every rate" if errored else ""
     out = []
     ds = [r["metrics"]["delta_s_qr"] for r in runs if r["metrics"]["delta_s_qr"] is not None]
     worst = max(ds) if ds else None
     out.append(Check(pipeline, "delta_s_max", t["delta_s_max"], worst,
                      worst is not None and worst <= t["delta_s_max"],
                      _failing(runs, lambda r: r["metrics"]["delta_s_qr"] is None
-                              or r["metrics"]["delta_s_qr"] > t["delta_s_max"])))
+                              or r["metrics"]["delta_s_qr"] > t["delta_s_max"]), note))
     out.append(Check(pipeline, "delta_s_mean_max", t["delta_s_mean_max"], m["delta_s_qr"],
-                     m["delta_s_qr"] is not None and m["delta_s_qr"] <= t["delta_s_mean_max"]))
+                     m["delta_s_qr"] is not None and m["delta_s_qr"] <= t["delta_s_mean_max"],
+                     sorted(q["qid"] for q in questions if q["metrics"]["delta_s_qr"] is None
+                            or q["metrics"]["delta_s_qr"] > t["delta_s_mean_max"]), note))
     low = lambda r: r["metrics"]["coverage"] is None or r["metrics"]["coverage"] < t["coverage_min"]  # noqa: E731
     share = sum(not low(r) for r in runs) / len(runs) if runs else 0.0
     out.append(Check(pipeline, "coverage_pass_rate", {"coverage_min": t["coverage_min"],
@@ -70,16 +86,22 @@ def _pipeline_checks(evaluation, pipeline, summary, t, errors, aborted) -> list[
                      share, share >= t["coverage_pass_rate"], _failing(runs, low)))
     rate = summary["citation_match_rate"] or 0.0
     out.append(Check(pipeline, "citation_match_min", t["citation_match_min"], rate, rate >= t["citation_match_min"],
-                     _failing(runs, lambda r: r["metrics"]["citation_match"] != 1.0)))
+                     _failing(runs, lambda r: r["metrics"]["citation_match"] != 1.0), note))
     convergent = sum(q["lambda"]["state"] == "convergent" for q in questions) / len(questions) if questions else 0.0
     out.append(Check(pipeline, "lambda_convergent_min", t["lambda_convergent_min"], convergent,
                      convergent >= t["lambda_convergent_min"],
                      sorted(q["qid"] for q in questions if q["lambda"]["state"] != "convergent")))
     forbidden = sorted(q["qid"] for q in questions if q["lambda"]["state"] in t["lambda_forbid"])
     out.append(Check(pipeline, "lambda_forbid", list(t["lambda_forbid"]), len(forbidden), not forbidden, forbidden))
-    out.append(Check(pipeline, "max_errors", t["max_errors"], errors, errors <= t["max_errors"]))
+    hallucinating = [r for r in runs if (r["metrics"].get("hallucinations") or 0) > 0]
+    out.append(Check(pipeline, "hallucination_max", t["hallucination_max"], len(hallucinating),
+                     len(hallucinating) <= t["hallucination_max"], sorted({r["qid"] for r in hallucinating}),
+                     "runs whose answer states a quantity or identifier that no cited text contains"))
+    out.append(Check(pipeline, "max_errors", t["max_errors"], errors, errors <= t["max_errors"], sorted(error_qids),
+                     "validator issues of severity error"))
     if aborted:
-        out.append(Check(pipeline, "analyzer_parity", "no analyzer_mismatch", "aborted", False, detail=aborted))
+        qid = aborted.split(" ", 1)[0]
+        out.append(Check(pipeline, "analyzer_parity", "no analyzer_mismatch", "aborted", False, [qid], detail=aborted))
     return out
 
 

@@ -23,10 +23,11 @@ from ragaudit.io.config import Config, PipelineConfig
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import dump_trace, read_traces
+from ragaudit.io.traces import dump_trace, read_trace_file, read_traces
 from ragaudit.pipelines.base import Pipeline, Request, error_trace
-from ragaudit.types import Corpus, GoldItem, Trace
-from ragaudit.validate import Context, validate_trace
+from ragaudit.plan import planned_runs, run_order
+from ragaudit.types import Corpus, GoldItem, Issue, Trace
+from ragaudit.validate import Context, aborted_pipelines, parity_failure
 
 TRACES = "traces.jsonl"
 MANIFEST = "manifest.json"
@@ -42,16 +43,11 @@ class Job:
         return (self.pipeline, self.request.qid, self.request.variant, self.request.seed)
 
 
-def trace_key(trace: Trace) -> tuple[str, str, int, int]:
-    return (trace.config or "", trace.qid, trace.variant, trace.seed)
-
-
 def plan(config: Config, items: list[GoldItem]) -> list[Job]:
     """Every run, in a fixed order: pipeline, question, variant, seed."""
-    k = config.metrics.get("k", 5)
-    return [Job(p.name, Request(item.qid, v, seed, query, p.options.get("k") or k))
-            for p in config.pipelines for item in items
-            for v, query in enumerate(item.variants[:config.paraphrases]) for seed in config.seeds]
+    k = {p.name: p.options.get("k") or config.metrics.get("k", 5) for p in config.pipelines}
+    return [Job(r.pipeline, Request(r.qid, r.variant, r.seed, r.query, k[r.pipeline]))
+            for r in planned_runs(config, items)]
 
 
 def sha256_file(path: Path) -> str:
@@ -69,9 +65,10 @@ def sha256_file(path: Path) -> str:
 # ---- building pipelines --------------------------------------------------------------------
 
 class Inputs:
-    """The gold set, corpus and (lazily) the encoder one run shares across its pipelines."""
+    """The gold set, corpus and (lazily) the encoder and support scorer one run shares across
+    its pipelines and its audit."""
 
-    def __init__(self, config: Config, *, encoder=None):
+    def __init__(self, config: Config, *, encoder=None, support=None):
         if config.gold is None or config.corpus is None:
             raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
         self.config = config
@@ -81,6 +78,7 @@ class Inputs:
             raise InputError(problems)
         self.items = items
         self._encoder = encoder
+        self._support = support
         self._lock = threading.Lock()
 
     @property
@@ -91,16 +89,40 @@ class Inputs:
                 self._encoder = make_encoder(self.config.model)
             return self._encoder
 
+    @property
+    def support(self):
+        if self._support is None:
+            from ragaudit.metrics.support import make_support_scorer
+            options = self.config.support
+            self._support = make_support_scorer(options["model"] and str(options["model"]),
+                                                params=options["params"] and str(options["params"]),
+                                                encoder=self.encoder)
+        return self._support
+
+    def check_gold(self, *, strict: bool = True) -> list[Issue]:
+        """The gold set's findings against the corpus, as `ragaudit gold check` reports them.
+        With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
+        from ragaudit.validate.gold import check_gold
+        found = check_gold(self.items, self.corpus, file=str(self.config.gold), paraphrases=self.config.paraphrases,
+                           encoder=self.encoder)
+        fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
+        if fatal:
+            raise InputError([Problem(i.file or str(self.config.gold), f"{i.code}: {i.message}", i.line, i.path)
+                              for i in fatal])
+        return found
+
+    def subject(self, gold_findings: list[Issue] = ()):
+        from ragaudit.audit import Subject
+        return Subject(self.config, self.items, self.corpus, self.encoder, self.support, list(gold_findings))
+
 
 def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
     o, unit = spec.options, inputs.config.offset_unit
     if spec.kind == "reference":
         from ragaudit.pipelines.reference import ReferencePipeline
-        needs_encoder = o["retriever"] in ("dense", "hybrid")
         return ReferencePipeline(spec.name, inputs.corpus, retriever=o["retriever"], analyzer=o["analyzer"],
                                  k=o["k"], chunk_size=o["chunk_size"], chunk_overlap=o["chunk_overlap"],
-                                 rerank=o["rerank"], temperature=o["temperature"],
-                                 encoder=inputs.encoder if needs_encoder else None)
+                                 rerank=o["rerank"], temperature=o["temperature"], encoder=inputs.encoder)
     if spec.kind == "replay":
         from ragaudit.pipelines.replay import ReplayPipeline
         if o["traces"] is None:
@@ -203,21 +225,17 @@ def recover_traces(path: Path) -> list[Trace]:
     return traces
 
 
-def parity_failure(trace: Trace, ctx: Context) -> str | None:
-    """The first analyzer_mismatch of a trace, which stops its pipeline (SPEC §5), or None."""
-    for found in validate_trace(trace, ctx):
-        if found.code == "analyzer_mismatch":
-            return f"{trace.qid} v{trace.variant} s{trace.seed}: {found.message}"
-    return None
-
-
-def aborted_pipelines(traces: list[Trace], ctx: Context) -> dict[str, str]:
-    """Pipelines stopped by analyzer parity: name -> the first mismatch."""
-    out: dict[str, str] = {}
-    for trace in traces:
-        if trace.config not in out and (failure := parity_failure(trace, ctx)):
-            out[trace.config] = failure
-    return out
+def sort_traces(path: Path) -> None:
+    """Rewrite a finished run's traces in run order (atomically), so the file does not depend on
+    the number of workers. Only the runner does this, at the end of its own run."""
+    if not path.exists():
+        return
+    traces = sorted(read_trace_file(path), key=run_order)
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        for trace in traces:
+            out.write(dump_trace(trace) + "\n")
+    os.replace(tmp, path)
 
 
 def write_manifest(run_dir: Path, config: Config, **extra) -> None:
@@ -275,7 +293,7 @@ def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None
         run_dir = new_run_dir(config, out)
         write_manifest(run_dir, config, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     finished = recover_traces(run_dir / TRACES)
-    done = {trace_key(t) for t in finished}
+    done = {run_order(t) for t in finished}
     aborted = aborted_pipelines(finished, ctx)
     jobs = [j for j in plan(config, inputs.items) if j.key not in done]
     total = len(jobs) + len(done)
@@ -299,6 +317,7 @@ def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None
     finally:
         for pool in pools.values():
             pool.close()
+    sort_traces(run_dir / TRACES)
     write_manifest(run_dir, config, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    aborted=aborted, index=index)
     return RunResult(run_dir, total, executed, len(done), seconds, aborted)

@@ -278,9 +278,13 @@ class Anchor:
 
 @dataclass(frozen=True, slots=True)
 class ExpectedCitation:
+    """One gold span. `section_id` and `text` default to the item's section and anchor text where
+    the span is the anchor's document; `None` means the gold set does not say."""
     doc_id: str
     span: Span
     snippet_id: str | None = None
+    section_id: str | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +306,7 @@ class GoldItem:
     answers_not_allowed: tuple[str, ...] = ()
     reference_answer: str | None = None
     line: int | None = None
+    accept: str = "all"  # "any": the expected citations are alternatives, each answering the question
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -309,7 +314,18 @@ class GoldItem:
 
     @property
     def gold_citations(self) -> tuple[ExpectedCitation, ...]:
-        """`expected_citations`, defaulting to the anchor."""
-        if self.expected_citations:
-            return self.expected_citations
-        return (ExpectedCitation(self.doc_id, self.anchor.span),)
+        """`expected_citations`, defaulting to the anchor; each with its section and text filled in
+        from the item where the gold set leaves them out and the span is the anchor's."""
+        if not self.expected_citations:
+            return (ExpectedCitation(self.doc_id, self.anchor.span, None, self.section_id, self.anchor.text),)
+        return tuple(self._completed(c) for c in self.expected_citations)
+
+    def _completed(self, cite: ExpectedCitation) -> ExpectedCitation:
+        same_doc = cite.doc_id == self.doc_id
+        section = cite.section_id or (self.section_id if same_doc else None)
+        text = cite.text
+        if text is None and same_doc and cite.span == self.anchor.span:
+            text = self.anchor.text
+        if section == cite.section_id and text == cite.text:
+            return cite
+        return ExpectedCitation(cite.doc_id, cite.span, cite.snippet_id, section, text)

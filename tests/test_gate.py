@@ -1,22 +1,24 @@
 """The gate's checks and drift rules, on hand-made evaluations."""
-from ragaudit.gate import evaluate_gate
+from ragaudit.gate import evaluate_gate, flagged_questions
 from ragaudit.io.config import default_config
 from ragaudit.metrics.evaluate import Evaluation
 
 T = default_config().gate
 
 
-def run(qid, *, ds=0.3, cov=1.0, match=1.0, pipeline="p"):
+def run(qid, *, ds=0.3, cov=1.0, match=1.0, hallucinations=0.0, pipeline="p"):
     return {"pipeline": pipeline, "qid": qid, "variant": 0, "seed": 1, "error": None,
-            "metrics": {"delta_s_qr": ds, "coverage": cov, "citation_match": match}}
+            "metrics": {"delta_s_qr": ds, "coverage": cov, "citation_match": match, "hallucinations": hallucinations}}
 
 
 def evaluation(runs, states):
-    questions = [{"pipeline": "p", "qid": q, "lambda": {"state": s}} for q, s in states.items()]
-    mean = lambda k: sum(r["metrics"][k] for r in runs) / len(runs)  # noqa: E731
+    mean = lambda rs, k: sum(r["metrics"][k] for r in rs) / len(rs)  # noqa: E731
+    questions = [{"pipeline": "p", "qid": q, "lambda": {"state": s},
+                  "metrics": {"delta_s_qr": mean([r for r in runs if r["qid"] == q], "delta_s_qr")}}
+                 for q, s in states.items()]
     return Evaluation(runs=runs, questions=questions, pipelines={"p": {
-        "metrics": {"delta_s_qr": mean("delta_s_qr"), "coverage": mean("coverage")},
-        "citation_match_rate": mean("citation_match")}})
+        "metrics": {"delta_s_qr": mean(runs, "delta_s_qr"), "coverage": mean(runs, "coverage")},
+        "citation_match_rate": mean(runs, "citation_match")}})
 
 
 def checks(result):
@@ -28,16 +30,25 @@ def test_all_pass():
                            error_counts={}, aborted={})
     assert result["verdict"] == "pass"
     assert set(checks(result)) == {"delta_s_max", "delta_s_mean_max", "coverage_pass_rate", "citation_match_min",
-                                   "lambda_convergent_min", "lambda_forbid", "max_errors"}
+                                   "lambda_convergent_min", "lambda_forbid", "hallucination_max", "max_errors"}
+    assert flagged_questions(result) == {"p": set()}
 
 
 def test_each_failure_names_its_questions():
-    runs = [run("a", ds=0.5), run("b", cov=0.2), run("c", match=0.0), run("d")]
+    runs = [run("a", ds=0.7), run("b", cov=0.2), run("c", match=0.0), run("d", hallucinations=2.0)]
     result = evaluate_gate(evaluation(runs, {"a": "convergent", "b": "chaotic", "c": "recursive", "d": "convergent"}),
-                           T, error_counts={"p": 2}, aborted={"p": "q v0 s1: analyzer"})
+                           T, error_counts={"p": 2}, aborted={"p": "q v0 s1: analyzer"},
+                           error_questions={"p": ["b", "c"]})
     c = checks(result)
     assert result["verdict"] == "fail"
-    assert (c["delta_s_max"]["passed"], c["delta_s_max"]["questions"], c["delta_s_max"]["value"]) == (False, ["a"], 0.5)
+    assert (c["delta_s_max"]["passed"], c["delta_s_max"]["questions"], c["delta_s_max"]["value"]) == (False, ["a"], 0.7)
+    assert (c["hallucination_max"]["passed"], c["hallucination_max"]["value"]) == (False, 1)
+    assert c["hallucination_max"]["questions"] == ["d"]
+    assert c["max_errors"]["questions"] == ["b", "c"]
+    assert c["analyzer_parity"]["questions"] == ["q"]
+    # a failing check's questions are flagged; the passing delta_s_mean_max (mean 0.40) names "a" but flags nothing
+    assert c["delta_s_mean_max"]["passed"] and c["delta_s_mean_max"]["questions"] == ["a"]
+    assert flagged_questions(result) == {"p": {"a", "b", "c", "d", "q"}}
     assert c["coverage_pass_rate"]["questions"] == ["b"] and c["coverage_pass_rate"]["value"] == 0.75
     assert c["citation_match_min"]["questions"] == ["c"]
     assert c["lambda_forbid"]["questions"] == ["b"]
@@ -48,6 +59,7 @@ def test_each_failure_names_its_questions():
 
 def test_only_the_chosen_pipelines_are_gated():
     ev = evaluation([run("a", ds=0.9)], {"a": "convergent"})
+    assert evaluate_gate(ev, T, error_counts={}, aborted={})["pipelines"] == ["p"]
     assert evaluate_gate(ev, {**T, "pipelines": ["other"]}, error_counts={}, aborted={})["checks"][0]["name"] == "pipeline_ran"
 
 

@@ -191,3 +191,23 @@ def test_progress_shows_on_a_terminal_only(monkeypatch):
     monkeypatch.delenv("CI")
     Progress(10, piped).update(10)
     assert piped.getvalue() == ""
+
+
+def test_run_rechecks_the_gold_set_first(tmp_path):
+    config = write_config(tmp_path, BM25, items=3, seeds="[1]")
+    gold = tmp_path / "gold.jsonl"
+    lines = gold.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["anchor"]["text"] = first["anchor"]["text"].replace("14", "16")  # the corpus moved on
+    gold.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    result = invoke("run", config)
+    assert result.exit_code == 3 and "gold_anchor_text_mismatch" in result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was scored against the stale anchor
+    result = invoke("run", config, "--no-gold-check", "--no-gate")
+    assert result.exit_code == 0, result.output
+    report = json.loads((run_dir_of(result) / "report.json").read_text())
+    assert [f["code"] for f in report["gold_check"] if f["severity"] == "error"] == ["gold_anchor_text_mismatch"]
+    assert report["summary"]["gold_check"]["errors"] == 1 and report["meta"]["gold_checked"] is False
+    gold.write_text("\n".join([lines[0], lines[0], *lines[1:]]) + "\n")
+    result = invoke("run", config, "--no-gold-check")
+    assert result.exit_code == 3 and "gold_duplicate_qid" in result.stderr

@@ -9,6 +9,8 @@ from ragaudit.io.fields import Fields
 from ragaudit.io.jsonl import BadLine, iter_json_lines
 from ragaudit.types import UNITS, Anchor, Decoy, ExpectedCitation, GoldItem, Span
 
+ACCEPT = ("all", "any")
+
 
 def read_gold(path: str | os.PathLike) -> tuple[list[GoldItem], list[Problem]]:
     """All readable items and every problem of the unreadable ones. Raises InputError only when
@@ -66,8 +68,9 @@ def _item(fields: Fields) -> GoldItem | None:
         cite = Fields(raw, fields.problems, file=fields.file, line=fields.line, path=at)
         cite_doc = cite.get("doc_id", "string", required=True)
         span = _span(cite)
+        snippet, section, text = (cite.get(k, "string") for k in ("snippet_id", "section_id", "text"))
         if cite_doc is not None and span is not None:
-            expected.append(ExpectedCitation(cite_doc, span, cite.get("snippet_id", "string")))
+            expected.append(ExpectedCitation(cite_doc, span, snippet, section, text))
     decoy_fields = fields.child("decoy")
     decoy = None
     if decoy_fields is not None:
@@ -75,7 +78,13 @@ def _item(fields: Fields) -> GoldItem | None:
         decoy = Decoy(decoy_doc, decoy_fields.get("section_id", "string")) if decoy_doc else None
     not_allowed = fields.strings("answers_not_allowed")
     reference = fields.get("reference_answer", "string")
+    accept = fields.get("accept", "string", default="all")
+    if accept not in ACCEPT:
+        fields.problem(fields.at("accept"), f"expected 'all' or 'any', found {accept!r}")
+    elif accept == "any" and not expected:
+        fields.problem(fields.at("expected_citations"), "expected the alternatives of an accept = 'any' item "
+                       "in expected_citations, found none")
     if len(fields.problems) > before or anchor is None:
         return None
     return GoldItem(qid, question, doc_id, section_id, anchor, paraphrases, tuple(expected), decoy,
-                    not_allowed, reference, fields.line)
+                    not_allowed, reference, fields.line, accept)

@@ -40,6 +40,18 @@ def read_traces(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterat
             yield parse_trace(obj, file=name, line=number, offset_unit=offset_unit)
 
 
+def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> list[Trace]:
+    """Every trace of a file that must be whole (a run directory's `traces.jsonl`); a line that is
+    not a trace is an input error naming every such line."""
+    from ragaudit.errors import InputError
+    traces, bad = [], []
+    for item in read_traces(path, offset_unit=offset_unit):
+        (bad if isinstance(item, BadLine) else traces).append(item)
+    if bad:
+        raise InputError([b.problem for b in bad])
+    return traces
+
+
 def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
                 offset_unit: str = "char") -> Trace | BadLine:
     def bad(message: str, path: str = "$") -> BadLine:

@@ -44,6 +44,37 @@ class RunView:
                 out.append(i)
         return out
 
+    def matches(self, payload: Payload, i: int) -> bool:
+        """The citation-match rule for one payload and gold span i: same document and section, and
+        the expected snippet_id or an overlap with the gold span widened by the tolerance."""
+        gold = self.gold[i]
+        if payload.doc_id != gold.doc_id or (gold.section_id is not None and payload.section_id != gold.section_id):
+            return False
+        if gold.snippet_id and payload.snippet_id == gold.snippet_id:
+            return True
+        span = self.span_of(payload, gold.span.unit)
+        return span is not None and span.overlaps(gold.span, widen=self.tolerance)
+
+    @cached_property
+    def dangling(self) -> tuple[str, ...]:
+        """Answer citations that name no retrieved snippet."""
+        if self.trace.answer is None:
+            return ()
+        retrieved = {p.snippet_id for p in self.trace.retrieved}
+        return tuple(c for c in self.trace.answer.citations if c not in retrieved)
+
+    @cached_property
+    def matched(self) -> tuple[tuple[Payload, int], ...]:
+        """(cited payload, gold index) for every pair the match rule accepts; empty when an answer
+        citation dangles, since then the answer cites something nobody retrieved."""
+        if self.dangling:
+            return ()
+        return tuple((p, i) for p in self.cited for i in range(len(self.gold)) if self.matches(p, i))
+
+    @property
+    def any_of(self) -> bool:
+        return self.item.accept == "any"
+
     @cached_property
     def relevance(self) -> tuple[list[int], int]:
         return _relevance(self)
@@ -56,36 +87,33 @@ class RunView:
                    for p in self.cited)
 
 
-def coverage(run: RunView) -> float | None:
-    """|∪ cited ∩ ∪ gold| / |∪ gold|, per document, in the gold unit; None when units cannot be reconciled."""
-    if run.unreconciled or len({g.span.unit for g in run.gold}) > 1:
-        return None
+def _coverage_of(run: RunView, gold: list) -> float | None:
     covered = total = 0
-    for doc_id in sorted({g.doc_id for g in run.gold}):
-        gold = merge((g.span.start, g.span.end) for g in run.gold if g.doc_id == doc_id)
-        unit = next(g.span.unit for g in run.gold if g.doc_id == doc_id)
+    for doc_id in sorted({g.doc_id for g in gold}):
+        mine = [g for g in gold if g.doc_id == doc_id]
+        unit = mine[0].span.unit
+        merged = merge((g.span.start, g.span.end) for g in mine)
         cited = merge((s.start, s.end) for p in run.cited if p.doc_id == doc_id
                       and (s := run.span_of(p, unit)) is not None)
-        covered += intersection_length(cited, gold)
-        total += length(gold)
+        covered += intersection_length(cited, merged)
+        total += length(merged)
     return covered / total if total else None
 
 
+def coverage(run: RunView) -> float | None:
+    """|∪ cited ∩ ∪ gold| / |∪ gold|, per document, in the gold unit; None when units cannot be
+    reconciled. For an accept = "any" item, the best coverage over its alternatives."""
+    if run.unreconciled or len({g.span.unit for g in run.gold}) > 1:
+        return None
+    if run.any_of:
+        return max(_coverage_of(run, [g]) or 0.0 for g in run.gold)
+    return _coverage_of(run, list(run.gold))
+
+
 def citation_match(run: RunView) -> float:
-    """1 when a cited payload is in the gold document and section and names an expected snippet or
-    overlaps a gold span widened by the tolerance, and every answer citation was retrieved."""
-    if not run.cited:
-        return 0.0
-    if run.trace.answer is not None:
-        retrieved = {p.snippet_id for p in run.trace.retrieved}
-        if any(c not in retrieved for c in run.trace.answer.citations):
-            return 0.0
-    expected = {g.snippet_id for g in run.gold if g.snippet_id}
-    for p in run.cited:
-        if p.doc_id == run.item.doc_id and p.section_id == run.item.section_id and (
-                p.snippet_id in expected or run.overlapping(p, widen=run.tolerance)):
-            return 1.0
-    return 0.0
+    """1 when a cited payload is in a gold span's document and section and names its expected
+    snippet or overlaps it widened by the tolerance, and every answer citation was retrieved."""
+    return 1.0 if run.matched else 0.0
 
 
 def citation_precision(run: RunView) -> float:
@@ -95,7 +123,11 @@ def citation_precision(run: RunView) -> float:
 
 
 def citation_recall(run: RunView) -> float:
+    """Gold spans overlapped by a cited payload / gold spans; for an accept = "any" item, 1 when
+    any alternative is overlapped."""
     hit = {i for p in run.cited for i in run.overlapping(p)}
+    if run.any_of:
+        return 1.0 if hit else 0.0
     return len(hit) / len(run.gold)
 
 
@@ -105,7 +137,8 @@ def _relevance(run: RunView) -> tuple[list[int], int]:
     """(binary relevance of each retrieved payload in order, size of the relevant set).
 
     The relevant set is the relevant retrieved snippets plus one item per gold span that no
-    retrieved snippet overlaps, as a qrels file would list it. A repeated snippet counts once.
+    retrieved snippet overlaps, as a qrels file would list it; for an accept = "any" item, plus one
+    item only when no alternative is overlapped. A repeated snippet counts once.
     """
     rels, seen, matched = [], set(), set()
     for p in run.trace.retrieved:
@@ -113,7 +146,8 @@ def _relevance(run: RunView) -> tuple[list[int], int]:
         rels.append(1 if hits and p.snippet_id not in seen else 0)
         seen.add(p.snippet_id)
         matched.update(hits)
-    return rels, sum(rels) + len(run.gold) - len(matched)
+    unseen = (0 if matched else 1) if run.any_of else len(run.gold) - len(matched)
+    return rels, sum(rels) + unseen
 
 
 def hit_at_k(run: RunView) -> float:

@@ -31,19 +31,45 @@ def payload_text(payload: Payload, corpus) -> str:
     return doc.text[span.start:span.end] if span is not None else ""
 
 
-def top_k_text(payloads: Sequence[Payload], corpus, k: int) -> str:
-    return JOIN.join(payload_text(p, corpus) for p in payloads[:k])
+READINGS = ("nearest", "join")  # what "cited text" means for delta_s_qr; see `ragaudit metrics`
+DEFAULT_READING = "nearest"
 
 
-def delta_s_runs(encoder, queries: Sequence[str], retrieved_texts: Sequence[str],
-                 anchors: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(delta_s_qr, delta_s_ra) for many runs at once, each distinct text encoded once.
+def join_texts(texts: Sequence[str]) -> str:
+    return JOIN.join(texts)
 
-    A run that retrieved nothing gets NaN for both, so it can be told apart from a perfect 0.
+
+def delta_s_runs(encoder, queries: Sequence[str], cited: Sequence[Sequence[str]], top_k: Sequence[str],
+                 anchors: Sequence[str | None], *, reading: str = DEFAULT_READING) -> dict[str, np.ndarray]:
+    """delta_s_qr (query vs the cited text, in the chosen reading), delta_s_topk (query vs the
+    joined top-k texts) and delta_s_ra (joined cited texts vs the anchor), for many runs at once;
+    each distinct text is encoded once. Runs with nothing to compare get 1.0: a run that cites
+    nothing is as far from its question as a run can be, never a perfect 0.
+
+    Readings of "cited text": `nearest` = the closest single cited text (min over cited payloads);
+    `join` = the cited texts joined (the encoder truncates a long join at its max sequence length).
     """
-    qr = delta_s_pairs(encoder, list(queries), list(retrieved_texts))
-    ra = delta_s_pairs(encoder, list(retrieved_texts), list(anchors))
-    empty = np.array([not t for t in retrieved_texts], dtype=bool)
-    qr[empty] = np.nan
-    ra[empty] = np.nan
-    return qr, ra
+    if reading not in READINGS:
+        raise ValueError(f"The 'reading' parameter must be one of {READINGS}. Got {reading!r} instead.")
+    joined = [join_texts([t for t in texts if t]) for texts in cited]
+    left, right, owner = [], [], []
+    for i, texts in enumerate(cited):
+        pieces = [t for t in texts if t] if reading == "nearest" else ([joined[i]] if joined[i] else [])
+        for text in pieces:
+            left.append(queries[i])
+            right.append(text)
+            owner.append(i)
+    ra_runs = [i for i, a in enumerate(anchors) if a and joined[i]]
+    topk_runs = [i for i, t in enumerate(top_k) if t]
+    distances = delta_s_pairs(encoder, [*left, *(queries[i] for i in topk_runs), *(joined[i] for i in ra_runs)],
+                              [*right, *(top_k[i] for i in topk_runs), *(anchors[i] for i in ra_runs)])
+    n = len(queries)
+    qr, topk, ra = np.ones(n), np.ones(n), np.full(n, np.nan)
+    for i, d in zip(owner, distances[:len(left)]):
+        qr[i] = min(qr[i], d)
+    topk[topk_runs] = distances[len(left):len(left) + len(topk_runs)]
+    ra[ra_runs] = distances[len(left) + len(topk_runs):]
+    for i, a in enumerate(anchors):
+        if a and not joined[i]:
+            ra[i] = 1.0
+    return {"delta_s_qr": qr, "delta_s_topk": topk, "delta_s_ra": ra}

@@ -1,7 +1,10 @@
 """Compute every metric of every run, then aggregate: run → question → section → pipeline.
 
 Every aggregate keeps the keys of what it was computed from, so each figure in a report can be
-traced down to its runs. Embedding work is batched over all runs: each distinct text once.
+traced down to its runs. Embedding and support work is batched over all runs: each distinct text
+once. An errored run (a pipeline error, a timeout, a run missing from a recording, or no citations
+at all) scores 0 on every rate and 1.0 on ΔS and stays in every denominator, so no average can
+rise because runs failed.
 """
 from __future__ import annotations
 
@@ -10,31 +13,40 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from ragaudit.metrics.correct import Agreement, Verdict, anchor_texts, answer_segments, judge
 from ragaudit.metrics.citation import RunView
-from ragaudit.metrics.delta_s import JOIN, delta_s_runs, payload_text, top_k_text, zone
+from ragaudit.metrics.delta_s import DEFAULT_READING, JOIN, delta_s_runs, payload_text, zone
 from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.metrics.lam import RunPoint, chain_states, question_lambda
+from ragaudit.metrics.quantities import hallucinated
 from ragaudit.metrics.registry import RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
-from ragaudit.metrics.support import hallucinated_numbers
-from ragaudit.types import Corpus, GoldItem, Trace
+from ragaudit.text import sentences
+from ragaudit.types import Corpus, GoldItem, Issue, Trace
+from ragaudit.validate.codes import issue
+from ragaudit.validate.registry import where
 
-AVERAGED = ("coverage", "citation_match", "citation_precision", "citation_recall", "hit@k", "recall@k", "mrr",
-            "ndcg@10", "delta_s_qr", "delta_s_ra", "support", "grounded_rate", "hallucinations")
+RATES = ("coverage", "citation_match", "citation_precision", "citation_recall", "hit@k", "recall@k", "mrr",
+         "ndcg@10", "support", "grounded_rate", "correct")
+DISTANCES = ("delta_s_qr", "delta_s_topk", "delta_s_ra")
+AVERAGED = (*RATES, *DISTANCES, "anchor_support", "hallucinations")
+ERRORED_DELTA_S = 1.0
 
 
 @dataclass(frozen=True)
 class Settings:
     k: int = 5
     match_tolerance: int = 30
-    css_min: float = 0.70
-    spread_max: float = 0.10
+    delta_s_reading: str = DEFAULT_READING
+    css_min: float = 0.50
+    anchor_support_min: float = 0.45
     support_threshold: float = 0.5
 
     @classmethod
     def from_config(cls, config) -> "Settings":
         return cls(k=config.metrics["k"], match_tolerance=config.metrics["match_tolerance"],
-                   css_min=config.lambda_["css_min"], spread_max=config.lambda_["spread_max"],
+                   delta_s_reading=config.metrics["delta_s"], css_min=config.lambda_["css_min"],
+                   anchor_support_min=config.lambda_["anchor_support_min"],
                    support_threshold=config.support["threshold"])
 
 
@@ -45,6 +57,7 @@ class Evaluation:
     sections: list[dict] = field(default_factory=list)
     pipelines: dict[str, dict] = field(default_factory=dict)
     unmatched: list[str] = field(default_factory=list)  # runs whose qid is not in the gold set
+    notes: list[Issue] = field(default_factory=list)     # metric notes, such as unit_mismatch
 
 
 def mean(values) -> float | None:
@@ -52,13 +65,19 @@ def mean(values) -> float | None:
     return fmean(kept) if kept else None
 
 
-def _nan_to_none(value: float) -> float | None:
-    return None if math.isnan(value) else float(value)
+def _finite(value) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def errored(trace: Trace) -> bool:
+    """A failed run: the pipeline errored, or it retrieved and cited nothing at all."""
+    return trace.error is not None or (not trace.retrieved and not (trace.answer and trace.answer.citations))
 
 
 def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, encoder,
              settings: Settings = Settings(), support=None) -> Evaluation:
-    """`support`, when given, scores many (segment, cited texts) pairs at once (a SupportScorer)."""
+    """`support`, when given, scores many (segment, texts) pairs at once (a support scorer); it
+    gives segment support and the anchor support that decides whether a run is correct."""
     gold = {i.qid: i for i in items}
     result = Evaluation()
     views = []
@@ -67,29 +86,46 @@ def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, 
             views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance))
         else:
             result.unmatched.append(f"{trace.config} {trace.qid} v{trace.variant} s{trace.seed}")
+    texts = [{p.snippet_id: payload_text(p, corpus) for p in v.trace.retrieved} for v in views]
     queries = [v.trace.query or v.item.variants[min(v.trace.variant, len(v.item.variants) - 1)] for v in views]
-    retrieved = [top_k_text(v.trace.retrieved, corpus, settings.k) for v in views]
-    qr, ra = delta_s_runs(encoder, queries, retrieved, [v.item.anchor.text for v in views])
-    segments = _segment_support(views, corpus, support, settings)
+    distances = delta_s_runs(
+        encoder, queries, [[payload_text(p, corpus) for p in v.cited] for v in views],
+        [JOIN.join(payload_text(p, corpus) for p in v.trace.retrieved[:settings.k]) for v in views],
+        [v.item.anchor.text for v in views], reading=settings.delta_s_reading)
+    segments, agreement = _segment_scores(views, texts, support, settings)
     chains = _chains(views, corpus, encoder)
     for i, view in enumerate(views):
-        result.runs.append(_run_record(view, _nan_to_none(qr[i]), _nan_to_none(ra[i]), segments[i], chains[i]))
+        ds = {name: _finite(distances[name][i]) for name in DISTANCES}
+        verdict = judge(view, agreement[i], settings.anchor_support_min, scored=support is not None)
+        result.runs.append(_run_record(view, ds, segments[i], verdict, chains[i]))
+        if view.unreconciled and not errored(view.trace):
+            result.notes.append(issue("unit_mismatch", "expected cited spans in the gold unit "
+                                      f"({view.gold[0].span.unit}) or convertible to it, found a span that is not "
+                                      "(token offsets need the corpus and an analyzer ragaudit reproduces)",
+                                      **where(view.trace, "$.retrieved")))
     _aggregate(result, gold, settings)
     return result
 
 
-def _run_record(view: RunView, qr, ra, segments: list[dict], chain: dict | None) -> dict:
+def _run_record(view: RunView, ds: dict, segments: list[dict], verdict: Verdict, chain: dict | None) -> dict:
     t = view.trace
-    metrics = {m.name: (None if t.error else m.compute(view)) for m in RUN_METRICS}
-    scored = [s for s in segments if s["support"] is not None]
-    metrics.update(delta_s_qr=qr, delta_s_ra=ra,
-                   support=mean(s["support"] for s in scored) if scored else None,
-                   grounded_rate=mean(1.0 if s["grounded"] else 0.0 for s in scored) if scored else None,
-                   hallucinations=float(sum(len(s["hallucinated"]) for s in segments)) if segments else None)
+    failed = errored(t)
+    metrics: dict = {m.name: (0.0 if failed else m.compute(view)) for m in RUN_METRICS}
+    scored = [s["support"] for s in segments if s["support"] is not None]
+    metrics.update(ds)
+    metrics.update(support=mean(scored), grounded_rate=mean(float(s["grounded"]) for s in segments
+                                                              if s["support"] is not None),
+                   hallucinations=float(sum(len(s["hallucinated"]) for s in segments)),
+                   anchor_support=verdict.anchor_support, correct=1.0 if verdict.correct else 0.0)
+    if failed:
+        metrics.update({name: 0.0 for name in RATES}, anchor_support=None, hallucinations=0.0,
+                       **{name: ERRORED_DELTA_S for name in DISTANCES})
     record = {
         "pipeline": t.config, "qid": t.qid, "variant": t.variant, "seed": t.seed, "query": t.query,
-        "error": t.error, "zone": zone(qr), "metrics": metrics,
+        "error": t.error, "errored": failed, "zone": zone(metrics["delta_s_qr"]), "metrics": metrics,
+        "correct": verdict.correct, "why": verdict.why,
         "citations": [p.snippet_id for p in view.cited],
+        "sections": sorted({(p.doc_id or "", p.section_id or "") for p in view.cited}),
         "segments": segments,
     }
     if chain is not None:
@@ -99,23 +135,61 @@ def _run_record(view: RunView, qr, ra, segments: list[dict], chain: dict | None)
     return record
 
 
-def _segment_support(views: list[RunView], corpus, support, settings: Settings) -> list[list[dict]]:
-    by_id = [{p.snippet_id: p for p in v.trace.retrieved} for v in views]
-    pairs, where = [], []
+def _units(text: str) -> list[str]:
+    """The sentences of a cited text that can state something: no headings, three words or more."""
+    return [u for u in sentences(text) if not u.lstrip().startswith("#") and len(u.split()) >= 3]
+
+
+class _Pairs:
+    """(segment, texts) pairs to score once each, however often they recur across runs."""
+
+    def __init__(self):
+        self.index: dict[tuple[str, tuple[str, ...]], int] = {}
+
+    def add(self, segment: str, texts) -> int:
+        return self.index.setdefault((segment, tuple(texts)), len(self.index))
+
+    def score(self, support) -> list[float | None]:
+        if support is None or not self.index:
+            return [None] * len(self.index)
+        return [float(v) for v in support.score_many([(seg, list(texts)) for seg, texts in self.index])]
+
+
+def _segment_scores(views: list[RunView], texts: list[dict], support, settings: Settings):
+    """Per run: each answer segment's support by its cited texts, grounded flag and hallucinated
+    quantities; and the anchor agreement of the segment citing a matching payload that agrees
+    best with a matched gold anchor (None when no segment cites a match): an Agreement of the
+    anchor's support for the segment, the best support any other sentence of the segment's cited
+    texts gives it, and the quantities it states that the anchor lacks."""
+    pairs = _Pairs()
+    segment_rows, anchor_rows = [], []
     for i, view in enumerate(views):
-        answer = view.trace.answer
-        for segment in (answer.segments if answer else ()):
-            texts = [payload_text(by_id[i][c], corpus) for c in segment.citations if c in by_id[i]]
-            pairs.append((segment.text, texts))
-            where.append((i, segment.seg))
-    scores = support.score_many(pairs) if support is not None and pairs else [None] * len(pairs)
+        matching = {p.snippet_id for p, _ in view.matched}
+        anchors = anchor_texts(view)
+        for segment in answer_segments(view.trace.answer):
+            cited = [texts[i][c] for c in segment.citations if c in texts[i]]
+            segment_rows.append((i, segment, cited, pairs.add(segment.text, cited)))
+            if not matching.intersection(segment.citations):
+                continue
+            for anchor in anchors:
+                others = [u for t in cited for u in _units(t) if u not in anchor]
+                anchor_rows.append((i, segment.text, anchor, pairs.add(segment.text, [anchor]),
+                                    [pairs.add(segment.text, [u]) for u in others]))
+    scores = pairs.score(support)
     out: list[list[dict]] = [[] for _ in views]
-    for (i, seg), (text, texts), score in zip(where, pairs, scores):
-        score = None if score is None else float(score)
-        out[i].append({"seg": seg, "support": score,
+    for i, segment, cited, at in segment_rows:
+        score = scores[at]
+        out[i].append({"seg": segment.seg, "support": score,
                        "grounded": score is not None and score >= settings.support_threshold,
-                       "hallucinated": hallucinated_numbers(text, texts)})
-    return out
+                       "hallucinated": hallucinated(segment.text, cited)})
+    best: list[Agreement | None] = [None] * len(views)
+    for i, text, anchor, at, others in anchor_rows:
+        if scores[at] is None:
+            continue
+        found = Agreement(scores[at], max((scores[o] for o in others), default=0.0), hallucinated(text, [anchor]))
+        if best[i] is None or found.rank(settings.anchor_support_min) > best[i].rank(settings.anchor_support_min):
+            best[i] = found
+    return out, best
 
 
 def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:
@@ -149,12 +223,13 @@ def _aggregate(result: Evaluation, gold: dict[str, GoldItem], settings: Settings
         by_question[(run["pipeline"], run["qid"])].append(run)
     for (pipeline, qid), runs in sorted(by_question.items()):
         item = gold[qid]
-        lam = question_lambda([RunPoint(frozenset(r["citations"]), r["metrics"]["citation_match"] == 1.0,
-                                        r["metrics"]["delta_s_qr"], r["error"] is not None) for r in runs],
-                              css_min=settings.css_min, spread_max=settings.spread_max)
+        lam = question_lambda([RunPoint(frozenset(map(tuple, r["sections"])), r["correct"],
+                                        r["metrics"]["delta_s_qr"], r["errored"]) for r in runs],
+                              css_min=settings.css_min)
         result.questions.append({
             "pipeline": pipeline, "qid": qid, "doc_id": item.doc_id, "section_id": item.section_id,
-            "question": item.question, "runs": len(runs),
+            "question": item.question, "runs": len(runs), "errored": sum(r["errored"] for r in runs),
+            "correct": sum(r["correct"] for r in runs),
             "lambda": {"state": lam.state, "symbol": lam.symbol, "css": lam.css, "spread": lam.spread},
             "metrics": {name: mean(r["metrics"][name] for r in runs) for name in AVERAGED},
         })
@@ -174,7 +249,8 @@ def _aggregate(result: Evaluation, gold: dict[str, GoldItem], settings: Settings
         states = [q["lambda"]["state"] for q in questions]
         result.pipelines[pipeline] = {
             "runs": len(runs), "questions": len(questions),
-            "errors": sum(r["error"] is not None for r in runs),
+            "errored": sum(r["errored"] for r in runs),
+            "hallucinating_runs": sum(r["metrics"]["hallucinations"] > 0 for r in runs),
             "metrics": {name: mean(r["metrics"][name] for r in runs) for name in AVERAGED},
             "citation_match_rate": mean(r["metrics"]["citation_match"] for r in runs),
             "lambda": {s: states.count(s) for s in ("convergent", "recursive", "chaotic", "divergent")},

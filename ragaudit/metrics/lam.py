@@ -9,9 +9,11 @@ SYMBOLS = {"convergent": "→", "recursive": "<>", "chaotic": "×", "divergent":
 
 @dataclass(frozen=True)
 class RunPoint:
-    """What λ needs of one run: its cited snippet ids, whether it matched, its ΔS, and failure."""
-    citations: frozenset[str]
-    match: bool
+    """What λ needs of one run: the (doc_id, section_id) pairs it cites, whether it is correct
+    (citation match and, with an answer, the gold anchor supports what it says), its ΔS, and
+    whether it failed (errored, or no citations at all)."""
+    sections: frozenset[tuple[str | None, str | None]]
+    correct: bool
     delta_s: float | None
     errored: bool = False
 
@@ -27,25 +29,27 @@ class Lambda:
         return SYMBOLS[self.state]
 
 
-def question_lambda(runs: list[RunPoint], *, css_min: float = 0.70, spread_max: float = 0.10) -> Lambda:
-    """The SPEC decision table, first rule that applies:
-    divergent (an error or empty citations), chaotic (no match), recursive (some match),
-    convergent (all match, css >= css_min, ΔS spread <= spread_max), else recursive."""
-    sets = [r.citations for r in runs]
+def question_lambda(runs: list[RunPoint], *, css_min: float = 0.50) -> Lambda:
+    """The SPEC §3 decision table, first rule that applies: divergent (a run errored or has empty
+    citations), chaotic (no run correct), recursive (some correct and some not, or section-level
+    css < css_min), convergent (every run correct and css >= css_min).
+
+    The ΔS spread across runs is reported but decides nothing: a paraphrase moves ΔS by about 0.13
+    even when the cited passage is fixed, so a spread rule flags stable pipelines.
+    """
+    sets = [r.sections for r in runs]
     union = frozenset().union(*sets) if sets else frozenset()
     css = len(frozenset.intersection(*sets)) / len(union) if union else 0.0
     values = [r.delta_s for r in runs if r.delta_s is not None and not math.isnan(r.delta_s)]
     spread = max(values) - min(values) if values else None
-    if not runs or any(r.errored or not r.citations for r in runs):
+    if not runs or any(r.errored or not r.sections for r in runs):
         state = "divergent"
-    elif not any(r.match for r in runs):
+    elif not any(r.correct for r in runs):
         state = "chaotic"
-    elif not all(r.match for r in runs):
+    elif not all(r.correct for r in runs) or css < css_min:
         state = "recursive"
-    elif css >= css_min and spread is not None and spread <= spread_max:
-        state = "convergent"
     else:
-        state = "recursive"
+        state = "convergent"
     return Lambda(state, css, spread)
 
 

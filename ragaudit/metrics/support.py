@@ -1,11 +1,13 @@
-"""Support of an answer segment by its cited texts (SPEC §3), and number-agreement hallucination flags.
+"""Support of an answer segment by its cited texts (SPEC §3), offline on CPU.
 
-The score is the probability from a logistic link over a non-negative combination of features of
-the segment and its evidence: sentence-embedding cosines (the bundled MiniLM encoder), recall of
-the segment's content words, bigrams and capitalised names, and agreement of its numbers. Being
+The bundled scorer gives the probability from a logistic link over a non-negative combination of
+features of the segment and its evidence: sentence-embedding cosines (the bundled MiniLM encoder),
+recall of the segment's content words, bigrams and capitalised names, and the share of its
+quantities, dates and identifiers that the evidence contains (`quantities.py`). Being
 non-negative, it never falls when a feature rises. Weights, the features' standardisation and the
 link live in `support_params.json`, written by `bench/calibrate_support.py` from expert labels
-(ExpertQA); plain JSON numbers, so a score can be recomputed by hand.
+(ExpertQA); plain JSON numbers, so a score can be recomputed by hand. `[support] model` may name
+a local CrossEncoder folder instead (`CrossEncoderScorer`, calibrated by the same script).
 """
 from __future__ import annotations
 
@@ -14,125 +16,27 @@ import math
 import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ragaudit.errors import InputError, Problem
 from ragaudit.metrics.embed import Encoder, make_encoder
-from ragaudit.text import sentences
+from ragaudit.metrics.quantities import MARKER, hallucinated, mentions
+from ragaudit.text import STOPWORDS, content_stems, sentences, stem
 
 PARAMS_PATH = Path(__file__).with_name("support_params.json")
 
-# ---------------------------------------------------------------- numbers
-
-# Any bracketed group is a citation marker in some style: [3], [1, 2], [pol-keys-1], [Data: Reports (4)].
-_MARKER = re.compile(r"\[[^\[\]\n]{0,200}\]|【[^】\n]{0,200}】")
-_BULLET = re.compile(r"^\s*\d+[.)]\s+", re.MULTILINE)
-_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
-# A number not glued to a word on its left (H2O, MP3, COVID-19 are names, not quantities).
-_NUMBER = re.compile(
-    r"(?<![\w.])(?<![A-Za-z]-)(?P<cur>[$€£¥])?\s?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*|\.\d+)"
-    r"(?P<pct>\s?%)?(?:\s(?P<scale>thousand|million|billion|trillion)\b)?", re.IGNORECASE)
-_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty".split())}
-_WORDS.update({w: 10 * i for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
-
-
-def _canonical(value: float) -> str:
-    text = f"{value:.6f}".rstrip("0").rstrip(".")
-    return text if text not in ("", "-0") else "0"
-
-
-def normalise_number(text: str) -> str:
-    """The canonical form of the first number written in `text`: `$1,499`, `1499` and `1499.0` all
-    give `1499`; `12%` and `12 %` give `12` (a unit never makes two numbers differ); `1.5 million`
-    gives `1500000`; version-like `3.10.2` stays as written."""
-    match = _NUMBER.search(text.strip())
-    if match is None:
-        raise ValueError(f"The 'text' parameter must contain a number. Got {text!r} instead.")
-    return _values(match)[0]
-
-
-def _values(match: re.Match) -> list[str]:
-    """The number's canonical value, then its mantissa when a scale word multiplies it."""
-    raw = match.group("num").replace(",", "")
-    if raw.count(".") > 1:
-        return [raw]
-    value = float(raw)
-    scale = match.group("scale")
-    if scale:
-        return [_canonical(value * _SCALE[scale.lower()]), _canonical(value)]
-    return [_canonical(value)]
-
-
-def _numbers(text: str) -> list[tuple[str, list[str]]]:
-    return [(m.group().strip(), _values(m)) for m in _NUMBER.finditer(text)]
-
-
-def _segment_numbers(segment: str) -> list[tuple[str, list[str]]]:
-    # citation markers and list numbering are not claims; the cited texts keep every number they have
-    return _numbers(_BULLET.sub(" ", _MARKER.sub(" ", segment)))
-
-
-def _evidence_values(cited_texts: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for text in cited_texts:
-        for _, values in _numbers(text):
-            found.update(values)
-        found.update(str(_WORDS[w.lower()]) for w in _NUMBER_WORD.findall(text))
-    return found
-
-
-def hallucinated_numbers(segment: str, cited_texts: Sequence[str]) -> list[str]:
-    """Numbers written in `segment` (as written, each once) that no cited text contains after
-    normalisation. Citation markers (`[3]`, `[pol-keys-1]`) and list numbering are skipped, as are
-    digits glued to a word (`H2O`, `COVID-19`); a cited `four` covers a written `4`, and a cited
-    `1.5 million` covers a written `1,500,000` and `1.5 million` alike."""
-    evidence = _evidence_values(cited_texts)
-    out: list[str] = []
-    seen: set[str] = set()
-    for surface, values in _segment_numbers(segment):
-        if not evidence.intersection(values) and values[0] not in seen:
-            out.append(surface)
-        seen.add(values[0])
-    return out
-
-
 # ---------------------------------------------------------------- text
 
-_STOP = frozenset("""a about above after again against all also am an and any are as at be because been before
-being below between both but by can could did do does doing down during each either else etc ever every few
-for from further had has have having he her here hers herself him himself his how however i if in into is it
-its itself just may me might more most much must my myself no nor not now of off often on once one only or
-other our ours ourselves out over own per same shall she should so some such than that the their theirs them
-themselves then there these they this those through thus to too under until up upon us very via was we were
-what when where whether which while who whom whose why will with within without would yet you your yours""".split())
 _WORD = re.compile(r"[^\W_]+")
 _MARKUP = re.compile(r"[*#_`>|]+|^\s*(?:[-•]|\d+[.)])\s+", re.MULTILINE)
 
 
 def clean(text: str) -> str:
     """The text without citation markers, markdown emphasis or list bullets, whitespace collapsed."""
-    return " ".join(_MARKUP.sub(" ", _MARKER.sub(" ", text)).split())
-
-
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    # a crude suffix stripper is enough to match "rotated"/"rotation"/"rotates" on both sides
-    for suffix in ("ational", "ations", "ation", "ities", "ity", "ments", "ment", "ness", "ings", "ing",
-                   "ies", "ied", "ers", "er", "ed", "es", "ly", "s", "e", "al"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[:-len(suffix)]
-    return word
-
-
-def content_stems(text: str) -> list[str]:
-    return [_stem(w) for w in (t.lower() for t in _WORD.findall(text)) if w not in _STOP and not w.isdigit()]
+    return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
 
 
 def _capitalised(text: str) -> set[str]:
@@ -140,7 +44,7 @@ def _capitalised(text: str) -> set[str]:
     out = set()
     for sentence in re.split(r"(?<=[.!?:])\s+|\n", text):
         words = _WORD.findall(sentence)
-        out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in _STOP)
+        out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
     return out
 
 
@@ -212,8 +116,8 @@ def _features(p: _Pair, vec) -> dict[str, float]:
     evidence = "\n".join(p.passages)
     ev_stems = content_stems(evidence)
     ev_tokens = {t.lower() for t in _WORD.findall(evidence)}
-    numbers = _segment_numbers(p.raw_segment)
-    missing = hallucinated_numbers(p.raw_segment, p.raw_cited)
+    stated = {(m.kind, m.key) for m in mentions(p.raw_segment)}
+    missing = hallucinated(p.raw_segment, p.raw_cited)
     return {
         "cos_max": float(sims[0]),
         "cos_top3": float(sims[:3].mean()),
@@ -225,21 +129,34 @@ def _features(p: _Pair, vec) -> dict[str, float]:
         "word_recall": _recall(seg_stems, set(ev_stems)),
         "bigram_recall": _recall(zip(seg_stems, seg_stems[1:]), set(zip(ev_stems, ev_stems[1:]))),
         "local_recall": max(_recall(seg_stems, set(content_stems(w))) for w in p.windows),
-        "caps_recall": _recall(sorted(_capitalised(p.seg)), ev_tokens | {_stem(t) for t in ev_tokens}),
-        "number_recall": 1.0 - len(missing) / len(numbers) if numbers else 1.0,
+        "caps_recall": _recall(sorted(_capitalised(p.seg)), ev_tokens | {stem(t) for t in ev_tokens}),
+        "number_recall": 1.0 - len(missing) / len(stated) if stated else 1.0,
         "lex_overlap": _recall((t.lower() for t in _WORD.findall(p.seg)), ev_tokens),
     }
 
 
+def _distinct_texts(prepared: list[_Pair | None]) -> list[str]:
+    # longest first, as the encoder batches them: a batch pads to its longest text, so similar
+    # lengths side by side waste the least compute
+    distinct = dict.fromkeys(t for p in prepared if p is not None for t in p.texts())
+    return sorted(distinct, key=len, reverse=True)
+
+
 def _featurise(prepared: list[_Pair | None], encoder: Encoder) -> list[dict[str, float] | None]:
-    distinct = list(dict.fromkeys(t for p in prepared if p is not None for t in p.texts()))
-    matrix = encoder.encode(distinct) if distinct else None
+    distinct = _distinct_texts(prepared)
+    matrix = encoder.encode(distinct) if distinct else None  # one call: each text once, in full batches
     row = {t: i for i, t in enumerate(distinct)}
 
     def vec(texts: list[str]) -> np.ndarray:
         return matrix[[row[t] for t in texts]]
 
     return [None if p is None else _features(p, vec) for p in prepared]
+
+
+def texts_to_encode(pairs: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """The distinct texts (segments, their sentences, cited passages, units, windows, chunks) that
+    scoring `pairs` embeds, longest first: what one batched encode of these pairs costs."""
+    return _distinct_texts([_prepare(seg, cited) for seg, cited in pairs])
 
 
 def feature_rows(pairs: Sequence[tuple[str, Sequence[str]]], encoder: Encoder) -> list[dict[str, float] | None]:
@@ -265,6 +182,10 @@ def load_params(path: Path = PARAMS_PATH) -> dict:
     return params
 
 
+def _sigmoid(logit: float) -> float:
+    return 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
+
+
 class SupportScorer:
     """P(the cited texts completely support the segment), from the shipped calibration.
 
@@ -274,6 +195,7 @@ class SupportScorer:
 
     def __init__(self, encoder: Encoder | None = None, params: dict | None = None):
         self.params = params if params is not None else load_params()
+        self.model_id = f"ragaudit-support:{self.params['encoder']}"
         self._encoder = encoder
         self._names = list(self.params["features"])
         self._mean = np.asarray(self.params["mean"], dtype=np.float64)
@@ -290,7 +212,8 @@ class SupportScorer:
         return float(self.score_many([(segment, cited_texts)])[0])
 
     def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
-        """Support of each pair in [0, 1]; 0.0 where the segment or its cited texts are empty."""
+        """Support of each pair in [0, 1]; 0.0 where the segment or its cited texts are empty.
+        Every distinct text of all pairs is encoded once, in one length-sorted batch."""
         prepared = [_prepare(seg, cited) for seg, cited in pairs]
         out = np.zeros(len(prepared), dtype=np.float64)
         if any(p is not None for p in prepared):
@@ -301,22 +224,183 @@ class SupportScorer:
 
     def probability(self, row: dict[str, float]) -> float:
         z = (np.array([row[n] for n in self._names]) - self._mean) / self._scale
-        logit = self.params["intercept"] + self.params["slope"] * float(self._weights @ z)
-        return 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
+        return _sigmoid(self.params["intercept"] + self.params["slope"] * float(self._weights @ z))
 
 
 _default: SupportScorer | None = None
 _default_lock = threading.Lock()
 
 
-def support_score(segment: str, cited_texts: Sequence[str]) -> float:
-    """How well `cited_texts` support `segment`, in [0, 1] (a calibrated probability); offline, CPU.
-
-    >>> support_score("Keys are rotated every 12 months.", [])
-    0.0
-    """
+def _default_scorer() -> SupportScorer:
     global _default
     with _default_lock:
         if _default is None:
             _default = SupportScorer()
-    return _default.score(segment, cited_texts)
+    return _default
+
+
+def support_scores(pairs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
+    """Support of each (segment, cited texts) pair in [0, 1], from the bundled scorer; offline, CPU.
+    Score many pairs in one call: every distinct text across them is embedded once, in batches.
+
+    >>> support_scores([("Keys are rotated every 12 months.", []), ("", ["Keys rotate yearly."])])
+    [0.0, 0.0]
+    """
+    return [float(s) for s in _default_scorer().score_many(pairs)]
+
+
+def support_score(segment: str, cited_texts: Sequence[str]) -> float:
+    """How well `cited_texts` support `segment`, in [0, 1] (a calibrated probability); offline, CPU.
+    A convenience for one pair: for many, `support_scores` is far cheaper (one batched encode).
+
+    >>> support_score("Keys are rotated every 12 months.", [])
+    0.0
+    """
+    return support_scores([(segment, cited_texts)])[0]
+
+
+# ---------------------------------------------------------------- a pluggable model (SPEC §3, [support] model)
+
+CROSS_ENCODER_SCHEMA = "ragaudit.support_params/1"
+
+
+def _cross_encoder_config(path: Path) -> dict:
+    """config.json of a sentence-transformers CrossEncoder folder, or InputError saying what is there."""
+    config_file, config = path / "config.json", None
+    if not path.exists():
+        found = "no such file or folder"
+    elif not path.is_dir():
+        found = "a file"
+    elif not config_file.is_file():
+        found = "a folder without config.json"
+    else:
+        try:
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+            found = "a config.json that is not an object"
+        except (OSError, ValueError) as exc:
+            found = f"an unreadable config.json ({exc})"
+    if isinstance(config, dict):
+        heads = config.get("architectures") or []
+        if not heads or any(h.endswith("ForSequenceClassification") for h in heads):
+            return config
+        found = f"a {', '.join(heads)} model without a classification head"
+    raise InputError(Problem(str(path), "expected a sentence-transformers CrossEncoder folder (config.json), "
+                                        f"found {found}"))
+
+
+def _entailment_column(path: Path, config: dict) -> int | None:
+    """None for a one-logit model (a reranker); else the column of the NLI model's entailment label."""
+    # as transformers reads it: id2label when written, else num_labels, else its default of 2
+    id2label = {int(k): str(v) for k, v in (config.get("id2label") or {}).items()}
+    count = len(id2label) or int(config.get("num_labels") or 2)
+    if count == 1:
+        return None
+    names = [id2label.get(i, f"LABEL_{i}") for i in range(count)]
+    for column, name in enumerate(names):
+        if name.lower() == "entailment":
+            return column
+    raise InputError(Problem(str(path), "expected a one-output model (a reranker) or an NLI model with an "
+                                        f"'entailment' label, found labels {names}"))
+
+
+def _check_calibration(params: dict, where: str) -> dict:
+    if not isinstance(params, dict):
+        raise InputError(Problem(where, f"expected a calibration object, found {type(params).__name__}"))
+    if params.get("schema") != CROSS_ENCODER_SCHEMA or params.get("kind") != "cross-encoder":
+        raise InputError(Problem(where, f"expected schema {CROSS_ENCODER_SCHEMA!r} and kind 'cross-encoder', "
+                                        f"found {params.get('schema')!r} and {params.get('kind')!r}"))
+    for key in ("intercept", "slope"):
+        value = params.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(Problem(where, f"expected a finite number in {key!r}, found {value!r}"))
+    return params
+
+
+class CrossEncoderScorer:
+    """Support from a local sentence-transformers CrossEncoder (an NLI model or a reranker).
+
+    Each pair reads (segment, cited text) for every cited text and for their join; the score is the
+    best of them: the entailment probability of an NLI model, the sigmoid of a reranker's logit.
+    With calibration params (written by `bench/calibrate_support.py --cross-encoder`), p =
+    sigmoid(intercept + slope * raw). Nothing is downloaded; the model loads on first use.
+    """
+
+    def __init__(self, path: str | Path, params: dict | None = None, *, batch_size: int = 16):
+        self.path = Path(path).expanduser()
+        config = _cross_encoder_config(self.path)
+        self._entailment = _entailment_column(self.path, config)
+        self.params = None if params is None else _check_calibration(params, str(self.path))
+        self.batch_size = batch_size
+        self.model_id = f"cross-encoder:{self.path.name}" + (":calibrated" if params else "")
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self):
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import CrossEncoder
+                # local_files_only reaches the config, the tokenizer and the weights: never the hub
+                self._model = CrossEncoder(str(self.path), device="cpu", local_files_only=True)
+        return self._model
+
+    def raw_scores(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
+        """The uncalibrated score of each pair in [0, 1]; 0.0 where the segment or its evidence is empty."""
+        return self._raw(pairs)[0]
+
+    def _raw(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> tuple[np.ndarray, np.ndarray]:
+        wanted: list[list[tuple[str, str]]] = []
+        for segment, cited in pairs:
+            seg, texts = clean(segment), [c for c in map(clean, cited) if c]
+            inputs = [(seg, t) for t in texts] + ([(seg, "\n".join(texts))] if len(texts) > 1 else [])
+            wanted.append(inputs if seg else [])
+        # each distinct input once, longest first, so that a batch pads little
+        distinct = sorted(dict.fromkeys(x for inputs in wanted for x in inputs), key=lambda x: -len(x[0]) - len(x[1]))
+        probability: dict[tuple[str, str], float] = {}
+        if distinct:
+            import torch
+            logits = self.model.predict(distinct, batch_size=self.batch_size, activation_fn=torch.nn.Identity(),
+                                        convert_to_numpy=True, show_progress_bar=False)
+            logits = np.asarray(logits, dtype=np.float64).reshape(len(distinct), -1)
+            probability = dict(zip(distinct, self._probabilities(logits).tolist()))
+        raw = np.array([max((probability[x] for x in inputs), default=0.0) for inputs in wanted], dtype=np.float64)
+        return raw, np.array([bool(inputs) for inputs in wanted], dtype=bool)
+
+    def _probabilities(self, logits: np.ndarray) -> np.ndarray:
+        if self._entailment is None:
+            return 1.0 / (1.0 + np.exp(-logits[:, 0]))
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return shifted[:, self._entailment] / shifted.sum(axis=1)
+
+    def score(self, segment: str, cited_texts: Sequence[str]) -> float:
+        return float(self.score_many([(segment, cited_texts)])[0])
+
+    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
+        """Support of each pair in [0, 1], calibrated when params were given; 0.0 for an empty side."""
+        raw, scored = self._raw(pairs)
+        if self.params is None:
+            return raw
+        calibrated = 1.0 / (1.0 + np.exp(-(self.params["intercept"] + self.params["slope"] * raw)))
+        return np.where(scored, calibrated, 0.0)
+
+
+def make_support_scorer(model: str | None, *, params: str | None = None, encoder: Encoder | None = None):
+    """The configured support scorer (`[support] model`): None or "" gives the bundled scorer (over
+    `encoder`, with `params` as its calibration file if given); a folder path gives a CrossEncoderScorer
+    (calibrated by the `params` file if given). Every scorer has `model_id` and `score_many(pairs)`."""
+    if not model:
+        if not params:
+            return SupportScorer(encoder)
+        try:
+            return SupportScorer(encoder, load_params(Path(params)))
+        except (OSError, ValueError) as exc:
+            problem = Problem(str(params), f"expected support params for the bundled scorer, found {exc}")
+            raise InputError(problem) from exc
+    calibration = None
+    if params:
+        try:
+            calibration = json.loads(Path(params).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(Problem(str(params), f"expected a calibration JSON file, found {exc}")) from exc
+        _check_calibration(calibration, str(params))
+    return CrossEncoderScorer(model, calibration)

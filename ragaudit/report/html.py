@@ -14,15 +14,16 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from ragaudit.io.config import SCHEMA
 from ragaudit.metrics.delta_s import ZONES
 from ragaudit.metrics.lam import SYMBOLS
 from ragaudit.report import charts
 
-# SPEC §4 defaults, used only for a threshold that no gate check in the report carries.
-DEFAULT_GATE = {"delta_s_max": 0.45, "delta_s_mean_max": 0.40, "coverage_min": 0.70, "coverage_pass_rate": 0.90,
-                "citation_match_min": 0.95, "lambda_convergent_min": 0.80}
+# The config's gate defaults, used only for a threshold that no gate check in the report carries.
+DEFAULT_GATE = {k: v for k, (_, v) in SCHEMA["gate"].items() if isinstance(v, float)}
 STATES = ("convergent", "recursive", "chaotic", "divergent")
-RUN_METRICS = ("citation_match", "coverage", "delta_s_qr", "delta_s_ra", "citation_precision", "mrr", "support")
+RUN_METRICS = ("citation_match", "coverage", "delta_s_qr", "delta_s_topk", "delta_s_ra", "citation_precision", "mrr",
+               "support", "anchor_support", "hallucinations")
 ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
 
 
@@ -210,7 +211,8 @@ def _cards(report: dict, t: dict) -> str:
                        by.get("lambda_convergent_min")))
         per.append(f'<article class="pcard {verdict}"><header><h3>{_e(name)}</h3>'
                    f'{_chip(verdict, verdict if by else "not gated")}</header><p class="muted small">{kind} · '
-                   f'{_num(p.get("runs"))} runs · {_num(p.get("errors"))} errors</p>'
+                   f'{_num(p.get("runs"))} runs · {_num(p.get("errored"))} errored · '
+                   f'{_num(p.get("hallucinating_runs"))} with hallucinated quantities</p>'
                    f'<div class="kpis">{kpis}</div></article>')
     return (f'<section id="summary"><h2>Summary</h2><div class="stats">{cards}</div>'
             f'<div class="pcards">{"".join(per)}</div></section>')
@@ -241,7 +243,7 @@ def _charts(report: dict, t: dict) -> str:
         caption = f"{len(ds)} runs · mean {_num(sum(ds) / len(ds))} · max {_num(max(ds))}" if ds else "no ΔS values"
         ds_figs.append(f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
                        + charts.histogram(ds, bins=40, bands=bands, threshold=t["delta_s_max"],
-                                          label=f"ΔS(query, retrieved) per run, {name}") + "</figure>")
+                                          label=f"ΔS(query, cited text) per run, {name}") + "</figure>")
         cov_all = [r["metrics"].get("coverage") for r in runs.get(name, []) if r.get("metrics")]
         cov = [v for v in cov_all if v is not None and math.isfinite(v)]
         low = sum(1 for v in cov if v < t["coverage_min"])
@@ -258,7 +260,7 @@ def _charts(report: dict, t: dict) -> str:
                               label="λ states of the questions per pipeline", width=1180)
     zone_legend = "".join(f'<span><i class="sw z-{n}"></i>{n}</span>' for n, _ in ZONES)
     return ('<section id="charts"><h2>Distributions</h2>'
-            f'<h3>ΔS(query, retrieved) per run <span class="legend">{zone_legend}'
+            f'<h3>ΔS(query, cited text) per run <span class="legend">{zone_legend}'
             '<span><i class="sw line"></i>gate delta_s_max</span></span></h3>'
             f'<div class="chart-grid">{"".join(ds_figs)}</div>'
             f'<h3>Coverage of the gold span per run <span class="legend"><span><i class="sw c-low"></i>below '
@@ -348,7 +350,8 @@ def _gate_table(report: dict) -> str:
 
 
 QUESTION_COLUMNS = (("pipeline", "text"), ("qid", "text"), ("question", "text"), ("section", "text"), ("λ", "text"),
-                    ("css", "num"), ("spread", "num"), ("match", "num"), ("coverage", "num"), ("ΔS", "num"))
+                    ("correct", "num"), ("css", "num"), ("spread", "num"), ("match", "num"), ("coverage", "num"),
+                    ("ΔS", "num"))
 
 
 def _question_row(i: int, q: dict, t: dict) -> str:
@@ -363,11 +366,19 @@ def _question_row(i: int, q: dict, t: dict) -> str:
             f'<td class="qtext" title="{_e(q.get("question"))}">{_e(q.get("question"))}</td>'
             f'<td class="sec" title="{_e(q.get("doc_id"))}">{_e(q.get("section_id"))}</td>'
             f'<td><span class="lam s-{_e(state)}">{_e(lam.get("symbol"))} {_e(state)}</span></td>'
-            + num(lam.get("css")) + num(lam.get("spread"))
+            + _correct_cell(q) + num(lam.get("css")) + num(lam.get("spread"))
             + num(match, "" if match is None or match >= t["citation_match_min"] else " bad")
             + num(cov, "" if cov is None or cov >= t["coverage_min"] else " bad")
             + f'<td class="num" data-v="{"" if ds is None else ds}">'
             + (f'<span class="zone z-{zone}" title="{zone}">{_num(ds)}</span>' if zone else "–") + "</td></tr>")
+
+
+def _correct_cell(q: dict) -> str:
+    runs, correct = q.get("runs"), q.get("correct")
+    runs = len(runs) if isinstance(runs, list) else runs
+    share = correct / runs if runs and correct is not None else None
+    return (f'<td class="num{"" if share in (None, 1.0) else " bad"}" data-v="{"" if share is None else share}">'
+            f'{_e(correct)}/{_e(runs)}</td>')
 
 
 def _question_table(report: dict, t: dict) -> str:
@@ -383,8 +394,9 @@ def _question_table(report: dict, t: dict) -> str:
             f'<select id="qpipeline" aria-label="Pipeline"><option value="">All pipelines</option>{pipes}</select>'
             f'<select id="qlambda" aria-label="λ state"><option value="">All λ states</option>{states}</select>'
             f'<span id="qcount" class="muted" aria-live="polite">{len(questions)} of {len(questions)}</span></div>'
-            '<p class="muted small">Values are means over the question\'s runs; ΔS is ΔS(query, retrieved), coloured '
-            'by zone. Click a row (or press Enter on it) for its runs and cited spans.</p>'
+            '<p class="muted small">Values are means over the question\'s runs (an errored run counts 0, and ΔS 1.0); '
+            'ΔS is ΔS(query, cited text), coloured by zone; correct = runs that cite the gold span and state it. '
+            'Click a row (or press Enter on it) for its runs, why each is or is not correct, and the cited spans.</p>'
             f'<div class="table-scroll"><table id="qtable" class="questions"><thead><tr>{heads}</tr></thead>'
             f'<tbody>{rows}</tbody></table></div>'
             '<section id="drill" aria-live="polite" hidden></section></section>')
@@ -392,7 +404,7 @@ def _question_table(report: dict, t: dict) -> str:
 
 def _issues(report: dict) -> str:
     groups: dict[str, list[dict]] = defaultdict(list)
-    for issue in report.get("issues") or []:
+    for issue in [*(report.get("gold_check") or []), *(report.get("issues") or [])]:
         groups[issue.get("code") or "?"].append(issue)
     order = sorted(groups, key=lambda c: (groups[c][0].get("severity") != "error", -len(groups[c]), c))
     parts = []
@@ -452,7 +464,7 @@ def drill_data(report: dict, t: dict) -> dict:
             used.update(s["ref"] for s in spans if s.get("ref"))
             segments = [_some(s, ("seg", "text", "citations", "support", "grounded", "hallucinated"))
                         for s in r.get("segments") or []]
-            run = _some(r, ("variant", "seed", "query", "error", "zone"))
+            run = _some(r, ("variant", "seed", "query", "error", "zone", "correct", "why", "errored"))
             # The segments carry the answer's text; the whole answer is kept only when there are none.
             run.update(metrics=_some(r.get("metrics") or {}, RUN_METRICS), segments=segments, spans=spans)
             if r.get("steps"):

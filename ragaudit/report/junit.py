@@ -24,8 +24,11 @@ def write_junit(path: Path, report: dict) -> None:
         if reasons:
             lam = q["lambda"]
             failure = ET.SubElement(case, "failure", message=f"failed gate checks: {', '.join(reasons)}")
-            failure.text = (f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
-                            + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None))
+            wrong = [f"v{r['variant']} s{r['seed']}: {r['why']}" for r in q.get("runs", []) if not r.get("correct")]
+            failure.text = "\n".join([
+                f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
+                + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None),
+                *wrong[:12], *([f"... {len(wrong) - 12} more runs not correct"] if len(wrong) > 12 else [])])
     gate = ET.SubElement(root, "testsuite", name="gate")
     for check in checks:
         case = ET.SubElement(gate, "testcase", classname=f"ragaudit.gate.{check['pipeline']}", name=check["name"])

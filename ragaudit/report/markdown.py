@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SHOWN = ("citation_match", "coverage", "delta_s_qr", "mrr", "ndcg@10", "support")
+SHOWN = ("citation_match", "coverage", "delta_s_qr", "correct", "mrr", "support")
 
 
 def _fmt(value) -> str:
@@ -18,11 +18,17 @@ def render_summary(report: dict) -> str:
     s = report["summary"]
     lines.append(f"{s['runs']} runs over {s['questions']} questions; "
                  f"{s['issues']['errors']} validation errors, {s['issues']['warnings']} warnings.")
-    lines += ["", "| pipeline | " + " | ".join(SHOWN) + " | λ convergent |", "|---" * (len(SHOWN) + 2) + "|"]
-    for name, p in sorted(s["pipelines"].items()):
+    gold = s.get("gold_check") or {}
+    if gold.get("errors") or gold.get("warnings"):
+        lines.append(f"Gold check: {gold.get('errors', 0)} errors, {gold.get('warnings', 0)} warnings.")
+    lines += ["", "| pipeline | gate | " + " | ".join(SHOWN) + " | errored runs | hallucinating runs | λ convergent |",
+              "|---" * (len(SHOWN) + 5) + "|"]
+    for name, p in s["pipelines"].items():
         lam = p["lambda"]
-        lines.append(f"| {name} | " + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
-                     + f" | {lam['convergent']}/{p['questions']} |")
+        mine = [c for c in gate["checks"] if c["pipeline"] == name]
+        verdict = "not gated" if not mine else "passed" if all(c["passed"] for c in mine) else "failed"
+        lines.append(f"| {name} | {verdict} | " + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
+                     + f" | {p.get('errored', 0)} | {p.get('hallucinating_runs', 0)} | {lam['convergent']}/{p['questions']} |")
     failed = [c for c in gate["checks"] if not c["passed"]]
     if failed:
         lines += ["", "## Failing checks", ""]

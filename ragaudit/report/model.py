@@ -11,7 +11,7 @@ from ragaudit import __version__
 from ragaudit.metrics.delta_s import payload_text
 from ragaudit.types import Corpus, GoldItem, Trace
 
-SCHEMA_VERSION = "ragaudit.report/1"
+SCHEMA_VERSION = "ragaudit.report/2"
 CONTEXT = 160  # characters of document shown on each side of a span in the drill-down
 
 
@@ -70,7 +70,7 @@ def _gold(item: GoldItem, corpus: Corpus | None) -> dict:
 
 
 def build_report(*, traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, evaluation, gate: dict,
-                 issues: list, manifest: dict, pipelines: dict[str, dict]) -> dict:
+                 issues: list, manifest: dict, pipelines: dict[str, dict], gold_findings: list = ()) -> dict:
     by_key = {(t.config, t.qid, t.variant, t.seed): t for t in traces}
     gold = {i.qid: i for i in items}
     runs_by_question: dict[tuple, list] = {}
@@ -96,6 +96,8 @@ def build_report(*, traces: list[Trace], items: list[GoldItem], corpus: Corpus |
         "runs": len(evaluation.runs), "questions": len({q["qid"] for q in evaluation.questions}),
         "issues": {"errors": sum(1 for i in issues if i.severity == "error"),
                    "warnings": sum(1 for i in issues if i.severity == "warning"), "by_code": dict(sorted(counts.items()))},
+        "gold_check": {"errors": sum(1 for i in gold_findings if i.severity == "error"),
+                       "warnings": sum(1 for i in gold_findings if i.severity == "warning")},
         "pipelines": evaluation.pipelines,
         "sections": evaluation.sections,
         "unmatched_runs": evaluation.unmatched,
@@ -108,7 +110,9 @@ def build_report(*, traces: list[Trace], items: list[GoldItem], corpus: Corpus |
         "embed_model": manifest.get("embed_model"), "embed_model_id": manifest.get("embed_model_id"),
         "inputs": manifest.get("inputs"), "traces_sha256": manifest.get("traces_sha256"),
         "index": manifest.get("index"), "config_path": manifest.get("config_path"),
+        "gold_checked": manifest.get("gold_checked", True),
     }
     return {"schema_version": SCHEMA_VERSION, "meta": meta, "summary": summary, "gate": gate,
             "questions": questions, "snippets": dict(sorted(snippets.items())),
-            "issues": [i.to_dict() for i in issues], "pipelines": pipelines}
+            "issues": [i.to_dict() for i in issues], "gold_check": [i.to_dict() for i in gold_findings],
+            "pipelines": pipelines}

@@ -108,8 +108,15 @@ _GOLD_TABLE = [
      "reword the question or widen the anchor to the sentence that answers it"),
 ]
 
+# Notes from the metrics rather than the rules: a figure that could not be computed honestly.
+_METRIC_TABLE = [
+    ("unit_mismatch", WARNING, "coverage is null: a cited span's unit cannot be put in the gold unit",
+     "emit char offsets, or token offsets under an analyzer ragaudit reproduces, with the corpus given"),
+]
+
 CODES: dict[str, Code] = {c[0]: Code(*c) for c in _TABLE}
 CODES.update({c[0]: Code(*c, family="gold") for c in _GOLD_TABLE})
+CODES.update({c[0]: Code(*c, family="metric") for c in _METRIC_TABLE})
 
 
 def issue(code: str, message: str, **where) -> Issue:

@@ -76,3 +76,20 @@ class Validator:
     @property
     def errors(self) -> int:
         return sum(n for code, n in self.counts.items() if CODES[code].severity == "error")
+
+
+def parity_failure(trace: Trace, ctx: Context) -> str | None:
+    """The first analyzer_mismatch of a trace, which stops its pipeline (SPEC §5), or None."""
+    for found in validate_trace(trace, ctx):
+        if found.code == "analyzer_mismatch":
+            return f"{trace.qid} v{trace.variant} s{trace.seed}: {found.message}"
+    return None
+
+
+def aborted_pipelines(traces: Iterable[Trace], ctx: Context) -> dict[str, str]:
+    """Pipelines stopped by analyzer parity: name -> its first mismatch, in the traces' order."""
+    out: dict[str, str] = {}
+    for trace in traces:
+        if trace.config not in out and (failure := parity_failure(trace, ctx)):
+            out[trace.config] = failure
+    return out

@@ -54,15 +54,38 @@ def check_gold(items: list[GoldItem], corpus: Corpus, *, file: str, paraphrases:
     return found
 
 
-def _check_anchor(item: GoldItem, corpus: Corpus, file: str) -> list[Issue]:
+def _check_expected(item: GoldItem, corpus: Corpus, file: str) -> list[Issue]:
+    """Each expected citation lies in its document and, where the gold set names them, in its
+    section and on its text (an accept = "any" alternative is compared with its own text)."""
     out = []
     for i, cite in enumerate(item.expected_citations):
+        at = f"$.expected_citations[{i}]"
         doc = corpus.documents.get(cite.doc_id)
         if doc is None or (cite.span.unit == "char" and cite.span.end > len(doc.text)):
             out.append(issue("gold_expected_out_of_bounds",
                              f"expected a span inside document {cite.doc_id!r}, found "
                              f"{'an unknown document' if doc is None else f'end {cite.span.end} > {len(doc.text)}'}",
-                             **_at(item, file, f"$.expected_citations[{i}]")))
+                             **_at(item, file, at)))
+            continue
+        if cite.section_id is not None:
+            section = corpus.section(cite.doc_id, cite.section_id)
+            if section is None:
+                out.append(issue("gold_unknown_section", f"expected a section of {cite.doc_id!r}, found "
+                                 f"{cite.section_id!r}", **_at(item, file, f"{at}.section_id")))
+            elif cite.span.unit == "char" and not section.span.contains(cite.span):
+                out.append(issue("gold_anchor_outside_section", f"expected the span inside {cite.section_id!r} "
+                                 f"[{section.start}, {section.end}), found [{cite.span.start}, {cite.span.end})",
+                                 **_at(item, file, at)))
+        if cite.text is not None and cite.span.unit == "char":
+            piece = doc.text[cite.span.start:cite.span.end]
+            if piece != cite.text:
+                out.append(issue("gold_anchor_text_mismatch", f"expected text == corpus slice {clip(piece)!r}, "
+                                 f"found {clip(cite.text)!r}", **_at(item, file, f"{at}.text")))
+    return out
+
+
+def _check_anchor(item: GoldItem, corpus: Corpus, file: str) -> list[Issue]:
+    out = _check_expected(item, corpus, file)
     if item.doc_id not in corpus:
         return out + [issue("gold_unknown_document", f"expected a doc_id of the corpus, found {item.doc_id!r}",
                             **_at(item, file, "$.doc_id"))]

@@ -31,8 +31,9 @@ retriever = "bm25"
     assert config.gold == path.parent.parent / "gold" / "gold.jsonl"
     assert config.seeds == (1, 2) and config.paraphrases == 3
     assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
-    assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_max"] == 0.45
-    assert config.metrics == {"k": 5, "match_tolerance": 30}
+    assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_max"] == 0.60
+    assert config.gate["hallucination_max"] == 0 and config.lambda_ == {"css_min": 0.5, "anchor_support_min": 0.45}
+    assert config.metrics == {"k": 5, "match_tolerance": 30, "delta_s": "nearest"}
     [pipeline] = config.pipelines
     assert (pipeline.name, pipeline.kind, pipeline.options["retriever"], pipeline.options["k"]) == ("bm25", "reference", "bm25", 5)
 

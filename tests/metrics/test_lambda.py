@@ -3,29 +3,30 @@ import pytest
 from ragaudit.metrics.lam import RunPoint, chain_states, question_lambda
 
 
-def point(cites="ab", match=True, d=0.3, errored=False):
-    return RunPoint(frozenset(cites), match, d, errored)
+def point(sections=("A", "B"), correct=True, d=0.3, errored=False):
+    return RunPoint(frozenset(("doc", s) for s in sections), correct, d, errored)
 
 
 @pytest.mark.parametrize("runs,state", [
     ([point(), point(errored=True)], "divergent"),
-    ([point(), point(cites="")], "divergent"),
-    ([point(match=False), point(match=False)], "chaotic"),
-    ([point(), point(match=False)], "recursive"),
+    ([point(), point(sections=())], "divergent"),                 # no citations at all
+    ([point(correct=False), point(correct=False)], "chaotic"),
+    ([point(), point(correct=False)], "recursive"),
     ([point(), point(), point(d=0.35)], "convergent"),
-    ([point(cites="ab"), point(cites="ac")], "recursive"),        # css 1/3 < 0.70
-    ([point(d=0.2), point(d=0.31)], "recursive"),                 # spread 0.11 > 0.10
-    ([point(match=False, errored=True)], "divergent"),            # first rule wins
+    ([point(sections="AB"), point(sections="AC")], "recursive"),  # css 1/3 < 0.50
+    ([point(sections="AB"), point(sections="A")], "convergent"),  # css 1/2 = 0.50
+    ([point(d=0.1), point(d=0.6)], "convergent"),                 # a ΔS spread decides nothing
+    ([point(correct=False, errored=True)], "divergent"),          # first rule wins
 ])
 def test_decision_table(runs, state):
     assert question_lambda(runs).state == state
 
 
-def test_css_and_spread():
-    lam = question_lambda([point(cites="abc", d=0.2), point(cites="abd", d=0.25), point(cites="ab", d=0.3)])
+def test_css_is_section_level_and_spread_is_reported():
+    lam = question_lambda([point(sections="ABC", d=0.2), point(sections="ABD", d=0.25), point(sections="AB", d=0.3)])
     assert lam.css == pytest.approx(2 / 4) and lam.spread == pytest.approx(0.1)
-    assert lam.state == "recursive" and lam.symbol == "<>"
-    assert question_lambda([point(d=0.2), point(d=0.3)], spread_max=0.2, css_min=0.5).state == "convergent"
+    assert lam.state == "convergent" and lam.symbol == "→"
+    assert question_lambda([point(sections="ABC"), point(sections="AB")], css_min=0.7).state == "recursive"
 
 
 @pytest.mark.parametrize("ds,states", [

@@ -6,14 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import shared_path
-from hypothesis import given
-from hypothesis import strategies as st
 
 from ragaudit.metrics import support
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.metrics.support import (
-    FEATURES, SupportScorer, clean, feature_rows, hallucinated_numbers, load_params, normalise_number,
-    support_score,
+    FEATURES, SupportScorer, clean, feature_rows, load_params, support_score, support_scores,
+    texts_to_encode,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,55 +26,6 @@ def _bench():
         sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
         spec.loader.exec_module(module)
     return sys.modules["calibrate_support"]
-
-
-# ---------------------------------------------------------------- numbers
-
-@pytest.mark.parametrize("written, canonical", [
-    ("$1,499", "1499"), ("1499", "1499"), ("1499.0", "1499"), ("1,499.00", "1499"), ("€2,000,000", "2000000"),
-    ("12%", "12"), ("12 %", "12"), ("0.50", "0.5"), (".5", "0.5"), ("007", "7"), ("2019", "2019"),
-    ("1.5 million", "1500000"), ("3 Billion", "3000000000"), ("21st", "21"), ("1990s", "1990"),
-    ("3.10.2", "3.10.2"), ("-18", "18"),
-])
-def test_normalise_number(written, canonical):
-    assert normalise_number(written) == canonical
-
-
-def test_normalise_number_without_a_number_is_refused():
-    with pytest.raises(ValueError, match="must contain a number"):
-        normalise_number("twelve")
-
-
-@given(st.integers(min_value=0, max_value=10**12))
-def test_written_forms_of_one_integer_agree(n):
-    forms = {f"{n}", f"{n:,}", f"${n:,}", f"{n}.0", f"{n:,}.00", f"{n}%", f"{n} %"}
-    assert {normalise_number(f) for f in forms} == {str(n)}
-    assert hallucinated_numbers(f"It was ${n:,} [2].", [f"The figure: {n}.0 in total"]) == []
-
-
-@pytest.mark.parametrize("segment, cited, expected", [
-    ("The laptop costs $1,499 [3].", ["Price: 1499.0 USD"], []),
-    ("The laptop costs $1,499 [3].", ["Price: 1,399 USD"], ["$1,499"]),
-    ("Sales grew 12% in 2019 [1][2].", ["sales grew 12 % during 2019"], []),
-    ("Sales grew 12% in 2019 [1].", ["sales grew 12 % during 2018"], ["2019"]),
-    ("Keys rotate yearly [pol-keys-1] [Data: Reports (7, 9)] [1, 2].", ["Keys rotate yearly."], []),
-    ("Founded in 1998.", ["It was founded in the late nineties."], ["1998"]),
-    ("Four of 5 experts agree.", ["four in five experts"], []),
-    ("It has 4 wheels.", ["It has four wheels."], []),
-    ("COVID-19 spread; H2O boils; MP3 files.", ["nothing numeric here"], []),
-    ("It has 1.5 million users.", ["1,500,000 users"], []),
-    ("It has 1,500,000 users.", ["1.5 million users"], []),
-    ("Between 2010-2015 prices doubled.", ["from 2010 to 2015"], []),
-    ("Between 2010-2015 prices doubled.", ["from 2010 to 2014"], ["2015"]),
-    ("1. Rotate keys every 90 days.", ["Rotate keys every 90 days."], []),
-    ("It was 42, then 42.0 again.", ["nothing"], ["42"]),
-    ("Stored at -18°C for 1 year.", ["stored at −18 °C for up to one year"], []),
-    ("Version 3.10.2, not 3.10.", ["3.10.2 is current"], ["3.10"]),
-    ("Rotate every 90 days.", [], ["90"]),
-    ("No numbers at all.", ["12 34"], []),
-])
-def test_hallucinated_numbers(segment, cited, expected):
-    assert hallucinated_numbers(segment, cited) == expected
 
 
 def test_clean_drops_markers_and_markup():
@@ -106,12 +55,28 @@ def test_scores_are_probabilities_and_empty_evidence_scores_zero():
     assert scorer.score(KEYS, KEYS_EVIDENCE) == pytest.approx(scores[0])
 
 
-def test_score_many_encodes_each_distinct_text_once():
+def test_score_many_encodes_each_distinct_text_once_longest_first():
     encoder = CountingEncoder()
     scorer = SupportScorer(encoder)
-    scorer.score_many([(KEYS, KEYS_EVIDENCE), (KEYS, KEYS_EVIDENCE), ("Keys rotate yearly.", KEYS_EVIDENCE)])
-    assert len(encoder.calls) == 1
-    assert len(encoder.calls[0]) == len(set(encoder.calls[0]))
+    long_evidence = [" ".join(f"Clause {i} says keys are rotated every {i} months." for i in range(1, 9))]
+    pairs = [(KEYS, KEYS_EVIDENCE), (KEYS, KEYS_EVIDENCE), ("Keys rotate yearly.", KEYS_EVIDENCE),
+             ("Keys rotate every 3 months.", long_evidence), (KEYS, [])]
+    scorer.score_many(pairs)
+    (sent,) = encoder.calls
+    assert len(sent) == len(set(sent))
+    assert [len(t) for t in sent] == sorted((len(t) for t in sent), reverse=True)
+    assert sent == texts_to_encode(pairs)
+    # what is sent is exactly what the features read: every segment, passage, sentence and chunk
+    assert {KEYS, "Keys rotate yearly.", clean(long_evidence[0])} <= set(sent)
+    assert {" ".join(long_evidence[0].split()[:24])} <= set(sent)
+
+
+def test_number_recall_reads_units_and_identifiers():
+    rows = feature_rows([("Keys rotate every 12 weeks.", ["Keys rotate every 12 days."]),
+                         ("FIDO2 keys rotate every 12 days.", ["FIDO7 keys rotate every 12 days."]),
+                         ("FIDO2 keys rotate every twelve days.", ["FIDO2 keys rotate every 12 days."])],
+                        HashingEncoder())
+    assert [r["number_recall"] for r in rows] == [0.0, 0.5, 1.0]
 
 
 def test_nothing_is_encoded_when_every_pair_is_empty():
@@ -134,6 +99,8 @@ def test_every_feature_is_computed():
 
 def test_module_level_support_score_of_empty_evidence_is_zero():
     assert support_score(KEYS, []) == 0.0
+    assert support_scores([(KEYS, []), ("", KEYS_EVIDENCE), ("[3]", [" "])]) == [0.0, 0.0, 0.0]
+    assert support_scores([]) == []
 
 
 # ---------------------------------------------------------------- shipped parameters
@@ -145,6 +112,8 @@ def test_shipped_params_match_the_code():
     assert len(params["features"]) == len(params["mean"]) == len(params["scale"]) == len(params["weights"])
     assert all(w >= 0 for w in params["weights"]) and params["slope"] > 0  # monotone in every feature
     assert params["training"]["folds"] >= 5 and 0.5 < params["training"]["nested_cv_auroc"] <= 1
+    assert params["training"]["choice"].startswith("leave-one-field-out")
+    assert 0.5 < params["training"]["field_cv"]["claim_weighted_auroc"] <= 1
 
 
 def test_malformed_params_are_refused(tmp_path):
@@ -169,6 +138,30 @@ def test_calibration_comparison_tolerates_last_digit_noise():
     bench = _bench()
     assert bench._differences({"a": [1.0, 2.0], "b": "x"}, {"a": [1.00001, 2.0], "b": "x"}) == []
     assert bench._differences({"a": [1.0]}, {"a": [1.1]}) == ["$.a[0]: 1.0 != 1.1"]
+
+
+def test_leave_one_field_out_tests_each_field_on_a_model_trained_without_it():
+    bench = _bench()
+    y = np.array([1, 0, 1, 0, 1, 1, 0, 1, 1])
+    fields = np.array(["a"] * 4 + ["b"] * 3 + ["c"] * 2)
+    fixed = np.array([0.9, 0.1, 0.4, 0.6, 0.8, 0.3, 0.5, 0.2, 0.7])
+
+    def scores(train, test):
+        assert not set(fields[train]) & set(fields[test]) and len(train) + len(test) == len(y)
+        return fixed[test]
+
+    per_field = bench.field_aurocs(scores, y, fields, np.arange(len(y)))
+    # a: positives 0.9, 0.4 against negatives 0.1, 0.6 win 3 of 4 pairs; b: 0.8, 0.3 against 0.5 win 1 of 2;
+    # c has no negative, so no AUROC
+    assert per_field == {"a": (4, 0.75), "b": (3, 0.5)}
+    assert bench.summarise(per_field) == pytest.approx(((4 * 0.75 + 3 * 0.5) / 7, 0.625))
+
+
+@pytest.mark.shared
+def test_expertqa_claims_carry_their_field():
+    claims = _bench().load_claims(shared_path("expertqa", "rand_val.jsonl"))
+    fields = {c.field for c in claims}
+    assert len(fields) == 24 and "Healthcare / Medicine" in fields and "unknown" not in fields
 
 
 def test_label_check_counts_disagreeing_labels():
@@ -207,3 +200,6 @@ def test_real_model_prefers_the_supported_claim():
         ("Hardware keys are rotated every 12 months by Microsoft [1].", evidence)])
     assert wrong_number < supported and unknown_name < supported
     assert support.support_score("Hardware keys are rotated every 12 months [1].", evidence) == pytest.approx(supported)
+    assert support.support_scores([("Hardware keys are rotated every 12 months [1].", evidence),
+                                   ("Hardware keys are rotated every 6 months [1].", evidence)]) == pytest.approx(
+        [supported, wrong_number])

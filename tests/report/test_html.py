@@ -190,7 +190,7 @@ def test_thresholds_are_read_back_from_the_gate():
                                      "threshold": {"coverage_min": 0.5, "pass_rate": 0.8}, "questions": []})
     t = thresholds(report)
     assert t["citation_match_min"] == 0.95 and t["coverage_min"] == 0.5 and t["coverage_pass_rate"] == 0.8
-    assert thresholds({"summary": {}, "gate": None})["delta_s_max"] == 0.45
+    assert thresholds({"summary": {}, "gate": None})["delta_s_max"] == 0.60
 
 
 def test_section_result():

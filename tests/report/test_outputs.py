@@ -143,12 +143,51 @@ def golden_view(report: dict) -> dict:
             "questions": [{k: q[k] for k in ("pipeline", "qid", "lambda", "metrics")} for q in report["questions"]]}
 
 
-@pytest.mark.model
-def test_demo_report_matches_the_golden_file(tmp_path):
-    result = invoke("run", ROOT / "configs" / "default.toml", "--out", tmp_path, "--no-gate")
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The built-in demo, run once with the real model."""
+    result = invoke("run", ROOT / "configs" / "default.toml", "--out", tmp_path_factory.mktemp("demo"), "--no-gate")
     assert result.exit_code == 0, result.output
-    report = json.loads((run_dir_of(result) / "report.json").read_text())
+    run_dir = run_dir_of(result)
+    return run_dir, json.loads((run_dir / "report.json").read_text())
+
+
+@pytest.mark.model
+def test_demo_report_matches_the_golden_file(demo):
+    _, report = demo
     view = golden_view(report)
     if os.environ.get("RAGAUDIT_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(view, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     _close(view, json.loads(GOLDEN.read_text()))
+
+
+@pytest.mark.model
+def test_the_demo_gate_tells_good_from_bad(demo):
+    _, report = demo
+    failed = {}
+    for check in report["gate"]["checks"]:
+        if not check["passed"]:
+            failed.setdefault(check["pipeline"], set()).add(check["name"])
+    assert "dense-k5" not in failed  # a clean, stable configuration passes every check
+    assert failed["hybrid-mmr-k5"] >= {"citation_match_min", "lambda_convergent_min"}
+    assert "bm25-k5" in failed
+    runs = {p: [r for q in report["questions"] if q["pipeline"] == p for r in q["runs"]] for p in failed}
+    # every failing run says why, in terms of what it cited
+    assert all(r["why"] and not r["correct"] for p in runs for r in runs[p] if r["metrics"]["citation_match"] == 0)
+
+
+@pytest.mark.model
+def test_the_demo_fault_matrix_is_clean(demo, tmp_path):
+    """SPEC §9 on the demo, gating the clean configuration: it passes, every fault class fails
+    the gate, detection >= 0.8 and false flags <= 0.15 for every fault (bench/faults.py prints this)."""
+    run_dir, _ = demo
+    config = tmp_path / "dense.toml"
+    config.write_text((ROOT / "configs" / "default.toml").read_text().replace("../", f"{ROOT}/")
+                      .replace("max_errors = 0", 'max_errors = 0\npipelines = ["dense-k5"]'))
+    result = invoke("faults", run_dir, "--config", config, "--out", tmp_path)
+    assert result.exit_code == 0, result.output
+    matrix = json.loads((tmp_path / "faults.json").read_text())
+    assert len(matrix["faults"]) == 13
+    for row in matrix["faults"]:
+        p = row["pipelines"]["dense-k5"]
+        assert p["detection_rate"] >= 0.8 and p["false_flag_rate"] <= 0.15, row

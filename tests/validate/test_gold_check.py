@@ -65,3 +65,34 @@ def test_section_counts_warn_outside_three_to_five(tmp_path, corpus):
         "expected 3 to 5 items for section policies#policies/security/passwords, found 1",
     ]
     assert {f.severity for f in found} == {"warning"}
+
+
+def alternative(sentence, section, doc="policies", text=None):
+    source = POLICIES if doc == "policies" else None
+    start = source.index(sentence)
+    return {"doc_id": doc, "start": start, "end": start + len(sentence), "unit": "char", "section_id": section,
+            "text": sentence if text is None else text}
+
+
+def test_accept_any_items_are_read_and_checked(tmp_path, corpus):
+    keys, passwords = ("policies/security/keys", "policies/security/passwords")
+    good = dict(item("A1"), accept="any", expected_citations=[alternative(KEYS_SENTENCE, keys),
+                                                              alternative(PASSWORDS_SENTENCE, passwords)])
+    stale = dict(item("A2"), accept="any", expected_citations=[alternative(KEYS_SENTENCE, keys, text="old words"),
+                                                               alternative(PASSWORDS_SENTENCE, keys)])
+    path = tmp_path / "gold.jsonl"
+    path.write_text("\n".join(json.dumps(i) for i in (good, stale)) + "\n")
+    items, problems = read_gold(path)
+    assert problems == [] and [i.accept for i in items] == ["any", "any"]
+    assert [c.section_id for c in items[0].gold_citations] == [keys, passwords]
+    found = run(tmp_path, corpus, [good, stale, item("A3"), item("A4")])
+    assert [(f.code, f.qid, f.path) for f in found] == [
+        ("gold_anchor_text_mismatch", "A2", "$.expected_citations[0].text"),
+        ("gold_anchor_outside_section", "A2", "$.expected_citations[1]"),
+    ]
+
+
+def test_accept_must_be_all_or_any_and_name_its_alternatives(tmp_path, corpus):
+    found = run(tmp_path, corpus, [dict(item("X1"), accept="some"), dict(item("X2"), accept="any")])
+    assert [(f.code, f.path) for f in found] == [("gold_malformed", "$.accept"),
+                                                 ("gold_malformed", "$.expected_citations")]

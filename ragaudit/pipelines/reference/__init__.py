@@ -13,6 +13,7 @@ from ragaudit.pipelines.base import Request, now
 from ragaudit.pipelines.reference.answerer import answer
 from ragaudit.pipelines.reference.chunking import Chunk, chunk_corpus, index_hash
 from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, mmr
+from ragaudit.text import sentences
 from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
 
 RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
@@ -25,6 +26,8 @@ class ReferencePipeline:
                  analyzer: str = "lowercase+ascii_fold", k: int = 5, chunk_size: int = 64,
                  chunk_overlap: int = 0, rerank: str | None = None, temperature: float = 0.0,
                  encoder=None):
+        """`encoder` embeds the index of a dense or hybrid retriever, and for every retriever lets the
+        answerer compare the query with the retrieved sentences."""
         if retriever not in RETRIEVERS:
             raise UsageError(f"pipeline {name!r}: expected retriever one of {', '.join(RETRIEVERS)}, found {retriever!r}")
         if analyzer not in ANALYZERS:
@@ -57,9 +60,11 @@ class ReferencePipeline:
             analyzer=analyzer, embed_model=self.embed_model, store=retriever)
 
     def prepare(self, queries: list[str]) -> None:
-        """Encode every query of the run in batches up front, so each run finds its vector cached."""
-        if self.embed_model != SPARSE_MODEL:
+        """Encode every query and chunk sentence of the run in batches up front, so each run finds
+        its vectors cached (the answerer compares the query with the retrieved sentences)."""
+        if self._encoder is not None:
             self._encoder.encode(list(dict.fromkeys(queries)))
+            self._encoder.encode(list(dict.fromkeys(s for c in self.chunks for s in sentences(c.text))))
 
     def index_info(self) -> LiveIndex:
         return self._index
@@ -95,7 +100,7 @@ class ReferencePipeline:
     def run(self, request: Request) -> Trace:
         payloads = self.retrieve(request.query, request.k or self.k)
         reply = answer(request.query, payloads, self.analyzer, seed=request.seed,
-                       key=f"{request.qid}:{request.variant}", temperature=self.temperature)
+                       key=f"{request.qid}:{request.variant}", temperature=self.temperature, encoder=self._encoder)
         return Trace(qid=request.qid, variant=request.variant, seed=request.seed, query=request.query,
                      config=self.name, retriever_name=self._index.store, retrieved_at=now(),
                      index=self._index, retrieved=tuple(payloads), answer=reply)

@@ -1,9 +1,13 @@
 """An extractive answerer: picks the sentences of the retrieved snippets that best match the query,
 and writes a cite-first answer with one segment per sentence.
 
-At `temperature` 0 it always takes the best sentence; above 0 it samples sentences by
-softmax(score / temperature) with a generator seeded by (seed, qid, variant), so a seed changes the
-answer the way it would for a sampling LLM, and the same seed always gives the same answer.
+A sentence scores cos(E(query), E(sentence)) + 0.5 × the share of the query's content stems it
+holds: the embedding finds the sentence that answers a paraphrase ("How frequently …" → "… every
+12 months"), the stems keep the one that names what was asked ("removal deadline" → "removed
+within 5 days"). Without an encoder only the stems count. At `temperature` 0 it always takes the
+best sentence; above 0 it samples sentences by softmax(score / temperature) with a generator
+seeded by (seed, qid, variant), so a seed changes the answer the way it would for a sampling LLM,
+and the same seed always gives the same answer.
 """
 from __future__ import annotations
 
@@ -13,13 +17,11 @@ import random
 from dataclasses import dataclass
 
 from ragaudit.analyzers import Analyzer
-from ragaudit.text import sentence_spans
+from ragaudit.text import content_stems, sentence_spans
 from ragaudit.types import Answer, Payload, Segment
 
-STOPWORDS = frozenset("""a an and are as at be by can do does for from has have how i in is it its
-must of on or our should the their them there they this to was we what when where which who why
-will with within you your""".split())
 MAX_SENTENCES = 2
+STEM_WEIGHT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,18 +31,21 @@ class Candidate:
     score: float
 
 
-def _candidates(query: str, payloads: list[Payload], analyzer: Analyzer) -> list[Candidate]:
-    wanted = {t for t in analyzer.terms(query) if t not in STOPWORDS}
-    out = []
+def _candidates(query: str, payloads: list[Payload], analyzer: Analyzer, encoder=None) -> list[Candidate]:
+    wanted = set(content_stems(query))
+    found = []
     for p in payloads:
         for a, b in sentence_spans(p.text or ""):
             sentence = (p.text or "")[a:b]
-            terms = set(analyzer.terms(sentence))
-            if not terms or sentence.lstrip().startswith("#"):
+            if not analyzer.terms(sentence) or sentence.lstrip().startswith("#"):
                 continue  # headings are not answers
-            overlap = len(wanted & terms) / max(len(wanted), 1)
-            out.append(Candidate(sentence, p.snippet_id, overlap + 0.25 * (p.score_norm or 0.0)))
-    return out
+            overlap = len(wanted.intersection(content_stems(sentence))) / max(len(wanted), 1)
+            found.append((sentence, p.snippet_id, STEM_WEIGHT * overlap))
+    if encoder is not None and found:
+        vectors = encoder.encode([query, *(f[0] for f in found)])
+        similarity = vectors[1:] @ vectors[0]
+        found = [(t, sid, score + float(cos)) for (t, sid, score), cos in zip(found, similarity)]
+    return [Candidate(t, sid, score) for t, sid, score in found]
 
 
 def _pick(candidates: list[Candidate], rng: random.Random, temperature: float) -> Candidate:
@@ -60,8 +65,8 @@ def _with_marker(sentence: str, snippet_id: str) -> str:
 
 
 def answer(query: str, payloads: list[Payload], analyzer: Analyzer, *, seed: int, key: str,
-           temperature: float = 0.0) -> Answer | None:
-    candidates = _candidates(query, payloads, analyzer)
+           temperature: float = 0.0, encoder=None) -> Answer | None:
+    candidates = _candidates(query, payloads, analyzer, encoder)
     if not candidates:
         return None
     rng = random.Random(f"{seed}:{key}")

@@ -215,26 +215,31 @@
     var spans = run.spans || [];
     var m = run.metrics || {};
     var facts = el('p', 'facts', [fact('match', m.citation_match), fact('coverage', m.coverage),
-      fact('ΔS(q, r)', m.delta_s_qr), fact('ΔS(r, anchor)', m.delta_s_ra), fact('precision', m.citation_precision),
-      fact('mrr', m.mrr), fact('support', m.support)]);
+      fact('ΔS(q, cited)', m.delta_s_qr), fact('ΔS(q, top-k)', m.delta_s_topk), fact('ΔS(cited, anchor)', m.delta_s_ra),
+      fact('precision', m.citation_precision), fact('mrr', m.mrr), fact('support', m.support),
+      fact('anchor support', m.anchor_support)]);
+    var verdict = el('p', 'why ' + (run.correct ? 'ok' : 'bad'), [
+      run.correct ? chip('pass', 'correct') : chip('fail', 'not correct'), ' ', run.why || '']);
     var left = el('div', null, [el('h4', null, ['Retrieved spans (' + spans.length + ')'])].concat(
       spans.length ? spans.map(function (s) { return spanCard(s, q.gold); }) : [el('p', 'muted', ['Nothing retrieved.'])]));
     var right = el('div', 'gold-col', [el('h4', null, ['Gold span']), goldCard(q.gold)]);
     return el('div', 'run-detail', [
       el('h4', null, ['Answer · variant ' + fmt(run.variant) + ' · seed ' + fmt(run.seed)]),
-      el('p', 'small', [el('b', null, ['Query: ']), run.query || '']), facts, answerBlock(run), chainBlock(run),
+      el('p', 'small', [el('b', null, ['Query: ']), run.query || '']), verdict, facts, answerBlock(run), chainBlock(run),
       el('div', 'evidence', [left, right])]);
   }
 
   function runsTable(q, onPick) {
-    var head = el('thead', null, [el('tr', null, ['variant', 'seed', 'query', 'match', 'coverage', 'ΔS', 'zone', 'cited']
-      .map(function (h, i) { return el('th', i > 2 && i !== 6 ? 'num' : null, [h]); }))]);
+    var head = el('thead', null, [el('tr', null, ['variant', 'seed', 'query', 'correct', 'why', 'match', 'coverage', 'ΔS',
+      'zone', 'cited'].map(function (h, i) { return el('th', i > 4 && i !== 8 ? 'num' : null, [h]); }))]);
     var body = el('tbody');
     q.runs.forEach(function (run, i) {
       var m = run.metrics || {};
       var bad = function (ok) { return 'num' + (ok ? '' : ' bad'); };
       var tr = el('tr', null, [el('td', 'num', [fmt(run.variant)]), el('td', 'num', [fmt(run.seed)]),
         el('td', 'query', [run.query || '']),
+        el('td', null, [run.correct ? chip('pass', 'yes') : chip('fail', run.errored ? 'errored' : 'no')]),
+        el('td', 'why', [run.why || '']),
         el('td', bad(m.citation_match === 1), [run.error ? chip('fail', 'error') : fmt(m.citation_match)]),
         el('td', bad(m.coverage == null || m.coverage >= DATA.thresholds.coverage_min), [fmt(m.coverage)]),
         el('td', 'num', [fmt(m.delta_s_qr)]),
@@ -272,7 +277,7 @@
     drill.setAttribute('data-i', String(i));
     drill.hidden = false;
     // Open on the first run that went wrong, since that is usually why the question was opened.
-    var first = q.runs.findIndex(function (r) { return r.error || (r.metrics || {}).citation_match !== 1; });
+    var first = q.runs.findIndex(function (r) { return !r.correct; });
     if (q.runs.length) pick(first < 0 ? 0 : first);
     if (scroll) drill.scrollIntoView({ block: 'start' });
   }

@@ -1,0 +1,137 @@
+"""`ragaudit faults` (SPEC §9): is the gate worth anything? Each fault class is injected into a
+seeded share of the questions of a finished run, and each faulty copy is audited exactly as
+`ragaudit report` would audit it. The gate should pass the clean run and fail every faulty one,
+and its checks should name the affected questions and few others.
+
+A question is *flagged* when some gate check names it as failing that check. Detection rate =
+affected questions flagged / affected; false-flag rate = unaffected questions flagged / unaffected.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from ragaudit.audit import Audit, Subject, audit
+from ragaudit.errors import UsageError
+from ragaudit.faults.mutations import FAULTS, Fault, Scene
+from ragaudit.gate import flagged_questions
+from ragaudit.plan import run_order
+from ragaudit.types import Payload, Trace
+
+SCHEMA = "ragaudit.faults/1"
+
+
+class MemoScorer:
+    """A support scorer that scores each distinct (segment, texts) pair once across all the audits
+    of one fault run: most runs are the same in every faulty copy."""
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+        self.model_id = getattr(scorer, "model_id", None)
+        self._memo: dict[tuple, float] = {}
+
+    def score_many(self, pairs):
+        keys = [(seg, tuple(texts)) for seg, texts in pairs]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._memo))
+        if todo:
+            self._memo.update(zip(todo, (float(s) for s in self.scorer.score_many([(s, list(t)) for s, t in todo]))))
+        return [self._memo[k] for k in keys]
+
+
+@dataclass
+class Injection:
+    fault: Fault
+    applicable: list[str]           # questions the fault can change
+    affected: list[str]             # the seeded sample of them
+    changed: dict[str, set[str]]    # per pipeline, the affected questions whose runs changed
+    traces: list[Trace]
+
+
+def _pools(traces: list[Trace]) -> dict[str, list[Payload]]:
+    pools: dict[str, dict[str, Payload]] = defaultdict(dict)
+    for t in traces:
+        for p in t.retrieved:
+            if p.snippet_id is not None:
+                pools[t.config or ""].setdefault(p.snippet_id, p)
+    return {name: list(found.values()) for name, found in pools.items()}
+
+
+def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, seed: int) -> Injection:
+    """The traces with `fault` in a seeded `rate` share of the questions (at least one) among those
+    it can change. Each run's own randomness is seeded by (seed, fault, run), so the result does
+    not depend on the order of the traces."""
+    gold = {i.qid: i for i in subject.items}
+    pools = _pools(traces)
+    k = subject.config.metrics["k"]
+    mutated: dict[str, dict[tuple, Trace]] = defaultdict(dict)
+    for t in traces:
+        if t.qid not in gold or t.error is not None:
+            continue
+        scene = Scene(gold[t.qid], subject.corpus, pools.get(t.config or "", []), tuple(subject.config.seeds), k,
+                      random.Random(f"{seed}:{fault.name}:{run_order(t)}"))
+        faulty = fault.mutate(t, scene)
+        if faulty is not None and faulty != t:
+            mutated[t.qid][run_order(t)] = faulty
+    questions = sorted({t.qid for t in traces if t.qid in gold})
+    applicable = sorted(mutated)
+    wanted = max(1, round(rate * len(questions)))
+    affected = sorted(random.Random(f"{seed}:{fault.name}").sample(applicable, min(wanted, len(applicable))))
+    changes = {key: faulty for qid in affected for key, faulty in mutated[qid].items()}
+    changed: dict[str, set[str]] = defaultdict(set)
+    for key in changes:
+        changed[key[0]].add(key[1])
+    out = [changes.get(run_order(t), t) for t in traces]
+    return Injection(fault, applicable, affected, dict(changed), out)
+
+
+def _row(result: Audit, gated: list[str], affected: dict[str, set[str]]) -> dict:
+    flagged = flagged_questions(result.gate)
+    checks = result.gate["checks"]
+    pipelines = {}
+    for name in gated:
+        questions = {q["qid"] for q in result.evaluation.questions if q["pipeline"] == name}
+        hit = affected.get(name, set()) & questions
+        rest = questions - hit
+        mine = flagged.get(name, set())
+        pipelines[name] = {
+            "verdict": "pass" if all(c["passed"] for c in checks if c["pipeline"] == name) else "fail",
+            "failed_checks": [c["name"] for c in checks if c["pipeline"] == name and not c["passed"]],
+            "codes": dict(sorted(Counter(i.code for i in result.issues if i.pipeline == name).items())),
+            "affected": len(hit), "detected": len(hit & mine),
+            "detection_rate": len(hit & mine) / len(hit) if hit else None,
+            "false_flag_rate": len(rest & mine) / len(rest) if rest else None,
+            "flagged": sorted(mine),
+        }
+    return {"verdict": result.gate["verdict"], "pipelines": pipelines}
+
+
+def run_faults(traces: list[Trace], subject: Subject, *, only: list[str] | None = None, rate: float = 0.2,
+               seed: int = 0) -> tuple[dict, dict[str, Audit]]:
+    """faults.json's content, and the audits behind it by name ("clean" first) for benchmarks."""
+    unknown = sorted(set(only or ()) - set(FAULTS))
+    if unknown:
+        raise UsageError(f"unknown fault {', '.join(unknown)}; expected some of {', '.join(FAULTS)}")
+    if not 0 < rate <= 1:
+        raise UsageError(f"expected --rate in (0, 1], found {rate}")
+    subject = dataclasses.replace(subject, support=MemoScorer(subject.support) if subject.support else None)
+    traces = sorted(traces, key=run_order)
+    clean = audit(traces, subject)
+    gated = list(clean.gate["pipelines"])
+    audits = {"clean": clean}
+    rows = []
+    for name, fault in FAULTS.items():
+        if only and name not in only:
+            continue
+        injection = inject(fault, traces, subject, rate=rate, seed=seed)
+        result = audit(injection.traces, subject)
+        audits[name] = result
+        row = _row(result, gated, injection.changed)
+        caught = all(p["verdict"] == "fail" for p in row["pipelines"].values()) and bool(injection.affected)
+        rows.append({"fault": name, "description": fault.description, "applicable": len(injection.applicable),
+                     "affected": injection.affected, "caught": caught, **row})
+    baseline = _row(clean, gated, {})
+    passed = baseline["verdict"] == "pass" and all(r["caught"] for r in rows)
+    return {"schema": SCHEMA, "rate": rate, "seed": seed, "questions": len({t.qid for t in traces}),
+            "gated": gated, "clean": baseline, "faults": rows, "passed": passed}, audits

@@ -1,0 +1,137 @@
+"""The evaluation of whole runs: errored runs count, anchor agreement decides correctness, λ by
+section-level css, accept = "any" items, both ΔS readings and the unit_mismatch note."""
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import KEYS_SENTENCE, POLICIES
+
+from ragaudit.io.traces import parse_trace
+from ragaudit.metrics.embed import HashingEncoder
+from ragaudit.metrics.evaluate import RATES, Settings, evaluate
+from ragaudit.metrics.support import SupportScorer
+from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
+
+ENCODER = HashingEncoder()
+ADMINS = "Administrators keep two registered keys."
+SEV1 = "A SEV1 page must be acknowledged within 5 minutes."
+KEYS_AT = POLICIES.index(KEYS_SENTENCE)
+ITEM = GoldItem("SEC-KEYS-1", "How often are hardware keys rotated?", "policies", "policies/security/keys",
+                Anchor(Span(KEYS_AT, KEYS_AT + len(KEYS_SENTENCE)), KEYS_SENTENCE),
+                paraphrases=("What is the rotation period for hardware keys?", "When are hardware keys replaced?"))
+
+
+def run(valid_trace, variant=0, seed=1, **changes):
+    trace = copy.deepcopy(valid_trace)
+    trace.update(variant=variant, seed=seed, query=ITEM.variants[variant], **changes)
+    return parse_trace(trace)
+
+
+def answered(valid_trace, sentence, **kw):
+    """The valid trace with its answer stating `sentence`, citing the whole keys section."""
+    trace = copy.deepcopy(valid_trace)
+    section = POLICIES[KEYS_AT:POLICIES.index(ADMINS) + len(ADMINS)]
+    trace["retrieved"][0].update(offsets={"start": KEYS_AT, "end": KEYS_AT + len(section), "unit": "char"},
+                                 text=section, tokens=len(section.split()))
+    trace["answer"] = {"text": f"{sentence} [pol-keys-1]", "segments": [{"seg": 1, "text": sentence,
+                                                                       "citations": ["pol-keys-1"]}]}
+    return run(trace, **kw)
+
+
+def evaluated(traces, corpus, item=ITEM, **settings):
+    return evaluate(traces, [item], corpus, ENCODER, Settings(**settings), support=SupportScorer(ENCODER))
+
+
+def every_run(valid_trace, sentence):
+    return [answered(valid_trace, sentence, variant=v, seed=s) for v in range(3) for s in (1, 2)]
+
+
+def test_a_stable_pipeline_is_convergent(valid_trace, corpus):
+    ev = evaluated(every_run(valid_trace, KEYS_SENTENCE), corpus)
+    question = ev.questions[0]
+    assert question["lambda"]["state"] == "convergent" and question["lambda"]["css"] == 1.0
+    assert all(r["correct"] for r in ev.runs) and "states it" in ev.runs[0]["why"]
+
+
+def test_the_right_chunk_with_the_wrong_sentence_is_not_correct(valid_trace, corpus):
+    ev = evaluated(every_run(valid_trace, ADMINS), corpus)
+    assert all(r["metrics"]["citation_match"] == 1.0 for r in ev.runs)  # the citation alone looks right
+    assert not any(r["correct"] for r in ev.runs)
+    assert ev.questions[0]["lambda"]["state"] == "chaotic"
+    assert "answer states" in ev.runs[0]["why"]
+
+
+def test_an_answer_with_a_changed_number_is_not_correct_and_hallucinates(valid_trace, corpus):
+    ev = evaluated([answered(valid_trace, "Hardware keys are rotated every 16 months.")], corpus)
+    r = ev.runs[0]
+    assert not r["correct"] and "16 months" in r["why"]
+    assert r["metrics"]["hallucinations"] == 1.0 and r["segments"][0]["hallucinated"] == ["16 months"]
+
+
+def test_errored_runs_lower_every_rate(valid_trace, corpus):
+    good = every_run(valid_trace, KEYS_SENTENCE)[:2]
+    failed = [run(valid_trace, variant=1, error="TimeoutError: no answer in 30 s", retrieved=[], answer=None),
+              run(valid_trace, variant=2, retrieved=[], answer=None)]  # empty citations count as failed too
+    clean = evaluated(good, corpus).pipelines["bm25-k5"]
+    mixed = evaluated(good + failed, corpus)
+    worse = mixed.pipelines["bm25-k5"]
+    assert worse["runs"] == 4 and worse["errored"] == 2
+    for name in RATES:
+        assert worse["metrics"][name] == pytest.approx(clean["metrics"][name] / 2), name
+    assert worse["citation_match_rate"] == 0.5
+    assert worse["metrics"]["delta_s_qr"] == pytest.approx((clean["metrics"]["delta_s_qr"] * 2 + 2.0) / 4)
+    assert mixed.questions[0]["lambda"]["state"] == "divergent"
+    assert [r["why"].split(":")[0] for r in mixed.runs if r["errored"]] == ["errored", "no citations"]
+
+
+def test_delta_s_readings(valid_trace, corpus):
+    trace = copy.deepcopy(valid_trace)
+    trace["answer"]["segments"][0]["citations"] = ["pol-keys-1", "pol-pw-1"]
+    trace = parse_trace(trace)
+    texts = [p.text for p in trace.retrieved]
+    q, *cited = ENCODER.encode([trace.query, *texts])
+    joined = ENCODER.encode(["\n\n".join(texts)])[0]
+    nearest = evaluate([trace], [ITEM], corpus, ENCODER, Settings(delta_s_reading="nearest")).runs[0]["metrics"]
+    join = evaluate([trace], [ITEM], corpus, ENCODER, Settings(delta_s_reading="join")).runs[0]["metrics"]
+    assert nearest["delta_s_qr"] == pytest.approx(min(1 - float(c @ q) for c in cited), abs=1e-6)
+    assert join["delta_s_qr"] == pytest.approx(1 - float(joined @ q), abs=1e-6)
+    assert nearest["delta_s_topk"] == join["delta_s_topk"] == pytest.approx(1 - float(joined @ q), abs=1e-6)
+
+
+def test_accept_any_matches_one_alternative(valid_trace, corpus):
+    on_call = corpus["team/on-call"].text
+    sev1 = Span(on_call.index(SEV1), on_call.index(SEV1) + len(SEV1))
+    item = GoldItem(ITEM.qid, "What must happen fast?", "policies", "policies/security/keys", ITEM.anchor,
+                    expected_citations=(ExpectedCitation("policies", ITEM.anchor.span),
+                                        ExpectedCitation("team/on-call", sev1, section_id="on-call/paging")),
+                    accept="any")
+    trace = copy.deepcopy(valid_trace)
+    trace["retrieved"][0].update(doc_id="team/on-call", section_id="on-call/paging", snippet_id="oc-1",
+                                 offsets={"start": sev1.start, "end": sev1.end, "unit": "char"}, text=SEV1,
+                                 rev=corpus["team/on-call"].rev)
+    trace["answer"] = {"text": SEV1, "segments": [{"seg": 1, "text": SEV1, "citations": ["oc-1"]}]}
+    r = evaluated([parse_trace(trace)], corpus, item).runs[0]
+    m = r["metrics"]
+    assert (m["coverage"], m["citation_match"], m["citation_recall"], m["recall@k"]) == (1.0, 1.0, 1.0, 1.0)
+    assert r["correct"]  # judged against the text of the alternative it matched
+    m = evaluated([parse_trace(trace)], corpus, dataclasses.replace(item, accept="all")).runs[0]["metrics"]
+    assert (m["coverage"], m["citation_recall"]) == (pytest.approx(len(SEV1) / (len(SEV1) + len(KEYS_SENTENCE))), 0.5)
+
+
+def test_unreconcilable_units_give_null_coverage_and_a_note(valid_trace, corpus):
+    trace = copy.deepcopy(valid_trace)
+    trace["retrieved"][0].update(offsets={"start": 3, "end": 9, "unit": "token"}, analyzer="custom-bpe")
+    trace["index"]["analyzer"] = "custom-bpe"
+    trace["retrieved"][1]["analyzer"] = "custom-bpe"
+    ev = evaluated([parse_trace(trace)], corpus)
+    assert ev.runs[0]["metrics"]["coverage"] is None
+    assert [n.code for n in ev.notes] == ["unit_mismatch"] and ev.notes[0].severity == "warning"
+
+
+def test_errored_runs_score_distance_one_in_every_reading(valid_trace, corpus):
+    failed = run(valid_trace, error="boom", retrieved=[], answer=None)
+    for reading in ("nearest", "join"):
+        m = evaluate([failed], [ITEM], corpus, ENCODER, Settings(delta_s_reading=reading)).runs[0]["metrics"]
+        assert m["delta_s_qr"] == m["delta_s_topk"] == m["delta_s_ra"] == 1.0
+        assert not np.isnan(m["delta_s_qr"])
