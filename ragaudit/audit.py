@@ -86,7 +86,9 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
     pipelines = {p.name: {"kind": p.kind, "options": {k: v for k, v in sorted(p.options.items()) if v is not None},
                           "index": index.get(p.name), "aborted": result.aborted.get(p.name)}
                  for p in config.pipelines}
-    return build_report(traces=result.traces, items=subject.items, corpus=subject.corpus,
-                        evaluation=result.evaluation, gate=result.gate, issues=result.issues, manifest=manifest,
-                        pipelines=json.loads(json.dumps(pipelines, default=str)),
-                        gold_findings=subject.gold_findings)
+    report = build_report(traces=result.traces, items=subject.items, corpus=subject.corpus,
+                          evaluation=result.evaluation, gate=result.gate, issues=result.issues, manifest=manifest,
+                          pipelines=json.loads(json.dumps(pipelines, default=str)),
+                          gold_findings=subject.gold_findings)
+    report["meta"]["support_model"] = getattr(subject.support, "model_id", None)
+    return report

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +33,9 @@ class Group(click.Group):
 def main():
     """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS,
     coverage, λ convergence and citation match, as reports and a CI gate."""
+    # The command owns its terminal: the model libraries' download bars and warnings stay out of it.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def _issue_line(issue) -> str:

@@ -105,6 +105,18 @@ def _pipeline_checks(evaluation, pipeline, summary, t, errors, error_qids, abort
     return out
 
 
+def _moved(evaluation, pipeline, baseline: dict, key: str, sign: int) -> list[str]:
+    """Questions whose mean `key` moved the wrong way by more than the drift allowance."""
+    before = {q["qid"]: (q.get("metrics") or {}).get(key) for q in baseline.get("questions", [])
+              if q.get("pipeline") == pipeline}
+    out = []
+    for q in evaluation.questions:
+        old, now = before.get(q["qid"]), (q.get("metrics") or {}).get(key)
+        if q["pipeline"] == pipeline and old is not None and now is not None and sign * (now - old) > DRIFT:
+            out.append(q["qid"])
+    return sorted(out)
+
+
 def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
     before = baseline.get("summary", {}).get("pipelines", {}).get(pipeline)
     if before is None:
@@ -116,10 +128,12 @@ def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
             continue
         change = now_m[key] - old_m[key]
         out.append(Check(pipeline, name, f"{'rise' if sign > 0 else 'fall'} <= {DRIFT}", change, sign * change <= DRIFT,
+                         _moved(evaluation, pipeline, baseline, key, sign),
                          detail=f"baseline {old_m[key]:.4f}, now {now_m[key]:.4f}"))
     if summary.get("citation_match_rate") is not None and before.get("citation_match_rate") is not None:
         change = summary["citation_match_rate"] - before["citation_match_rate"]
         out.append(Check(pipeline, "drift_citation_match", f"fall <= {DRIFT}", change, -change <= DRIFT,
+                         _moved(evaluation, pipeline, baseline, "citation_match", -1),
                          detail=f"baseline {before['citation_match_rate']:.4f}, now {summary['citation_match_rate']:.4f}"))
     was = {q["qid"] for q in baseline.get("questions", [])
            if q.get("pipeline") == pipeline and q["lambda"]["state"] == "convergent"}

@@ -67,9 +67,13 @@ def test_drift_against_a_baseline():
     now = evaluation([run("a", ds=0.38, cov=0.7, match=1.0), run("b", ds=0.38)], {"a": "recursive", "b": "convergent"})
     baseline = {"summary": {"pipelines": {"p": {"metrics": {"delta_s_qr": 0.30, "coverage": 0.95},
                                                  "citation_match_rate": 1.0}}},
-                "questions": [{"pipeline": "p", "qid": "a", "lambda": {"state": "convergent"}}]}
+                "questions": [{"pipeline": "p", "qid": "a", "lambda": {"state": "convergent"},
+                               "metrics": {"delta_s_qr": 0.30}},
+                              {"pipeline": "p", "qid": "b", "lambda": {"state": "convergent"},
+                               "metrics": {"delta_s_qr": 0.36}}]}
     c = checks(evaluate_gate(now, {**T, "lambda_convergent_min": 0.0}, error_counts={}, aborted={}, baseline=baseline))
     assert c["drift_delta_s_mean"]["passed"] is False      # rose 0.08 > 0.05
+    assert c["drift_delta_s_mean"]["questions"] == ["a"]   # b rose by 0.02 only
     assert c["drift_coverage"]["passed"] is False          # fell from 0.95 to 0.85
     assert c["drift_citation_match"]["passed"] is True
     assert c["drift_lambda"]["questions"] == ["a"]

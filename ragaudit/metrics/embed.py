@@ -80,11 +80,9 @@ class SentenceTransformerEncoder:
     @property
     def model(self):
         if self._model is None:
-            for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
-                os.environ.setdefault(name, "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             from sentence_transformers import SentenceTransformer
-            self._model = SentenceTransformer(str(self.path), device="cpu")
+            # offline by argument, not by environment: library code changes no process-wide setting
+            self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

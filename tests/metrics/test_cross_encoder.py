@@ -202,3 +202,24 @@ def test_the_calibration_script_writes_params_the_scorer_reads(models, tmp_path,
     raw = CrossEncoderScorer(models["reranker"]).score_many([(SEGMENT, CITED[:1])])
     expected = 1 / (1 + math.exp(-(params["intercept"] + params["slope"] * raw[0])))
     assert scorer.score(SEGMENT, CITED[:1]) == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_run_scores_support_with_the_configured_cross_encoder(models, tmp_path):
+    """`[support] model = PATH` reaches the audit: every segment's support is the CrossEncoder's."""
+    import json as _json
+
+    from test_runner import BM25, invoke, run_dir_of, write_config
+
+    config = write_config(tmp_path, BM25, items=2, seeds="[1]")
+    config.write_text(config.read_text().replace("[embedder]", f'[support]\nmodel = "{models["reranker"]}"\n\n[embedder]'))
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    report = _json.loads((run_dir_of(result) / "report.json").read_text())
+    assert report["meta"]["support_model"] == CrossEncoderScorer(models["reranker"]).model_id
+    texts = {ref: s["text"] for ref, s in report["snippets"].items()}
+    scorer = CrossEncoderScorer(models["reranker"])
+    for run in (r for q in report["questions"] for r in q["runs"]):
+        cited_refs = {s["snippet_id"]: texts[s["ref"]] for s in run["spans"]}
+        for segment in run["segments"]:
+            expected = scorer.score_many([(segment["text"], [cited_refs[c] for c in segment["citations"]])])[0]
+            assert segment["support"] == pytest.approx(float(expected), abs=1e-6)
