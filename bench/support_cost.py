@@ -22,7 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ragaudit.metrics.embed import DEFAULT_MODEL, CachedEncoder, SentenceTransformerEncoder
+from ragaudit.metrics.embed import (
+    DEFAULT_MODEL,
+    CachedEncoder,
+    SentenceTransformerEncoder,
+)
 from ragaudit.metrics.support import SupportScorer, texts_to_encode
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/expertqa/rand_val.jsonl"

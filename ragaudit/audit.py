@@ -6,6 +6,7 @@ memory. One path through the data, so a fault is judged exactly as a real run wo
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -57,8 +58,13 @@ def with_missing_runs(traces: list[Trace], subject: Subject) -> list[Trace]:
     return sorted([*traces, *missing], key=run_order) if missing else traces
 
 
+UNNAMED = "(no config)"
+
+
 def audit(traces: list[Trace], subject: Subject, *, baseline: dict | None = None) -> Audit:
-    """Validate, measure and gate `traces` (in run order)."""
+    """Validate, measure and gate `traces` (in run order). A trace that names no pipeline (its
+    `config`) is reported under UNNAMED rather than dropped."""
+    traces = [t if t.config else dataclasses.replace(t, config=UNNAMED) for t in traces]
     traces = with_missing_runs(sorted(traces, key=run_order), subject)
     ctx = subject.context
     issues = [i for t in traces for i in validate_trace(t, ctx)]
@@ -88,7 +94,7 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
                  for p in config.pipelines}
     report = build_report(traces=result.traces, items=subject.items, corpus=subject.corpus,
                           evaluation=result.evaluation, gate=result.gate, issues=result.issues, manifest=manifest,
-                          pipelines=json.loads(json.dumps(pipelines, default=str)),
+                          pipelines=json.loads(json.dumps(pipelines, default=str, allow_nan=False)),
                           gold_findings=subject.gold_findings)
     report["meta"]["support_model"] = getattr(subject.support, "model_id", None)
     return report

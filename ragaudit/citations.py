@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
+from ragaudit.report.markdown import md
 from ragaudit.types import Trace
 
 FORMATS = ("internal_kb", "web_urls", "mixed")
@@ -66,28 +67,35 @@ def hit_of(payload) -> Hit:
                score=payload.score_norm, snippet=payload.text)
 
 
-def _escape(text: str) -> str:
-    return text.replace("[", "\\[").replace("]", "\\]")
+def _escape(text) -> str:
+    """Trace text as inert markdown: a snippet or answer can carry `[x](javascript:…)` or HTML."""
+    return md(text)
+
+
+def _url(url: str) -> str:
+    """A link target that cannot end the link early or open an HTML tag."""
+    return quote(url, safe=":/?#@!$&'*+,;=%~-._")
 
 
 def source_markdown(hit: Hit, *, base_url: str | None = None) -> str:
     """`[Title](URL)` for the web; `collection / file § section (p. N)` for the knowledge base,
     linked under `base_url` when one is given."""
     if hit.is_web:
-        return f"[{_escape(hit.title or hit.url)}]({hit.url})"
+        return f"[{_escape(hit.title or hit.url)}]({_url(hit.url)})"
     name = " / ".join(filter(None, [hit.collection, hit.file]))
     label = _escape(name or hit.source_id)
     if base_url:
         target = base_url.rstrip("/") + "/" + "/".join(filter(None, [hit.collection, hit.file]))
-        label = f"[{label}]({target}{'#' + hit.section_id.split('/')[-1] if hit.section_id else ''})"
-    extra = "".join([f" § {hit.section_id}" if hit.section_id else "", f" (p. {hit.page})" if hit.page else ""])
+        anchor = "#" + hit.section_id.split("/")[-1] if hit.section_id else ""
+        label = f"[{label}]({_url(target + anchor)})"
+    extra = "".join([f" § {_escape(hit.section_id)}" if hit.section_id else "", f" (p. {hit.page})" if hit.page else ""])
     return label + extra
 
 
 def render_record(record: CitationRecord, *, base_url: str | None = None) -> str:
-    lines = [f"**Query:** {record.query}", ""]
-    meta = ", ".join(filter(None, [record.retriever_name and f"retriever {record.retriever_name}",
-                                   record.retrieved_at and f"retrieved {record.retrieved_at}",
+    lines = [f"**Query:** {_escape(record.query)}", ""]
+    meta = ", ".join(filter(None, [record.retriever_name and f"retriever {_escape(record.retriever_name)}",
+                                   record.retrieved_at and f"retrieved {_escape(record.retrieved_at)}",
                                    f"format {record.citation_format}"]))
     lines += [f"_{meta}_", "", "**Sources**", ""]
     for i, hit in enumerate(record.hits, start=1):
@@ -109,11 +117,9 @@ def render_claims(claims: list[tuple[str, list[str]]], record: CitationRecord, *
             if source_id in by_id:
                 numbers.setdefault(source_id, len(numbers) + 1)
                 marks += f"[^{numbers[source_id]}]"
-        stripped = text.rstrip()
-        if marks and stripped[-1:] in ".!?":
-            body.append(f"{stripped[:-1]}{marks}{stripped[-1]}")
-        else:
-            body.append(stripped + marks)
+        stripped = " ".join(text.split())
+        end = stripped[-1:] if marks and stripped[-1:] in ".!?" else ""
+        body.append(f"{_escape(stripped[:len(stripped) - len(end)])}{marks}{_escape(end)}")
     notes = [f"[^{n}]: {source_markdown(by_id[s], base_url=base_url)}" for s, n in numbers.items()]
     return " ".join(body) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"
 
@@ -121,11 +127,11 @@ def render_claims(claims: list[tuple[str, list[str]]], record: CitationRecord, *
 def render_trace(trace: Trace, *, base_url: str | None = None) -> str:
     """A run's answer with claim-level footnotes (from its segments) and its source list."""
     record = CitationRecord.from_trace(trace)
-    out = [f"### {trace.qid} (variant {trace.variant}, seed {trace.seed})", ""]
+    out = [f"### {_escape(trace.qid)} (variant {trace.variant}, seed {trace.seed})", ""]
     if trace.answer and trace.answer.segments:
         out.append(render_claims([(s.text, list(s.citations)) for s in trace.answer.segments], record,
                                  base_url=base_url))
     elif trace.error:
-        out.append(f"_pipeline error: {trace.error}_\n")
+        out.append(f"_pipeline error: {_escape(trace.error)}_\n")
     out.append(render_record(record, base_url=base_url))
     return "\n".join(out)

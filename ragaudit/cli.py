@@ -1,6 +1,7 @@
 """The `ragaudit` command: a thin click layer, and the only place that maps errors to exit codes."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -26,6 +27,13 @@ class Group(click.Group):
             click.echo(f"error: {exc}" if not isinstance(exc, InputError)
                        else "\n".join(f"error: {p}" for p in exc.problems), err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:  # ctrl-C outside a run's own handler (loading, scoring, writing)
+            click.echo("error: interrupted by SIGINT", err=True)
+            ctx.exit(130)
+        except OSError as exc:  # a full disk, a read-only folder: an input/output error, never a traceback
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            click.echo(f"error: input/output: {where}{exc.strerror or exc}", err=True)
+            ctx.exit(InputError.exit_code)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,16 +92,19 @@ def validate(traces, corpus, config_path, fmt):
 
     Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read.
     """
-    from ragaudit.io.config import default_config, load_config
     from ragaudit.io.corpus import load_corpus
     from ragaudit.validate import CODES, Context, Validator
 
-    config = load_config(config_path) if config_path else default_config()
-    corpus_path = corpus or config.corpus
-    ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None,
-                  allow_cross_section=config.allow_cross_section,
-                  cross_section_whitelist=config.cross_section_whitelist)
-    validator = Validator(ctx, offset_unit=config.offset_unit)
+    policy: dict = {}  # without a config: no cross-section whitelist, char offsets (and no config import)
+    offset_unit, corpus_path = "char", corpus
+    if config_path:
+        from ragaudit.io.config import load_config
+        config = load_config(config_path)
+        policy = {"allow_cross_section": config.allow_cross_section,
+                  "cross_section_whitelist": config.cross_section_whitelist}
+        offset_unit, corpus_path = config.offset_unit, corpus or config.corpus
+    ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
+    validator = Validator(ctx, offset_unit=offset_unit)
     unreadable: list[InputError] = []
 
     def issues():
@@ -122,30 +133,31 @@ def validate(traces, corpus, config_path, fmt):
 @click.option("--resume", type=click.Path(path_type=Path), help="finish an interrupted run in RUN_DIR")
 @click.option("--workers", type=click.IntRange(min=1), help="parallel workers (default: [audit] workers)")
 @click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
+@click.option("--allow-foreign-baseline", is_flag=True, help="accept a baseline built on another gold set or corpus")
 @click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
 @click.option("--no-gold-check", is_flag=True, help="run even when the gold set disagrees with the corpus (its "
               "findings still go into the report; a duplicate qid still stops the run)")
-def run_command(config_path, out, resume, workers, baseline, no_gate, no_gold_check):
+def run_command(config_path, out, resume, workers, baseline, allow_foreign_baseline, no_gate, no_gold_check):
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
 
     The gold set is checked against the corpus first, as `ragaudit gold check` does: an error
     there stops the run (exit 3) unless --no-gold-check. A config runs code (`command` and
     `factory` pipelines): trust it like a Makefile.
 
-    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input or a gold error; 4: a pipeline
-    could not start.
+    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input, a gold error or a full disk;
+    4: a pipeline could not start; 130/143: interrupted (finished runs kept, --resume finishes).
     """
-    from ragaudit import runner
+    from ragaudit import rundir, runner
     from ragaudit.io.config import load_config
-    from ragaudit.report import update_manifest
 
     config = load_config(config_path)
     inputs = runner.Inputs(config)
     findings = inputs.check_gold(strict=not no_gold_check)
-    baseline_report = _read_report(baseline) if baseline else None
+    baseline_report = _baseline(baseline, rundir.input_record(config, inputs.corpus)["inputs"],
+                                allow_foreign_baseline) if baseline else None
     result = runner.run(config, inputs=inputs, out=out, resume=resume, workers=workers)
-    update_manifest(result.run_dir, gold_checked=not no_gold_check,
-                    **({"baseline": str(Path(baseline).resolve())} if baseline else {}))
+    for line in result.warnings:
+        click.echo(f"warning: {line}", err=True)
     for name, why in sorted(result.aborted.items()):
         click.echo(f"pipeline {name} aborted (analyzer parity): {why}", err=True)
     if findings:
@@ -153,28 +165,50 @@ def run_command(config_path, out, resume, workers, baseline, no_gate, no_gold_ch
         click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
     click.echo(f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
                f"{result.seconds:.1f} s: {result.rate:.1f} runs/s")
-    report = _build(result.run_dir, inputs, findings, baseline_report)
+    with rundir.locked(result.run_dir):
+        rundir.update_manifest(result.run_dir, gold_checked=not no_gold_check,
+                               **({"baseline": str(Path(baseline).resolve())} if baseline else {}))
+        report = _build(result.run_dir, inputs, findings, baseline_report)
     _finish(report, result.run_dir, no_gate)
 
 
 def _read_report(path: Path) -> dict:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such report") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: expected a report.json, found unreadable content ({exc})") from None
+    from ragaudit.io.jsonl import read_json_file
+    report = read_json_file(Path(path), what="report")
+    for key, kind in (("summary", dict), ("questions", list)):
+        if not isinstance(report.get(key), kind):
+            raise InputError(f"{path}: expected a ragaudit report with {key}, found "
+                             f"{'none' if report.get(key) is None else type(report[key]).__name__}")
+    return report
+
+
+def _baseline(path: Path, inputs: dict | None, allow_foreign: bool) -> dict:
+    """A baseline report, refused (exit 3) when it was built on another gold set or corpus."""
+    from ragaudit.gate import foreign_baseline
+    report = _read_report(path)
+    why = foreign_baseline(inputs, report)
+    if why and not allow_foreign:
+        raise InputError(f"{path}: {why}; pass --allow-foreign-baseline to compare anyway")
+    if why:
+        click.echo(f"warning: {path}: {why}", err=True)
+    return report
 
 
 def _build(run_dir: Path, inputs, findings, baseline_report):
     from ragaudit.report import build
 
-    return build(run_dir, inputs.subject(findings), baseline=baseline_report)
+    report = build(run_dir, inputs.subject(findings), baseline=baseline_report)
+    if not (Path(run_dir) / "report.json").is_file():  # never exit 0 without a report
+        raise RagauditError(f"{run_dir}: the report was not written")
+    return report
 
 
 def _finish(report: dict, run_dir: Path, no_gate: bool) -> None:
+    from ragaudit.gate import missing_from_baseline
     from ragaudit.report.markdown import render_summary
 
+    for name in missing_from_baseline(report["gate"]):
+        click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
     click.echo(render_summary(report), nl=False)
     click.echo(f"\nrun directory: {run_dir}")
     sys.exit(0 if no_gate or report["gate"]["verdict"] == "pass" else 1)
@@ -184,39 +218,51 @@ def _finish(report: dict, run_dir: Path, no_gate: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--no-gate", is_flag=True, help="exit 0 whatever the gate says")
 def report(run_dir, no_gate):
-    """Rebuild every output of RUN_DIR from its stored traces."""
-    from ragaudit import runner
+    """Rebuild every output of RUN_DIR from its stored traces (which are only read, never rewritten)."""
+    from ragaudit import rundir, runner
     from ragaudit.io.config import load_config
 
-    manifest = _manifest(run_dir)
+    manifest = rundir.read_manifest(run_dir)
     config = load_config(manifest["config_path"])
-    baseline = _read_report(manifest["baseline"]) if manifest.get("baseline") else None
     inputs = runner.Inputs(config)
-    _finish(_build(run_dir, inputs, inputs.check_gold(strict=False), baseline), run_dir, no_gate)
+    baseline = _baseline(Path(manifest["baseline"]), manifest["inputs"], True) if manifest.get("baseline") else None
+    with rundir.locked(run_dir):
+        built = _build(run_dir, inputs, inputs.check_gold(strict=False), baseline)
+    _finish(built, run_dir, no_gate)
 
 
 @main.command()
 @click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="config with [gate]")
 @click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
+@click.option("--allow-foreign-baseline", is_flag=True, help="accept a baseline built on another gold set or corpus")
 @FORMAT
-def gate(report_path, config_path, baseline, fmt):
-    """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail."""
-    from ragaudit.gate import evaluate_gate, evaluation_of
+def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
+    """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail; 3: an unreadable report,
+    or a baseline built on another gold set or corpus."""
+    from ragaudit.gate import evaluate_gate, evaluation_of, missing_from_baseline
     from ragaudit.io.config import load_config
 
     config = load_config(config_path)
     report = _read_report(report_path)
+    base = _baseline(baseline, (report.get("meta") or {}).get("inputs"), allow_foreign_baseline) if baseline else None
     errors: dict[str, int] = {}
     questions: dict[str, set] = {}
+    if not isinstance(report.get("issues", []), list) or not isinstance(report.get("pipelines", {}), dict):
+        raise InputError(f"{report_path}: expected issues as an array and pipelines as an object")
     for issue in report.get("issues", []):
         if issue.get("severity") == "error":
             errors[issue.get("pipeline")] = errors.get(issue.get("pipeline"), 0) + 1
             questions.setdefault(issue.get("pipeline"), set()).add(issue.get("qid") or f"line {issue.get('line')}")
     aborted = {name: p["aborted"] for name, p in report.get("pipelines", {}).items() if p.get("aborted")}
-    result = evaluate_gate(evaluation_of(report), config.gate, error_counts=errors, aborted=aborted,
-                           baseline=_read_report(baseline) if baseline else None,
-                           error_questions={p: sorted(q) for p, q in questions.items()})
+    try:
+        result = evaluate_gate(evaluation_of(report), config.gate, error_counts=errors, aborted=aborted,
+                               baseline=base, error_questions={p: sorted(q) for p, q in questions.items()})
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a report edited by hand or damaged
+        raise InputError(f"{report_path}: expected the shape of a ragaudit report, found a damaged one "
+                         f"({type(exc).__name__}: {exc})") from None
+    for name in missing_from_baseline(result):
+        click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
     if fmt == "json":
         click.echo(json.dumps(result, indent=1, sort_keys=True))
     else:
@@ -238,7 +284,11 @@ def compare_command(run_dirs, out):
     labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
     target = Path(out or run_dirs[0])
     target.mkdir(parents=True, exist_ok=True)
-    result = write_comparison(target, reports, labels)
+    try:
+        result = write_comparison(target, reports, labels)
+    except (KeyError, TypeError, AttributeError) as exc:  # a report edited by hand or damaged
+        raise InputError(f"expected the shape of ragaudit reports in {', '.join(map(str, run_dirs))}, found a "
+                         f"damaged one ({type(exc).__name__}: {exc})") from None
     for c in result["comparisons"]:
         click.echo(f"{c['other']} vs {c['reference']} ({c['questions']} questions)")
         for name, m in c["metrics"].items():
@@ -264,14 +314,14 @@ def faults(run_dir, config_path, only, rate, seed, out):
     No pipeline is called: every fault is a transformation of the recorded traces. Writes faults.json
     and faults.html. Exit 0: the clean run passes and every fault fails the gate; 1 otherwise.
     """
-    from ragaudit import runner
+    from ragaudit import rundir, runner
     from ragaudit.faults import run_faults
     from ragaudit.io.config import load_config
     from ragaudit.io.traces import read_trace_file
     from ragaudit.report import write_json
     from ragaudit.report.faults_html import write_faults_html
 
-    manifest = _manifest(run_dir)
+    manifest = rundir.read_manifest(run_dir)
     config = load_config(config_path or manifest["config_path"])
     inputs = runner.Inputs(config)
     traces = read_trace_file(Path(run_dir) / "traces.jsonl", offset_unit=config.offset_unit)
@@ -279,8 +329,9 @@ def faults(run_dir, config_path, only, rate, seed, out):
     result, _ = run_faults(traces, inputs.subject(inputs.check_gold(strict=False)), only=names, rate=rate, seed=seed)
     target = Path(out or run_dir)
     target.mkdir(parents=True, exist_ok=True)
-    write_json(target / "faults.json", result)
-    write_faults_html(target / "faults.html", result)
+    with rundir.locked(run_dir) if target.resolve() == Path(run_dir).resolve() else contextlib.nullcontext():
+        write_json(target / "faults.json", result)
+        write_faults_html(target / "faults.html", result)
     click.echo(render_fault_matrix(result), nl=False)
     click.echo(f"wrote {target / 'faults.json'} and {target / 'faults.html'}")
     sys.exit(0 if result["passed"] else 1)
@@ -307,30 +358,16 @@ def render_fault_matrix(result: dict) -> str:
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
 def verify(run_dir):
-    """Check that the gold set, corpus, config and traces of RUN_DIR are unchanged. Exit 0: unchanged; 5: changed."""
+    """Check that the inputs (gold set, corpus, config), the traces and every output of RUN_DIR are
+    unchanged since the run. Exit 0: unchanged; 5: changed (each change named, corpus documents
+    too); 3: no run directory or a damaged manifest."""
+    from ragaudit import rundir
     from ragaudit.errors import InputsChangedError
-    from ragaudit.runner import sha256_file
 
-    manifest = _manifest(run_dir)
-    checks = [(name, Path(manifest["paths"][name]), manifest["inputs"][name]) for name in ("gold", "corpus", "config")]
-    checks.append(("traces", Path(run_dir) / "traces.jsonl", manifest.get("traces_sha256")))
-    changed = []
-    for name, path, recorded in checks:
-        if not path.exists():
-            changed.append(f"{name}: {path} is gone")
-        elif sha256_file(path) != recorded:
-            changed.append(f"{name}: {path} changed since the run (sha256 {recorded[:12] if recorded else 'none'}…)")
+    changed = rundir.changes(run_dir)
     if changed:
         raise InputsChangedError("; ".join(changed))
-    click.echo(f"unchanged: gold, corpus, config and traces of {run_dir}")
-
-
-def _manifest(run_dir: Path) -> dict:
-    from ragaudit.report import load_manifest
-    try:
-        return load_manifest(run_dir)
-    except FileNotFoundError:
-        raise InputError(f"{run_dir}: expected a run directory with manifest.json, found none") from None
+    click.echo(f"unchanged: gold, corpus, config, traces and outputs of {run_dir}")
 
 
 @main.group()

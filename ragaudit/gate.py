@@ -120,7 +120,8 @@ def _moved(evaluation, pipeline, baseline: dict, key: str, sign: int) -> list[st
 def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
     before = baseline.get("summary", {}).get("pipelines", {}).get(pipeline)
     if before is None:
-        return [Check(pipeline, "baseline", "pipeline in baseline", None, True, detail="not in the baseline")]
+        return [Check(pipeline, "baseline_missing", "pipeline in the baseline", None, True,
+                      detail="not in the baseline: no drift checks for this pipeline")]
     now_m, old_m = summary["metrics"], before["metrics"]
     out = []
     for name, key, sign in (("drift_delta_s_mean", "delta_s_qr", +1), ("drift_coverage", "coverage", -1)):
@@ -141,6 +142,22 @@ def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
     lost = sorted(qid for qid in was if qid in now and now[qid] != "convergent")
     out.append(Check(pipeline, "drift_lambda", "convergent questions stay convergent", len(lost), not lost, lost))
     return out
+
+
+def foreign_baseline(inputs: dict | None, baseline: dict) -> str | None:
+    """Why a baseline cannot be compared with a run on these inputs (another gold set or corpus),
+    or None when it can. `inputs` are sha256 by name, as a manifest records them."""
+    theirs = (baseline.get("meta") or {}).get("inputs") or {}
+    differ = [name for name in ("gold", "corpus") if (inputs or {}).get(name) != theirs.get(name)]
+    if not differ:
+        return None
+    return (f"expected a baseline built on the same {' and '.join(differ)}, found one built on "
+            + ", ".join(f"{name} {str(theirs.get(name))[:12]}… (now {str((inputs or {}).get(name))[:12]}…)"
+                        for name in differ))
+
+
+def missing_from_baseline(gate: dict) -> list[str]:
+    return [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
 
 
 def evaluation_of(report: dict):

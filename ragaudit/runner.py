@@ -6,31 +6,27 @@ runner writes in the end is sorted by run, so it does not depend on the worker c
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import queue
-import sys
+import shutil
+import signal
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragaudit import __version__
+from ragaudit import __version__, rundir
 from ragaudit.errors import InputError, PipelineStartError, Problem, UsageError
 from ragaudit.io.config import Config, PipelineConfig
 from ragaudit.io.corpus import load_corpus
+from ragaudit.io.files import atomic_path, sha256_file
 from ragaudit.io.gold import read_gold
-from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import dump_trace, read_trace_file, read_traces
+from ragaudit.io.traces import dump_trace, read_trace_file
 from ragaudit.pipelines.base import Pipeline, Request, error_trace
 from ragaudit.plan import planned_runs, run_order
+from ragaudit.rundir import MANIFEST, TRACES
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
-from ragaudit.validate import Context, aborted_pipelines, parity_failure
-
-TRACES = "traces.jsonl"
-MANIFEST = "manifest.json"
+from ragaudit.validate import Context, parity_failure
+from ragaudit.workers import Interrupted, Progress, Stopper, run_jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +44,6 @@ def plan(config: Config, items: list[GoldItem]) -> list[Job]:
     k = {p.name: p.options.get("k") or config.metrics.get("k", 5) for p in config.pipelines}
     return [Job(r.pipeline, Request(r.qid, r.variant, r.seed, r.query, k[r.pipeline]))
             for r in planned_runs(config, items)]
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for p in paths:
-        if path.is_dir():
-            digest.update(p.relative_to(path).as_posix().encode() + b"\0")
-        with open(p, "rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 # ---- building pipelines --------------------------------------------------------------------
@@ -132,7 +116,9 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
         from ragaudit.pipelines.python import PythonPipeline
         if not o["factory"]:
             raise UsageError(f"pipeline {spec.name!r}: a python pipeline needs `factory = \"module:callable\"`")
-        return PythonPipeline(spec.name, o["factory"], o["options"], offset_unit=unit)
+        folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
+        return PythonPipeline(spec.name, o["factory"], o["options"], offset_unit=unit, timeout_s=o["timeout_s"],
+                              search_path=folder)
     if spec.kind == "command":
         from ragaudit.pipelines.command import CommandPipeline
         if not o["command"]:
@@ -146,16 +132,33 @@ SHARED_KINDS = ("reference", "replay")  # one instance serves every worker; othe
 
 
 class PipelinePool:
-    """Instances of one pipeline handed to workers one at a time."""
+    """Instances of one pipeline handed to workers one at a time. User code that misbehaves here
+    (a factory that calls sys.exit, a close() that raises) becomes a start error or a warning,
+    never ragaudit's own exit."""
 
     def __init__(self, spec: PipelineConfig, inputs: Inputs, workers: int):
         self.spec = spec
         size = 1 if spec.kind in SHARED_KINDS else workers
         self.shared = spec.kind in SHARED_KINDS
-        self.instances = [build_pipeline(spec, inputs) for _ in range(size)]
+        self.instances: list[Pipeline] = []
+        for _ in range(size):
+            try:
+                self.instances.append(build_pipeline(spec, inputs))
+            except (SystemExit, KeyboardInterrupt) as exc:
+                self.close()
+                raise PipelineStartError(f"pipeline {spec.name!r}: starting it raised {type(exc).__name__}"
+                                         f"({exc})") from None
+            except BaseException:
+                self.close()
+                raise
         self.free: queue.Queue = queue.Queue()
         for instance in self.instances:
             self.free.put(instance)
+
+    def prepare(self, queries: list[str]) -> None:
+        prepare = getattr(self.instances[0], "prepare", None)
+        if prepare is not None:
+            prepare(queries)
 
     def run(self, request: Request) -> Trace:
         if self.shared:
@@ -171,12 +174,27 @@ class PipelinePool:
             return instance.run(request)
         except PipelineStartError:
             raise  # the pipeline cannot be reached at all: the run stops with exit 4
-        except Exception as exc:  # a run that crashes becomes a pipeline_error trace; the rest goes on
+        except BaseException as exc:  # noqa: BLE001 - a run that crashes is a pipeline_error; the rest goes on
             return error_trace(self.spec.name, request, f"{type(exc).__name__}: {exc}", None)
 
-    def close(self) -> None:
+    def kill(self) -> None:
+        """Stop every child process now (on a signal); for kinds without children, nothing."""
         for instance in self.instances:
-            instance.close()
+            kill = getattr(instance, "kill", None)
+            if kill is not None:
+                kill()
+
+    def close(self) -> list[str]:
+        """Close every instance; what went wrong comes back as warnings."""
+        warnings = []
+        for instance in self.instances:
+            try:
+                said = instance.close()
+            except BaseException as exc:  # noqa: BLE001 - every run has finished: a failing close() loses nothing
+                said = f"close() raised {type(exc).__name__}: {exc}"
+            if isinstance(said, str) and said:
+                warnings.append(said)
+        return warnings
 
 
 # ---- the run -------------------------------------------------------------------------------
@@ -189,6 +207,7 @@ class RunResult:
     resumed: int
     seconds: float
     aborted: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -200,11 +219,13 @@ def new_run_dir(config: Config, out: Path | None) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = root / f"{stamp}-{sha256_file(config.path)[:6]}"
     run_dir, n = base, 1
-    while run_dir.exists():
-        n += 1
-        run_dir = Path(f"{base}-{n}")
-    run_dir.mkdir(parents=True)
-    return run_dir
+    while True:
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:  # another run started in the same second
+            n += 1
+            run_dir = Path(f"{base}-{n}")
 
 
 def recover_traces(path: Path) -> list[Trace]:
@@ -215,65 +236,48 @@ def recover_traces(path: Path) -> list[Trace]:
         data = handle.read()
         if not data.endswith(b"\n"):
             handle.truncate(data.rfind(b"\n") + 1)
-    if path.stat().st_size == 0:
-        return []
-    traces = []
-    for item in read_traces(path):
-        if isinstance(item, BadLine):
-            raise InputError(item.problem)
-        traces.append(item)
-    return traces
+    return read_trace_file(path)
 
 
-def sort_traces(path: Path) -> None:
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _check_resume(run_dir: Path, config: Config, inputs: "Inputs") -> dict:
+    """The manifest of the run to resume; refused (exit 2) when an input changed since."""
+    manifest = rundir.read_manifest(run_dir)
+    now = rundir.input_record(config, inputs.corpus)["inputs"]
+    changed = [name for name in ("config", "gold", "corpus") if manifest["inputs"].get(name) != now[name]]
+    if changed:
+        raise UsageError(f"{', '.join(changed)} changed since the run in {run_dir}; --resume needs the same "
+                         "config, gold set and corpus (start a new run instead)")
+    return manifest
+
+
+def _parity_cuts(traces, ctx: Context, order: dict) -> dict[str, tuple[int, str]]:
+    """Per pipeline, the plan position and message of its first analyzer_mismatch."""
+    cuts: dict[str, tuple[int, str]] = {}
+    for trace in traces:
+        failure = parity_failure(trace, ctx)
+        if failure:
+            at = order.get(run_order(trace), len(order))
+            if trace.config not in cuts or at < cuts[trace.config][0]:
+                cuts[trace.config] = (at, failure)
+    return cuts
+
+
+def finish_traces(path: Path, cuts: dict[str, tuple[int, str]], order: dict) -> None:
     """Rewrite a finished run's traces in run order (atomically), so the file does not depend on
-    the number of workers. Only the runner does this, at the end of its own run."""
+    the number of workers; runs of a pipeline stopped by analyzer parity that come after its first
+    mismatch in plan order are left out, as a one-worker run would never have started them. Only
+    the runner does this, at the end of its own run."""
     if not path.exists():
         return
-    traces = sorted(read_trace_file(path), key=run_order)
-    tmp = path.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        for trace in traces:
+    traces = [t for t in read_trace_file(path)
+              if t.config not in cuts or order.get(run_order(t), len(order)) <= cuts[t.config][0]]
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for trace in sorted(traces, key=run_order):
             out.write(dump_trace(trace) + "\n")
-    os.replace(tmp, path)
-
-
-def write_manifest(run_dir: Path, config: Config, **extra) -> None:
-    path = run_dir / MANIFEST
-    manifest = json.loads(path.read_text()) if path.exists() else {}
-    manifest.update({
-        "ragaudit_version": __version__,
-        "config_path": str(config.path.resolve()),
-        "inputs": {"config": sha256_file(config.path), "gold": sha256_file(config.gold),
-                   "corpus": sha256_file(config.corpus)},
-        "paths": {"config": str(config.path.resolve()), "gold": str(config.gold.resolve()),
-                  "corpus": str(config.corpus.resolve())},
-        "seeds": list(config.seeds), "paraphrases": config.paraphrases, "embed_model": config.model,
-        **extra,
-    })
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-class Progress:
-    """done/total, rate and ETA on a terminal; silent in CI and when output is not a terminal."""
-
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.stream, self.start, self.last = total, stream, time.monotonic(), 0.0
-        self.enabled = stream.isatty() and not os.environ.get("CI")
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or (now - self.last < 0.2 and done < self.total):
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / rate if rate > 0 else 0
-        self.stream.write(f"\r{done}/{self.total} runs  {rate:.1f} runs/s  ETA {eta:.0f}s ")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
 
 
 def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None, resume: Path | None = None,
@@ -282,82 +286,85 @@ def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None
     inputs = inputs or Inputs(config)
     ctx = Context(corpus=inputs.corpus, allow_cross_section=config.allow_cross_section,
                   cross_section_whitelist=config.cross_section_whitelist)
+    created = resume is None
     if resume is not None:
         run_dir = Path(resume)
         if not (run_dir / MANIFEST).exists():
             raise InputError(Problem(str(run_dir), "expected a run directory with manifest.json, found none"))
-        recorded = json.loads((run_dir / MANIFEST).read_text())["inputs"]["config"]
-        if recorded != sha256_file(config.path):
-            raise UsageError(f"{config.path} changed since the run in {run_dir}; resume needs the same config")
     else:
         run_dir = new_run_dir(config, out)
-        write_manifest(run_dir, config, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    try:
+        with rundir.locked(run_dir):
+            if resume is not None:
+                manifest = _check_resume(run_dir, config, inputs)
+            else:
+                manifest = {"ragaudit_version": __version__, **rundir.input_record(config, inputs.corpus),
+                            "seeds": list(config.seeds), "paraphrases": config.paraphrases,
+                            "embed_model": config.model, "started": _now()}
+                rundir.write_manifest(run_dir, manifest)
+            return _run_in(run_dir, manifest, config, inputs, ctx, workers, progress)
+    except PipelineStartError:
+        if created and not (run_dir / TRACES).exists():
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run directory behind
+        raise
+
+
+def _run_in(run_dir: Path, manifest: dict, config: Config, inputs: Inputs, ctx: Context, workers: int,
+            progress: bool) -> RunResult:
     finished = recover_traces(run_dir / TRACES)
     done = {run_order(t) for t in finished}
-    aborted = aborted_pipelines(finished, ctx)
-    jobs = [j for j in plan(config, inputs.items) if j.key not in done]
-    total = len(jobs) + len(done)
-
+    jobs = plan(config, inputs.items)
+    order = {job.key: i for i, job in enumerate(jobs)}
+    cuts = _parity_cuts(finished, ctx, order)
+    todo = [j for j in jobs if j.key not in done]
     pools: dict[str, PipelinePool] = {}
-    try:
-        for spec in config.pipelines:
-            if spec.name not in aborted and any(j.pipeline == spec.name for j in jobs):
-                pools[spec.name] = pool = PipelinePool(spec, inputs, workers)
-                prepare = getattr(pool.instances[0], "prepare", None)
-                if prepare is not None:
-                    prepare([j.request.query for j in jobs if j.pipeline == spec.name])
-        bar = Progress(total) if progress else None
-        started = time.monotonic()
-        executed = _execute(jobs, pools, run_dir / TRACES, ctx, aborted, workers,
-                            lambda n: bar and bar.update(len(done) + n))
-        seconds = time.monotonic() - started
-        if bar:
-            bar.finish()
-        index = {name: _index_dict(pool) for name, pool in sorted(pools.items())}
-    finally:
-        for pool in pools.values():
-            pool.close()
-    sort_traces(run_dir / TRACES)
-    write_manifest(run_dir, config, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   aborted=aborted, index=index)
-    return RunResult(run_dir, total, executed, len(done), seconds, aborted)
+    warnings: list[str] = []
+    stopper = Stopper(lambda: [pool.kill() for pool in list(pools.values())])
+    executed, started = 0, time.monotonic()
+    with stopper:
+        try:
+            for spec in config.pipelines:
+                if spec.name not in cuts and any(j.pipeline == spec.name for j in todo) and not stopper.stopped:
+                    pools[spec.name] = pool = PipelinePool(spec, inputs, workers)
+                    pool.prepare([j.request.query for j in todo if j.pipeline == spec.name])
+            bar = Progress(len(jobs)) if progress else None
+            with open(run_dir / TRACES, "a", encoding="utf-8") as sink:
+                outcomes = run_jobs(todo, lambda job: pools[job.pipeline].run(job.request), workers=workers,
+                                    stopper=stopper, skip=lambda job: job.pipeline in cuts)
+                for job, trace in outcomes:
+                    if isinstance(trace, BaseException):
+                        raise trace
+                    if stopper.stopped and trace.error is not None:
+                        continue  # most likely cut short by the stop itself: --resume runs it again
+                    sink.write(dump_trace(trace) + "\n")
+                    sink.flush()
+                    executed += 1
+                    if bar:
+                        bar.update(len(done) + executed)
+                    failure = parity_failure(trace, ctx)
+                    if failure and (job.pipeline not in cuts or order[job.key] < cuts[job.pipeline][0]):
+                        cuts[job.pipeline] = (order[job.key], failure)
+            if bar:
+                bar.finish()
+        finally:
+            for name, pool in pools.items():
+                warnings += pool.close()
+    seconds = time.monotonic() - started
+    if stopper.stopped:
+        name = signal.Signals(stopper.signum).name
+        raise Interrupted(stopper.signum, f"interrupted by {name}: {len(done) + executed} finished runs kept in "
+                                          f"{run_dir}; finish with: ragaudit run {config.path} --resume {run_dir}")
+    finish_traces(run_dir / TRACES, cuts, order)
+    index = dict(manifest.get("index") or {})  # pipelines with nothing left to run keep their identity
+    index.update({name: _index_dict(pool) for name, pool in pools.items()})
+    aborted = {name: message for name, (_, message) in sorted(cuts.items())}
+    rundir.write_manifest(run_dir, {**manifest, "finished": _now(), "aborted": aborted,
+                                    "index": dict(sorted(index.items())),
+                                    "traces_sha256": sha256_file(run_dir / TRACES)})
+    return RunResult(run_dir, len(jobs), executed, len(done), seconds, aborted, warnings)
 
 
 def _index_dict(pool: PipelinePool) -> dict | None:
     info = pool.instances[0].index_info()
     return None if info is None else {"index_hash": info.index_hash, "analyzer": info.analyzer,
                                       "embed_model": info.embed_model, "store": info.store}
-
-
-def _execute(jobs: list[Job], pools: dict[str, PipelinePool], path: Path, ctx: Context,
-             aborted: dict[str, str], workers: int, on_progress) -> int:
-    """Run the jobs; append each finished trace as one flushed line. Returns how many ran."""
-    executed = 0
-    pending = iter(jobs)
-    with open(path, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=workers) as pool:
-        running = {}
-
-        def submit_next() -> bool:
-            for job in pending:
-                if job.pipeline in aborted:
-                    continue  # analyzer parity failed: the rest of this pipeline is not run
-                running[pool.submit(pools[job.pipeline].run, job.request)] = job
-                return True
-            return False
-
-        for _ in range(workers * 2):
-            if not submit_next():
-                break
-        while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                job = running.pop(future)
-                trace = future.result()
-                sink.write(dump_trace(trace) + "\n")
-                sink.flush()
-                executed += 1
-                on_progress(executed)
-                if job.pipeline not in aborted and (failure := parity_failure(trace, ctx)):
-                    aborted[job.pipeline] = failure
-                submit_next()
-    return executed

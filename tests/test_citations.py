@@ -1,6 +1,12 @@
 from click.testing import CliRunner
 
-from ragaudit.citations import CitationRecord, Hit, render_claims, render_record, source_markdown
+from ragaudit.citations import (
+    CitationRecord,
+    Hit,
+    render_claims,
+    render_record,
+    source_markdown,
+)
 from ragaudit.cli import main
 from ragaudit.io.traces import parse_trace
 

@@ -59,3 +59,12 @@ def test_compare_command_writes_json_and_html(tmp_path):
     assert data["systems"] == ["a/p", "b/p"]
     assert data["comparisons"][0]["metrics"]["citation_match"]["verdict"] == "worse"
     assert "<script" not in (tmp_path / "compare.html").read_text()
+
+
+def test_the_first_configured_pipeline_is_the_reference(tmp_path):
+    from test_runner import BM25, TFIDF, run_dir_of, write_config
+    config = write_config(tmp_path, TFIDF + BM25, items=3, seeds="[1]")  # tfidf first, though bm25 sorts first
+    result = CliRunner().invoke(main, ["run", str(config), "--no-gate"])
+    assert result.exit_code == 0, result.output
+    compared = json.loads((run_dir_of(result) / "compare.json").read_text())
+    assert compared["systems"] == ["tfidf", "bm25"] and compared["comparisons"][0]["reference"] == "tfidf"

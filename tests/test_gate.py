@@ -77,3 +77,29 @@ def test_drift_against_a_baseline():
     assert c["drift_coverage"]["passed"] is False          # fell from 0.95 to 0.85
     assert c["drift_citation_match"]["passed"] is True
     assert c["drift_lambda"]["questions"] == ["a"]
+
+
+def test_a_foreign_baseline_is_refused_and_a_missing_pipeline_reported(tmp_path):
+    import json
+
+    from test_runner import BM25, TFIDF, invoke, run_dir_of, write_config
+    config = write_config(tmp_path, BM25 + TFIDF, items=3, seeds="[1]")
+    run_dir = run_dir_of(invoke("run", config, "--no-gate"))
+    report = json.loads((run_dir / "report.json").read_text())
+    foreign = json.loads(json.dumps(report))
+    foreign["meta"]["inputs"]["gold"] = "0" * 64
+    (tmp_path / "foreign.json").write_text(json.dumps(foreign))
+    result = invoke("gate", run_dir / "report.json", "--config", config, "--baseline", tmp_path / "foreign.json")
+    assert result.exit_code == 3 and "same gold" in result.stderr and "--allow-foreign-baseline" in result.stderr
+    allowed = invoke("gate", run_dir / "report.json", "--config", config, "--baseline", tmp_path / "foreign.json",
+                     "--allow-foreign-baseline", "--format", "json")
+    assert allowed.exit_code in (0, 1) and "warning:" in allowed.stderr
+    partial = json.loads(json.dumps(report))
+    del partial["summary"]["pipelines"]["tfidf"]
+    (tmp_path / "partial.json").write_text(json.dumps(partial))
+    result = invoke("gate", run_dir / "report.json", "--config", config, "--baseline", tmp_path / "partial.json",
+                    "--format", "json")
+    assert "pipeline tfidf is not in the baseline" in result.stderr
+    assert [c["pipeline"] for c in json.loads(result.stdout)["checks"] if c["name"] == "baseline_missing"] == ["tfidf"]
+    result = invoke("run", config, "--baseline", tmp_path / "foreign.json")
+    assert result.exit_code == 3 and "same gold" in result.stderr

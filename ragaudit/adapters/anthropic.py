@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, as_corpus, locate, make_trace, payloads_in_order, rank, segments,
+    Hit,
+    IndexInfo,
+    Sources,
+    as_corpus,
+    locate,
+    make_trace,
+    payloads_in_order,
+    rank,
+    segments,
     source_document,
 )
 from ragaudit.io.corpus import text_document

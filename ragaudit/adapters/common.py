@@ -11,6 +11,10 @@ The stacks know their chunks but not ragaudit's view of them. The adapters fill 
 * section_id: the object's `section_id` metadata, else the source section holding the span,
   else `_preamble`.
 * rev: the object's `rev` metadata, else the revision of the source document's text.
+* source_url: the source document's URL + `#section_id`; else the URL the object names (its
+  `source_url` metadata, a URL or an absolute path where the library keeps one); else
+  `urn:ragaudit:doc:<doc_id>#<section_id>` (percent-encoded), which names the same document and
+  section in every run, so a chunk never lacks the URL SPEC §1.4 requires.
 * tokens: counted in the chunk text with the named analyzer when ragaudit knows it, else the
   number of whitespace-separated words.
 * snippet_id: the stable id the library gives, else `doc_id:start-end`, else `doc_id#` + a hash
@@ -25,9 +29,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
+from urllib.parse import quote
 
 from ragaudit.analyzers import get_analyzer
 from ragaudit.io.corpus import PREAMBLE, revision, text_document
+from ragaudit.pipelines.base import now
 from ragaudit.text import sentence_spans
 from ragaudit.types import TRACE_SCHEMA, Corpus, Document
 from ragaudit.validate.ranking import primary_score, tiebreak_key
@@ -149,6 +155,11 @@ def url_of(value: Any) -> str | None:
     return path.as_uri() if path.is_absolute() else None
 
 
+def doc_urn(doc_id: str, section_id: str) -> str:
+    """The URL of a section whose document has none: stable, and naming nothing on any disk."""
+    return f"urn:ragaudit:doc:{quote(doc_id, safe='/')}#{quote(section_id, safe='/')}"
+
+
 def locate(text: str, haystack: str, within: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """The span of the single occurrence of `text` (in `within`, else anywhere); None if absent or ambiguous."""
     if not text.strip():
@@ -191,6 +202,8 @@ def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_k
     source_url = hit.source_url
     if doc is not None and doc.source_url:
         source_url = doc.source_url if "#" in doc.source_url else f"{doc.source_url}#{section_id}"
+    elif not source_url and hit.doc_id:
+        source_url = doc_urn(hit.doc_id, section_id)
     if hit.snippet_id:
         snippet_id = hit.snippet_id
     elif span is not None:
@@ -271,10 +284,15 @@ def make_trace(qid: str, query: str | None, payloads: Sequence[dict], answer_tex
                segments: Sequence[dict] | None = None, index: IndexInfo | None = None, variant: int = 0,
                seed: int = 0, *, config: str | None = None, retriever_name: str | None = None,
                retrieved_at: str | None = None, answer_raw: str | None = None) -> dict:
-    """A `ragaudit.trace/1` record, ready for `ragaudit.io.traces.parse_trace` or a JSONL file."""
+    """A `ragaudit.trace/1` record, ready for `ragaudit.io.traces.parse_trace` or a JSONL file.
+
+    `retrieved_at` defaults to now (UTC, `2026-11-22T10:00:00Z`): the adapters run right after
+    the retrieval they project, and a recorded trace without the time is harder to audit.
+    """
     trace: dict[str, Any] = {
         "schema": TRACE_SCHEMA, "qid": qid, "variant": variant, "seed": seed, "query": query,
-        "config": config, "retriever_name": retriever_name, "retrieved_at": retrieved_at,
+        "config": config, "retriever_name": retriever_name,
+        "retrieved_at": retrieved_at if retrieved_at is not None else now(),
         "retrieved": list(payloads), "error": None,
     }
     if index is not None:

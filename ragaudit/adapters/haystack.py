@@ -4,6 +4,11 @@ Offsets come from `meta["split_idx_start"]`, which `DocumentSplitter` sets on ea
 `split_by="function"` a splitter that rewrites text makes Haystack fall back to a running offset
 that may not match the split; ragaudit then reports `span_text_mismatch`. `Document.id` (a hash
 of content and meta) is the snippet_id; `meta["page_number"]` the page.
+
+`source_url` is the corpus document's URL + `#section_id` when `sources` gives one; else
+`meta["source_url"]`; else `meta["url"]` (set by `LinkContentFetcher` and kept by the HTML
+converter); else `meta["file_path"]` as a `file:` URL when it is absolute; else
+`urn:ragaudit:doc:<doc_id>#<section_id>`, the rule every adapter shares (`common.doc_urn`).
 """
 from __future__ import annotations
 
@@ -11,7 +16,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_meta, url_of,
+    Hit,
+    IndexInfo,
+    Sources,
+    build_payloads,
+    corpus_root,
+    doc_id_from_meta,
+    url_of,
 )
 
 
@@ -26,7 +37,7 @@ def _hit(document: Any, doc_id: str | None) -> Hit:
     return Hit(
         text=document.content or "", doc_id=doc_id, start=meta.get("split_idx_start"),
         snippet_id=document.id, section_id=meta.get("section_id"), rev=meta.get("rev"),
-        source_url=meta.get("source_url") or url_of(meta.get("file_path")),
+        source_url=meta.get("source_url") or url_of(meta.get("url")) or url_of(meta.get("file_path")),
         score=document.score, page=page if type(page) is int and page >= 1 else None,
     )
 

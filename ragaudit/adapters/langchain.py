@@ -10,7 +10,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_meta, url_of,
+    Hit,
+    IndexInfo,
+    Sources,
+    build_payloads,
+    corpus_root,
+    doc_id_from_meta,
+    url_of,
 )
 
 _ID_KEYS = ("snippet_id", "chunk_id", "id")

@@ -18,8 +18,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, build_payloads, corpus_root, doc_id_from_meta, make_trace,
-    payloads_in_order, rank, segments, url_of,
+    Hit,
+    IndexInfo,
+    Sources,
+    build_payloads,
+    corpus_root,
+    doc_id_from_meta,
+    make_trace,
+    payloads_in_order,
+    rank,
+    segments,
+    url_of,
 )
 
 _SOURCE = re.compile(r"\ASource (\d+):\n(.*?)\n?\Z", re.DOTALL)

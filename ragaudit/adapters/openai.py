@@ -13,7 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ragaudit.adapters.common import (
-    Hit, IndexInfo, Sources, doc_id_from_path, make_trace, payloads_in_order, rank, segments,
+    Hit,
+    IndexInfo,
+    Sources,
+    doc_id_from_path,
+    make_trace,
+    payloads_in_order,
+    rank,
+    segments,
 )
 
 

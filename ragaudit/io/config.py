@@ -1,16 +1,53 @@
-"""TOML config reader (SPEC §4, §5). Relative paths are relative to the config file."""
+"""TOML config reader (SPEC §4, §5): one schema, every problem located.
+
+The pydantic models below are the schema: keys, types, ranges, defaults. `SCHEMA` (section -> key
+-> (kind, default)) is derived from them and is the one table of the SPEC §4 gate defaults. Paths
+are relative to the config's folder; every number is finite; rates and thresholds lie in [0, 1].
+
+Each `[[pipelines]]` entry takes the keys of its kind and no others:
+
+| kind        | keys                                                                                                 |
+|-------------|------------------------------------------------------------------------------------------------------|
+| every kind  | name (unique), kind, k (>= 1, default 5), timeout_s (> 0, default 30)                                |
+| `reference` | retriever, analyzer, rerank ("none"/"mmr"), chunk_size, chunk_overlap < chunk_size, temperature >= 0 |
+| `replay`    | traces (required)                                                                                    |
+| `python`    | factory (required), options (a table of keyword arguments for the factory)                           |
+| `command`   | command (required: a non-empty array of strings)                                                     |
+
+`PipelineConfig.options` holds every pipeline key, those the kind does not take at their
+defaults, so every kind has one shape. `[gate] pipelines` must name configured pipelines; a
+config without `[[pipelines]]` (gate-only, for `ragaudit gate`) leaves that to the gate, which
+fails a pipeline without runs. A bad config raises one InputError listing every problem as
+`file:line: $.path: expected ..., found ...`, a missing key on its table header's line.
+"""
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import InputError, Problem, describe
 
-PIPELINE_KINDS = ("reference", "replay", "python", "command")
+RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
+LAMBDA_STATES = ("convergent", "recursive", "chaotic", "divergent")
 
 
 @dataclass(frozen=True)
@@ -40,98 +77,406 @@ class Config:
     pipelines: tuple[PipelineConfig, ...] = ()
 
 
-# section -> key -> (kind, default). A kind "path" is a string resolved against the config folder.
-SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
-    "audit": {
-        "gold": ("path", None), "corpus": ("path", None), "paraphrases": ("integer", 3),
-        "seeds": ("integers", [1]), "out": ("path", "reports"), "allow_cross_section": ("boolean", False),
-        "cross_section_whitelist": ("groups", []), "offset_unit": ("unit", "char"), "workers": ("integer", 1),
-    },
-    "embedder": {"model": ("string", "all-MiniLM-L6-v2")},
-    "metrics": {"k": ("integer", 5), "match_tolerance": ("integer", 30), "delta_s": ("reading", "nearest")},
-    # SPEC §4 defaults, confirmed on the fault benchmark (bench/faults.py): a clean, stable pipeline
-    # passes and every fault class fails.
-    "gate": {
-        "delta_s_max": ("number", 0.60), "delta_s_mean_max": ("number", 0.40), "coverage_min": ("number", 0.70),
-        "coverage_pass_rate": ("number", 0.90), "citation_match_min": ("number", 0.95),
-        "lambda_convergent_min": ("number", 0.80), "lambda_forbid": ("strings", ["divergent", "chaotic"]),
-        "hallucination_max": ("integer", 0), "max_errors": ("integer", 0), "pipelines": ("strings", []),
-    },
-    "lambda": {"css_min": ("number", 0.50), "anchor_support_min": ("number", 0.45)},
-    "support": {"threshold": ("number", 0.5), "model": ("path", None), "params": ("path", None)},
-}
-PIPELINE_KEYS: dict[str, tuple[str, Any]] = {
-    "name": ("string", None), "kind": ("string", None), "retriever": ("string", "bm25"),
-    "analyzer": ("string", "lowercase+ascii_fold"), "k": ("integer", 5), "rerank": ("string", None),
-    "chunk_size": ("integer", 64), "chunk_overlap": ("integer", 0), "temperature": ("number", 0.0),
-    "traces": ("path", None), "factory": ("string", None), "command": ("strings", None),
-    "timeout_s": ("number", 30.0), "options": ("table", {}),
-}
-_CHECK = {
-    "string": lambda v: isinstance(v, str), "path": lambda v: isinstance(v, str),
-    "integer": lambda v: type(v) is int, "boolean": lambda v: isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "integers": lambda v: isinstance(v, list) and all(type(x) is int for x in v),
-    "strings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    "groups": lambda v: isinstance(v, list) and all(
-        isinstance(g, list) and all(isinstance(x, str) for x in g) for g in v),
-    "unit": lambda v: v in ("char", "token"), "table": lambda v: isinstance(v, dict),
-    "reading": lambda v: v in ("nearest", "join"),
-}
-_EXPECTED = {"integers": "an array of integers", "strings": "an array of strings",
-             "groups": "an array of arrays of section ids", "unit": "'char' or 'token'",
-             "table": "a table", "path": "a path string", "integer": "an integer",
-             "reading": "'nearest' or 'join'"}
-
-
 def _beside(config_path: Path, value: str) -> Path:
     """A path of the config, relative to the config's folder, without `..` detours."""
     return Path(os.path.normpath(config_path.parent / value))
 
 
-class _Reader:
-    def __init__(self, path: Path, text: str):
-        self.path, self.lines, self.problems = path, text.splitlines(), []
+def _fail(expected: str, found: str = "", at: int | None = None) -> PydanticCustomError:
+    """A schema error in the house words: `found` defaults to the value as written; `at` points at one
+    item of the array being checked."""
+    return PydanticCustomError("ragaudit", "expected {expected}, found {found}",
+                               {"expected": expected, "found": found, "at": at})
 
-    def line_of(self, section: str, key: str) -> int | None:
-        """Best-effort line of `key` under `[section]` (tomllib does not keep positions)."""
-        current = None
-        for number, line in enumerate(self.lines, start=1):
-            header = re.match(r"\s*\[\[?\s*([\w.-]+)\s*\]\]?", line)
-            if header:
-                current = header.group(1)
-            elif current == section and re.match(rf"\s*{re.escape(key)}\s*=", line):
-                return number
-        return None
 
-    def values(self, section: str, table: Any, schema: dict[str, tuple[str, Any]], path: str) -> dict:
-        out = {key: default for key, (_, default) in schema.items()}
-        if not isinstance(table, dict):
-            self.problems.append(Problem(str(self.path), f"expected a table, found {describe(table)}", None, path))
-            return out
-        for key, value in table.items():
-            if key not in schema:
-                self.problems.append(Problem(str(self.path), f"expected one of {', '.join(sorted(schema))}, "
-                                             f"found unknown key {key!r}", self.line_of(section, key), f"{path}.{key}"))
-                continue
-            kind = schema[key][0]
-            if not _CHECK[kind](value):
-                self.problems.append(Problem(str(self.path), f"expected {_EXPECTED.get(kind, 'a ' + kind)}, "
-                                             f"found {describe(value)}", self.line_of(section, key), f"{path}.{key}"))
-                continue
-            out[key] = _beside(self.path, value) if kind == "path" else value
-        return out
+def _found(value: Any) -> str:
+    return "a table" if isinstance(value, dict) else describe(value)
+
+
+def _path(value: Any, info) -> Path:
+    if not isinstance(value, str) or not value:
+        raise _fail("a path string")
+    config = (info.context or {}).get("path")
+    return _beside(config, value) if config else Path(value)
+
+
+def _rate(value: float) -> float:
+    if not 0 <= value <= 1:
+        raise _fail("a number in [0, 1]")
+    return value
+
+
+_ConfigPath = Annotated[Path, BeforeValidator(_path)]
+_Rate = Annotated[float, AfterValidator(_rate)]
+_Count = Annotated[int, Field(ge=0)]
+_Positive = Annotated[int, Field(ge=1)]
+_Text = Annotated[str, Field(min_length=1)]
+
+
+class _Table(BaseModel):
+    # strict: TOML has types, so "3" is never an integer and 1 never true
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True, defer_build=True)
+
+
+class _Audit(_Table):
+    gold: _ConfigPath | None = None
+    corpus: _ConfigPath | None = None
+    paraphrases: _Positive = 3
+    seeds: list[_Count] = Field(default_factory=lambda: [1], min_length=1)
+    out: _ConfigPath = Field("reports", validate_default=True)
+    allow_cross_section: bool = False
+    cross_section_whitelist: list[list[_Text]] = Field(default_factory=list)
+    offset_unit: Literal["char", "token"] = "char"
+    workers: _Positive = 1
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int]) -> list[int]:
+        for i, seed in enumerate(seeds):
+            if seed in seeds[:i]:
+                raise _fail("distinct seeds", f"seed {seed} again", at=i)
+        return seeds
+
+
+class _Embedder(_Table):
+    model: _Text = "all-MiniLM-L6-v2"
+
+
+class _Metrics(_Table):
+    k: _Positive = 5
+    match_tolerance: _Count = 30
+    delta_s: Literal["nearest", "join"] = "nearest"
+
+
+class _Gate(_Table):
+    # SPEC §4 defaults, confirmed on the fault benchmark (bench/faults.py): a clean, stable pipeline
+    # passes and every fault class fails.
+    delta_s_max: _Rate = 0.60
+    delta_s_mean_max: _Rate = 0.40
+    coverage_min: _Rate = 0.70
+    coverage_pass_rate: _Rate = 0.90
+    citation_match_min: _Rate = 0.95
+    lambda_convergent_min: _Rate = 0.80
+    lambda_forbid: list[Literal[LAMBDA_STATES]] = Field(default_factory=lambda: ["divergent", "chaotic"])
+    hallucination_max: _Count = 0
+    max_errors: _Count = 0
+    pipelines: list[_Text] = Field(default_factory=list)
+
+    @field_validator("pipelines")
+    @classmethod
+    def _configured(cls, names: list[str], info) -> list[str]:
+        configured = (info.context or {}).get("pipelines")
+        unknown = [name for name in names if configured and name not in configured]
+        if unknown:
+            raise _fail(f"names of configured pipelines ({', '.join(dict.fromkeys(configured))})",
+                        f"{', '.join(map(repr, unknown))}, not configured", at=names.index(unknown[0]))
+        return names
+
+
+class _Lambda(_Table):
+    css_min: _Rate = 0.50
+    anchor_support_min: _Rate = 0.45
+
+
+class _Support(_Table):
+    threshold: _Rate = 0.5
+    model: _ConfigPath | None = None
+    params: _ConfigPath | None = None
+
+
+class _Pipeline(_Table):
+    name: _Text
+    k: _Positive = 5
+    timeout_s: float = Field(30.0, gt=0.0)
+
+    @field_validator("name")
+    @classmethod
+    def _unique(cls, name: str, info) -> str:
+        count = ((info.context or {}).get("pipelines") or []).count(name)
+        if count > 1:
+            raise _fail("unique pipeline names", f"{name!r} {count} times")
+        return name
+
+
+class _Reference(_Pipeline):
+    kind: Literal["reference"]
+    retriever: Literal[RETRIEVERS] = "bm25"
+    analyzer: Literal[tuple(ANALYZERS)] = "lowercase+ascii_fold"
+    # TOML has no null: "none" is how a config says no reranker
+    rerank: Annotated[Literal["none", "mmr"], AfterValidator(lambda r: None if r == "none" else r)] | None = None
+    chunk_size: _Positive = 64
+    chunk_overlap: _Count = 0
+    temperature: float = Field(0.0, ge=0.0)
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _overlap(cls, overlap: int, info) -> int:
+        size = info.data.get("chunk_size")
+        if size is not None and overlap >= size:
+            raise _fail(f"chunk_overlap < chunk_size ({size})")
+        return overlap
+
+
+class _Replay(_Pipeline):
+    kind: Literal["replay"]
+    traces: _ConfigPath
+
+
+class _Python(_Pipeline):
+    kind: Literal["python"]
+    factory: _Text
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class _Command(_Pipeline):
+    kind: Literal["command"]
+    command: list[str] = Field(min_length=1)
+
+
+_KINDS: dict[str, type[_Pipeline]] = {"reference": _Reference, "replay": _Replay, "python": _Python,
+                                      "command": _Command}
+PIPELINE_KINDS = tuple(_KINDS)
+
+
+class _Root(_Table):
+    audit: _Audit
+    embedder: _Embedder
+    metrics: _Metrics
+    gate: _Gate
+    lambda_: _Lambda = Field(alias="lambda")
+    support: _Support
+    pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
+
+
+_SECTIONS: dict[str, type[_Table]] = {"audit": _Audit, "embedder": _Embedder, "metrics": _Metrics, "gate": _Gate,
+                                      "lambda": _Lambda, "support": _Support}
+_KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
+
+
+def _kind(annotation: Any) -> str:
+    """The kind of value a key takes, in the words of SCHEMA."""
+    origin, args = get_origin(annotation), [a for a in get_args(annotation) if a is not type(None)]
+    if origin is Annotated or origin in (Union, UnionType):
+        return _kind(args[0])
+    if origin is Literal:
+        return "choice"
+    return {list: "array", dict: "table"}.get(origin) or _KIND_NAMES.get(annotation, "value")
+
+
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Every key of a table at its default, None for a required key."""
+    return {f.alias or name: None if f.is_required() else f.get_default(call_default_factory=True)
+            for name, f in model.model_fields.items()}
+
+
+SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
+    section: {key: (_kind(f.annotation), default) for f, (key, default) in
+              zip(model.model_fields.values(), _defaults(model).items())}
+    for section, model in _SECTIONS.items()}
+
+
+def _option_defaults() -> dict[str, Any]:
+    """Every pipeline key but name and kind, at its default: one shape of options for every kind."""
+    out: dict[str, Any] = {}
+    for model in _KINDS.values():
+        out |= _defaults(model)
+    return {key: value for key, value in out.items() if key not in ("name", "kind")}
 
 
 def default_config() -> Config:
-    return Config(metrics={k: d for k, (_, d) in SCHEMA["metrics"].items()},
-                  gate={k: d for k, (_, d) in SCHEMA["gate"].items()},
-                  lambda_={k: d for k, (_, d) in SCHEMA["lambda"].items()},
-                  support={k: d for k, (_, d) in SCHEMA["support"].items()})
+    return Config(metrics=_defaults(_Metrics), gate=_defaults(_Gate), lambda_=_defaults(_Lambda),
+                  support=_defaults(_Support))
+
+
+# --- where things are: tomllib keeps no positions, so the text is scanned for them ---------------
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_BASIC, _LITERAL = r'"(?:[^"\\\n]|\\.)*"', r"'[^'\n]*'"
+_KEY = re.compile(f"{_BARE.pattern}|{_BASIC}|{_LITERAL}")
+# a multi-line string may end its content with one or two quotes right before the delimiter
+_STRING = re.compile("|".join([r'"""(?:[^"\\]|\\.|"(?!""))*""""{0,2}', r"'''(?:[^']|'(?!''))*''''{0,2}",
+                               _BASIC, _LITERAL]), re.DOTALL)
+_SCALAR = re.compile(r"[^,\]}#\r\n]*")
+_GAP = re.compile(r"(?:[ \t\r\n]+|#[^\n]*)*")
+_SPACE = re.compile(r"[ \t]*")
+
+
+class _Positions:
+    """The line of every table, key and array item of a valid TOML text, by path."""
+
+    def __init__(self, text: str):
+        self.text, self.i, self.lines = text, 0, {}
+        self.ends = [m.end() for m in re.finditer("\n", text)]
+        try:
+            self._document()
+        except (IndexError, ValueError, AttributeError, tomllib.TOMLDecodeError):
+            pass  # keep what was found: a line is a help, never a reason to fail
+
+    def line_of(self, loc: tuple) -> int | None:
+        """The line of `loc`, or of its nearest enclosing table or item (a missing key's header)."""
+        while loc and loc not in self.lines:
+            loc = loc[:-1]
+        return self.lines.get(loc)
+
+    def _at(self, path: tuple, header: bool = False) -> None:
+        line = bisect_right(self.ends, self.i) + 1
+        if header or path not in self.lines:
+            self.lines[path] = line
+
+    def _skip(self, newlines: bool = True) -> None:
+        self.i = (_GAP if newlines else _SPACE).match(self.text, self.i).end()
+
+    def _document(self) -> None:
+        table: tuple = ()
+        arrays: dict[tuple, int] = {}  # an array of tables -> index of its last [[item]]
+        while True:
+            self._skip()
+            if self.i >= len(self.text):
+                return
+            if self.text[self.i] != "[":
+                self._pair(table)
+                continue
+            double = self.text.startswith("[[", self.i)
+            self.i += 1 + double
+            keys, table = self._keys(), ()
+            for j, key in enumerate(keys):
+                table += (key,)
+                if table in arrays and not (double and j == len(keys) - 1):
+                    table += (arrays[table],)
+                self._at(table)
+            if double:
+                arrays[table] = arrays.get(table, -1) + 1
+                table += (arrays[table],)
+            self._at(table, header=True)
+            self.i += 1 + double
+
+    def _keys(self) -> tuple[str, ...]:
+        keys = []
+        while True:
+            self._skip(newlines=False)
+            token = _KEY.match(self.text, self.i).group()
+            self.i += len(token)
+            keys.append(tomllib.loads(f"k = {token}")["k"] if token[0] in "\"'" else token)
+            self._skip(newlines=False)
+            if self.text[self.i] != ".":
+                return tuple(keys)
+            self.i += 1
+
+    def _pair(self, table: tuple) -> None:
+        keys = self._keys()
+        for j in range(1, len(keys) + 1):
+            self._at(table + keys[:j])
+        self._skip(newlines=False)
+        if self.text[self.i] != "=":
+            raise ValueError(f"expected '=' at offset {self.i}")
+        self.i += 1
+        self._skip(newlines=False)
+        self._value(table + keys)
+
+    def _value(self, path: tuple) -> None:
+        opening = self.text[self.i]
+        if opening not in "[{":
+            self.i = (_STRING.match(self.text, self.i) or _SCALAR.match(self.text, self.i)).end()
+            return
+        close, index = "]" if opening == "[" else "}", 0
+        self.i += 1
+        while True:
+            self._skip()
+            if self.text[self.i] == close:
+                self.i += 1
+                return
+            if opening == "[":
+                self._at(path + (index,))
+                self._value(path + (index,))
+            else:
+                self._pair(path)
+            self._skip()
+            if self.text[self.i] == ",":
+                self.i, index = self.i + 1, index + 1
+            elif self.text[self.i] != close:
+                raise ValueError(f"expected ',' or {close!r} at offset {self.i}")
+
+
+# --- pydantic's errors in the house words ---------------------------------------------------------
+
+_EXPECTED = {"int_type": "an integer", "float_type": "a number", "string_type": "a string",
+             "bool_type": "true or false", "list_type": "an array", "dict_type": "a table",
+             "model_type": "a table", "model_attributes_type": "a table", "finite_number": "a finite number",
+             "string_too_short": "a non-empty string", "too_short": "a non-empty array"}
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
+           "less_than_equal": ("le", "<=")}
+
+
+def _unknown_key(parent: tuple, key: str, value: Any) -> str:
+    if not parent:
+        allowed = ", ".join(sorted([*_SECTIONS, "pipelines"]))
+        what = f"unknown table [{key}]" if isinstance(value, dict) else f"unknown key {key!r}"
+        return f"expected one of {allowed}, found {what}"
+    if parent[0] == "pipelines" and len(parent) == 3:
+        owners = [kind for kind, model in _KINDS.items() if key in model.model_fields]
+        what = f"key {key!r}, which only {' and '.join(owners)} pipelines take" if owners else f"unknown key {key!r}"
+        allowed = ", ".join(sorted(_defaults(_KINDS[parent[2]])))
+        return f"expected one of {allowed} (a {parent[2]} pipeline), found {what}"
+    return f"expected one of {', '.join(sorted(_defaults(_SECTIONS[parent[0]])))}, found unknown key {key!r}"
+
+
+def _explain(error: dict) -> tuple[tuple, str]:
+    """The location (without pydantic's union tag) and house message of one pydantic error."""
+    raw, kind, value, ctx = error["loc"], error["type"], error.get("input"), error.get("ctx") or {}
+    loc = raw[:2] + raw[3:] if raw[:1] == ("pipelines",) and len(raw) > 2 else raw
+    if kind == "ragaudit":
+        at = () if ctx.get("at") is None else (ctx["at"],)
+        return loc + at, f"expected {ctx['expected']}, found {ctx['found'] or _found(value)}"
+    if kind == "extra_forbidden":
+        return loc, _unknown_key(raw[:-1], raw[-1], value)
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        found = describe(value.get("kind")) if isinstance(value, dict) and "kind" in value else "none"
+        return loc + ("kind",), f"expected kind one of {', '.join(PIPELINE_KINDS)}, found {found}"
+    if kind == "missing":
+        return loc, f"expected key {loc[-1]!r} (required), found none"
+    if kind in _BOUNDS:
+        name, sign = _BOUNDS[kind]
+        noun = "a number" if isinstance(ctx[name], float) else "an integer"
+        return loc, f"expected {noun} {sign} {ctx[name]:g}, found {describe(value)}"
+    if kind == "literal_error":
+        return loc, f"expected {ctx['expected']}, found {_found(value)}"
+    if kind == "list_type" and loc == ("pipelines",) and isinstance(value, dict):
+        return loc, "expected [[pipelines]] entries, found a single table"
+    return loc, f"expected {_EXPECTED.get(kind, 'a valid value')}, found {_found(value)}"
+
+
+def _non_finite(value: Any, loc: tuple = ()):
+    """Every NaN or infinite number of a parsed TOML value, with its location (SPEC §4: every number is finite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield loc, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, loc + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, loc + (index,))
+
+
+def _jsonpath(loc: tuple) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if _BARE.fullmatch(p) else f"[{p!r}]"
+                         for p in loc)
+
+
+def _problems(path: Path, text: str, raw: dict, error: ValidationError | None) -> list[Problem]:
+    found = [_explain(e) for e in (error.errors(include_url=False) if error else [])]
+    reported = {loc for loc, _ in found}
+    for loc, value in _non_finite(raw):
+        if not any(loc[:n] in reported for n in range(1, len(loc) + 1)):
+            found.append((loc, f"expected a finite number, found {describe(value)}"))
+    if not found:
+        return []
+    positions = _Positions(text)
+    problems = [Problem(str(path), message, positions.line_of(loc), _jsonpath(loc)) for loc, message in found]
+    return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
 def load_config(path: str | Path) -> Config:
-    """Read a config; raises InputError naming every bad key with its line."""
+    """Read a config; raises InputError naming every problem with its line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -141,53 +486,32 @@ def load_config(path: str | Path) -> Config:
         raise InputError(Problem(str(path), f"cannot read config: {exc}")) from None
     try:
         raw = tomllib.loads(text)
+    except RecursionError:  # arrays nested thousands deep: tomllib recurses
+        raise InputError(Problem(str(path), "expected TOML nested at most a few hundred deep, found deeper")) from None
     except tomllib.TOMLDecodeError as exc:
         line = re.search(r"line (\d+)", str(exc))
         number = int(line.group(1)) if line else len(text.splitlines()) or None
         raise InputError(Problem(str(path), f"expected TOML, found a syntax error: {exc}", number)) from None
-    reader = _Reader(path, text)
-    sections: dict[str, dict] = {}
-    for name, value in raw.items():
-        if name == "pipelines":
-            continue
-        if name not in SCHEMA:
-            reader.problems.append(Problem(str(path), f"expected one of {', '.join(sorted([*SCHEMA, 'pipelines']))}, "
-                                           f"found unknown table [{name}]", None, f"$.{name}"))
-            continue
-        sections[name] = reader.values(name, value, SCHEMA[name], f"$.{name}")
-    for name in SCHEMA:
-        sections.setdefault(name, reader.values(name, {}, SCHEMA[name], f"$.{name}"))
-    pipelines = []
-    raw_pipelines = raw.get("pipelines", [])
-    if not isinstance(raw_pipelines, list):
-        reader.problems.append(Problem(str(path), "expected [[pipelines]] entries, found a single table", None, "$.pipelines"))
-        raw_pipelines = []
-    names = set()
-    for i, table in enumerate(raw_pipelines):
-        at = f"$.pipelines[{i}]"
-        values = reader.values("pipelines", table, PIPELINE_KEYS, at)
-        name, kind = values.pop("name"), values.pop("kind")
-        if not name:
-            reader.problems.append(Problem(str(path), "expected a pipeline name, found none", None, f"{at}.name"))
-        elif name in names:
-            reader.problems.append(Problem(str(path), f"expected unique pipeline names, found {name!r} twice", None, f"{at}.name"))
-        if kind not in PIPELINE_KINDS:
-            reader.problems.append(Problem(str(path), f"expected kind one of {', '.join(PIPELINE_KINDS)}, "
-                                           f"found {describe(kind)}", None, f"{at}.kind"))
-        names.add(name)
-        pipelines.append(PipelineConfig(name or f"pipeline-{i + 1}", kind or "", values))
-    audit = sections["audit"]
-    if audit["paraphrases"] < 1:
-        reader.problems.append(Problem(str(path), f"expected paraphrases >= 1, found {audit['paraphrases']}",
-                                       reader.line_of("audit", "paraphrases"), "$.audit.paraphrases"))
-    if reader.problems:
-        raise InputError(reader.problems)
+    entries = raw.get("pipelines")
+    names = [p["name"] for p in entries if isinstance(p, dict) and isinstance(p.get("name"), str)] \
+        if isinstance(entries, list) else []
+    root, error = None, None
+    try:
+        root = _Root.model_validate({**{section: {} for section in _SECTIONS}, **raw},
+                                    context={"path": path, "pipelines": names})
+    except ValidationError as exc:
+        error = exc
+    problems = _problems(path, text, raw, error)
+    if problems:
+        raise InputError(problems)
+    audit, defaults = root.audit, _option_defaults()
     return Config(
-        path=path, gold=audit["gold"], corpus=audit["corpus"], paraphrases=audit["paraphrases"],
-        seeds=tuple(audit["seeds"]), out=audit["out"] if isinstance(audit["out"], Path) else _beside(path, audit["out"]),
-        allow_cross_section=audit["allow_cross_section"],
-        cross_section_whitelist=tuple(frozenset(g) for g in audit["cross_section_whitelist"]),
-        offset_unit=audit["offset_unit"], workers=audit["workers"], model=sections["embedder"]["model"],
-        metrics=sections["metrics"], gate=sections["gate"], lambda_=sections["lambda"],
-        support=sections["support"], pipelines=tuple(pipelines),
+        path=path, gold=audit.gold, corpus=audit.corpus, paraphrases=audit.paraphrases, seeds=tuple(audit.seeds),
+        out=audit.out, allow_cross_section=audit.allow_cross_section,
+        cross_section_whitelist=tuple(frozenset(g) for g in audit.cross_section_whitelist),
+        offset_unit=audit.offset_unit, workers=audit.workers, model=root.embedder.model,
+        metrics=root.metrics.model_dump(), gate=root.gate.model_dump(), lambda_=root.lambda_.model_dump(),
+        support=root.support.model_dump(),
+        pipelines=tuple(PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
+                        for p in root.pipelines),
     )

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import unicodedata
 from pathlib import Path
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.errors import InputError, Problem, describe
 from ragaudit.io.fields import Fields
 from ragaudit.io.jsonl import BadLine, iter_json_lines
 from ragaudit.types import Corpus, Document, Section
@@ -77,6 +76,9 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     path = Path(path)
     if path.is_dir():
         return _load_directory(path)
+    if path.suffix in (".md", ".txt") and path.is_file():
+        raise InputError(Problem(str(path), f"expected a directory of .md/.txt files or a corpus.jsonl, "
+                                            f"found one {path.suffix} file (give the directory holding it)"))
     if path.exists() or path.suffix == ".jsonl":
         return _load_jsonl(path)
     raise InputError(Problem(str(path), "no such corpus: expected a directory of .md/.txt files or a corpus.jsonl"))
@@ -92,7 +94,10 @@ def text_document(doc_id: str, text: str, *, markdown: bool = True, title: str =
 
 
 def _load_directory(root: Path) -> Corpus:
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".md", ".txt"))
+    try:
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".md", ".txt") and p.is_file())
+    except OSError as exc:  # a symlink loop, or a folder that cannot be listed
+        raise InputError(Problem(exc.filename or str(root), f"cannot list the corpus directory: {exc.strerror}")) from None
     if not files:
         raise InputError(Problem(str(root), "expected .md or .txt files in the corpus directory, found none"))
     documents: dict[str, Document] = {}
@@ -105,10 +110,14 @@ def _load_directory(root: Path) -> Corpus:
                                                f"found {origin[doc_id].name} and {file.name}"))
             continue
         try:
-            with open(file, encoding="utf-8", newline="") as handle:
-                text = handle.read()
+            data = file.read_bytes()
+        except OSError as exc:
+            problems.append(Problem(str(file), f"cannot read corpus file: {exc.strerror}"))
+            continue
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            problems.append(Problem(str(file), f"expected UTF-8 text, found byte {exc.object[exc.start]:#04x} at offset {exc.start}"))
+            problems.append(_not_utf8(file, data, exc))
             continue
         documents[doc_id] = text_document(doc_id, text, markdown=file.suffix == ".md", title=file.stem,
                                           source_url=file.resolve().as_uri())
@@ -128,7 +137,7 @@ def _load_jsonl(file: Path) -> Corpus:
             problems.append(obj.problem)
             continue
         if not isinstance(obj, dict):
-            problems.append(Problem(name, "expected a document object, found " + type(obj).__name__, number))
+            problems.append(Problem(name, f"expected a document object, found {describe(obj)}", number))
             continue
         document = _document(Fields(obj, problems, file=name, line=number))
         if document is None:
@@ -151,31 +160,56 @@ def _document(fields: Fields) -> Document | None:
     title = fields.get("title", "string", default="")
     source_url = fields.get("source_url", "string")
     rev = fields.get("rev", "string")
-    sections = []
+    sections: list[Section] = []
     for i, raw in enumerate(fields.get("sections", "array", default=[])):
         at = f"{fields.at('sections')}[{i}]"
         if not isinstance(raw, dict):
-            fields.problem(at, f"expected a section object, found {json.dumps(raw)[:40]}")
+            fields.problem(at, f"expected a section object, found {describe(raw)}")
             continue
         section = Fields(raw, fields.problems, file=fields.file, line=fields.line, path=at)
         sid = section.get("section_id", "string", required=True)
         start = section.get("start", "integer", required=True)
         end = section.get("end", "integer", required=True)
+        section_title = section.get("title", "string", default="")
         if None in (sid, start, end):
             continue
         if text is not None and not 0 <= start < end <= len(text):
             fields.problem(at, f"expected 0 <= start < end <= {len(text)} (text length), found [{start}, {end}]")
             continue
-        sections.append(Section(sid, start, end, section.get("title", "string", default="")))
-    pages = []
-    for i, raw in enumerate(fields.get("pages", "array", default=[])):
-        if (isinstance(raw, list) and len(raw) == 2 and all(type(v) is int for v in raw)
-                and 0 <= raw[0] < raw[1]):
-            pages.append((raw[0], raw[1]))
+        previous = sections[-1] if sections else None
+        if any(s.section_id == sid for s in sections):
+            fields.problem(f"{at}.section_id", f"expected a section_id unique in the document, found {sid!r} again")
+        elif previous is not None and start < previous.end:
+            # Spans are checked against the one section they name: overlapping or unordered
+            # sections would let a span belong to two of them.
+            fields.problem(at, f"expected sections in text order without overlap (starting at or after "
+                               f"{previous.end}, the end of {previous.section_id!r}), found [{start}, {end}]")
         else:
-            fields.problem(f"{fields.at('pages')}[{i}]", f"expected [start, end] with 0 <= start < end, found {json.dumps(raw)[:40]}")
+            sections.append(Section(sid, start, end, section_title))
+    pages: list[tuple[int, int]] = []
+    for i, raw in enumerate(fields.get("pages", "array", default=[])):
+        at = f"{fields.at('pages')}[{i}]"
+        if not (isinstance(raw, list) and len(raw) == 2 and all(type(v) is int for v in raw)):
+            fields.problem(at, f"expected [start, end] integers, found {describe(raw)}")
+        elif text is not None and not 0 <= raw[0] < raw[1] <= len(text):
+            fields.problem(at, f"expected [start, end] with 0 <= start < end <= {len(text)} (text length), found {raw}")
+        elif pages and raw[0] < pages[-1][1]:
+            fields.problem(at, f"expected pages in text order without overlap (starting at or after {pages[-1][1]}, "
+                               f"where the page before ends), found {raw}")
+        else:
+            pages.append((raw[0], raw[1]))
     if len(fields.problems) > before or doc_id is None or text is None:
         return None
     if not sections:
         sections = [Section(PREAMBLE, 0, len(text), "")]
     return Document(doc_id, text, rev or revision(text), title, source_url, tuple(sections), tuple(pages))
+
+
+def _not_utf8(file: Path, data: bytes, exc: UnicodeDecodeError) -> Problem:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return Problem(str(file), "expected UTF-8 text, found UTF-16 (it starts with a UTF-16 byte order mark); "
+                                  "save the file as UTF-8")
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return Problem(str(file), f"expected UTF-8 text, found byte {data[exc.start]:#04x} at column {column} "
+                              f"(byte offset {exc.start})", line)

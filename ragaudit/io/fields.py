@@ -16,6 +16,10 @@ _KINDS = {
 }
 
 
+def _a(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
 class Fields:
     """Reads the fields of one JSON object; each bad field adds a Problem and yields None."""
 
@@ -32,10 +36,10 @@ class Fields:
         value = self.obj.get(name, _MISSING)
         if value is _MISSING or value is None:
             if required:
-                self.problem(self.at(name), f"expected a {kind}, found {'null' if value is None else 'nothing (required field)'}")
+                self.problem(self.at(name), f"expected {_a(kind)}, found {'null' if value is None else 'nothing (required field)'}")
             return default
         if not _KINDS[kind](value):
-            self.problem(self.at(name), f"expected a {kind}, found {describe(value)}")
+            self.problem(self.at(name), f"expected {_a(kind)}, found {describe(value)}")
             return default
         return value
 

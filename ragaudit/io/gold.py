@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ragaudit.errors import Problem
+from ragaudit.errors import Problem, describe
 from ragaudit.io.fields import Fields
 from ragaudit.io.jsonl import BadLine, iter_json_lines
 from ragaudit.types import UNITS, Anchor, Decoy, ExpectedCitation, GoldItem, Span
@@ -23,7 +23,7 @@ def read_gold(path: str | os.PathLike) -> tuple[list[GoldItem], list[Problem]]:
             problems.append(obj.problem)
             continue
         if not isinstance(obj, dict):
-            problems.append(Problem(name, "expected a gold item object, found " + type(obj).__name__, number))
+            problems.append(Problem(name, f"expected a gold item object, found {describe(obj)}", number))
             continue
         item = _item(Fields(obj, problems, file=name, line=number))
         if item is not None:
@@ -63,7 +63,7 @@ def _item(fields: Fields) -> GoldItem | None:
     for i, raw in enumerate(fields.get("expected_citations", "array", default=[])):
         at = f"{fields.at('expected_citations')}[{i}]"
         if not isinstance(raw, dict):
-            fields.problem(at, "expected a citation object {doc_id, start, end, unit}, found " + type(raw).__name__)
+            fields.problem(at, f"expected a citation object {{doc_id, start, end, unit}}, found {describe(raw)}")
             continue
         cite = Fields(raw, fields.problems, file=fields.file, line=fields.line, path=at)
         cite_doc = cite.get("doc_id", "string", required=True)

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import fields
 from typing import Any, Iterator
 
 import orjson
 
 from ragaudit.errors import describe
-from ragaudit.io.jsonl import BadLine, dump_line, iter_json_lines
+from ragaudit.io.jsonl import BadLine, dump_line, iter_json_values, scrub
 from ragaudit.types import (
-    REQUIRED_PAYLOAD_FIELDS, TRACE_SCHEMA, Answer, FieldError, LiveIndex, Offsets, Payload,
-    Segment, Step, Trace,
+    REQUIRED_PAYLOAD_FIELDS,
+    TRACE_SCHEMA,
+    Answer,
+    FieldError,
+    LiveIndex,
+    Offsets,
+    Payload,
+    Segment,
+    Step,
+    Trace,
 )
 
 _STRING_FIELDS = ("doc_id", "section_id", "snippet_id", "source_url", "index_hash",
@@ -33,11 +42,13 @@ def _is_number(value: Any) -> bool:
 def read_traces(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterator[Trace | BadLine]:
     """Stream the traces of a JSONL file; a defective line yields a BadLine and reading goes on."""
     name = os.fspath(path)
-    for number, obj in iter_json_lines(name):
+    # NaN and Infinity come through as None with a note each, so that they are reported field by
+    # field (`wrong_type`) and the rest of the trace is still checked.
+    for number, obj, notes in iter_json_values(name, finite=False):
         if isinstance(obj, BadLine):
             yield obj
         else:
-            yield parse_trace(obj, file=name, line=number, offset_unit=offset_unit)
+            yield parse_trace(obj, file=name, line=number, offset_unit=offset_unit, notes=notes)
 
 
 def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> list[Trace]:
@@ -53,93 +64,130 @@ def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> li
 
 
 def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
-                offset_unit: str = "char") -> Trace | BadLine:
-    def bad(message: str, path: str = "$") -> BadLine:
-        return BadLine(file or "<trace>", line or 0, message, path)
+                offset_unit: str = "char", notes: tuple[FieldError, ...] | None = None) -> Trace | BadLine:
+    """A trace object as a canonical Trace, or a BadLine when it is not a trace object at all.
 
+    `notes` are the values the JSON reader replaced (NaN, Infinity, lone surrogates); they become
+    field errors. Without them the object did not come through the reader (a pipeline's output,
+    say), so it is scrubbed here: no NaN or lone surrogate may reach a Trace, which must always
+    be writable as JSON and UTF-8.
+    """
+    if notes is None:
+        obj, notes = scrub(obj)
     if not isinstance(obj, dict):
-        return bad(f"expected a trace object, found {describe(obj)}")
-    schema = obj.get("schema")
+        return _bad(file, line, f"expected a trace object, found {describe(obj)}")
+    get = obj.get
+    schema = get("schema")
     if schema is not None and schema != TRACE_SCHEMA:
-        return bad(f"expected schema {TRACE_SCHEMA!r}, found {describe(schema)}", "$.schema")
-    qid = obj.get("qid")
+        return _bad(file, line, f"expected schema {TRACE_SCHEMA!r}, found {describe(schema)}", "$.schema")
+    qid = get("qid")
     if not isinstance(qid, str) or not qid:
-        return bad(f"expected a trace object with a string qid, found {describe(qid) if 'qid' in obj else 'no qid'}", "$.qid")
-    retrieved = obj.get("retrieved")
+        return _bad(file, line, "expected a trace object with a string qid, found "
+                    + (describe(qid) if "qid" in obj else "no qid"), "$.qid")
+    retrieved = get("retrieved")
     if retrieved is None:
         retrieved = []
     elif not isinstance(retrieved, list):
-        return bad(f"expected retrieved to be an array of payloads, found {describe(retrieved)}", "$.retrieved")
+        return _bad(file, line, f"expected retrieved to be an array of payloads, found {describe(retrieved)}",
+                    "$.retrieved")
 
-    errors: list[FieldError] = []
-
-    def typed(value: Any, path: str, expected: str, ok: bool) -> Any:
-        if value is None or ok:
-            return value
-        errors.append(FieldError(path, expected, describe(value)))
-        return None
-
-    variant = obj.get("variant", 0)
-    variant = typed(variant, "$.variant", "integer", type(variant) is int)
-    seed = obj.get("seed", 0)
-    seed = typed(seed, "$.seed", "integer", type(seed) is int)
-    unit = obj.get("offset_unit")
-    unit = typed(unit, "$.offset_unit", "string", isinstance(unit, str)) or offset_unit
+    errors: list[FieldError] = list(notes)
+    variant, seed, unit = get("variant", 0), get("seed", 0), get("offset_unit")
+    if type(variant) is not int:
+        variant = _wrong(errors, "$.variant", "integer", variant)
+    if type(seed) is not int:
+        seed = _wrong(errors, "$.seed", "integer", seed)
+    if not isinstance(unit, str):
+        unit = _wrong(errors, "$.offset_unit", "string", unit)
+    unit = unit or offset_unit
 
     payloads = []
     for i, raw in enumerate(retrieved):
         if isinstance(raw, dict):
-            payloads.append(_payload(raw, f"$.retrieved[{i}]", unit, errors))
+            payloads.append(_payload(raw, i, unit, errors))
         else:
             errors.append(FieldError(f"$.retrieved[{i}]", "payload object", describe(raw)))
 
-    strings = {}
-    for key in ("query", "config", "retriever_name", "retrieved_at"):
-        value = obj.get(key)
-        strings[key] = typed(value, f"$.{key}", "string", isinstance(value, str))
+    strings = [get(key) for key in _TRACE_STRINGS]
+    for i, value in enumerate(strings):
+        if value is not None and not isinstance(value, str):
+            strings[i] = _wrong(errors, f"$.{_TRACE_STRINGS[i]}", "string", value)
+    query, config, retriever_name, retrieved_at = strings
 
-    error = obj.get("error")
+    error = get("error")
     if error is not None and not isinstance(error, str):
-        error = json.dumps(error, sort_keys=True)
+        error = _as_text(error)
 
     return Trace(
         qid=qid, variant=variant or 0, seed=seed or 0, retrieved=tuple(payloads),
         index=_index(obj.get("index"), errors), answer=_answer(obj.get("answer"), errors),
         steps=_steps(obj.get("steps"), errors), error=error or None, offset_unit=unit,
-        field_errors=tuple(errors), file=file, line=line, **strings,
+        field_errors=tuple(errors), file=file, line=line, query=query, config=config,
+        retriever_name=retriever_name, retrieved_at=retrieved_at,
     )
 
 
-_PAYLOAD_FIELDS = (
-    *((key, "string") for key in _STRING_FIELDS), *((key, "number") for key in _NUMBER_FIELDS),
-    *((key, "integer") for key in _INTEGER_FIELDS),
-)
-_ACCEPTS = {"string": (str,), "number": (float, int), "integer": (int,)}
+_TRACE_STRINGS = ("query", "config", "retriever_name", "retrieved_at")
 
 
-def _payload(raw: dict, path: str, unit: str, errors: list[FieldError]) -> Payload:
-    get = raw.get
-    values: dict[str, Any] = {}
-    for key, kind in _PAYLOAD_FIELDS:
-        value = get(key)
-        if value is not None and type(value) not in _ACCEPTS[kind]:
-            errors.append(FieldError(f"{path}.{key}", kind, describe(value)))
-            value = None
-        values[key] = value
-    window = get("window")
-    if window is not None and type(window) is not dict:
-        errors.append(FieldError(f"{path}.window", "object {pre, post}", describe(window)))
-        window = None
-    offsets = get("offsets")
-    if type(offsets) is dict:
-        offsets = Offsets(offsets.get("start"), offsets.get("end"), offsets.get("unit", unit))
-    elif type(offsets) is list and len(offsets) == 2:
-        offsets = Offsets(offsets[0], offsets[1], unit)
-    elif offsets is not None:
-        errors.append(FieldError(f"{path}.offsets", "object {start, end, unit} or [start, end]", describe(offsets)))
-        offsets = None
-    missing = frozenset(f for f in REQUIRED_PAYLOAD_FIELDS if get(f) is None)
-    return Payload(offsets=offsets, window=window, missing=missing, **values)
+def _bad(file: str | None, line: int | None, message: str, path: str = "$") -> BadLine:
+    return BadLine(file or "<trace>", line or 0, message, path)
+
+
+def _wrong(errors: list[FieldError], path: str, expected: str, value: Any) -> None:
+    """Record a field of the wrong JSON type; the field then reads as absent."""
+    if value is not None:
+        errors.append(FieldError(path, expected, describe(value)))
+    return None
+
+
+_KIND_TYPES = {"string": frozenset({str}), "number": frozenset({float, int}), "integer": frozenset({int})}
+_NONE = type(None)
+# Payload's init fields in its positional order, each with the exact JSON types it accepts
+# (None = absent). Building a Payload positionally from one C-level pass over the keys is what
+# keeps the reader at hundreds of thousands of payloads per second.
+_ORDER = tuple(f.name for f in fields(Payload) if f.init and f.name != "missing")
+_KIND_OF = {**{k: "string" for k in _STRING_FIELDS}, **{k: "number" for k in _NUMBER_FIELDS},
+            **{k: "integer" for k in _INTEGER_FIELDS}}
+_ACCEPT = tuple(_KIND_TYPES[_KIND_OF[k]] | {_NONE} if k in _KIND_OF
+                else frozenset({dict, list, _NONE}) if k == "offsets" else frozenset({dict, _NONE})
+                for k in _ORDER)
+_EXPECTED = {**_KIND_OF, "offsets": "object {start, end, unit} or [start, end]", "window": "object {pre, post}"}
+_OFFSETS = _ORDER.index("offsets")
+_REQUIRED = len(REQUIRED_PAYLOAD_FIELDS)
+_NO_MISSING: frozenset[str] = frozenset()
+_WELL_TYPED: set[tuple[type, ...]] = set()  # type signatures already found valid
+if _ORDER[:_REQUIRED] != REQUIRED_PAYLOAD_FIELDS or set(_ORDER) != set(_EXPECTED):
+    # Positional construction would silently put values in the wrong fields.
+    raise ImportError("Payload's fields no longer match the trace reader's field table")
+
+
+def _payload(raw: dict, index: int, unit: str, errors: list[FieldError]) -> Payload:
+    values = list(map(raw.get, _ORDER))
+    # Absent is not wrong: a required field of the wrong type is a wrong_type error, not missing.
+    missing = (frozenset(k for k, v in zip(REQUIRED_PAYLOAD_FIELDS, values) if v is None)
+               if None in values[:_REQUIRED] else _NO_MISSING)
+    signature = tuple(map(type, values))
+    if signature not in _WELL_TYPED:
+        if all(map(frozenset.__contains__, _ACCEPT, signature)):
+            if len(_WELL_TYPED) < 4096:  # a few shapes in practice; bounded against hostile input
+                _WELL_TYPED.add(signature)
+        else:
+            for i, (key, value) in enumerate(zip(_ORDER, values)):
+                if type(value) not in _ACCEPT[i]:
+                    errors.append(FieldError(f"$.retrieved[{index}].{key}", _EXPECTED[key], describe(value)))
+                    values[i] = None
+    offsets = values[_OFFSETS]
+    if offsets is not None:
+        if type(offsets) is dict:
+            values[_OFFSETS] = Offsets(offsets.get("start"), offsets.get("end"), offsets.get("unit", unit))
+        elif len(offsets) == 2:
+            values[_OFFSETS] = Offsets(offsets[0], offsets[1], unit)
+        else:
+            errors.append(FieldError(f"$.retrieved[{index}].offsets", _EXPECTED["offsets"], describe(offsets)))
+            values[_OFFSETS] = None
+    values.append(missing)
+    return Payload(*values)
 
 
 def _index(raw: Any, errors: list[FieldError]) -> LiveIndex | None:
@@ -148,21 +196,23 @@ def _index(raw: Any, errors: list[FieldError]) -> LiveIndex | None:
     if not isinstance(raw, dict):
         errors.append(FieldError("$.index", "object", describe(raw)))
         return None
-    values = {}
-    for key in ("index_hash", "analyzer", "embed_model", "store"):
-        value = raw.get(key)
+    values = [raw.get(key) for key in _INDEX_FIELDS]
+    for i, value in enumerate(values):
         if value is not None and not isinstance(value, str):
-            errors.append(FieldError(f"$.index.{key}", "string", describe(value)))
-            value = None
-        values[key] = value
-    return LiveIndex(**values)
+            values[i] = _wrong(errors, f"$.index.{_INDEX_FIELDS[i]}", "string", value)
+    return LiveIndex(*values)
 
 
-def _citation_ids(raw: Any, path: str, errors: list[FieldError]) -> tuple[str, ...]:
+_INDEX_FIELDS = ("index_hash", "analyzer", "embed_model", "store")
+
+
+def _citation_ids(raw: Any, path: str, errors: list[FieldError], at: int = 0) -> tuple[str, ...]:
+    """Snippet ids cited by a segment or step; `path` is completed with `% at` only for an error,
+    since most lists have none."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        errors.append(FieldError(path, "array of snippet ids", describe(raw)))
+        errors.append(FieldError(path % at, "array of snippet ids", describe(raw)))
         return ()
     out = []
     for i, item in enumerate(raw):
@@ -171,7 +221,7 @@ def _citation_ids(raw: Any, path: str, errors: list[FieldError]) -> tuple[str, .
         if isinstance(item, str):
             out.append(item)
         else:
-            errors.append(FieldError(f"{path}[{i}]", "snippet id string", describe(item)))
+            errors.append(FieldError(f"{path % at}[{i}]", "snippet id string", describe(item)))
     return tuple(out)
 
 
@@ -188,27 +238,27 @@ def _answer(raw: Any, errors: list[FieldError]) -> Answer | None:
         errors.append(FieldError("$.answer.text", "string", describe(text)))
         text = None
     if answer_raw is not None and not isinstance(answer_raw, str):
-        answer_raw = json.dumps(answer_raw)
+        answer_raw = _as_text(answer_raw)
     segments = []
     raw_segments = raw.get("segments") or []
     if not isinstance(raw_segments, list):
         errors.append(FieldError("$.answer.segments", "array", describe(raw_segments)))
         raw_segments = []
     for i, item in enumerate(raw_segments):
-        path = f"$.answer.segments[{i}]"
         if not isinstance(item, dict):
-            errors.append(FieldError(path, "segment object", describe(item)))
+            errors.append(FieldError(f"$.answer.segments[{i}]", "segment object", describe(item)))
             continue
         seg = item.get("seg", i + 1)
         if type(seg) is not int:
-            errors.append(FieldError(f"{path}.seg", "integer", describe(seg)))
+            errors.append(FieldError(f"$.answer.segments[{i}].seg", "integer", describe(seg)))
             seg = i + 1
         seg_text = item.get("text")
         if not isinstance(seg_text, str):
             if seg_text is not None:
-                errors.append(FieldError(f"{path}.text", "string", describe(seg_text)))
+                errors.append(FieldError(f"$.answer.segments[{i}].text", "string", describe(seg_text)))
             seg_text = ""
-        segments.append(Segment(seg, seg_text, _citation_ids(item.get("citations"), f"{path}.citations", errors)))
+        segments.append(Segment(seg, seg_text, _citation_ids(item.get("citations"), "$.answer.segments[%d].citations",
+                                                             errors, i)))
     raw_keys: tuple[str, ...] = ()
     raw_citations = None
     if answer_raw and answer_raw.lstrip().startswith("{"):
@@ -221,6 +271,14 @@ def _answer(raw: Any, errors: list[FieldError]) -> Answer | None:
             if "citations" in parsed:
                 raw_citations = _flatten_citations(parsed["citations"])
     return Answer(answer_raw, text, tuple(segments), raw_citations, raw_keys)
+
+
+def _as_text(value: Any) -> str:
+    """A non-string `error` or `answer.raw` as JSON text; a pipeline's own objects may not be JSON."""
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def _flatten_citations(value: Any) -> tuple[str, ...]:
@@ -258,7 +316,7 @@ def _steps(raw: Any, errors: list[FieldError]) -> tuple[Step, ...]:
         intermediate = item.get("intermediate_answer")
         steps.append(Step(number, question if isinstance(question, str) else "",
                           intermediate if isinstance(intermediate, str) else "", confidence,
-                          _citation_ids(item.get("citations"), f"{path}.citations", errors)))
+                          _citation_ids(item.get("citations"), "$.steps[%d].citations", errors, i)))
     return tuple(steps)
 
 

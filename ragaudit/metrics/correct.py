@@ -10,7 +10,6 @@ from ragaudit.errors import clip
 from ragaudit.metrics.citation import RunView
 from ragaudit.types import Answer, Segment
 
-
 # How far below the best-supporting sentence of the cited text the anchor may be and still count
 # as the source of a segment: a short abstractive answer ("Within 1 hour of the departure.") can
 # be supported a little better by a sibling sentence that repeats its words.

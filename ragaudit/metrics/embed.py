@@ -7,6 +7,7 @@ Nothing is ever downloaded.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -131,8 +132,37 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+def _folder_state(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in folder.rglob("*") if p.is_file())
+
+
+def model_fingerprint(folder: Path, db=None) -> str:
+    """sha256 of a model folder's files (names and contents): two different models in folders of
+    the same name never share cached vectors. Remembered in `db` by the files' sizes and times, so
+    the weights are read once per machine, not once per run."""
+    folder = Path(folder).resolve()
+    state = json.dumps(_folder_state(folder))
+    if db is not None:
+        db.execute("CREATE TABLE IF NOT EXISTS fingerprints (folder TEXT PRIMARY KEY, state TEXT, digest TEXT)")
+        row = db.execute("SELECT state, digest FROM fingerprints WHERE folder = ?", (str(folder),)).fetchone()
+        if row and row[0] == state:
+            return row[1]
+    digest = hashlib.sha256()
+    for name, _, _ in json.loads(state):
+        digest.update(name.encode() + b"\0")
+        with open(folder / name, "rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    found = digest.hexdigest()[:16]
+    if db is not None:
+        db.execute("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)", (str(folder), state, found))
+    return found
+
+
 class CachedEncoder:
-    """An encoder with a persistent cache keyed by (model id, sha256 of the text).
+    """An encoder with a persistent cache keyed by (model, sha256 of the text); the model is its id
+    plus the fingerprint of its folder's contents, when it has a folder.
 
     A text repeated across variants, seeds, pipelines and runs is encoded once, ever. Lookups go
     to memory, then to an SQLite file; only the misses are encoded, in batches. Thread-safe.
@@ -148,6 +178,8 @@ class CachedEncoder:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))")
+        folder = getattr(encoder, "path", None)
+        self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self._db)}" if folder else self.model_id
         self._memory: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self.requested = self.hits = self.encoded = 0
@@ -167,7 +199,7 @@ class CachedEncoder:
                 self.encode_seconds += time.perf_counter() - started
                 self.encoded += len(todo)
                 self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                                     [(self.model_id, k, v.astype(np.float32).tobytes()) for k, v in zip(todo, vectors)])
+                                     [(self.cache_key, k, v.astype(np.float32).tobytes()) for k, v in zip(todo, vectors)])
                 self._memory.update(zip(todo, vectors))
             if not keys:
                 return np.zeros((0, 0), dtype=np.float32)
@@ -178,7 +210,7 @@ class CachedEncoder:
             chunk = keys[start:start + 500]
             rows = self._db.execute(
                 f"SELECT sha, vec FROM vectors WHERE model = ? AND sha IN ({','.join('?' * len(chunk))})",
-                [self.model_id, *chunk]).fetchall()
+                [self.cache_key, *chunk]).fetchall()
             for sha, blob in rows:
                 self._memory[sha] = np.frombuffer(blob, dtype=np.float32)
 

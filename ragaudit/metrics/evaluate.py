@@ -13,9 +13,21 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from ragaudit.metrics.correct import Agreement, Verdict, anchor_texts, answer_segments, judge
 from ragaudit.metrics.citation import RunView
-from ragaudit.metrics.delta_s import DEFAULT_READING, JOIN, delta_s_runs, payload_text, zone
+from ragaudit.metrics.correct import (
+    Agreement,
+    Verdict,
+    anchor_texts,
+    answer_segments,
+    judge,
+)
+from ragaudit.metrics.delta_s import (
+    DEFAULT_READING,
+    JOIN,
+    delta_s_runs,
+    payload_text,
+    zone,
+)
 from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.metrics.lam import RunPoint, chain_states, question_lambda
 from ragaudit.metrics.quantities import hallucinated

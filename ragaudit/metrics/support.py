@@ -11,7 +11,6 @@ a local CrossEncoder folder instead (`CrossEncoderScorer`, calibrated by the sam
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -169,7 +168,8 @@ def feature_rows(pairs: Sequence[tuple[str, Sequence[str]]], encoder: Encoder) -
 
 def load_params(path: Path = PARAMS_PATH) -> dict:
     """The shipped calibration, checked against the features this module computes."""
-    params = json.loads(Path(path).read_text(encoding="utf-8"))
+    from ragaudit.io.jsonl import read_json_file
+    params = read_json_file(Path(path), what="support params file")
     names = params.get("features", [])
     unknown = sorted(set(names) - set(FEATURES))
     if unknown or not names:
@@ -274,10 +274,11 @@ def _cross_encoder_config(path: Path) -> dict:
     elif not config_file.is_file():
         found = "a folder without config.json"
     else:
+        from ragaudit.io.jsonl import read_json_file
         try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
+            config = read_json_file(config_file, what="model config", expect=object, finite=False)
             found = "a config.json that is not an object"
-        except (OSError, ValueError) as exc:
+        except InputError as exc:
             found = f"an unreadable config.json ({exc})"
     if isinstance(config, dict):
         heads = config.get("architectures") or []
@@ -398,9 +399,7 @@ def make_support_scorer(model: str | None, *, params: str | None = None, encoder
             raise InputError(problem) from exc
     calibration = None
     if params:
-        try:
-            calibration = json.loads(Path(params).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(Problem(str(params), f"expected a calibration JSON file, found {exc}")) from exc
+        from ragaudit.io.jsonl import read_json_file
+        calibration = read_json_file(Path(params), what="calibration file")
         _check_calibration(calibration, str(params))
     return CrossEncoderScorer(model, calibration)

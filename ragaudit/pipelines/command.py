@@ -5,6 +5,14 @@ ragaudit writes one request per line on the child's stdin (`{"k", "qid", "query"
 A request that times out, crashes the child or gets a line that is not a trace becomes a
 `pipeline_error` trace, and the next request gets a fresh child. A child that never answers,
 `max_start_failures` times in a row, is a PipelineStartError (exit 4).
+
+Each child runs in a process group of its own, so that killing the group also ends the processes
+it started. That also means it does not die with ragaudit: a helper process (`_Watcher`), one per
+ragaudit process, holds the list of live groups and kills them when its stdin reaches end of file,
+which happens when ragaudit exits or is killed, even by SIGKILL. (PR_SET_PDEATHSIG would reach only
+the child, not its own children, and fires when the *thread* that started the child ends, which
+for a child restarted by a worker thread is long before ragaudit does.) `kill()` ends every
+child of a pipeline at once, from a signal handler or another thread.
 """
 from __future__ import annotations
 
@@ -14,16 +22,89 @@ import queue
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 
 from ragaudit.errors import PipelineStartError, UsageError, clip
-from ragaudit.pipelines.base import Request, error_trace, trace_from_output
+from ragaudit.io.jsonl import JsonDefect, decode
+from ragaudit.pipelines.base import (
+    Request,
+    check_timeout,
+    error_trace,
+    trace_from_output,
+)
 from ragaudit.types import LiveIndex, Trace
 
 STDERR_TAIL_BYTES = 2048
 CLOSE_GRACE_S = 2.0
 _EOF = object()
+
+# The watcher: "+PGID" adds a group, "-PGID" drops it; at end of input it kills what is left.
+# SIGINT is ignored so that a ctrl-C reaching it by accident cannot end the watch early.
+_WATCHER = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+groups = set()
+for line in sys.stdin.buffer:
+    op, pgid = line[:1], line[1:].strip()
+    if pgid.isdigit():
+        (groups.add if op == b"+" else groups.discard)(int(pgid))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Watcher:
+    """Kills the process groups of command children when ragaudit dies, however it dies.
+
+    Its stdin pipe's write end is held only by ragaudit's process (it is not inherited by other
+    children), so the kernel closes it exactly when ragaudit ends. Without a watcher (it could not
+    start) children are still ended by `close()` and `kill()`; only ragaudit's own death leaks them.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+        self._owner: int | None = None
+        self._groups: set[int] = set()  # what a new watcher must be told, should the last one be gone
+
+    def watch(self, pgid: int) -> None:
+        self._send(pgid, b"+")
+
+    def forget(self, pgid: int) -> None:
+        self._send(pgid, b"-")
+
+    def _send(self, pgid: int, op: bytes) -> None:
+        if os.name != "posix" or not sys.executable:
+            return
+        with self._lock:
+            if self._owner is not None and self._owner != os.getpid():
+                self._groups.clear()  # a forked copy of ragaudit: its parent's groups are not its own
+            (self._groups.add if op == b"+" else self._groups.discard)(pgid)
+            try:
+                process, fresh = self._running()
+                lines = [b"+%d\n" % g for g in self._groups] if fresh else [op + b"%d\n" % pgid]
+                process.stdin.write(b"".join(lines))
+                process.stdin.flush()
+            except (OSError, ValueError):
+                self._process = None  # gone: the next call starts a new one and tells it every group
+
+    def _running(self) -> tuple[subprocess.Popen, bool]:
+        # A forked copy of ragaudit must not write into its parent's watcher.
+        if self._process is not None and self._owner == os.getpid() and self._process.poll() is None:
+            return self._process, False
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)  # out of reach of ctrl-C and killpg
+        self._owner = os.getpid()
+        return self._process, True
+
+
+_watcher = _Watcher()
 
 
 class _Child:
@@ -36,6 +117,7 @@ class _Child:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
             env=env, start_new_session=os.name == "posix",  # its own group, so a kill reaches its children
         )
+        _watcher.watch(self.process.pid)
         self.answered = False
         self.lines: queue.Queue = queue.Queue()
         self._tail = bytearray()
@@ -94,7 +176,11 @@ class _Child:
                 return
 
     def stop(self, grace_s: float) -> int:
-        """End the child: close stdin and wait up to `grace_s`, then kill its group. Returns the exit code."""
+        """End the child: close stdin and wait up to `grace_s`, then kill its group. Returns the exit code.
+
+        Processes the child started and left behind in its group are killed too: nothing of a
+        command outlives the pipeline that ran it.
+        """
         try:
             self.process.stdin.close()
         except OSError:
@@ -102,12 +188,12 @@ class _Child:
         try:
             self.process.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            self.kill_group()
+            self._signal_group()
             self.process.wait()
-        if not self._join_readers():
-            # The child is gone but a process it started still holds the pipes open.
-            self.kill_group()
-            self._join_readers()
+        # The leader is reaped now; its group lives on while any member does.
+        self._signal_group()
+        self._join_readers()
+        _watcher.forget(self.process.pid)
         if not any(thread.is_alive() for thread in self._threads):
             # Closing a pipe a reader thread is blocked on could hang; a stuck daemon thread is harmless.
             self.process.stdout.close()
@@ -124,12 +210,20 @@ class _Child:
         return self.stop(grace_s=CLOSE_GRACE_S)
 
     def kill_group(self) -> None:
+        """SIGKILL to the child's group, unless the child is reaped already (its id may be reused).
+
+        Takes no lock and does not wait, so it may run in a signal handler or any thread.
+        """
+        if self.process.returncode is None:
+            self._signal_group()
+
+    def _signal_group(self) -> None:
         try:
             if os.name == "posix":
                 os.killpg(self.process.pid, signal.SIGKILL)
-            else:
+            elif self.process.returncode is None:
                 self.process.kill()
-        except (ProcessLookupError, PermissionError):
+        except OSError:  # no such group any more, or not ours
             pass
 
 
@@ -148,13 +242,11 @@ class CommandPipeline:
         if not isinstance(command, (list, tuple)) or not command or not all(isinstance(c, str) for c in command):
             raise UsageError(f"pipeline {name!r}: the 'command' parameter must be a non-empty list of strings. "
                              f"Got {command!r} instead.")
-        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or timeout_s <= 0:
-            raise UsageError(f"pipeline {name!r}: the 'timeout_s' parameter must be a number > 0. "
-                             f"Got {timeout_s!r} instead.")
+        timeout_s = check_timeout(name, timeout_s)
         if type(max_start_failures) is not int or max_start_failures < 1:
             raise UsageError(f"pipeline {name!r}: the 'max_start_failures' parameter must be an int in [1, inf). "
                              f"Got {max_start_failures!r} instead.")
-        self.name, self.command, self.timeout_s = name, list(command), float(timeout_s)
+        self.name, self.command, self.timeout_s = name, list(command), timeout_s
         self.cwd, self.offset_unit, self.max_start_failures = cwd, offset_unit, max_start_failures
         self.shown = shlex.join(self.command)
         self._index: LiveIndex | None = None
@@ -162,6 +254,9 @@ class CommandPipeline:
         self._failures_before_answer = 0
         self._broken: str | None = None
         self._closed = False
+        self._killed = False
+        # Every child not yet reaped, for kill(); set.add/discard and list(set) are atomic under the GIL.
+        self._children: set[_Child] = set()
         self._child: _Child | None = self._start()
 
     @property
@@ -173,11 +268,18 @@ class CommandPipeline:
         """The index of the most recent good trace; the child reports it only by answering."""
         return self._index
 
+    @property
+    def killed(self) -> bool:
+        """True once `kill()` was called: runs in flight then end as errors that say so."""
+        return self._killed
+
     def run(self, request: Request) -> Trace:
         if self._broken is not None:
             raise PipelineStartError(self._broken)
         if self._closed:
             return error_trace(self.name, request, f"pipeline {self.name!r} is closed")
+        if self._killed:
+            return error_trace(self.name, request, f"pipeline {self.name!r} was killed")
         if self._child is not None and self._child.answered and self._child.exited():
             # It died after its last answer: that is no fault of this request.
             self._discard_child(kill=False)
@@ -215,11 +317,30 @@ class CommandPipeline:
         finally:
             watchdog.cancel()
 
-    def close(self) -> None:
+    def close(self) -> str | None:
+        """End the child: end of input, then SIGKILL to its group after CLOSE_GRACE_S. Never raises;
+        returns a warning when ending it went wrong."""
         if self._closed:
-            return
+            return None
         self._closed = True
-        self._discard_child(kill=False)
+        try:
+            self._discard_child(kill=False)
+        except Exception as exc:  # every run has finished: report, do not lose them
+            self.kill()
+            return f"pipeline {self.name!r}: closing {self.shown} failed: {type(exc).__name__}: {exc}"
+        return None
+
+    def kill(self) -> None:
+        """Kill every child of this pipeline now, with its whole process group, and start no other.
+
+        For SIGINT/SIGTERM: it sends SIGKILL and returns without waiting or taking a lock, so it
+        is safe in a signal handler and from any thread, and calling it again does nothing new.
+        A run in flight ends as a `pipeline_error` saying the child was killed; later runs are
+        errors too. `close()` still reaps the children afterwards.
+        """
+        self._killed = True
+        for child in list(self._children):
+            child.kill_group()
 
     def __enter__(self) -> CommandPipeline:
         return self
@@ -231,19 +352,25 @@ class CommandPipeline:
 
     def _start(self) -> _Child:
         try:
-            return _Child(self.command, self.cwd)
+            child = _Child(self.command, self.cwd)
         except OSError as exc:
             where = f" in {self.cwd}" if self.cwd else ""
             reason = exc.strerror or str(exc)
             if exc.filename is not None:
                 reason += f": {exc.filename!r}"
             raise PipelineStartError(f"pipeline {self.name!r}: cannot start {self.shown}{where}: {reason}") from exc
+        self._children.add(child)
+        if self._killed:  # kill() ran while this child was being started
+            child.kill_group()
+        return child
 
     def _discard_child(self, *, kill: bool) -> int | None:
         child, self._child = self._child, None
         if child is None:
             return None
-        return child.kill() if kill else child.stop(grace_s=CLOSE_GRACE_S)
+        code = child.kill() if kill else child.stop(grace_s=CLOSE_GRACE_S)
+        self._children.discard(child)  # only once it is reaped: until then kill() must still reach it
+        return code
 
     def _answer(self, request: Request, raw: bytes) -> Trace | None:
         """The trace for one stdout line, or None for a line to skip (blank, or another run's answer)."""
@@ -251,11 +378,14 @@ class CommandPipeline:
         if not text:
             return None
         try:
-            output = json.loads(text)
-        except json.JSONDecodeError as exc:
+            # the shared reader: deep nesting, duplicate keys and lone surrogates are located defects;
+            # NaN and Infinity become null, and the trace reader reports the field
+            output, _ = decode(text.encode("utf-8"), finite=False)
+        except JsonDefect as exc:
             self._mark_answered()
+            where = f" at column {exc.column}" if exc.column else ""
             return error_trace(self.name, request, f"expected one JSON trace per line on stdout of {self.shown}, "
-                                                   f"found {clip(text, 80)!r} ({exc.msg} at column {exc.colno})")
+                                                   f"found {clip(text, 80)!r} ({exc.syntax or exc.message}{where})")
         if isinstance(output, dict) and _answers_other_run(output, request):
             return None
         self._mark_answered()
@@ -286,6 +416,9 @@ class CommandPipeline:
         return self._failed(request, f"{self.shown} {what}: it {ended}", child.stderr_tail)
 
     def _failed(self, request: Request, message: str, tail: str) -> Trace:
+        if self._killed:  # the child died of kill(), not of this request: no start failure either
+            return error_trace(self.name, request, f"{self.shown} was killed before answering: "
+                                                   f"pipeline {self.name!r} was stopped")
         if tail:
             message += f"; stderr: {tail}"
         if not self._ever_answered:

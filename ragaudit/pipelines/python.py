@@ -3,66 +3,172 @@
 `factory` is `"module:callable"` or the name of an entry point in the `ragaudit.pipelines`
 group. The callable gets the config's `options` as keyword arguments and returns an object with
 `index_info()` and `run(query, *, seed, k)`; `run` returns a trace dict (or a Trace).
+
+User code runs in ragaudit's process, so nothing it raises may end ragaudit: every call into the
+object (`index_info`, `run`, `close`) runs in a daemon thread of its own and anything it raises,
+`SystemExit` and `KeyboardInterrupt` included, becomes that run's `pipeline_error` (or, for
+`close`, a warning). A real ctrl-C is delivered to the main thread, never to these threads, so it
+still stops ragaudit.
+
+`timeout_s` bounds each run. Python cannot kill a thread: a call that times out is abandoned and
+may still be running. The object is kept, and the next call waits (within its own timeout) until
+the abandoned one has returned, so the object is never entered by two calls at once: one
+instance per worker is what lets a user write it without locks, and calling the factory again
+would build a second copy of whatever the first one holds (an index, a model, a connection) while
+the first is still busy with it. A call that never returns makes every later run of that
+instance time out after `timeout_s`, rather than hang.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from typing import Any
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from ragaudit.errors import PipelineStartError, describe
-from ragaudit.pipelines.base import Request, error_trace, trace_from_output
+from ragaudit.pipelines.base import (
+    Request,
+    check_timeout,
+    error_trace,
+    trace_from_output,
+    without_surrogates,
+)
 from ragaudit.types import LiveIndex, Trace
 
 ENTRY_POINT_GROUP = "ragaudit.pipelines"
 INDEX_KEYS = ("index_hash", "analyzer", "embed_model", "store")
 
 
+class CallTimedOut(Exception):
+    """A call into the user's object did not return within the timeout."""
+
+
+class _Calls:
+    """Calls into one user object, one at a time, each in a daemon thread waited on for at most a timeout."""
+
+    def __init__(self, timeout_s: float, name: str):
+        self.timeout_s, self.name = timeout_s, name
+        self._idle = threading.Lock()  # held while a call runs, released by the thread that ran it
+
+    def call(self, what: str, fn: Callable[[], Any], *, wait_for_idle: bool = True) -> tuple[Any, BaseException | None]:
+        """`(fn()'s result, None)`, or `(None, what fn raised)`; CallTimedOut when it does not finish in time.
+
+        What `fn` raised is returned, not raised, so that the caller's handlers can only ever see
+        user failures: a real ctrl-C while this thread waits propagates as usual.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        if not self._idle.acquire(timeout=self.timeout_s if wait_for_idle else 0):
+            raise CallTimedOut(f"{what} timed out after {self.timeout_s:g} s waiting for an earlier call "
+                               f"that timed out and is still running")
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included (SPEC §5)
+                outcome["error"] = exc
+            finally:
+                self._idle.release()
+                done.set()
+
+        try:
+            threading.Thread(target=work, name=f"ragaudit-python-{self.name}", daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had: this call fails, the object stays usable
+            self._idle.release()
+            return None, exc
+        if not done.wait(max(deadline - time.monotonic(), 0)):
+            raise CallTimedOut(f"{what} timed out after {self.timeout_s:g} s; the call was abandoned "
+                               f"and may still be running")
+        return outcome.get("value"), outcome.get("error")
+
+
+def exception_text(exc: BaseException) -> str:
+    """`Type: message` for an exception from user code, whose `__str__` may itself fail."""
+    try:
+        message = str(exc)
+    except (Exception, SystemExit):  # a broken __str__ must not hide the failure it reports
+        message = "<the exception's message could not be read>"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 class PythonPipeline:
-    def __init__(self, name: str, factory: str, options: dict | None = None, *, offset_unit: str = "char"):
+    def __init__(self, name: str, factory: str, options: dict | None = None, *, offset_unit: str = "char",
+                 timeout_s: float = 30.0, search_path: str | None = None):
         self.name, self.factory, self.offset_unit = name, factory, offset_unit
-        make = load_factory(name, factory)
+        self.timeout_s = check_timeout(name, timeout_s)
+        make = load_factory(name, factory, search_path=search_path)
         options = dict(options or {})
         try:
             self.target = make(**options)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a factory calling sys.exit() must not end ragaudit
             raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} failed when called with "
-                                     f"options {sorted(options)}: {type(exc).__name__}: {exc}") from exc
+                                     f"options {sorted(options)}: {exception_text(exc)}") from exc
         if not callable(getattr(self.target, "run", None)):
             raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} must return an object with "
                                      f"run(query, *, seed, k), found {type(self.target).__name__} without run")
+        self._calls = _Calls(self.timeout_s, name)
         self._index: LiveIndex | None = None
         self._closed = False
 
     def index_info(self) -> LiveIndex | None:
         """The user's index as of now; the last one seen when it cannot be read.
 
-        The runner asks once more after `close()` to record index hashes in the manifest, when
-        the user's object may be gone, so this never raises.
+        The runner asks once more after the runs to record index hashes in the manifest, when the
+        object may be busy with an abandoned call or gone, so this never raises and never waits
+        for an earlier call.
         """
         if not self._closed:
             try:
-                self._index = self._read_index()
-            except Exception:
-                pass
+                index, failed = self._calls.call("index_info()", self._read_index, wait_for_idle=False)
+            except CallTimedOut:
+                return self._index
+            if failed is None:
+                self._index = index
         return self._index
 
     def run(self, request: Request) -> Trace:
-        index = None
-        try:
-            index = self._index = self._read_index()
-            output = self.target.run(request.query, seed=request.seed, k=request.k)
-            return trace_from_output(self.name, request, output, offset_unit=self.offset_unit, index=index)
-        except Exception as exc:  # any failure of user code is this run's pipeline_error, never the runner's
-            return error_trace(self.name, request, f"{type(exc).__name__}: {exc}", index)
-
-    def close(self) -> None:
         if self._closed:
-            return
+            return error_trace(self.name, request, f"pipeline {self.name!r} is closed")
+        seen: dict[str, LiveIndex | None] = {}
+
+        def call() -> Any:
+            seen["index"] = self._read_index()
+            return self.target.run(request.query, seed=request.seed, k=request.k)
+
+        try:
+            output, failed = self._calls.call("run()", call)
+        except CallTimedOut as exc:
+            return error_trace(self.name, request, str(exc), seen.get("index"))
+        if "index" in seen:
+            self._index = seen["index"]
+        index = seen.get("index")
+        if failed is not None:
+            return error_trace(self.name, request, exception_text(failed), index)
+        try:
+            return trace_from_output(self.name, request, output, offset_unit=self.offset_unit, index=index)
+        except Exception as exc:  # output whose own methods fail (a dict subclass, say) fails this run only
+            return error_trace(self.name, request, f"cannot read the output of run(): {exception_text(exc)}", index)
+
+    def close(self) -> str | None:
+        """Call the object's `close()`, if it has one. Never raises: what went wrong comes back as a
+        warning to show, since every run has finished by now and their traces are safe."""
+        if self._closed:
+            return None
         self._closed = True
         close = getattr(self.target, "close", None)
-        if callable(close):
-            close()
+        if not callable(close):
+            return None
+        try:
+            _, failed = self._calls.call("close()", close)
+        except CallTimedOut as exc:
+            return f"pipeline {self.name!r}: {exc}"
+        if failed is not None:
+            return f"pipeline {self.name!r}: close() raised {exception_text(failed)}"
+        return None
 
     def _read_index(self) -> LiveIndex | None:
         read = getattr(self.target, "index_info", None)
@@ -70,25 +176,39 @@ class PythonPipeline:
 
 
 def as_live_index(value: Any) -> LiveIndex | None:
-    """`index_info()` output (a LiveIndex, a dict of INDEX_KEYS, or None) as a LiveIndex."""
-    if value is None or isinstance(value, LiveIndex):
-        return value
-    if not isinstance(value, dict):
-        raise TypeError(f"index_info() must return a dict {{{', '.join(INDEX_KEYS)}}}, a LiveIndex or None, "
-                        f"found {describe(value)}")
-    for key in INDEX_KEYS:
-        if value.get(key) is not None and not isinstance(value[key], str):
-            raise TypeError(f"index_info()[{key!r}] must be a string, found {describe(value[key])}")
-    return LiveIndex(**{key: value.get(key) for key in INDEX_KEYS})
+    """`index_info()` output as a LiveIndex: None; a mapping with the INDEX_KEYS; or an object with
+    those four attributes (a LiveIndex, the adapters' `IndexInfo`, a user's own dataclass).
+
+    Missing mapping keys are None; every value must be a string or None.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        fields = {key: value.get(key) for key in INDEX_KEYS}
+    elif all(hasattr(value, key) for key in INDEX_KEYS):
+        fields = {key: getattr(value, key) for key in INDEX_KEYS}
+    else:
+        raise TypeError(f"index_info() must return None, a dict {{{', '.join(INDEX_KEYS)}}} or an object with "
+                        f"those attributes (a LiveIndex or an IndexInfo), found {describe(value)}")
+    for key, field in fields.items():
+        if field is not None and not isinstance(field, str):
+            raise TypeError(f"index_info() {key} must be a string, found {describe(field)}")
+    return without_surrogates(LiveIndex(**fields))
 
 
-def load_factory(name: str, factory: str):
-    """The callable named by `"module:callable"` or by an entry point; PipelineStartError if there is none."""
+def load_factory(name: str, factory: str, *, search_path: str | None = None):
+    """The callable named by `"module:callable"` or by an entry point; PipelineStartError if there is none.
+
+    The module is imported from `sys.path` (an installed package, or a module in a folder on
+    PYTHONPATH), and else from `search_path` (the config's folder, so a module beside the config
+    loads). That folder is on `sys.path` only while the module is imported, and last, so it never
+    shadows an installed package and leaves the process as it found it.
+    """
     if not isinstance(factory, str) or not factory.strip():
         raise PipelineStartError(f"pipeline {name!r}: factory must be \"module:callable\" or an entry-point "
                                  f"name in group {ENTRY_POINT_GROUP!r}, found {describe(factory)}")
     if ":" in factory:
-        make = _from_module(name, factory)
+        make = _from_module(name, factory, search_path)
     else:
         make = _from_entry_point(name, factory)
     if not callable(make):
@@ -97,15 +217,26 @@ def load_factory(name: str, factory: str):
     return make
 
 
-def _from_module(name: str, factory: str):
+def _import(module_name: str, search_path: str | None):
+    added = search_path is not None and search_path not in sys.path
+    if added:
+        sys.path.append(search_path)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        if added:
+            sys.path.remove(search_path)
+
+
+def _from_module(name: str, factory: str, search_path: str | None = None):
     module_name, _, attribute = factory.partition(":")
     if not module_name or not attribute:
         raise PipelineStartError(f"pipeline {name!r}: factory must be \"module:callable\", found {factory!r}")
     try:
-        target = importlib.import_module(module_name)
-    except Exception as exc:  # a broken user module can raise anything while importing
+        target = _import(module_name, search_path)
+    except (Exception, SystemExit) as exc:  # a broken user module can raise anything while importing
         raise PipelineStartError(f"pipeline {name!r}: cannot import module {module_name!r} for factory "
-                                 f"{factory!r}: {type(exc).__name__}: {exc}") from exc
+                                 f"{factory!r}: {exception_text(exc)}") from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -126,6 +257,6 @@ def _from_entry_point(name: str, factory: str):
     entry = matches[0]
     try:
         return entry.load()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise PipelineStartError(f"pipeline {name!r}: cannot load entry point {factory!r} = {entry.value!r}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+                                 f"{exception_text(exc)}") from exc

@@ -1,6 +1,8 @@
 """The replay pipeline: recorded traces, matched to gold runs by (qid, variant, seed).
 
 A run with no recorded trace becomes a `pipeline_error` trace saying so; nothing is invented.
+A recording's strings may hold lone surrogates (`"\\ud800"` is valid JSON): they become U+FFFD
+here, as for live pipelines, so the run's traces file stays writable.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import os
 from ragaudit.errors import InputError
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import read_traces
-from ragaudit.pipelines.base import Request, error_trace
+from ragaudit.pipelines.base import Request, error_trace, without_surrogates
 from ragaudit.types import LiveIndex, RunKey, Trace
 
 
@@ -23,6 +25,7 @@ class ReplayPipeline:
             if isinstance(item, BadLine):
                 bad.append(item)
             else:
+                item = without_surrogates(item)
                 self.recorded.setdefault(item.key, item)  # the first recording of a run wins
         if bad:
             raise InputError([b.problem for b in bad])
@@ -31,8 +34,8 @@ class ReplayPipeline:
     def index_info(self) -> LiveIndex | None:
         return self._index
 
-    def close(self) -> None:
-        pass
+    def close(self) -> str | None:
+        return None
 
     def run(self, request: Request) -> Trace:
         trace = self.recorded.get(RunKey(request.qid, request.variant, request.seed))

@@ -1,46 +1,37 @@
 """Everything a run directory holds besides its traces is built here, from the traces alone, so
-that `ragaudit report RUN_DIR` rebuilds it identically."""
+that `ragaudit report RUN_DIR` rebuilds it identically. Every file is written to a temporary name
+and renamed into place, so a crash or a full disk never leaves half an output; the stored traces
+are only read."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from ragaudit import rundir
+from ragaudit.io.files import write_atomic
 from ragaudit.io.jsonl import dump_line
 from ragaudit.io.traces import read_trace_file
 
-MANIFEST = "manifest.json"
 
-
-def load_manifest(run_dir: Path) -> dict:
-    return json.loads((Path(run_dir) / MANIFEST).read_text(encoding="utf-8"))
-
-
-def update_manifest(run_dir: Path, **fields) -> dict:
-    manifest = load_manifest(run_dir)
-    manifest.update(fields)
-    (Path(run_dir) / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return manifest
+def dumps(value) -> str:
+    """A report-like value as JSON text; NaN and infinities are refused (JSON has none)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
 def write_json(path: Path, value) -> None:
-    path.write_text(json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n",
-                    encoding="utf-8")
+    write_atomic(path, dumps(value))
 
 
 def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
     """Audit the stored traces of `run_dir`, then write every output. Returns the report."""
     from ragaudit.audit import audit, report_of
     from ragaudit.report import html, junit, logs, markdown
-    from ragaudit.runner import sha256_file
 
     run_dir = Path(run_dir)
-    result = audit(read_trace_file(run_dir / "traces.jsonl"), subject, baseline=baseline)
-    manifest = update_manifest(run_dir, traces_sha256=sha256_file(run_dir / "traces.jsonl"),
-                               embed_model_id=subject.encoder.model_id)
+    result = audit(read_trace_file(run_dir / rundir.TRACES), subject, baseline=baseline)
+    manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
     report = report_of(result, subject, manifest)
-    with open(run_dir / "issues.jsonl", "w", encoding="utf-8") as out:
-        for issue in result.issues:
-            out.write(dump_line(issue.to_dict()) + "\n")
+    write_atomic(run_dir / "issues.jsonl", "".join(dump_line(i.to_dict()) + "\n" for i in result.issues))
     write_json(run_dir / "report.json", report)
     table = logs.rows(report, result.traces)
     logs.write_log(run_dir / "traces.log", table)
@@ -50,6 +41,7 @@ def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
     html.write_html(run_dir / "report.html", report)
     if len(report["summary"]["pipelines"]) > 1:
         write_comparison(run_dir, [report])
+    rundir.stamp_outputs(run_dir)
     return report
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from ragaudit.io.files import write_atomic
+
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2433}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}table{border-collapse:collapse;width:100%;margin:.5rem 0}
 th,td{padding:.35rem .6rem;border-bottom:1px solid #e3e6ec;text-align:right}th:first-child,td:first-child{text-align:left}
@@ -49,4 +51,4 @@ def render_compare(result: dict) -> str:
 
 
 def write_compare_html(path: Path, result: dict) -> None:
-    path.write_text(render_compare(result), encoding="utf-8")
+    write_atomic(path, render_compare(result))

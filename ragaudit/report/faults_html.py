@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from ragaudit.io.files import write_atomic
 from ragaudit.report.compare_html import STYLE
 
 EXTRA = """body{max-width:1500px}.caught{background:#e3f6e8}.missed{background:#fde7e7}td.l{text-align:left}
@@ -51,4 +52,4 @@ def render_faults(result: dict) -> str:
 
 
 def write_faults_html(path: Path, result: dict) -> None:
-    Path(path).write_text(render_faults(result), encoding="utf-8")
+    write_atomic(path, render_faults(result))

@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 
 from ragaudit.io.config import SCHEMA
+from ragaudit.io.files import write_atomic
 from ragaudit.metrics.delta_s import ZONES
 from ragaudit.metrics.lam import SYMBOLS
 from ragaudit.report import charts
@@ -501,4 +502,4 @@ def render_html(report: dict) -> str:
 
 
 def write_html(path: Path, report: dict) -> None:
-    Path(path).write_text(render_html(report), encoding="utf-8")
+    write_atomic(path, render_html(report))

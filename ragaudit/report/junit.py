@@ -1,8 +1,22 @@
-"""`junit.xml`: one testcase per question (per pipeline) and one per gate check."""
+"""`junit.xml`: one testcase per question (per pipeline) and one per gate check.
+
+XML 1.0 cannot hold most control characters (nor lone surrogates), even escaped; text that comes
+from traces passes through `xml_safe` so one stray byte in a qid cannot make the file invalid.
+"""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from xml.etree import ElementTree as ET
+
+from ragaudit.io.files import atomic_path
+
+_NOT_XML = re.compile("[^\u0009\u000A\u000D\u0020-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+
+
+def xml_safe(text) -> str:
+    """`text` without the characters XML 1.0 cannot hold (each becomes U+FFFD)."""
+    return _NOT_XML.sub("\ufffd", str(text))
 
 
 def _fmt(value) -> str:
@@ -41,5 +55,10 @@ def write_junit(path: Path, report: dict) -> None:
         cases = suite.findall("testcase")
         suite.set("tests", str(len(cases)))
         suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    for element in root.iter():
+        element.attrib.update({k: xml_safe(v) for k, v in element.attrib.items()})
+        if element.text:
+            element.text = xml_safe(element.text)
     ET.indent(root)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    with atomic_path(path) as tmp:
+        ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)

@@ -1,9 +1,25 @@
 """`summary.md`: the verdict and the failing checks, for a pull-request comment or a CI summary."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from ragaudit.io.files import write_atomic
+
 SHOWN = ("citation_match", "coverage", "delta_s_qr", "correct", "mrr", "support")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()|~!])")
+
+
+def md(text) -> str:
+    """Text from traces and configs as inert markdown: markup characters backslash-escaped, HTML
+    special characters as entities, line breaks as spaces (a table row stays one row), control
+    characters as U+FFFD."""
+    text = " ".join(_CONTROL.sub("\ufffd", str(text)).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def _fmt(value) -> str:
@@ -27,19 +43,22 @@ def render_summary(report: dict) -> str:
         lam = p["lambda"]
         mine = [c for c in gate["checks"] if c["pipeline"] == name]
         verdict = "not gated" if not mine else "passed" if all(c["passed"] for c in mine) else "failed"
-        lines.append(f"| {name} | {verdict} | " + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
+        lines.append(f"| {md(name)} | {verdict} | " + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
                      + f" | {p.get('errored', 0)} | {p.get('hallucinating_runs', 0)} | {lam['convergent']}/{p['questions']} |")
     failed = [c for c in gate["checks"] if not c["passed"]]
     if failed:
         lines += ["", "## Failing checks", ""]
         for c in failed:
             qs = c["questions"]
-            shown = ", ".join(qs[:10]) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
-            lines.append(f"- **{c['pipeline']} · {c['name']}**: value {_fmt(c['value'])}, threshold "
-                         f"{_fmt(c['threshold'])}" + (f"; questions: {shown}" if qs else "")
-                         + (f" ({c['detail']})" if c.get("detail") else ""))
+            shown = ", ".join(md(q) for q in qs[:10]) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
+            lines.append(f"- **{md(c['pipeline'])} · {md(c['name'])}**: value {md(_fmt(c['value']))}, threshold "
+                         f"{md(_fmt(c['threshold']))}" + (f"; questions: {shown}" if qs else "")
+                         + (f" ({md(c['detail'])})" if c.get("detail") else ""))
+    missing = [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
+    if missing:
+        lines += ["", f"Not in the baseline (no drift checks): {', '.join(md(p) for p in missing)}."]
     return "\n".join(lines) + "\n"
 
 
 def write_summary(path: Path, report: dict) -> None:
-    path.write_text(render_summary(report), encoding="utf-8")
+    write_atomic(path, render_summary(report))

@@ -1,7 +1,12 @@
 """Validation of citation payloads (SPEC §2). Importing this package registers every rule."""
 from ragaudit.validate import answer, corpus, index, payload, ranking, record  # noqa: F401  (registration)
 from ragaudit.validate.codes import CODES, Code
-from ragaudit.validate.engine import Validator, aborted_pipelines, parity_failure, validate_trace
+from ragaudit.validate.engine import (
+    Validator,
+    aborted_pipelines,
+    parity_failure,
+    validate_trace,
+)
 from ragaudit.validate.registry import RULES, Context, Rule
 
 __all__ = ["CODES", "Code", "Context", "RULES", "Rule", "Validator", "aborted_pipelines", "parity_failure", "validate_trace"]

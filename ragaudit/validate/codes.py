@@ -26,7 +26,8 @@ class Code:
 _TABLE = [
     ("malformed_record", ERROR, "a line is not JSON or not a trace object (the rest of the file is still checked)",
      "write one complete JSON trace object per line"),
-    ("wrong_type", ERROR, "a field holds a JSON value of the wrong type",
+    ("wrong_type", ERROR, "a field holds a JSON value of the wrong type, NaN or Infinity (read as absent), or a "
+                          "string with a lone surrogate (read as U+FFFD)",
      "emit the type the trace format gives for this field"),
     ("empty_citations", ERROR, "no retrieved payloads and no answer citations (early abort)",
      "return the retrieved payloads and cite them in the answer"),

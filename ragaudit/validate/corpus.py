@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from ragaudit.analyzers import get_analyzer
-from ragaudit.errors import clip
 from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import rule, where
 
@@ -44,10 +43,8 @@ def against_corpus(trace, ctx):
                         **where(trace, f"{at}.offsets", **loc))
             continue
         if p.text is not None and p.text != doc.text[chars.start:chars.end]:
-            found = doc.text[chars.start:chars.end]
-            yield issue("span_text_mismatch",
-                        f"expected text == document slice [{chars.start}, {chars.end}) "
-                        f"{clip(found)!r}, found {clip(p.text)!r}", **where(trace, f"{at}.text", **loc))
+            yield issue("span_text_mismatch", text_difference(doc.text[chars.start:chars.end], p.text, chars.start),
+                        **where(trace, f"{at}.text", **loc))
         if section is not None and not section.span.contains(chars):
             yield issue("section_mismatch",
                         f"expected a span inside section {section.section_id!r} "
@@ -76,3 +73,25 @@ def token_count(trace, ctx):
                         f"expected tokens {expected} (span under {p.analyzer!r}), found {p.tokens}",
                         **where(trace, f"$.retrieved[{i}].tokens", citation=p.snippet_id))
 
+
+
+WINDOW = 24  # characters shown on each side of the first difference
+
+
+def text_difference(expected: str, found: str, start: int, name: str = "text") -> str:
+    """Where `name` (a payload's or gold item's text) first departs from the document slice that
+    starts at char `start`, with a short window of both around that point: two long texts that
+    differ late would otherwise show the same truncated prefix twice."""
+    at = next((i for i, (a, b) in enumerate(zip(expected, found)) if a != b), min(len(expected), len(found)))
+    lengths = "" if len(expected) == len(found) else f"; the slice has {len(expected)} chars, the text {len(found)}"
+    return (f"expected {name} == document slice [{start}, {start + len(expected)}), found a difference at char {at} "
+            f"of the slice (document char {start + at}): slice {_window(expected, at)}, text {_window(found, at)}"
+            f"{lengths}")
+
+
+def _window(text: str, at: int) -> str:
+    if len(text) <= 2 * WINDOW:
+        return repr(text)
+    before = "..." if at > WINDOW else ""
+    after = "..." if at + WINDOW < len(text) else ""
+    return before + repr(text[max(0, at - WINDOW):at + WINDOW]) + after

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from ragaudit.errors import Problem, clip
+from ragaudit.errors import Problem
 from ragaudit.types import Corpus, GoldItem, Issue
 from ragaudit.validate.codes import issue
+from ragaudit.validate.corpus import text_difference
 
 ANCHOR_DELTA_S_MAX = 0.35
 SECTION_ITEMS = (3, 5)
@@ -79,8 +80,8 @@ def _check_expected(item: GoldItem, corpus: Corpus, file: str) -> list[Issue]:
         if cite.text is not None and cite.span.unit == "char":
             piece = doc.text[cite.span.start:cite.span.end]
             if piece != cite.text:
-                out.append(issue("gold_anchor_text_mismatch", f"expected text == corpus slice {clip(piece)!r}, "
-                                 f"found {clip(cite.text)!r}", **_at(item, file, f"{at}.text")))
+                out.append(issue("gold_anchor_text_mismatch", text_difference(piece, cite.text, cite.span.start),
+                                 **_at(item, file, f"{at}.text")))
     return out
 
 
@@ -104,8 +105,8 @@ def _check_anchor(item: GoldItem, corpus: Corpus, file: str) -> list[Issue]:
                             **_at(item, file, "$.anchor"))]
     piece = doc.text[span.start:span.end]
     if piece != item.anchor.text:
-        out.append(issue("gold_anchor_text_mismatch", f"expected anchor.text == corpus slice "
-                         f"{clip(piece)!r}, found {clip(item.anchor.text)!r}", **_at(item, file, "$.anchor.text")))
+        out.append(issue("gold_anchor_text_mismatch", text_difference(piece, item.anchor.text, span.start, "anchor.text"),
+                         **_at(item, file, "$.anchor.text")))
     if section is not None and not section.span.contains(span):
         out.append(issue("gold_anchor_outside_section", f"expected the anchor inside {item.section_id!r} "
                          f"[{section.start}, {section.end}), found [{span.start}, {span.end})",

@@ -4,9 +4,9 @@ import pytest
 
 pytest.importorskip("anthropic")
 
+from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook
 from anthropic.types import Message, TextBlock
 
-from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook
 from ragaudit.adapters.anthropic import from_anthropic
 from ragaudit.io.corpus import load_corpus
 

@@ -2,11 +2,19 @@ import subprocess
 import sys
 
 import pytest
-
 from adapter_helpers import INDEX, audit, errors, handbook
+
 from ragaudit.adapters.common import (
-    Hit, build_payloads, check_score_kind, doc_id_from_path, locate, make_trace,
-    normalize_score, rank, segments, url_of,
+    Hit,
+    build_payloads,
+    check_score_kind,
+    doc_id_from_path,
+    locate,
+    make_trace,
+    normalize_score,
+    rank,
+    segments,
+    url_of,
 )
 
 
@@ -123,7 +131,7 @@ def test_missing_fields_are_left_for_ragaudit_to_report():
     payloads = build_payloads([Hit("free text not in any document", "nowhere", score=1.0)],
                               index=INDEX, score_kind="similarity")
     codes = {code for code, _ in errors(audit(make_trace("Q", "q", payloads, index=INDEX)))}
-    assert codes == {"missing_offsets", "missing_rev", "missing_source_url", "unknown_document"}
+    assert codes == {"missing_offsets", "missing_rev", "unknown_document"}
 
 
 def test_ragaudit_imports_without_the_stack_libraries():
@@ -142,4 +150,22 @@ def test_a_text_mapping_places_hits_as_the_corpus_does():
     from_corpus = build_payloads(hits, index=INDEX, sources=corpus)
     from_texts = build_payloads(hits, index=INDEX, sources={"key-management": corpus["key-management"].text})
     assert "offsets" in from_texts[0] and "offsets" not in from_texts[1]
-    assert [{k: v for k, v in p.items() if k != "source_url"} for p in from_corpus] == from_texts
+    assert ([{k: v for k, v in p.items() if k != "source_url"} for p in from_corpus]
+            == [{k: v for k, v in p.items() if k != "source_url"} for p in from_texts])
+    assert [p["source_url"] for p in from_texts] == ["urn:ragaudit:doc:key-management#key-management/hardware-keys",
+                                                      "urn:ragaudit:doc:key-management#_preamble"]
+
+
+def test_make_trace_records_when_it_was_made_unless_told():
+    from datetime import datetime, timedelta, timezone
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    stamp = make_trace("Q", "q", [], index=INDEX)["retrieved_at"]
+    after = datetime.now(timezone.utc)
+    parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert before <= parsed <= after + timedelta(seconds=1)
+    assert make_trace("Q", "q", [], retrieved_at="2026-11-22T10:00:00Z")["retrieved_at"] == "2026-11-22T10:00:00Z"
+
+
+def test_a_hit_without_document_or_url_gets_none():
+    [p] = build_payloads([Hit("orphan text", None)], index=INDEX)
+    assert "source_url" not in p and "doc_id" not in p

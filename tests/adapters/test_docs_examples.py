@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from adapter_helpers import HANDBOOK, words
 from click.testing import CliRunner
 
-from adapter_helpers import HANDBOOK, words
 from ragaudit.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"

@@ -1,6 +1,12 @@
 import pytest
 
-from ragaudit.adapters.graphrag.cite import Citation, canonical_kind, parse_blocks, parse_body, split_claims
+from ragaudit.adapters.graphrag.cite import (
+    Citation,
+    canonical_kind,
+    parse_blocks,
+    parse_body,
+    split_claims,
+)
 
 
 def cites(text: str) -> list[tuple[str, tuple, bool]]:

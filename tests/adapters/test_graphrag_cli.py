@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import shared_path
+
 from ragaudit.adapters.graphrag.cli import graphrag
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "graphrag"

@@ -4,9 +4,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import shared_path
-from ragaudit.adapters.graphrag import Resolver, load_index, read_answers, trace_answer, trace_file
+
+from ragaudit.adapters.graphrag import (
+    Resolver,
+    load_index,
+    read_answers,
+    trace_answer,
+    trace_file,
+)
 from ragaudit.adapters.graphrag.render import marked_answer, to_json, to_markdown
 from ragaudit.errors import InputError
 

@@ -4,12 +4,19 @@ import pytest
 
 pytest.importorskip("haystack")
 
+from adapter_helpers import (
+    INDEX,
+    assert_spans_match,
+    audit,
+    errors,
+    handbook,
+    sentences,
+)
 from haystack import Document
 from haystack.components.preprocessors import DocumentSplitter
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook, sentences
 from ragaudit.adapters.common import make_trace
 from ragaudit.adapters.haystack import from_haystack
 from ragaudit.io.corpus import markdown_sections
@@ -85,3 +92,20 @@ def test_converter_metadata_names_the_document():
                    score=0.7)
     [p] = from_haystack([doc], index=INDEX, score_kind="similarity")
     assert (p["doc_id"], p["page"], p["source_url"]) == ("backups", 3, "file:///srv/handbook/backups.md")
+
+
+def test_without_any_url_the_source_url_names_the_document_and_section():
+    texts = {doc_id: doc.text for doc_id, doc in handbook().documents.items()}  # no URLs in a text mapping
+    splits = passages()
+    payloads = from_haystack(splits, index=INDEX, sources=texts)
+    assert payloads and all(p["source_url"] == f"urn:ragaudit:doc:{p['doc_id']}#{p['section_id']}" for p in payloads)
+    assert "missing_source_url" not in {code for code, _ in errors(audit(make_trace("HS-4", "q", payloads, index=INDEX)))}
+    [bare] = from_haystack([Document(content="Backups are encrypted.", meta={"doc_id": "ops/back ups"})], index=INDEX)
+    assert bare["source_url"] == "urn:ragaudit:doc:ops/back%20ups#_preamble"
+
+
+def test_a_fetched_page_keeps_its_url():
+    doc = Document(content="Backups are encrypted.", meta={"doc_id": "backups", "url": "https://wiki.example.com/backups",
+                                                           "file_path": "/srv/handbook/backups.md"})
+    [p] = from_haystack([doc], index=INDEX)
+    assert p["source_url"] == "https://wiki.example.com/backups"

@@ -3,12 +3,12 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("langchain_text_splitters")
 
+from adapter_helpers import HANDBOOK, INDEX, assert_spans_match, audit, errors, handbook
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
-from adapter_helpers import HANDBOOK, INDEX, assert_spans_match, audit, errors, handbook
 from ragaudit.adapters.common import make_trace
 from ragaudit.adapters.langchain import from_langchain
 

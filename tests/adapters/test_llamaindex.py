@@ -3,6 +3,15 @@ import pytest
 pytest.importorskip("llama_index.core")
 
 import llama_index.core
+from adapter_helpers import (
+    INDEX,
+    assert_spans_match,
+    audit,
+    errors,
+    handbook,
+    sentences,
+    words,
+)
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.ingestion import IngestionPipeline
@@ -13,7 +22,6 @@ from llama_index.core.query_engine import CitationQueryEngine
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
-from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook, sentences, words
 from ragaudit.adapters.common import make_trace
 from ragaudit.adapters.llamaindex import from_llamaindex, from_llamaindex_response
 

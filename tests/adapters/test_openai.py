@@ -2,10 +2,10 @@ import pytest
 
 pytest.importorskip("openai")
 
+from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook
 from openai.types.responses import Response
 from openai.types.responses.response_output_text import AnnotationFileCitation
 
-from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook
 from ragaudit.adapters.openai import from_openai
 
 KEYS = handbook()["key-management"].text

@@ -1,10 +1,14 @@
 import json
 
+import orjson
 import pytest
 
 from ragaudit.errors import InputError
 from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import parse_trace, read_traces, trace_to_dict
+from ragaudit.io.traces import dump_trace, parse_trace, read_traces, trace_to_dict
+from ragaudit.types import Trace
+from ragaudit.validate import Context, Validator
+from ragaudit.validate.engine import validate_trace
 
 
 def test_round_trip_is_canonical(valid_trace):
@@ -57,3 +61,87 @@ def test_non_utf8_line(tmp_path):
     path.write_bytes(b'{"qid": "\xff"}\n')
     [bad] = list(read_traces(path))
     assert isinstance(bad, BadLine) and "expected UTF-8" in bad.message
+
+
+# ---- hostile JSON in trace files ----------------------------------------------------------------
+
+def write_lines(path, *lines) -> None:
+    path.write_bytes(b"\n".join(line if isinstance(line, bytes) else json.dumps(line).encode() for line in lines) + b"\n")
+
+
+def test_deep_nesting_is_a_malformed_record_and_the_rest_is_checked(tmp_path, valid_trace):
+    path = tmp_path / "t.jsonl"
+    deep = b'{"qid": "q", "error": ' + b"[" * 1_500 + b"]" * 1_500 + b"}"
+    write_lines(path, valid_trace, deep, valid_trace)
+    validator = Validator(Context())
+    issues = list(validator.check_files([path]))
+    assert validator.records == 3
+    assert [(i.code, i.line, i.message) for i in issues] == [
+        ("malformed_record", 2, "expected JSON nested at most 254 deep, found deeper")]
+
+
+def test_nan_in_a_number_field_is_wrong_type_and_dropped(tmp_path, valid_trace):
+    line = json.dumps(valid_trace).replace('"score_norm": 0.9', '"score_norm": NaN').replace(
+        '"score_raw": 9.0', '"score_raw": Infinity')
+    assert "NaN" in line and "Infinity" in line
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    [trace] = list(read_traces(path))
+    payload = trace.retrieved[0]
+    assert payload.score_norm is None and payload.score_raw is None
+    assert [(e.path, e.expected, e.found) for e in trace.field_errors] == [
+        ("$.retrieved[0].score_norm", "a finite number", "NaN"),
+        ("$.retrieved[0].score_raw", "a finite number", "Infinity")]
+    messages = [(i.code, i.path, i.message) for i in validate_trace(trace)]
+    assert ("wrong_type", "$.retrieved[0].score_norm", "expected a finite number, found NaN") in messages
+    written = dump_trace(trace)
+    assert "NaN" not in written and "Infinity" not in written
+    assert orjson.loads(written)["retrieved"][0].get("score_norm") is None
+
+
+def test_nan_from_a_pipeline_object_is_caught_at_parse_time(valid_trace):
+    valid_trace["retrieved"][0]["offsets"] = {"start": float("nan"), "end": 5, "unit": "char"}
+    valid_trace["retrieved"][1]["window"] = {"pre": float("-inf")}
+    trace = parse_trace(valid_trace)
+    assert [(e.path, e.found) for e in trace.field_errors] == [
+        ("$.retrieved[0].offsets.start", "NaN"), ("$.retrieved[1].window.pre", "-Infinity")]
+    assert valid_trace["retrieved"][0]["offsets"]["start"] != valid_trace["retrieved"][0]["offsets"]["start"]
+    orjson.loads(dump_trace(trace))  # strict JSON
+
+
+def test_lone_surrogate_reads_as_replacement_character_with_an_issue(tmp_path, valid_trace):
+    path = tmp_path / "t.jsonl"
+    line = json.dumps(valid_trace).replace("keys rotated?", "keys rotated \\ud83d?")
+    path.write_text(line + "\n", encoding="utf-8")
+    [trace] = list(read_traces(path))
+    assert trace.query == "How often are hardware keys rotated \ufffd?"
+    [note] = trace.field_errors
+    assert (note.path, note.found) == ("$.query", "lone surrogate U+D83D (read as U+FFFD)")
+    [issue] = [i for i in validate_trace(trace) if i.code == "wrong_type"]
+    assert issue.message == "expected Unicode text, found lone surrogate U+D83D (read as U+FFFD)"
+    assert "\ufffd" in dump_trace(trace).encode("utf-8").decode("utf-8")
+
+
+def test_duplicate_key_is_a_malformed_record(tmp_path, valid_trace):
+    path = tmp_path / "t.jsonl"
+    line = json.dumps(valid_trace).replace('"doc_id": "policies",', '"doc_id": "policies", "doc_id": "other",', 1)
+    write_lines(path, line.encode(), valid_trace)
+    bad, good = list(read_traces(path))
+    assert isinstance(bad, BadLine) and isinstance(good, Trace)
+    assert (bad.line, bad.path, bad.message) == (
+        1, "$.retrieved[0].doc_id", "expected each key once in an object, found 'doc_id' twice")
+
+
+def test_every_payload_field_lands_in_its_own_attribute(valid_trace):
+    raw = valid_trace["retrieved"][0]
+    raw.update(window={"pre": 1, "post": 2}, page=3, score_raw=4.5, score_norm=0.5, rerank_score=6.5, k_pos=7,
+               k_final=1, text="Hardware keys are rotated every 12 months.")
+    payload = parse_trace(valid_trace).retrieved[0]
+    for key, value in raw.items():
+        got = getattr(payload, key)
+        assert (got if key != "offsets" else {"start": got.start, "end": got.end, "unit": got.unit}) == value, key
+    assert payload.missing == frozenset()
+    del raw["rev"], raw["tokens"]
+    raw["doc_id"] = 3
+    payload = parse_trace(valid_trace).retrieved[0]
+    assert payload.missing == {"rev", "tokens"} and payload.doc_id is None

@@ -11,7 +11,12 @@ import pytest
 
 from ragaudit.errors import InputError
 from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.support import PARAMS_PATH, CrossEncoderScorer, SupportScorer, make_support_scorer
+from ragaudit.metrics.support import (
+    PARAMS_PATH,
+    CrossEncoderScorer,
+    SupportScorer,
+    make_support_scorer,
+)
 
 WORDS = ("hardware keys are rotated every twelve months by the security team policy administrators keep two "
          "registered lost reported to service desk within one day cafeteria serves tomato soup on fridays "
@@ -23,7 +28,12 @@ NLI_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
 
 def _build(folder, num_labels: int, id2label: dict | None = None, *, head: bool = True, seed: int = 0):
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertModel,
+        BertTokenizer,
+    )
     folder.mkdir(parents=True)
     vocab = folder.parent / f"{folder.name}-vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n", encoding="utf-8")
@@ -161,7 +171,7 @@ def test_bad_calibration_params_are_refused(models, tmp_path):
     wrong.write_text(json.dumps({"schema": "ragaudit.support_params/1", "kind": "cross-encoder", "intercept": 0}))
     with pytest.raises(InputError, match=r"wrong.json: expected a finite number in 'slope', found None"):
         make_support_scorer(str(models["reranker"]), params=str(wrong))
-    with pytest.raises(InputError, match="expected a calibration JSON file"):
+    with pytest.raises(InputError, match="no such calibration file"):
         make_support_scorer(str(models["reranker"]), params=str(tmp_path / "absent.json"))
 
 

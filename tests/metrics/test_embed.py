@@ -2,7 +2,11 @@ import numpy as np
 import pytest
 
 from ragaudit.metrics.embed import (
-    HashingEncoder, ModelNotFoundError, SentenceTransformerEncoder, delta_s_pairs, resolve_model,
+    HashingEncoder,
+    ModelNotFoundError,
+    SentenceTransformerEncoder,
+    delta_s_pairs,
+    resolve_model,
 )
 
 
@@ -73,3 +77,32 @@ def test_cache_encodes_each_text_once_and_persists(tmp_path):
     assert np.array_equal(reopened.encode(["a b"])[0], first[0]) and reopened.encoded == 0
     other_model = CachedEncoder(HashingEncoder(dim=64), tmp_path / "e.sqlite")
     assert other_model.encode(["a b"]).shape == (1, 64) and other_model.encoded == 1  # keyed by model id too
+
+
+class _FolderEncoder(HashingEncoder):
+    """An encoder that names a model folder, as the sentence-transformers encoder does."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path, self.model_id = path, "model:mean"
+
+
+def test_the_cache_tells_apart_two_models_in_folders_of_the_same_name(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+    a, b = tmp_path / "one" / "model", tmp_path / "two" / "model"
+    for folder, weights in ((a, b"\x01" * 64), (b, b"\x02" * 64)):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(weights)
+    cache = tmp_path / "cache.sqlite"
+    first, second = CachedEncoder(_FolderEncoder(a), cache), CachedEncoder(_FolderEncoder(b), cache)
+    assert first.model_id == second.model_id and first.cache_key != second.cache_key
+    first.encode(["hello"])
+    second.encode(["hello"])
+    assert second.encoded == 1  # not answered from the first model's vectors
+    again = CachedEncoder(_FolderEncoder(a), cache)
+    assert again.cache_key == first.cache_key
+    again.encode(["hello"])
+    assert again.encoded == 0
+    (a / "model.safetensors").write_bytes(b"\x03" * 64)  # new weights, same names and size
+    assert CachedEncoder(_FolderEncoder(a), cache).cache_key != first.cache_key

@@ -3,11 +3,11 @@ import copy
 import random
 
 import pytest
+from test_citation import ITEM
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.registry import METRICS, RUN_METRICS
-from test_citation import ITEM
 
 # metrics of the cited set only: the order of the retrieved list must not change them
 ORDER_INVARIANT = {"coverage", "citation_match", "citation_precision", "citation_recall"}

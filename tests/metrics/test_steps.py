@@ -1,10 +1,10 @@
 import pytest
+from test_citation import ITEM
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.metrics.evaluate import evaluate
 from ragaudit.metrics.steps import payload_relevance, step_attribution
-from test_citation import ITEM
 
 
 def with_steps(valid_trace, steps):

@@ -10,7 +10,13 @@ from conftest import shared_path
 from ragaudit.metrics import support
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.metrics.support import (
-    FEATURES, SupportScorer, clean, feature_rows, load_params, support_score, support_scores,
+    FEATURES,
+    SupportScorer,
+    clean,
+    feature_rows,
+    load_params,
+    support_score,
+    support_scores,
     texts_to_encode,
 )
 

@@ -49,8 +49,9 @@ def test_output_that_is_not_a_trace_becomes_an_error_trace():
 def test_a_bad_index_info_fails_the_run_not_the_runner():
     pipeline = PythonPipeline("mine", "toy_rag:make", {"index": ["sha256:x"]})
     trace = pipeline.run(request())
-    assert trace.error == ("TypeError: index_info() must return a dict {index_hash, analyzer, embed_model, "
-                           "store}, a LiveIndex or None, found array of 1")
+    assert trace.error == ("TypeError: index_info() must return None, a dict {index_hash, analyzer, embed_model, "
+                           "store} or an object with those attributes (a LiveIndex or an IndexInfo), "
+                           "found array of 1")
     assert pipeline.index_info() is None
 
 

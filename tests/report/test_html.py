@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from ragaudit.report import charts
-from ragaudit.report.html import drill_data, render_html, section_result, thresholds, write_html
+from ragaudit.report.html import (
+    drill_data,
+    render_html,
+    section_result,
+    thresholds,
+    write_html,
+)
 
 PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1"></script>'
 DOC = ("# Policies\n\nEvery rule here applies to all staff.\n\n## Keys\n\n"

@@ -36,9 +36,10 @@ def test_traces_log_lines(run):
     lines = (run_dir / "traces.log").read_text().splitlines()
     assert len(lines) == sum(len(r["segments"]) or 1 for q in report["questions"] for r in q["runs"])
     first = lines[0].split(" ")
-    assert [f.split("=")[0] for f in first] == ["ts", "qid", "seg", "deltaS", "lambda", "store", "index_hash", "embed",
-                                                "analyzer", "section_id", "rev", "citations", "scores", "kpos", "kfinal"]
-    assert first[1] == f"qid={report['questions'][0]['qid']}" and first[5] == "store=bm25"
+    assert [f.split("=")[0] for f in first] == ["ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda",
+                                                "k", "store", "index_hash", "embed", "analyzer", "section_id", "rev",
+                                                "citations", "scores", "kpos", "kfinal"]
+    assert first[2] == f"qid={report['questions'][0]['qid']}" and first[9] == "store=bm25"
 
 
 def test_sqlite_table_is_the_spec_table(run):
@@ -75,11 +76,11 @@ def test_gate_exit_codes(run, tmp_path):
                      "coverage_min = 0.0\ncoverage_pass_rate = 0.0\ncitation_match_min = 0.0\nlambda_convergent_min = 0.0\n"
                      "lambda_forbid = []\n\n[embedder]").replace('"gold.jsonl"', f'"{config.parent / "gold.jsonl"}"'))
     strict = tmp_path / "strict.toml"
-    strict.write_text(loose.read_text().replace("citation_match_min = 0.0", "citation_match_min = 1.01"))
+    strict.write_text(loose.read_text().replace("delta_s_max = 1.0", "delta_s_max = 0.0"))
     assert invoke("gate", run_dir / "report.json", "--config", loose).exit_code == 0
     failed = invoke("gate", run_dir / "report.json", "--config", strict, "--format", "json")
     assert failed.exit_code == 1
-    assert [c["name"] for c in json.loads(failed.output)["checks"] if not c["passed"]] == ["citation_match_min"]
+    assert [c["name"] for c in json.loads(failed.output)["checks"] if not c["passed"]] == ["delta_s_max"]
 
 
 def test_drift_fails_the_gate(run, tmp_path):
@@ -101,7 +102,7 @@ def test_drift_fails_the_gate(run, tmp_path):
 def test_run_exit_code_follows_the_gate(tmp_path):
     config = write_config(tmp_path, BM25, items=3, seeds="[1]",
                           extra="")
-    config.write_text(config.read_text().replace("[embedder]", "[gate]\ncitation_match_min = 1.01\n\n[embedder]"))
+    config.write_text(config.read_text().replace("[embedder]", "[gate]\ndelta_s_max = 0.0\n\n[embedder]"))
     assert invoke("run", config).exit_code == 1
     assert invoke("run", config, "--no-gate").exit_code == 0
 

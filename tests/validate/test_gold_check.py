@@ -1,9 +1,10 @@
 import json
 
+from conftest import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
+
 from ragaudit.io.gold import read_gold
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.validate.gold import check_gold
-from conftest import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
 
 
 def item(qid, sentence=KEYS_SENTENCE, section="policies/security/keys", **extra):
@@ -96,3 +97,15 @@ def test_accept_must_be_all_or_any_and_name_its_alternatives(tmp_path, corpus):
     found = run(tmp_path, corpus, [dict(item("X1"), accept="some"), dict(item("X2"), accept="any")])
     assert [(f.code, f.path) for f in found] == [("gold_malformed", "$.accept"),
                                                  ("gold_malformed", "$.expected_citations")]
+
+
+def test_anchor_text_that_differs_late_shows_where(tmp_path, corpus):
+    start = POLICIES.index(KEYS_SENTENCE)
+    long_text = POLICIES[start:start + 80]  # the keys sentence and the next one
+    wrong = long_text[:70] + "X" + long_text[71:]
+    gold = item("L1", anchor={"start": start, "end": start + 80, "unit": "char", "text": wrong})
+    [found] = [f for f in run(tmp_path, corpus, [gold, item("L2"), item("L3")]) if f.code == "gold_anchor_text_mismatch"]
+    assert found.message == (
+        f"expected anchor.text == document slice [{start}, {start + 80}), found a difference at char 70 of the slice "
+        f"(document char {start + 70}): slice ...{long_text[46:94]!r}, text ...{wrong[46:94]!r}")
+    assert long_text[46:94] != wrong[46:94] and found.path == "$.anchor.text"

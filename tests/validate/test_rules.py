@@ -3,7 +3,6 @@ import pytest
 from conftest import PASSWORDS_SENTENCE, POLICIES
 
 from ragaudit.analyzers import ANALYZERS
-
 from ragaudit.io.traces import parse_trace
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS
 from ragaudit.validate import CODES, RULES, Context, validate_trace
@@ -119,6 +118,34 @@ def test_text_mismatch_message_shows_both_texts(mutate, corpus):
     [found] = validate_trace(parse_trace(trace), Context(corpus=corpus))
     assert "'Hardware keys are rotated every 12 months.'" in found.message
     assert "24 months" in found.message and found.path == "$.retrieved[0].text"
+
+
+def test_text_mismatch_late_in_long_texts_shows_where_they_differ(tmp_path, mutate):
+    from ragaudit.io.corpus import load_corpus
+    words = " ".join(f"w{i:03d}" for i in range(60))  # 299 chars: w000 w001 ... w059
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"doc_id": "policies", "text": "%s"}\n' % words, encoding="utf-8")
+    corpus = load_corpus(path)
+    changed = words[:201] + "X" + words[202:]  # w040 starts at char 200
+    assert words[200:204] == "w040" and changed[200:204] == "wX40"
+
+    def change(t):
+        p = t["retrieved"][0]
+        t["retrieved"] = [p]
+        p.update(section_id="_preamble", text=changed, offsets={"start": 0, "end": len(words), "unit": "char"})
+    [found] = [i for i in validate_trace(parse_trace(mutate(change)), Context(corpus=corpus))
+               if i.code == "span_text_mismatch"]
+    assert found.message == (
+        "expected text == document slice [0, 299), found a difference at char 201 of the slice (document char 201): "
+        f"slice ...{words[177:225]!r}..., text ...{changed[177:225]!r}...")
+    assert "slice ...'35 w036 w037 w038 w039 w040 w041" in found.message and "w039 wX40 w041" in found.message
+
+
+def test_text_mismatch_of_different_lengths_says_so():
+    from ragaudit.validate.corpus import text_difference
+    assert text_difference("abc", "abcd", 7) == (
+        "expected text == document slice [7, 10), found a difference at char 3 of the slice (document char 10): "
+        "slice 'abc', text 'abcd'; the slice has 3 chars, the text 4")
 
 
 def test_pipeline_error_aborts_other_checks(mutate, corpus):

@@ -6,10 +6,21 @@ against its sources.
 >>> trace.dangling, trace.sources[0].documents  # doctest: +SKIP
 """
 from ragaudit.adapters.graphrag.answers import RecordedAnswer, read_answers
-from ragaudit.adapters.graphrag.cite import Block, Citation, Claim, parse_blocks, split_claims
+from ragaudit.adapters.graphrag.cite import (
+    Block,
+    Citation,
+    Claim,
+    parse_blocks,
+    split_claims,
+)
 from ragaudit.adapters.graphrag.load import GraphIndex, load_index
 from ragaudit.adapters.graphrag.resolve import Resolution, Resolver
-from ragaudit.adapters.graphrag.trace import GraphRAGTrace, default_scorer, trace_answer, trace_file
+from ragaudit.adapters.graphrag.trace import (
+    GraphRAGTrace,
+    default_scorer,
+    trace_answer,
+    trace_file,
+)
 
 __all__ = [
     "Block", "Citation", "Claim", "GraphIndex", "GraphRAGTrace", "RecordedAnswer", "Resolution", "Resolver",

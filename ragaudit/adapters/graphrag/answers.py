@@ -7,13 +7,13 @@ DRIFT search prints its nodes). Logs on stderr are not answers. Repeats are kept
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragaudit.adapters.graphrag.cite import parse_blocks
 from ragaudit.errors import InputError, Problem
+from ragaudit.io.jsonl import BOM, JsonDefect, decode
 
 _LITERAL = r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
 # pprint may wrap a long string as ('part' 'part'); IPython prints it whole.
@@ -31,19 +31,15 @@ class RecordedAnswer:
 def read_answers(path: str | Path) -> list[RecordedAnswer]:
     """The answers recorded in `path`; raises InputError when it is unreadable or holds none."""
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(str(path), f"unreadable answer file: {exc}")) from exc
     suffix = path.suffix.lower()
     if suffix in (".ipynb", ".json"):
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(Problem(str(path), f"expected JSON, found a syntax error: {exc.msg}",
-                                     line=exc.lineno)) from exc
+        data = _read_json(path)
         found = _notebook(data, path.name) if suffix == ".ipynb" else _json(data, path.name)
     else:
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(Problem(str(path), f"unreadable answer file: {exc}")) from exc
         found = [RecordedAnswer(raw, path.name)]
     unique, seen = [], set()
     for answer in found:
@@ -53,6 +49,21 @@ def read_answers(path: str | Path) -> list[RecordedAnswer]:
     if not unique:
         raise InputError(Problem(str(path), "expected a recorded answer, found none"))
     return unique
+
+
+def _read_json(path: Path):
+    """The JSON of an answer file. NaN and Infinity read as null: a notebook's plots may hold
+    them, and only strings are read here. Deep nesting and duplicate keys are input errors."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(Problem(str(path), f"unreadable answer file: {exc}")) from exc
+    try:
+        value, _ = decode(data[len(BOM):] if data.startswith(BOM) else data, finite=False)
+    except JsonDefect as defect:
+        message = f"expected JSON, found a syntax error: {defect.syntax}" if defect.syntax else defect.message
+        raise InputError(Problem(str(path), message, defect.line, defect.path)) from None
+    return value
 
 
 def _json(data, name: str) -> list[RecordedAnswer]:
@@ -76,9 +87,10 @@ def _notebook(data, name: str) -> list[RecordedAnswer]:
         raise InputError(Problem(name, "expected a Jupyter notebook (an object with 'cells')"))
     out = []
     for number, cell in enumerate(data["cells"]):
-        if not isinstance(cell, dict):
-            continue
-        for output in cell.get("outputs") or []:
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        for output in outputs if isinstance(outputs, list) else ():
+            if not isinstance(output, dict):
+                continue
             where = f"{name} cell {number}"
             if output.get("output_type") == "stream":
                 text = _join(output.get("text"))
@@ -90,7 +102,9 @@ def _notebook(data, name: str) -> list[RecordedAnswer]:
 
 
 def _join(text) -> str:
-    return "".join(text) if isinstance(text, list) else (text or "")
+    if isinstance(text, list):
+        return "".join(t for t in text if isinstance(t, str))
+    return text if isinstance(text, str) else ""
 
 
 def _shown(text: str, where: str) -> list[RecordedAnswer]:

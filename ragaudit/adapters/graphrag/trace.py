@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from ragaudit.adapters.graphrag.answers import read_answers
-from ragaudit.adapters.graphrag.cite import KINDS, Block, Claim, parse_blocks, split_claims
+from ragaudit.adapters.graphrag.cite import (
+    KINDS,
+    Block,
+    Claim,
+    parse_blocks,
+    split_claims,
+)
 from ragaudit.adapters.graphrag.load import GraphIndex, load_index
 from ragaudit.adapters.graphrag.resolve import Resolution, Resolver
 from ragaudit.errors import RagauditError

@@ -9,6 +9,7 @@ from ragaudit.analyzers import Analyzer
 from ragaudit.text import sentence_spans
 from ragaudit.types import Corpus
 
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     snippet_id: str

@@ -1,0 +1,157 @@
+"""A run directory: its manifest, its lock and what `ragaudit verify` checks (SPEC §5, §6).
+
+The manifest records the sha256 of the inputs (config, gold set, corpus, and each corpus
+document), of `traces.jsonl` as the runner finished it, and of every output. Only the runner
+stamps the traces; `report` rebuilds outputs and re-stamps only them, so a changed trace file
+is always caught by `verify`. One process owns a run directory at a time (an OS file lock).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+from ragaudit.errors import InputError, Problem
+from ragaudit.io.files import sha256_file, write_atomic
+
+MANIFEST = "manifest.json"
+TRACES = "traces.jsonl"
+LOCK = ".lock"
+OWNER = ".lock.owner"
+OUTPUTS = ("issues.jsonl", "report.json", "report.html", "traces.log", "rag_traces.sqlite", "junit.xml",
+           "summary.md", "compare.json", "compare.html")
+
+
+class RunDirBusyError(InputError):
+    """Another process holds the run directory's lock."""
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock for the block; a second holder is refused with the pid of the first."""
+    from filelock import FileLock, Timeout
+
+    run_dir = Path(run_dir)
+    lock = FileLock(run_dir / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        owner = (run_dir / OWNER).read_text().strip() if (run_dir / OWNER).exists() else "unknown"
+        raise RunDirBusyError(Problem(str(run_dir), f"expected a run directory no other process is using, found it "
+                                                    f"locked by pid {owner}")) from None
+    try:
+        (run_dir / OWNER).write_text(f"{os.getpid()}\n")
+        yield
+    finally:
+        (run_dir / OWNER).unlink(missing_ok=True)
+        lock.release()
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """The manifest; a missing or damaged one is an input error (exit 3)."""
+    from ragaudit.io.jsonl import read_json_file
+    path = Path(run_dir) / MANIFEST
+    manifest = read_json_file(path, what="manifest")
+    for key in ("inputs", "paths"):
+        value = manifest.get(key)
+        if not isinstance(value, dict) or not all(isinstance(value.get(n), str) for n in ("config", "gold", "corpus")):
+            raise InputError(Problem(str(path), f"expected {key} with string config, gold and corpus entries, found "
+                                                f"{'none' if value is None else type(value).__name__}", path=f"$.{key}"))
+    if not isinstance(manifest.get("config_path"), str):
+        raise InputError(Problem(str(path), "expected a config_path string, found none", path="$.config_path"))
+    for key, kinds in _OPTIONAL.items():
+        if key in manifest and not isinstance(manifest[key], kinds):
+            raise InputError(Problem(str(path), f"expected {key} to be {' or '.join(_NAMES[k] for k in kinds)}, found "
+                                                f"{type(manifest[key]).__name__}", path=f"$.{key}"))
+    for key in ("index", "outputs", "documents", "aborted"):
+        bad = [name for name, value in (manifest.get(key) or {}).items()
+               if not isinstance(value, dict if key == "index" else str) and value is not None]
+        if bad:
+            raise InputError(Problem(str(path), f"expected {key} entries of the right type, found {bad[0]!r}",
+                                     path=f"$.{key}"))
+    return manifest
+
+
+_OPTIONAL = {"index": (dict, type(None)), "outputs": (dict,), "documents": (dict,), "aborted": (dict,),
+             "traces_sha256": (str, type(None)), "baseline": (str, type(None)), "seeds": (list,),
+             "gold_checked": (bool,), "started": (str,), "finished": (str,)}
+_NAMES = {dict: "an object", type(None): "null", str: "a string", list: "an array", bool: "a boolean"}
+
+
+def write_manifest(run_dir: Path, manifest: dict) -> None:
+    write_atomic(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def update_manifest(run_dir: Path, **fields) -> dict:
+    manifest = read_manifest(run_dir)
+    manifest.update(fields)
+    write_manifest(run_dir, manifest)
+    return manifest
+
+
+def document_hashes(corpus) -> dict[str, str]:
+    """Each corpus document's text hash, so `verify` can say which documents changed."""
+    return {doc_id: hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            for doc_id, doc in sorted(corpus.documents.items())}
+
+
+def input_record(config, corpus) -> dict:
+    """What the manifest records of a run's inputs."""
+    paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
+    return {"config_path": str(Path(config.path).resolve()),
+            "inputs": {name: sha256_file(p) for name, p in paths.items()},
+            "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
+            "documents": document_hashes(corpus)}
+
+
+def stamp_outputs(run_dir: Path) -> dict:
+    """Record the sha256 of every output present."""
+    run_dir = Path(run_dir)
+    return update_manifest(run_dir, outputs={name: sha256_file(run_dir / name) for name in OUTPUTS
+                                             if (run_dir / name).exists()})
+
+
+def _corpus_changes(manifest: dict, path: Path) -> str:
+    from ragaudit.io.corpus import load_corpus
+    before = manifest.get("documents") or {}
+    try:
+        now = document_hashes(load_corpus(path))
+    except InputError:
+        return f"corpus: {path} changed and can no longer be read"
+    parts = []
+    for label, names in (("changed", [d for d in before if d in now and now[d] != before[d]]),
+                         ("added", [d for d in now if d not in before]),
+                         ("removed", [d for d in before if d not in now])):
+        if names:
+            parts.append(f"{label} {', '.join(sorted(names)[:10])}{' …' if len(names) > 10 else ''}")
+    return f"corpus: {path} changed since the run (documents {'; '.join(parts) or 'unchanged, files renamed'})"
+
+
+def changes(run_dir: Path) -> list[str]:
+    """What changed since the run: inputs (naming changed corpus documents), traces and outputs."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    found = []
+    for name in ("gold", "corpus", "config"):
+        path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
+        if not path.exists():
+            found.append(f"{name}: {path} is gone")
+        elif sha256_file(path) != recorded:
+            found.append(_corpus_changes(manifest, path) if name == "corpus" else
+                         f"{name}: {path} changed since the run (sha256 was {recorded[:12]}…)")
+    recorded = manifest.get("traces_sha256")
+    traces = run_dir / TRACES
+    if not traces.exists():
+        found.append(f"traces: {traces} is gone")
+    elif sha256_file(traces) != recorded:
+        found.append(f"traces: {traces} changed since the run")
+    for name, digest in sorted((manifest.get("outputs") or {}).items()):
+        path = run_dir / name
+        if not path.exists():
+            found.append(f"output: {name} is gone")
+        elif sha256_file(path) != digest:
+            found.append(f"output: {name} changed since it was written")
+    return found

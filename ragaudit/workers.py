@@ -1,0 +1,130 @@
+"""Running jobs on worker threads, stopping cleanly on SIGINT/SIGTERM, and showing progress.
+
+Workers are daemon threads: a user pipeline that hangs in a call can hold a worker, never the
+process's exit. A signal stops new work, gives the runs in flight a short grace to finish (their
+traces are kept), kills the process groups of `command` children, and ends the run with exit
+130 (SIGINT) or 143 (SIGTERM), so `--resume` can finish it.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Iterable
+
+from ragaudit.errors import RagauditError
+
+GRACE_S = 2.0  # how long runs in flight may still finish after a stop signal
+
+
+class Interrupted(RagauditError):
+    """The run was stopped by SIGINT or SIGTERM; finished runs are kept."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class Stopper:
+    """Turns SIGINT/SIGTERM into a stop request for the duration of a run (main thread only), and
+    runs `on_stop` (kill the children) from the handler at once."""
+
+    def __init__(self, on_stop: Callable[[], None] = lambda: None):
+        self.signum: int | None = None
+        self.on_stop = on_stop
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "Stopper":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+        self.on_stop()
+
+    @property
+    def stopped(self) -> bool:
+        return self.signum is not None
+
+
+def run_jobs(jobs: Iterable, work: Callable, *, workers: int, stopper: Stopper,
+             skip: Callable[[object], bool] = lambda job: False) -> Iterable[tuple[object, object]]:
+    """Yield (job, result or raised exception) as jobs finish, at most `2 × workers` in flight,
+    submitted in the order given. `skip(job)` is asked just before submitting. After a stop
+    signal nothing new is submitted and the runs in flight get GRACE_S to finish."""
+    tasks: queue.Queue = queue.Queue()
+    results: queue.Queue = queue.Queue()
+
+    def worker() -> None:
+        while (job := tasks.get()) is not None:
+            try:
+                results.put((job, work(job)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
+                results.put((job, exc))
+
+    threads = [threading.Thread(target=worker, name=f"ragaudit-worker-{i}", daemon=True) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    pending = iter(jobs)
+    in_flight = 0
+    try:
+        def submit() -> bool:
+            nonlocal in_flight
+            for job in pending:
+                if not skip(job):
+                    tasks.put(job)
+                    in_flight += 1
+                    return True
+            return False
+
+        for _ in range(2 * workers):
+            if not submit():
+                break
+        deadline = None
+        while in_flight:
+            if stopper.stopped and deadline is None:
+                deadline = time.monotonic() + GRACE_S
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            try:
+                job, outcome = results.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            in_flight -= 1
+            yield job, outcome
+            if not stopper.stopped:
+                submit()
+    finally:
+        for _ in threads:
+            tasks.put(None)
+
+
+class Progress:
+    """done/total, rate and ETA on a terminal; silent in CI and when output is not a terminal."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.stream, self.start, self.last = total, stream, time.monotonic(), 0.0
+        self.enabled = stream.isatty() and not os.environ.get("CI")
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self.last < 0.2 and done < self.total):
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        eta = (self.total - done) / rate if rate > 0 else 0
+        self.stream.write(f"\r{done}/{self.total} runs  {rate:.1f} runs/s  ETA {eta:.0f}s ")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")

@@ -1,0 +1,243 @@
+"""Nothing lost, nothing invented, no traceback: the run directory's lock, resume checks, stored
+traces that are never rewritten, atomic outputs, verify over inputs and outputs, signals, analyzer
+parity that does not depend on the worker count, and start failures that leave nothing behind."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_runner import BM25, FIXTURES, TFIDF, invoke, run_dir_of, write_config
+
+from ragaudit import rundir
+from ragaudit.io.files import write_atomic
+from ragaudit.io.traces import read_traces
+
+SLOW = ('[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\n'
+        'options = {delay = 0.05}\n')
+
+
+@pytest.fixture
+def fixtures_on_path():
+    sys.path.insert(0, str(FIXTURES))
+    yield
+    sys.path.remove(str(FIXTURES))
+
+
+@pytest.fixture
+def finished(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF, items=3, seeds="[1]")
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    return config, run_dir_of(result)
+
+
+def test_a_second_process_cannot_take_a_locked_run_directory(finished):
+    config, run_dir = finished
+    with rundir.locked(run_dir):
+        result = invoke("run", config, "--resume", run_dir)
+        assert result.exit_code == 3 and f"locked by pid {os.getpid()}" in result.stderr
+        assert invoke("report", run_dir).exit_code == 3
+    assert invoke("report", run_dir, "--no-gate").exit_code == 0
+
+
+def test_two_concurrent_resumes_duplicate_nothing(tmp_path):
+    config = write_config(tmp_path, SLOW, items=8)
+    first = subprocess.run([sys.executable, "-m", "ragaudit", "run", str(config), "--no-gate"], cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    run_dir = next((tmp_path / "runs").iterdir())
+    traces = (run_dir / "traces.jsonl").read_text().splitlines()
+    (run_dir / "traces.jsonl").write_text("\n".join(traces[:10]) + "\n")  # as if killed after 10 runs
+    command = [sys.executable, "-m", "ragaudit", "run", str(config), "--resume", str(run_dir), "--no-gate"]
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}
+    children = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True) for _ in range(2)]
+    outcomes = [(c.wait(timeout=120), c.stderr.read()) for c in children]
+    assert sorted(code for code, _ in outcomes) == [0, 3], outcomes
+    assert any("locked by pid" in err for code, err in outcomes if code == 3)
+    keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(run_dir / "traces.jsonl")]
+    assert len(keys) == 8 * 3 * 2 and len(set(keys)) == len(keys)
+
+
+def test_resume_refuses_changed_inputs_and_keeps_index_identity(finished, tmp_path):
+    config, run_dir = finished
+    manifest = rundir.read_manifest(run_dir)
+    assert set(manifest["index"]) == {"bm25", "tfidf"}
+    lines = (run_dir / "traces.jsonl").read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["config"] == "bm25"]  # tfidf runs lost, bm25 complete
+    (run_dir / "traces.jsonl").write_text("\n".join(kept) + "\n")
+    result = invoke("run", config, "--resume", run_dir, "--no-gate")
+    assert result.exit_code == 0, result.output
+    manifest = rundir.read_manifest(run_dir)
+    assert set(manifest["index"]) == {"bm25", "tfidf"} and manifest["index"]["bm25"]["store"] == "bm25"
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(gold.read_text() + "\n")
+    result = invoke("run", config, "--resume", run_dir)
+    assert result.exit_code == 2 and "gold changed since the run" in result.stderr
+
+
+def test_report_never_rewrites_stored_traces(finished):
+    _, run_dir = finished
+    traces = run_dir / "traces.jsonl"
+    damaged = traces.read_bytes() + b'{"qid": \n'
+    traces.write_bytes(damaged)
+    result = invoke("report", run_dir)
+    assert result.exit_code == 3 and "traces.jsonl:" in result.stderr
+    assert traces.read_bytes() == damaged
+    verify = invoke("verify", run_dir)
+    assert verify.exit_code == 5 and "traces" in verify.stderr
+
+
+def test_verify_names_changed_outputs_and_documents(finished, tmp_path):
+    _, run_dir = finished
+    assert invoke("verify", run_dir).exit_code == 0
+    (run_dir / "summary.md").write_text("# ragaudit: gate passed ✅\n")
+    result = invoke("verify", run_dir)
+    assert result.exit_code == 5 and "output: summary.md changed" in result.stderr
+    assert invoke("report", run_dir, "--no-gate").exit_code == 0 and invoke("verify", run_dir).exit_code == 0
+
+
+def test_verify_names_the_changed_corpus_documents(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    from test_runner import DEMO
+    for path in (DEMO / "corpus").iterdir():
+        (corpus / path.name).write_text(path.read_text())
+    config = write_config(tmp_path, BM25, items=3, seeds="[1]")
+    config.write_text(config.read_text().replace(str(DEMO / "corpus"), str(corpus)))
+    run_dir = run_dir_of(invoke("run", config, "--no-gate"))
+    (corpus / "backups.md").write_text((corpus / "backups.md").read_text() + "\nOne more line.\n")
+    (corpus / "extra.md").write_text("# Extra\n\nNew.\n")
+    result = invoke("verify", run_dir)
+    assert result.exit_code == 5
+    assert "documents changed backups; added extra" in result.stderr
+
+
+def test_a_damaged_manifest_is_an_input_error(finished):
+    _, run_dir = finished
+    for content in ("{not json", "[1, 2]", '{"inputs": 3}', "[" * 5000 + "]" * 5000):
+        (run_dir / "manifest.json").write_text(content)
+        for command in (["verify", run_dir], ["report", run_dir], ["faults", run_dir]):
+            result = invoke(*command)
+            assert result.exit_code == 3, (content[:20], command[0], result.output)
+            assert "manifest.json" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monkeypatch):
+    _, run_dir = finished
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+
+    def full(path, data):
+        raise OSError(28, "No space left on device", str(path))
+    monkeypatch.setattr("ragaudit.report.html.write_atomic", full)
+    result = invoke("report", run_dir)
+    assert result.exit_code == 3 and "No space left on device" in result.stderr
+    after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != "manifest.json"}
+    assert after["traces.jsonl"] == before["traces.jsonl"] and after["report.html"] == before["report.html"]
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "report.json"
+    target.write_text("old")
+    real = type(target).write_text
+
+    def half_then_full(self, data, **kw):  # the disk fills up half-way through the write
+        real(self, data[:len(data) // 2], **kw)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(type(target), "write_text", half_then_full)
+    with pytest.raises(OSError):
+        write_atomic(target, "new content")
+    monkeypatch.undo()
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_keeps_finished_runs_and_resume_finishes(tmp_path, signum, code):
+    config = write_config(tmp_path, SLOW.replace("delay = 0.05", "delay = 0.1"), items=10)
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}
+    child = subprocess.Popen([sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2"], cwd=tmp_path,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = list((tmp_path / "runs").glob("*/traces.jsonl")) if (tmp_path / "runs").exists() else []
+        if found and len(found[0].read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.02)
+    child.send_signal(signum)
+    assert child.wait(timeout=30) == code
+    stderr = child.stderr.read()
+    assert "interrupted by" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    run_dir = found[0].parent
+    kept = len((run_dir / "traces.jsonl").read_text().splitlines())
+    assert 5 <= kept < 60 and not (run_dir / "report.json").exists()
+    finish = subprocess.run([sys.executable, "-m", "ragaudit", "run", str(config), "--resume", str(run_dir),
+                             "--no-gate"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert finish.returncode == 0, finish.stderr
+    keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(run_dir / "traces.jsonl")]
+    assert len(keys) == 60 and len(set(keys)) == 60
+
+
+def test_analyzer_parity_abort_does_not_depend_on_workers(tmp_path, fixtures_on_path):
+    from parity_rag import drifts
+
+    from ragaudit.io.gold import read_gold
+    config = write_config(tmp_path, '[[pipelines]]\nname = "drifting"\nkind = "python"\nfactory = "parity_rag:make"\n',
+                          items=6)
+    items, _ = read_gold(tmp_path / "gold.jsonl")
+    plan = [(i.qid, v, s, q) for i in items for v, q in enumerate(i.variants[:3]) for s in (1, 2)]
+    first = next(n for n, (_, _, _, q) in enumerate(plan) if drifts(q))
+    assert 0 < first < len(plan) - 4  # the fixture stops part-way, with runs left that workers could start
+    counts = []
+    for workers in ("1", "4"):
+        result = invoke("run", config, "--no-gate", "--workers", workers)
+        assert result.exit_code == 0, result.output
+        run_dir = run_dir_of(result)
+        counts.append([(t.qid, t.variant, t.seed) for t in read_traces(run_dir / "traces.jsonl")])
+        assert "aborted (analyzer parity)" in result.stderr
+    assert counts[0] == counts[1] == sorted(r[:3] for r in plan[:first + 1])
+
+
+def test_a_pipeline_that_cannot_start_leaves_no_run_directory(tmp_path, fixtures_on_path):
+    config = write_config(tmp_path, '[[pipelines]]\nname = "broken"\nkind = "python"\nfactory = "toy_rag:make_broken"\n')
+    result = invoke("run", config)
+    assert result.exit_code == 4 and "refused the connection" in result.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_factory_that_exits_is_a_start_error_not_a_pass(tmp_path, fixtures_on_path):
+    config = write_config(tmp_path, '[[pipelines]]\nname = "quits"\nkind = "python"\nfactory = "parity_rag:make_exiting"\n')
+    result = invoke("run", config)
+    assert result.exit_code == 4 and "SystemExit" in result.stderr
+
+
+def test_sigterm_stops_hung_command_children_and_their_groups(tmp_path):
+    pids = tmp_path / "pids"
+    pipeline = (f'[[pipelines]]\nname = "hung"\nkind = "command"\n'
+                f'command = ["{sys.executable}", "{FIXTURES / "hanging_family.py"}", "{pids}"]\ntimeout_s = 600\n')
+    config = write_config(tmp_path, pipeline, items=2, seeds="[1]")
+    child = subprocess.Popen([sys.executable, "-m", "ragaudit", "run", str(config)], cwd=tmp_path,
+                             env={**os.environ, "CI": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    family = [int(p) for p in pids.read_text().split()]
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=30) == 143, child.stderr.read()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in family):
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in family)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
