@@ -1,24 +1,35 @@
-"""The audit: traces → validation → metrics → gate → the report model, with nothing written.
+"""The audit: traces → validation → metrics → gate → the report model, one batch at a time.
 
-`ragaudit run` and `ragaudit report` audit the traces of a run directory and hand the report to
-the writers in `ragaudit.report`; `ragaudit faults` audits mutated copies of the same traces in
-memory. One path through the data, so a fault is judged exactly as a real run would be.
+Traces arrive one by one (from a run as it goes, or read once from `traces.jsonl`); every
+`batch` of them is validated and scored together (each distinct text encoded once per batch),
+its runs appended to `runs.parquet` and folded into the per-question aggregates. Memory grows
+with the questions and the batch, not with the runs. `ragaudit run` and `ragaudit report` audit
+this way; `ragaudit faults` audits mutated copies of the same traces through the same path, so a
+fault is judged exactly as a real run would be.
 """
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
 
+from ragaudit import runstore
 from ragaudit.gate import evaluate_gate
-from ragaudit.metrics.evaluate import Evaluation, Settings, evaluate
-from ragaudit.plan import planned_runs, run_order
-from ragaudit.report.model import build_report
+from ragaudit.metrics.aggregate import Aggregates
+from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
+from ragaudit.plan import PlanIndex
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
-from ragaudit.validate import Context, aborted_pipelines, validate_trace
+from ragaudit.validate import Context, validate_trace
 
 MISSING_RUN = "no run recorded: the run was interrupted or its pipeline was stopped"
+UNNAMED = "(no config)"
+BATCH = 2_000
+ISSUES_SHOWN = 200  # occurrences per code kept in report.json; issues.jsonl keeps every one
 
 
 @dataclass
@@ -40,60 +51,190 @@ class Subject:
 
 @dataclass
 class Audit:
-    traces: list[Trace]
-    issues: list[Issue]
     evaluation: Evaluation
     gate: dict
     aborted: dict[str, str]
+    issue_counts: Counter            # by code
+    issue_sample: list[Issue]        # the first ISSUES_SHOWN of each code
+    codes_by_pipeline: dict[str, Counter]
+    snippets: dict[str, dict]
+    runs_path: Path
+    issues_path: Path | None = None
+    traces: list[Trace] = field(default_factory=list)  # kept only when asked (fault injection)
 
 
-def with_missing_runs(traces: list[Trace], subject: Subject) -> list[Trace]:
-    """The traces plus an errored trace for every planned run of a configured pipeline that left
-    none, so a run that never happened counts as failed instead of vanishing from the averages."""
-    have = {run_order(t) for t in traces}
-    present = {t.config for t in traces}
-    missing = [Trace(qid=r.qid, variant=r.variant, seed=r.seed, query=r.query, config=r.pipeline, error=MISSING_RUN)
-               for r in planned_runs(subject.config, subject.items)
-               if r.pipeline in present and (r.pipeline, r.qid, r.variant, r.seed) not in have]
-    return sorted([*traces, *missing], key=run_order) if missing else traces
+@dataclass
+class Scoring:
+    """What one batch of runs contributes to an audit; batches fold together in order."""
+    issues: list[Issue]
+    rows: list[dict]            # every run with what a reader needs to see it (runs.parquet)
+    book: Aggregates            # the batch's per-question accumulators
+    snippets: dict[str, dict]
+    unmatched: list[str]
+    runs: list[dict] = field(default_factory=list)    # the scored runs, when kept
+    traces: list[Trace] = field(default_factory=list)  # and their traces
 
 
-UNNAMED = "(no config)"
-
-
-def audit(traces: list[Trace], subject: Subject, *, baseline: dict | None = None) -> Audit:
-    """Validate, measure and gate `traces` (in run order). A trace that names no pipeline (its
-    `config`) is reported under UNNAMED rather than dropped."""
-    traces = [t if t.config else dataclasses.replace(t, config=UNNAMED) for t in traces]
-    traces = with_missing_runs(sorted(traces, key=run_order), subject)
+def score_batch(subject: Subject, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False) -> Scoring:
+    """Validate and score one batch of runs: a pure function of its inputs, so a batch can be
+    scored anywhere (this process, another one, another machine) and folded in later."""
     ctx = subject.context
-    issues = [i for t in traces for i in validate_trace(t, ctx)]
-    aborted = aborted_pipelines(traces, ctx)
-    evaluation = evaluate(traces, subject.items, subject.corpus, subject.encoder,
-                          Settings.from_config(subject.config), support=subject.support)
-    issues += evaluation.notes
-    errors = Counter(i.pipeline for i in issues if i.severity == "error")
-    error_questions: dict[str, set[str]] = defaultdict(set)
-    for i in issues:
-        if i.severity == "error":
-            error_questions[i.pipeline].add(i.qid if i.qid is not None else f"line {i.line}")
-    order = [p.name for p in subject.config.pipelines]
-    evaluation.pipelines = dict(sorted(evaluation.pipelines.items(),
-                                       key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
-    gate = evaluate_gate(evaluation, subject.config.gate, error_counts=dict(errors), aborted=aborted,
-                         baseline=baseline, error_questions={p: sorted(q) for p, q in error_questions.items()})
-    return Audit(traces, issues, evaluation, gate, aborted)
+    issues = [found for trace in batch for found in validate_trace(trace, ctx)]
+    scored = score_runs(batch, gold, subject.corpus, subject.encoder, settings, subject.support)
+    issues += scored.notes
+    by_key = {(t.config, t.qid, t.variant, t.seed): t for t in batch}
+    snippets: dict[str, dict] = {}
+    rows = [runstore.detail(r, by_key[(r["pipeline"], r["qid"], r["variant"], r["seed"])], subject.corpus, snippets)
+            for r in scored.runs]
+    book = Aggregates(AVERAGED, settings.css_min)
+    for record in scored.runs:
+        book.add(record)
+    return Scoring(issues, rows, book, snippets, scored.unmatched,
+                   scored.runs if keep else [], list(batch) if keep else [])
+
+
+class StreamingAudit:
+    """`add` traces, then `finish`. Runs go to `runs.parquet` in `out`; issues to `issues.jsonl`
+    there when `issues` is true. With `keep`, every scored run and trace is kept in memory too
+    (for fault injection on demo-sized runs)."""
+
+    def __init__(self, subject: Subject, out: Path, *, baseline: dict | None = None, batch: int = BATCH,
+                 issues: bool = True, keep: bool = False, remote=None):
+        """`remote`, when given, scores batches elsewhere (`ragaudit.executors.RemoteScoring`)."""
+        self.remote = remote
+        self.subject, self.out, self.baseline, self.batch, self.keep = subject, Path(out), baseline, batch, keep
+        self.gold = {}
+        for item in subject.items:
+            self.gold.setdefault(item.qid, item)
+        self.ctx = subject.context
+        self.settings = Settings.from_config(subject.config)
+        self.book = Aggregates(AVERAGED, self.settings.css_min)
+        self.runs = runstore.RunWriter(self.out / runstore.RUNS, AVERAGED)
+        self.plan = PlanIndex(subject.config, subject.items)
+        self.snippets: dict[str, dict] = {}
+        self.counts: Counter = Counter()
+        self.by_pipeline: dict[str, Counter] = defaultdict(Counter)
+        self.sample: list[Issue] = []
+        self.errors: Counter = Counter()
+        self.error_questions: dict[str, set[str]] = defaultdict(set)
+        self.aborted: dict[str, str] = {}
+        self.unmatched: list[str] = []
+        self.notes: list[Issue] = []
+        self.kept_runs: list[dict] = []
+        self.kept_traces: list[Trace] = []
+        self.seen_pipelines: list[str] = []
+        self._pending: list[Trace] = []
+        gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
+        self._issues = open(self.out / "issues.jsonl.tmp", "w", encoding="utf-8") if issues else None
+
+    def add(self, trace: Trace) -> None:
+        if not trace.config:
+            trace = dataclasses.replace(trace, config=UNNAMED)
+        if not self.plan.mark(trace):
+            return  # a run recorded twice counts once: the first
+        if trace.config not in self.seen_pipelines:
+            self.seen_pipelines.append(trace.config)
+        self._pending.append(trace)
+        if len(self._pending) >= self.batch:
+            self._flush()
+
+    def extend(self, traces: Iterable[Trace]) -> "StreamingAudit":
+        for trace in traces:
+            self.add(trace)
+        return self
+
+    def _record(self, found: Issue) -> None:
+        self.counts[found.code] += 1
+        self.by_pipeline[found.pipeline][found.code] += 1
+        if self.counts[found.code] <= ISSUES_SHOWN:
+            self.sample.append(found)
+        if self._issues is not None:
+            from ragaudit.io.jsonl import dump_line
+            self._issues.write(dump_line(found.to_dict()) + "\n")
+        if found.severity == "error":
+            self.errors[found.pipeline] += 1
+            self.error_questions[found.pipeline].add(found.qid if found.qid is not None else f"line {found.line}")
+        if found.code == "analyzer_mismatch" and found.pipeline not in self.aborted:
+            self.aborted[found.pipeline] = f"{found.qid} v{found.variant} s{found.seed}: {found.message}"
+
+    def _flush(self) -> None:
+        # A batch allocates hundreds of thousands of short-lived objects and makes no cycles worth
+        # collecting: the cyclic collector stays out of it (it took a fifth of the time).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._score(self._pending)
+        finally:
+            self._pending = []
+            if enabled:
+                gc.enable()
+
+    def _score(self, batch: list[Trace]) -> None:
+        if self.remote is not None:
+            for part in self.remote.submit(batch):
+                self._merge(part)
+        else:
+            self._merge(score_batch(self.subject, self.settings, self.gold, batch, keep=self.keep))
+
+    def _merge(self, part: "Scoring") -> None:
+        for found in part.issues:
+            self._record(found)
+        self.unmatched += part.unmatched
+        for ref, snippet in part.snippets.items():
+            self.snippets.setdefault(ref, snippet)
+        self.runs.write(part.rows)
+        self.book.merge(part.book)
+        if self.keep:
+            self.kept_runs += part.runs
+            self.kept_traces += part.traces
+
+    def finish(self) -> Audit:
+        # a planned run of a pipeline that left no trace counts as failed, not as absent
+        for run in self.plan.missing(self.seen_pipelines):
+            self.add(Trace(qid=run.qid, variant=run.variant, seed=run.seed, query=run.query, config=run.pipeline,
+                           error=MISSING_RUN))
+        if self._pending:
+            self._flush()
+        if self.remote is not None:
+            for part in self.remote.drain():
+                self._merge(part)
+        self.runs.close()
+        issues_path = None
+        if self._issues is not None:
+            self._issues.close()
+            issues_path = self.out / "issues.jsonl.tmp"
+        questions, sections, pipelines = self.book.finish(self.gold)
+        order = [p.name for p in self.subject.config.pipelines]
+        pipelines = dict(sorted(pipelines.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                                   else len(order), kv[0])))
+        evaluation = Evaluation(self.kept_runs, questions, sections, pipelines, self.unmatched, self.notes,
+                                coverage_share=runstore.coverage_share(self.out / runstore.RUNS))
+        gate = evaluate_gate(evaluation, self.subject.config.gate, error_counts=dict(self.errors),
+                             aborted=self.aborted, baseline=self.baseline,
+                             error_questions={p: sorted(q) for p, q in self.error_questions.items()})
+        return Audit(evaluation, gate, self.aborted, self.counts, self.sample, dict(self.by_pipeline), self.snippets,
+                     self.out / runstore.RUNS, issues_path, self.kept_traces)
+
+
+def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = None) -> Audit:
+    """Audit traces held in memory (fault injection, tests), keeping every run and trace in the
+    result; its runs file is gone when this returns, so the result answers from memory."""
+    with tempfile.TemporaryDirectory(prefix="ragaudit-audit-") as out:
+        result = StreamingAudit(subject, Path(out), baseline=baseline, issues=False, keep=True).extend(traces).finish()
+    result.evaluation.coverage_share = None
+    result.runs_path = None
+    return result
 
 
 def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
     """The report model (SPEC §6) of an audit."""
+    from ragaudit.report.model import build_report
     config = subject.config
     index = manifest.get("index") or {}
     pipelines = {p.name: {"kind": p.kind, "options": {k: v for k, v in sorted(p.options.items()) if v is not None},
                           "index": index.get(p.name), "aborted": result.aborted.get(p.name)}
                  for p in config.pipelines}
-    report = build_report(traces=result.traces, items=subject.items, corpus=subject.corpus,
-                          evaluation=result.evaluation, gate=result.gate, issues=result.issues, manifest=manifest,
+    report = build_report(audit=result, items=subject.items, corpus=subject.corpus, manifest=manifest,
                           pipelines=json.loads(json.dumps(pipelines, default=str, allow_nan=False)),
                           gold_findings=subject.gold_findings)
     report["meta"]["support_model"] = getattr(subject.support, "model_id", None)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -44,6 +46,9 @@ def main():
     # The command owns its terminal: the model libraries' download bars and warnings stay out of it.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # Audits allocate millions of short-lived objects and few cycles: collect the youngest
+    # generation less often (the default collected every 700 allocations, a fifth of the time).
+    gc.set_threshold(50_000, 50, 100)
 
 
 def _issue_line(issue) -> str:
@@ -86,14 +91,23 @@ def _summary(records: int, counts, severity_of) -> str:
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--corpus", type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl (enables corpus rules)")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="config: section policy, offset_unit, corpus")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="processes that share large inputs (default: the CPUs, at most 8; 1: this process alone)")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)")
+@click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @FORMAT
-def validate(traces, corpus, config_path, fmt):
+def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
     """Check every citation payload of trace files against the rules of `ragaudit codes`.
 
     Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read.
     """
+    import signal
+
     from ragaudit.io.corpus import load_corpus
     from ragaudit.validate import CODES, Context, Validator
+    from ragaudit.validate.shards import default_workers
+    from ragaudit.workers import Interrupted
 
     policy: dict = {}  # without a config: no cross-section whitelist, char offsets (and no config import)
     offset_unit, corpus_path = "char", corpus
@@ -105,24 +119,34 @@ def validate(traces, corpus, config_path, fmt):
         offset_unit, corpus_path = config.offset_unit, corpus or config.corpus
     ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
     validator = Validator(ctx, offset_unit=offset_unit)
-    unreadable: list[InputError] = []
+    client = None
+    if executor == "dask":
+        from ragaudit.executors import connect
+        client = connect(scheduler)
 
-    def issues():
-        for path in traces:
-            try:
-                yield from validator.check_files([path])
-            except InputError as exc:  # this file is lost; the others are still checked
-                unreadable.append(exc)
+    def terminated(signum, frame):  # unwinds like ctrl-C: workers stopped, spool files removed
+        raise Interrupted(signum, "interrupted by SIGTERM")
 
-    _emit(issues(), fmt=fmt, records_of=lambda: validator.records, counts_of=lambda: validator.counts)
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        _emit(validator.check_paths(traces, workers=workers or default_workers(), client=client), fmt=fmt,
+              records_of=lambda: validator.records, counts_of=lambda: validator.counts)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if client is not None:
+            client.close()
     if fmt == "text":
         click.echo(_summary(validator.records, validator.counts, lambda c: CODES[c].severity))
-    for exc in unreadable:
+    for exc in validator.unreadable:
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
     for bad in validator.bad_lines:
         click.echo(f"error: {bad.problem}", err=True)
-    if unreadable or validator.bad_lines:
+    if validator.unreadable or validator.bad_lines:
         sys.exit(InputError.exit_code)
     sys.exit(1 if validator.errors else 0)
 
@@ -137,7 +161,12 @@ def validate(traces, corpus, config_path, fmt):
 @click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
 @click.option("--no-gold-check", is_flag=True, help="run even when the gold set disagrees with the corpus (its "
               "findings still go into the report; a duplicate qid still stops the run)")
-def run_command(config_path, out, resume, workers, baseline, allow_foreign_baseline, no_gate, no_gold_check):
+@click.option("--executor", type=click.Choice(["local", "processes", "dask"]),
+              help="where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster "
+                   "(default: [executor] kind, else local)")
+@click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
+def run_command(config_path, out, resume, workers, baseline, allow_foreign_baseline, no_gate, no_gold_check,
+                executor, scheduler):
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
 
     The gold set is checked against the corpus first, as `ragaudit gold check` does: an error
@@ -155,7 +184,32 @@ def run_command(config_path, out, resume, workers, baseline, allow_foreign_basel
     findings = inputs.check_gold(strict=not no_gold_check)
     baseline_report = _baseline(baseline, rundir.input_record(config, inputs.corpus)["inputs"],
                                 allow_foreign_baseline) if baseline else None
-    result = runner.run(config, inputs=inputs, out=out, resume=resume, workers=workers)
+    subject = inputs.subject(findings)
+    audit: dict = {}
+    from ragaudit.executors import make_executor
+    cluster = make_executor(executor or config.executor["kind"], scheduler or config.executor["scheduler"],
+                            config.path, workers=workers or (os.cpu_count() or 2))
+
+    def start_audit(run_dir: Path) -> None:  # the run is scored as it goes: its traces are read once
+        from ragaudit.audit import StreamingAudit
+        audit["work"] = Path(tempfile.mkdtemp(prefix=".audit-", dir=run_dir))
+        audit["auditor"] = StreamingAudit(subject, audit["work"], baseline=baseline_report,
+                                          remote=cluster.scorer(keep=False) if cluster else None)
+
+    try:
+        result = runner.run(config, inputs=inputs, out=out, resume=resume, workers=workers,
+                            sink=lambda trace: audit["auditor"].add(trace), on_start=start_audit, executor=cluster)
+        finished = audit["auditor"].finish()
+        with rundir.locked(result.run_dir):
+            rundir.update_manifest(result.run_dir, gold_checked=not no_gold_check,
+                                   **({"baseline": str(Path(baseline).resolve())} if baseline else {}))
+            from ragaudit.report import write_outputs
+            report = write_outputs(result.run_dir, finished, subject)
+    finally:
+        if "work" in audit:
+            shutil.rmtree(audit["work"], ignore_errors=True)
+        if cluster is not None:
+            cluster.close()
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     for name, why in sorted(result.aborted.items()):
@@ -165,10 +219,8 @@ def run_command(config_path, out, resume, workers, baseline, allow_foreign_basel
         click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
     click.echo(f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
                f"{result.seconds:.1f} s: {result.rate:.1f} runs/s")
-    with rundir.locked(result.run_dir):
-        rundir.update_manifest(result.run_dir, gold_checked=not no_gold_check,
-                               **({"baseline": str(Path(baseline).resolve())} if baseline else {}))
-        report = _build(result.run_dir, inputs, findings, baseline_report)
+    if not (result.run_dir / "report.json").is_file():  # never exit 0 without a report
+        raise RagauditError(f"{result.run_dir}: the report was not written")
     _finish(report, result.run_dir, no_gate)
 
 
@@ -255,8 +307,16 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
             errors[issue.get("pipeline")] = errors.get(issue.get("pipeline"), 0) + 1
             questions.setdefault(issue.get("pipeline"), set()).add(issue.get("qid") or f"line {issue.get('line')}")
     aborted = {name: p["aborted"] for name, p in report.get("pipelines", {}).items() if p.get("aborted")}
+    from ragaudit import runstore
+    runs_file = Path(report_path).parent / runstore.RUNS
+    evaluation = evaluation_of(report, runstore.coverage_share(runs_file) if runs_file.is_file() else None)
+    if not runs_file.is_file():  # a report moved alone: the runs it carries must be all of them
+        if any("runs" not in q for q in report["questions"]):
+            raise InputError(f"{report_path}: expected {runstore.RUNS} beside the report (the per-run coverage "
+                             "behind coverage_pass_rate), found none")
+        evaluation.runs = [r for q in report["questions"] for r in q["runs"]]
     try:
-        result = evaluate_gate(evaluation_of(report), config.gate, error_counts=errors, aborted=aborted,
+        result = evaluate_gate(evaluation, config.gate, error_counts=errors, aborted=aborted,
                                baseline=base, error_questions={p: sorted(q) for p, q in questions.items()})
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a report edited by hand or damaged
         raise InputError(f"{report_path}: expected the shape of a ragaudit report, found a damaged one "

@@ -24,14 +24,6 @@ class Check:
         return asdict(self)
 
 
-def _runs_of(evaluation, pipeline):
-    return [r for r in evaluation.runs if r["pipeline"] == pipeline]
-
-
-def _failing(runs, predicate) -> list[str]:
-    return sorted({r["qid"] for r in runs if predicate(r)})
-
-
 def evaluate_gate(evaluation, thresholds: dict, *, error_counts: dict[str, int], aborted: dict[str, str],
                   baseline: dict | None = None, error_questions: dict[str, list[str]] | None = None) -> dict:
     """The gate section of a report: `{"verdict", "pipelines", "checks"}`. `error_counts` are the
@@ -62,40 +54,45 @@ def flagged_questions(gate: dict) -> dict[str, set[str]]:
     return out
 
 
+def _named(questions: list[dict], failing) -> list[str]:
+    return sorted(q["qid"] for q in questions if failing(q["stats"]))
+
+
 def _pipeline_checks(evaluation, pipeline, summary, t, errors, error_qids, aborted) -> list[Check]:
-    runs = _runs_of(evaluation, pipeline)
+    """The checks of one pipeline, from its questions' running statistics (the worst ΔS, the lowest
+    coverage, how many runs missed or hallucinated) and its share of runs meeting coverage_min."""
     questions = [q for q in evaluation.questions if q["pipeline"] == pipeline]
     m = summary["metrics"]
     errored = summary.get("errored", 0)
     note = f"{errored} errored run{'s' if errored != 1 else ''} count as ΔS 1.0 and 0 on every rate" if errored else ""
     out = []
-    ds = [r["metrics"]["delta_s_qr"] for r in runs if r["metrics"]["delta_s_qr"] is not None]
-    worst = max(ds) if ds else None
+    worst = max((q["stats"]["max_delta_s"] for q in questions if q["stats"]["max_delta_s"] is not None), default=None)
     out.append(Check(pipeline, "delta_s_max", t["delta_s_max"], worst,
                      worst is not None and worst <= t["delta_s_max"],
-                     _failing(runs, lambda r: r["metrics"]["delta_s_qr"] is None
-                              or r["metrics"]["delta_s_qr"] > t["delta_s_max"]), note))
+                     _named(questions, lambda s: s["max_delta_s"] is None or s["max_delta_s"] > t["delta_s_max"]),
+                     note))
     out.append(Check(pipeline, "delta_s_mean_max", t["delta_s_mean_max"], m["delta_s_qr"],
                      m["delta_s_qr"] is not None and m["delta_s_qr"] <= t["delta_s_mean_max"],
                      sorted(q["qid"] for q in questions if q["metrics"]["delta_s_qr"] is None
                             or q["metrics"]["delta_s_qr"] > t["delta_s_mean_max"]), note))
-    low = lambda r: r["metrics"]["coverage"] is None or r["metrics"]["coverage"] < t["coverage_min"]  # noqa: E731
-    share = sum(not low(r) for r in runs) / len(runs) if runs else 0.0
+    share = evaluation.share_covered(pipeline, t["coverage_min"])
     out.append(Check(pipeline, "coverage_pass_rate", {"coverage_min": t["coverage_min"],
                                                        "pass_rate": t["coverage_pass_rate"]},
-                     share, share >= t["coverage_pass_rate"], _failing(runs, low)))
+                     share, share >= t["coverage_pass_rate"],
+                     _named(questions, lambda s: s["coverage_missing"] > 0 or s["min_coverage"] is None
+                            or s["min_coverage"] < t["coverage_min"])))
     rate = summary["citation_match_rate"] or 0.0
     out.append(Check(pipeline, "citation_match_min", t["citation_match_min"], rate, rate >= t["citation_match_min"],
-                     _failing(runs, lambda r: r["metrics"]["citation_match"] != 1.0), note))
+                     _named(questions, lambda s: s["unmatched"] > 0), note))
     convergent = sum(q["lambda"]["state"] == "convergent" for q in questions) / len(questions) if questions else 0.0
     out.append(Check(pipeline, "lambda_convergent_min", t["lambda_convergent_min"], convergent,
                      convergent >= t["lambda_convergent_min"],
                      sorted(q["qid"] for q in questions if q["lambda"]["state"] != "convergent")))
     forbidden = sorted(q["qid"] for q in questions if q["lambda"]["state"] in t["lambda_forbid"])
     out.append(Check(pipeline, "lambda_forbid", list(t["lambda_forbid"]), len(forbidden), not forbidden, forbidden))
-    hallucinating = [r for r in runs if (r["metrics"].get("hallucinations") or 0) > 0]
-    out.append(Check(pipeline, "hallucination_max", t["hallucination_max"], len(hallucinating),
-                     len(hallucinating) <= t["hallucination_max"], sorted({r["qid"] for r in hallucinating}),
+    hallucinating = sum(q["stats"]["hallucinating"] for q in questions)
+    out.append(Check(pipeline, "hallucination_max", t["hallucination_max"], hallucinating,
+                     hallucinating <= t["hallucination_max"], _named(questions, lambda s: s["hallucinating"] > 0),
                      "runs whose answer states a quantity or identifier that no cited text contains"))
     out.append(Check(pipeline, "max_errors", t["max_errors"], errors, errors <= t["max_errors"], sorted(error_qids),
                      "validator issues of severity error"))
@@ -160,8 +157,9 @@ def missing_from_baseline(gate: dict) -> list[str]:
     return [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
 
 
-def evaluation_of(report: dict):
-    """The parts of an Evaluation the gate reads, taken back from a report.json."""
+def evaluation_of(report: dict, coverage_share=None):
+    """The parts of an Evaluation the gate reads, taken back from a report.json; `coverage_share`
+    reads the per-run coverage kept beside the report (runs.parquet)."""
     from ragaudit.metrics.evaluate import Evaluation
-    return Evaluation(runs=[r for q in report["questions"] for r in q["runs"]], questions=report["questions"],
-                      sections=report["summary"].get("sections", []), pipelines=report["summary"]["pipelines"])
+    return Evaluation(questions=report["questions"], sections=report["summary"].get("sections", []),
+                      pipelines=report["summary"]["pipelines"], coverage_share=coverage_share)

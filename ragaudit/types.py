@@ -152,6 +152,8 @@ class Trace:
     field_errors: tuple[FieldError, ...] = ()
     file: str | None = None
     line: int | None = None
+    attempts: int | None = None        # calls it took when a failed call was tried again
+    retried: tuple[str, ...] = ()      # the errors of the attempts that failed
 
     @property
     def key(self) -> RunKey:

@@ -3,43 +3,9 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import KEYS_SENTENCE, ONCALL, PASSWORDS_SENTENCE, POLICIES, payload_for
 
-from ragaudit.analyzers import ANALYZERS
 from ragaudit.io.corpus import load_corpus
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
-POLICIES = """# Policies
-
-Every rule here applies to all staff.
-
-## Security
-
-### Keys
-
-Hardware keys are rotated every 12 months. Administrators keep two registered keys.
-
-### Passwords
-
-Passwords are rotated every 90 days. Reuse of the last 5 passwords is blocked.
-"""
-
-ONCALL = """# On-call
-
-## Paging
-
-A SEV1 page must be acknowledged within 5 minutes.
-"""
-
-
-def shared_path(*parts: str) -> Path:
-    """A path under ../shared/data; skips when absent unless RAGAUDIT_REQUIRE_SHARED=1, where it fails."""
-    path = SHARED.joinpath("data", *parts)
-    if not path.exists():
-        if os.environ.get("RAGAUDIT_REQUIRE_SHARED") == "1":
-            pytest.fail(f"{path} is required (RAGAUDIT_REQUIRE_SHARED=1) but missing")
-        pytest.skip(f"shared data not present: {path}")
-    return path
 
 
 @pytest.fixture
@@ -54,24 +20,6 @@ def corpus_dir(tmp_path) -> Path:
 @pytest.fixture
 def corpus(corpus_dir):
     return load_corpus(corpus_dir)
-
-
-def payload_for(corpus, doc_id: str, sentence: str, *, snippet_id: str, section_id: str, score: float,
-                rank: int, analyzer: str = "lowercase") -> dict:
-    doc = corpus[doc_id]
-    start = doc.text.index(sentence)
-    return {
-        "doc_id": doc_id, "section_id": section_id, "snippet_id": snippet_id,
-        "source_url": f"file:///corpus/{doc_id}.md#{section_id}",
-        "offsets": {"start": start, "end": start + len(sentence), "unit": "char"},
-        "tokens": ANALYZERS[analyzer].count(sentence), "index_hash": "sha256:abc",
-        "embed_model": "all-MiniLM-L6-v2:mean", "analyzer": analyzer, "rev": doc.rev,
-        "score_norm": score, "score_raw": score * 10, "k_pos": rank, "text": sentence,
-    }
-
-
-KEYS_SENTENCE = "Hardware keys are rotated every 12 months."
-PASSWORDS_SENTENCE = "Passwords are rotated every 90 days."
 
 
 @pytest.fixture

@@ -137,7 +137,7 @@ def test_codes_lists_every_code(cli):
 
 
 def test_gold_check(cli, tmp_path, corpus_dir):
-    from conftest import KEYS_SENTENCE, POLICIES
+    from helpers import KEYS_SENTENCE, POLICIES
     start = POLICIES.index(KEYS_SENTENCE)
     item = {"qid": "K", "question": "q", "paraphrases": ["a", "b"], "doc_id": "policies",
             "section_id": "policies/security/keys",

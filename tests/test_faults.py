@@ -6,7 +6,7 @@ import json
 import random
 
 import pytest
-from test_runner import DEMO, invoke, run_dir_of, write_config
+from helpers import DEMO, invoke, run_dir_of, write_config
 
 from ragaudit import runner
 from ragaudit.analyzers import ANALYZERS

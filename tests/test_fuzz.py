@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from helpers import BM25, run_dir_of, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_runner import BM25, run_dir_of, write_config
 
 from ragaudit.cli import main
 

@@ -1,24 +1,30 @@
 """The gate's checks and drift rules, on hand-made evaluations."""
+from types import SimpleNamespace
+
 from ragaudit.gate import evaluate_gate, flagged_questions
 from ragaudit.io.config import default_config
+from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation
 
 T = default_config().gate
 
 
 def run(qid, *, ds=0.3, cov=1.0, match=1.0, hallucinations=0.0, pipeline="p"):
-    return {"pipeline": pipeline, "qid": qid, "variant": 0, "seed": 1, "error": None,
+    return {"pipeline": pipeline, "qid": qid, "variant": 0, "seed": 1, "error": None, "errored": False,
+            "correct": match == 1.0, "sections": [["d", "s"]], "zone": "stable",
             "metrics": {"delta_s_qr": ds, "coverage": cov, "citation_match": match, "hallucinations": hallucinations}}
 
 
 def evaluation(runs, states):
-    mean = lambda rs, k: sum(r["metrics"][k] for r in rs) / len(rs)  # noqa: E731
-    questions = [{"pipeline": "p", "qid": q, "lambda": {"state": s},
-                  "metrics": {"delta_s_qr": mean([r for r in runs if r["qid"] == q], "delta_s_qr")}}
-                 for q, s in states.items()]
-    return Evaluation(runs=runs, questions=questions, pipelines={"p": {
-        "metrics": {"delta_s_qr": mean(runs, "delta_s_qr"), "coverage": mean(runs, "coverage")},
-        "citation_match_rate": mean(runs, "citation_match")}})
+    """An evaluation of these runs through the real aggregation, with each question's λ state set."""
+    gold = {r["qid"]: SimpleNamespace(doc_id="d", section_id="s", question=r["qid"]) for r in runs}
+    book = Aggregates(("delta_s_qr", "coverage", "citation_match", "hallucinations"), css_min=0.5)
+    for r in runs:
+        book.add(r)
+    questions, sections, pipelines = book.finish(gold)
+    for q in questions:
+        q["lambda"]["state"] = states[q["qid"]]
+    return Evaluation(runs=runs, questions=questions, sections=sections, pipelines=pipelines)
 
 
 def checks(result):
@@ -82,7 +88,7 @@ def test_drift_against_a_baseline():
 def test_a_foreign_baseline_is_refused_and_a_missing_pipeline_reported(tmp_path):
     import json
 
-    from test_runner import BM25, TFIDF, invoke, run_dir_of, write_config
+    from helpers import BM25, TFIDF, invoke, run_dir_of, write_config
     config = write_config(tmp_path, BM25 + TFIDF, items=3, seeds="[1]")
     run_dir = run_dir_of(invoke("run", config, "--no-gate"))
     report = json.loads((run_dir / "report.json").read_text())

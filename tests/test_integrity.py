@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_runner import BM25, FIXTURES, TFIDF, invoke, run_dir_of, write_config
+from helpers import BM25, FIXTURES, TFIDF, invoke, run_dir_of, write_config
 
 from ragaudit import rundir
 from ragaudit.io.files import write_atomic
@@ -104,7 +104,7 @@ def test_verify_names_changed_outputs_and_documents(finished, tmp_path):
 def test_verify_names_the_changed_corpus_documents(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    from test_runner import DEMO
+    from helpers import DEMO
     for path in (DEMO / "corpus").iterdir():
         (corpus / path.name).write_text(path.read_text())
     config = write_config(tmp_path, BM25, items=3, seeds="[1]")

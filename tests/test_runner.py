@@ -6,53 +6,20 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from click.testing import CliRunner
+from helpers import (
+    BM25,
+    FIXTURES,
+    TFIDF,
+    comparable,
+    invoke,
+    run_dir_of,
+    write_config,
+)
 
 from ragaudit.cli import main
 from ragaudit.io.traces import read_traces
-
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "gold_sets" / "handbook"
-FIXTURES = Path(__file__).resolve().parent / "pipelines" / "fixtures"
-
-
-def write_config(tmp_path, pipelines: str, *, items: int = 6, seeds="[1, 2]", extra: str = "") -> Path:
-    gold = tmp_path / "gold.jsonl"
-    gold.write_text("".join((DEMO / "gold.jsonl").read_text().splitlines(keepends=True)[:items]))
-    config = tmp_path / "audit.toml"
-    config.write_text(f"""
-[audit]
-gold = "gold.jsonl"
-corpus = "{DEMO / 'corpus'}"
-paraphrases = 3
-seeds = {seeds}
-out = "runs"
-{extra}
-[embedder]
-model = "hashing"
-
-{pipelines}
-""")
-    return config
-
-
-BM25 = '[[pipelines]]\nname = "bm25"\nkind = "reference"\nretriever = "bm25"\n'
-TFIDF = '[[pipelines]]\nname = "tfidf"\nkind = "reference"\nretriever = "tfidf"\nrerank = "mmr"\ntemperature = 0.5\n'
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def run_dir_of(result) -> Path:
-    return Path(result.output.strip().splitlines()[-1].split("run directory: ")[1])
-
-
-def comparable(report: dict) -> dict:
-    """A report without the parts that may differ between identical runs: meta (times, versions)."""
-    return {k: v for k, v in report.items() if k != "meta"}
 
 
 def test_reference_run_writes_every_output(tmp_path):

@@ -17,27 +17,11 @@ from ragaudit.audit import Audit, Subject, audit
 from ragaudit.errors import UsageError
 from ragaudit.faults.mutations import FAULTS, Fault, Scene
 from ragaudit.gate import flagged_questions
+from ragaudit.metrics.support import Memoized
 from ragaudit.plan import run_order
 from ragaudit.types import Payload, Trace
 
 SCHEMA = "ragaudit.faults/1"
-
-
-class MemoScorer:
-    """A support scorer that scores each distinct (segment, texts) pair once across all the audits
-    of one fault run: most runs are the same in every faulty copy."""
-
-    def __init__(self, scorer):
-        self.scorer = scorer
-        self.model_id = getattr(scorer, "model_id", None)
-        self._memo: dict[tuple, float] = {}
-
-    def score_many(self, pairs):
-        keys = [(seg, tuple(texts)) for seg, texts in pairs]
-        todo = list(dict.fromkeys(k for k in keys if k not in self._memo))
-        if todo:
-            self._memo.update(zip(todo, (float(s) for s in self.scorer.score_many([(s, list(t)) for s, t in todo]))))
-        return [self._memo[k] for k in keys]
 
 
 @dataclass
@@ -98,7 +82,7 @@ def _row(result: Audit, gated: list[str], affected: dict[str, set[str]]) -> dict
         pipelines[name] = {
             "verdict": "pass" if all(c["passed"] for c in checks if c["pipeline"] == name) else "fail",
             "failed_checks": [c["name"] for c in checks if c["pipeline"] == name and not c["passed"]],
-            "codes": dict(sorted(Counter(i.code for i in result.issues if i.pipeline == name).items())),
+            "codes": dict(sorted(result.codes_by_pipeline.get(name, Counter()).items())),
             "affected": len(hit), "detected": len(hit & mine),
             "detection_rate": len(hit & mine) / len(hit) if hit else None,
             "false_flag_rate": len(rest & mine) / len(rest) if rest else None,
@@ -115,7 +99,7 @@ def run_faults(traces: list[Trace], subject: Subject, *, only: list[str] | None 
         raise UsageError(f"unknown fault {', '.join(unknown)}; expected some of {', '.join(FAULTS)}")
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
-    subject = dataclasses.replace(subject, support=MemoScorer(subject.support) if subject.support else None)
+    subject = dataclasses.replace(subject, support=Memoized(subject.support, size=1 << 20) if subject.support else None)
     traces = sorted(traces, key=run_order)
     clean = audit(traces, subject)
     gated = list(clean.gate["pipelines"])

@@ -13,6 +13,7 @@ Each `[[pipelines]]` entry takes the keys of its kind and no others:
 | `replay`    | traces (required)                                                                                    |
 | `python`    | factory (required), options (a table of keyword arguments for the factory)                           |
 | `command`   | command (required: a non-empty array of strings)                                                     |
+| both above  | max_in_flight (>= 1), rate_limit (calls/s > 0), retries (>= 0), retry_backoff_s (> 0), cache (bool)   |
 
 `PipelineConfig.options` holds every pipeline key, those the kind does not take at their
 defaults, so every kind has one shape. `[gate] pipelines` must name configured pipelines; a
@@ -75,6 +76,7 @@ class Config:
     lambda_: dict[str, Any] = field(default_factory=dict)
     support: dict[str, Any] = field(default_factory=dict)
     pipelines: tuple[PipelineConfig, ...] = ()
+    executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local", "scheduler": None})
 
 
 def _beside(config_path: Path, value: str) -> Path:
@@ -184,6 +186,11 @@ class _Support(_Table):
     params: _ConfigPath | None = None
 
 
+class _Executor(_Table):
+    kind: Literal["local", "processes", "dask"] = "local"
+    scheduler: _Text | None = None  # a Dask scheduler address, such as "tcp://10.0.0.5:8786"
+
+
 class _Pipeline(_Table):
     name: _Text
     k: _Positive = 5
@@ -222,13 +229,24 @@ class _Replay(_Pipeline):
     traces: _ConfigPath
 
 
-class _Python(_Pipeline):
+class _Remote(_Pipeline):
+    """What a pipeline that calls a service may set: how many calls at once, how many a second,
+    how often a failed call is tried again (with exponential backoff and jitter), and whether its
+    answers are kept for an unchanged re-run."""
+    max_in_flight: _Positive | None = None
+    rate_limit: float | None = Field(None, gt=0.0)  # calls per second
+    retries: _Count = 0
+    retry_backoff_s: float = Field(0.5, gt=0.0)
+    cache: bool = False
+
+
+class _Python(_Remote):
     kind: Literal["python"]
     factory: _Text
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class _Command(_Pipeline):
+class _Command(_Remote):
     kind: Literal["command"]
     command: list[str] = Field(min_length=1)
 
@@ -245,11 +263,12 @@ class _Root(_Table):
     gate: _Gate
     lambda_: _Lambda = Field(alias="lambda")
     support: _Support
+    executor: _Executor
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
 
 
 _SECTIONS: dict[str, type[_Table]] = {"audit": _Audit, "embedder": _Embedder, "metrics": _Metrics, "gate": _Gate,
-                                      "lambda": _Lambda, "support": _Support}
+                                      "lambda": _Lambda, "support": _Support, "executor": _Executor}
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 
 
@@ -511,7 +530,7 @@ def load_config(path: str | Path) -> Config:
         cross_section_whitelist=tuple(frozenset(g) for g in audit.cross_section_whitelist),
         offset_unit=audit.offset_unit, workers=audit.workers, model=root.embedder.model,
         metrics=root.metrics.model_dump(), gate=root.gate.model_dump(), lambda_=root.lambda_.model_dump(),
-        support=root.support.model_dump(),
+        support=root.support.model_dump(), executor=root.executor.model_dump(),
         pipelines=tuple(PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
                         for p in root.pipelines),
     )

@@ -16,6 +16,10 @@ through or crash on into a located defect:
 
 The common case costs one orjson parse, one orjson serialisation and at most three byte scans;
 the standard parser only runs for the rare text orjson refuses.
+
+A file of JSON lines can also be read a byte range at a time (`JsonLines(path, start=, end=)`),
+so that several processes share one large file; line numbers then count from the range's first
+line and the caller adds the lines of the ranges before it.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ _STEP[ord("]")] = _STEP[ord("}")] = -1
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]|NaN|-?Infinity|-?[0-9][0-9.eE+-]*', re.S)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_COLON_ESCAPE = re.compile(rb"\\u003[aA]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DOUBLE_MAX = sys.float_info.max
 FINITE = "a finite number"
@@ -99,7 +104,7 @@ def decode(data: bytes, *, finite: bool = True) -> tuple[Any, tuple[FieldError, 
     # a duplicate the raw text holds as many colons as the rewrite, while each dropped duplicate
     # takes one or more away. Only a colon escaped as \u003a can hide that; then the exact check
     # runs, as it does whenever the counts differ.
-    if not data.startswith(written) and (data.count(b":") != written.count(b":") or b"\\u003" in data):
+    if not data.startswith(written) and (data.count(b":") != written.count(b":") or _COLON_ESCAPE.search(data)):
         _check_duplicates(data.decode("utf-8"))
     return value, ()
 
@@ -341,17 +346,81 @@ def _nonfinite_name(number: float) -> str:
 
 # ---- files ------------------------------------------------------------------------------------
 
-def open_input(path: str | os.PathLike, *, what: str = "file"):
+READ_BUFFER = 1 << 20  # reading lines through a 1 MB buffer takes a quarter of the time of 8 KB
+
+
+def open_input(path: str | os.PathLike, *, what: str = "file", buffering: int = -1):
     """Open an input for binary reading, turning every OS failure into an InputError."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise InputError(Problem(path, f"expected {_a(what)}, found a directory"))
     try:
-        return open(path, "rb")
+        return open(path, "rb", buffering=buffering)
     except FileNotFoundError:
         raise InputError(Problem(path, f"no such {what}")) from None
     except OSError as exc:
         raise InputError(Problem(path, f"cannot read {what}: {exc.strerror}")) from None
+
+
+class JsonLines:
+    """The JSON lines of a file, or of the lines that start in the byte range [start, end) of it
+    (`end=None`: to the end of the file), as `(line_number, value, notes)`; `finite` as in
+    `decode`. A blank line is skipped; a bad line yields a BadLine as value, and reading goes on.
+
+    Line numbers count from 1 at the first line of the range, and `lines` (every line read,
+    blank ones included) is what the next range's numbers follow. A byte order mark is dropped
+    from the first line of the file. Iterating raises InputError when the file cannot be opened
+    or read; an empty file is the caller's to refuse (`require_records`), since one range of a
+    file may well hold no record.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, finite: bool = True, start: int = 0, end: int | None = None):
+        self.name = os.fspath(path)
+        self.finite, self.start, self.end = finite, start, end
+        self.lines = self.records = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any, tuple[FieldError, ...]]]:
+        name, finite, end = self.name, self.finite, self.end
+        number = records = 0
+        with open_input(name, buffering=READ_BUFFER) as handle:
+            try:
+                position = self.start
+                if position:
+                    # The line that runs across `start` belongs to the range before.
+                    handle.seek(position - 1)
+                    position += len(handle.readline()) - 1
+                for raw in handle:
+                    if end is not None:
+                        if position >= end:
+                            break
+                        position += len(raw)
+                    number += 1
+                    self.lines = number
+                    if raw.isspace():  # never empty: a line read from a file holds at least its newline
+                        continue
+                    records += 1
+                    self.records = records
+                    # Kept whole: the trailing newline is JSON whitespace, and copying long lines costs.
+                    line = raw[len(BOM):] if number == 1 and not self.start and raw.startswith(BOM) else raw
+                    try:
+                        value, notes = decode(line, finite=finite)
+                    except JsonDefect as defect:
+                        yield number, BadLine(name, number, _line_message(defect, raw), defect.path), ()
+                        continue
+                    yield number, value, notes
+            except OSError as exc:
+                raise InputError(Problem(name, f"cannot read file: {exc.strerror}", number + 1)) from None
+
+    def require_records(self) -> None:
+        """Raise InputError when the file held no record at all (after iterating the whole file)."""
+        if self.records == 0:
+            raise InputError(no_records(self.name, self.lines))
+
+
+def no_records(name: str, lines: int) -> Problem:
+    """Why a file of JSON lines with no record is refused, given how many (blank) lines it has."""
+    return Problem(name, "expected JSON lines, found an empty file" if lines == 0
+                   else "expected JSON lines, found only blank lines")
 
 
 def iter_json_values(path: str | os.PathLike, *, finite: bool = True
@@ -359,27 +428,9 @@ def iter_json_values(path: str | os.PathLike, *, finite: bool = True
     """Yield `(line_number, value, notes)` for each non-blank line; a bad line yields a BadLine
     as value. `finite` as in `decode`. Raises InputError when the file cannot be opened or read,
     or holds no record at all."""
-    name = os.fspath(path)
-    records = number = 0
-    with open_input(name) as handle:
-        try:
-            for number, raw in enumerate(handle, start=1):
-                if raw.isspace():  # never empty: a line read from a file holds at least its newline
-                    continue
-                records += 1
-                # Kept whole: the trailing newline is JSON whitespace, and copying long lines costs.
-                line = raw[len(BOM):] if number == 1 and raw.startswith(BOM) else raw
-                try:
-                    value, notes = decode(line, finite=finite)
-                except JsonDefect as defect:
-                    yield number, BadLine(name, number, _line_message(defect, raw), defect.path), ()
-                    continue
-                yield number, value, notes
-        except OSError as exc:
-            raise InputError(Problem(name, f"cannot read file: {exc.strerror}", number + 1)) from None
-    if records == 0:
-        raise InputError(Problem(name, "expected JSON lines, found an empty file" if number == 0
-                                 else "expected JSON lines, found only blank lines"))
+    lines = JsonLines(path, finite=finite)
+    yield from lines
+    lines.require_records()
 
 
 def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:

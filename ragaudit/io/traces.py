@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import orjson
 
 from ragaudit.errors import describe
-from ragaudit.io.jsonl import BadLine, dump_line, iter_json_values, scrub
+from ragaudit.io.jsonl import BadLine, JsonLines, dump_line, scrub
 from ragaudit.types import (
     REQUIRED_PAYLOAD_FIELDS,
     TRACE_SCHEMA,
@@ -40,11 +40,25 @@ def _is_number(value: Any) -> bool:
 
 
 def read_traces(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterator[Trace | BadLine]:
-    """Stream the traces of a JSONL file; a defective line yields a BadLine and reading goes on."""
-    name = os.fspath(path)
+    """Stream the traces of a JSONL file; a defective line yields a BadLine and reading goes on.
+    Raises InputError when the file cannot be read or holds no record."""
+    lines = trace_lines(path)
+    yield from traces_in(lines, offset_unit=offset_unit)
+    lines.require_records()
+
+
+def trace_lines(path: str | os.PathLike, start: int = 0, end: int | None = None) -> JsonLines:
+    """The lines of a trace file, or of the byte range [start, end) of it, for `traces_in`."""
     # NaN and Infinity come through as None with a note each, so that they are reported field by
     # field (`wrong_type`) and the rest of the trace is still checked.
-    for number, obj, notes in iter_json_values(name, finite=False):
+    return JsonLines(path, finite=False, start=start, end=end)
+
+
+def traces_in(lines: JsonLines, *, offset_unit: str = "char") -> Iterator[Trace | BadLine]:
+    """The traces of the lines `lines` reads; a defective line yields a BadLine and reading goes on.
+    Line numbers are those of `lines` (relative to its range)."""
+    name = lines.name
+    for number, obj, notes in lines:
         if isinstance(obj, BadLine):
             yield obj
         else:
@@ -97,7 +111,7 @@ def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
         variant = _wrong(errors, "$.variant", "integer", variant)
     if type(seed) is not int:
         seed = _wrong(errors, "$.seed", "integer", seed)
-    if not isinstance(unit, str):
+    if unit is not None and not isinstance(unit, str):
         unit = _wrong(errors, "$.offset_unit", "string", unit)
     unit = unit or offset_unit
 
@@ -108,7 +122,7 @@ def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
         else:
             errors.append(FieldError(f"$.retrieved[{i}]", "payload object", describe(raw)))
 
-    strings = [get(key) for key in _TRACE_STRINGS]
+    strings = list(map(get, _TRACE_STRINGS))
     for i, value in enumerate(strings):
         if value is not None and not isinstance(value, str):
             strings[i] = _wrong(errors, f"$.{_TRACE_STRINGS[i]}", "string", value)
@@ -117,13 +131,22 @@ def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
     error = get("error")
     if error is not None and not isinstance(error, str):
         error = _as_text(error)
+    attempts, retried = get("attempts"), get("retried")
+    if attempts is not None and (type(attempts) is not int or attempts < 1):
+        attempts = _wrong(errors, "$.attempts", "positive integer", attempts)
+    if retried is None:
+        retried = ()
+    elif isinstance(retried, list) and all(isinstance(r, str) for r in retried):
+        retried = tuple(retried)
+    else:
+        retried = _wrong(errors, "$.retried", "array of error strings", retried) or ()
 
     return Trace(
         qid=qid, variant=variant or 0, seed=seed or 0, retrieved=tuple(payloads),
         index=_index(obj.get("index"), errors), answer=_answer(obj.get("answer"), errors),
         steps=_steps(obj.get("steps"), errors), error=error or None, offset_unit=unit,
         field_errors=tuple(errors), file=file, line=line, query=query, config=config,
-        retriever_name=retriever_name, retrieved_at=retrieved_at,
+        retriever_name=retriever_name, retrieved_at=retrieved_at, attempts=attempts, retried=retried,
     )
 
 
@@ -155,28 +178,33 @@ _ACCEPT = tuple(_KIND_TYPES[_KIND_OF[k]] | {_NONE} if k in _KIND_OF
 _EXPECTED = {**_KIND_OF, "offsets": "object {start, end, unit} or [start, end]", "window": "object {pre, post}"}
 _OFFSETS = _ORDER.index("offsets")
 _REQUIRED = len(REQUIRED_PAYLOAD_FIELDS)
-_NO_MISSING: frozenset[str] = frozenset()
-_WELL_TYPED: set[tuple[type, ...]] = set()  # type signatures already found valid
+# A payload's shape is the tuple of its fields' types. A file holds a few shapes, so each is
+# judged once: (required fields absent, every field of an accepted type).
+_SHAPES: dict[tuple[type, ...], tuple[frozenset[str], bool]] = {}
+_SHAPES_MAX = 4096  # bounded against hostile input
 if _ORDER[:_REQUIRED] != REQUIRED_PAYLOAD_FIELDS or set(_ORDER) != set(_EXPECTED):
     # Positional construction would silently put values in the wrong fields.
     raise ImportError("Payload's fields no longer match the trace reader's field table")
 
 
+def _shape(signature: tuple[type, ...]) -> tuple[frozenset[str], bool]:
+    # Absent is not wrong: a required field of the wrong type is a wrong_type error, not missing.
+    judged = (frozenset(k for k, t in zip(REQUIRED_PAYLOAD_FIELDS, signature) if t is _NONE),
+              all(map(frozenset.__contains__, _ACCEPT, signature)))
+    if len(_SHAPES) < _SHAPES_MAX:
+        _SHAPES[signature] = judged
+    return judged
+
+
 def _payload(raw: dict, index: int, unit: str, errors: list[FieldError]) -> Payload:
     values = list(map(raw.get, _ORDER))
-    # Absent is not wrong: a required field of the wrong type is a wrong_type error, not missing.
-    missing = (frozenset(k for k, v in zip(REQUIRED_PAYLOAD_FIELDS, values) if v is None)
-               if None in values[:_REQUIRED] else _NO_MISSING)
     signature = tuple(map(type, values))
-    if signature not in _WELL_TYPED:
-        if all(map(frozenset.__contains__, _ACCEPT, signature)):
-            if len(_WELL_TYPED) < 4096:  # a few shapes in practice; bounded against hostile input
-                _WELL_TYPED.add(signature)
-        else:
-            for i, (key, value) in enumerate(zip(_ORDER, values)):
-                if type(value) not in _ACCEPT[i]:
-                    errors.append(FieldError(f"$.retrieved[{index}].{key}", _EXPECTED[key], describe(value)))
-                    values[i] = None
+    missing, well_typed = _SHAPES.get(signature) or _shape(signature)
+    if not well_typed:
+        for i, (key, value) in enumerate(zip(_ORDER, values)):
+            if type(value) not in _ACCEPT[i]:
+                errors.append(FieldError(f"$.retrieved[{index}].{key}", _EXPECTED[key], describe(value)))
+                values[i] = None
     offsets = values[_OFFSETS]
     if offsets is not None:
         if type(offsets) is dict:
@@ -196,7 +224,7 @@ def _index(raw: Any, errors: list[FieldError]) -> LiveIndex | None:
     if not isinstance(raw, dict):
         errors.append(FieldError("$.index", "object", describe(raw)))
         return None
-    values = [raw.get(key) for key in _INDEX_FIELDS]
+    values = list(map(raw.get, _INDEX_FIELDS))
     for i, value in enumerate(values):
         if value is not None and not isinstance(value, str):
             values[i] = _wrong(errors, f"$.index.{_INDEX_FIELDS[i]}", "string", value)
@@ -214,6 +242,11 @@ def _citation_ids(raw: Any, path: str, errors: list[FieldError], at: int = 0) ->
     if not isinstance(raw, list):
         errors.append(FieldError(path % at, "array of snippet ids", describe(raw)))
         return ()
+    for item in raw:
+        if type(item) is not str:
+            break
+    else:
+        return tuple(raw)  # the usual list of snippet id strings
     out = []
     for i, item in enumerate(raw):
         if isinstance(item, dict):
@@ -350,6 +383,9 @@ def trace_to_dict(t: Trace) -> dict:
         out["answer"] = {"raw": t.answer.raw, "text": t.answer.text,
                          "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations)}
                                       for s in t.answer.segments]}
+    if t.attempts is not None:
+        out["attempts"] = t.attempts
+        out["retried"] = list(t.retried)
     if t.steps:
         out["steps"] = [{"step_number": s.step_number, "question": s.question,
                          "intermediate_answer": s.intermediate_answer,

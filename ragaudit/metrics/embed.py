@@ -10,8 +10,9 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -165,7 +166,9 @@ class CachedEncoder:
     plus the fingerprint of its folder's contents, when it has a folder.
 
     A text repeated across variants, seeds, pipelines and runs is encoded once, ever. Lookups go
-    to memory, then to an SQLite file; only the misses are encoded, in batches. Thread-safe.
+    to memory (by the text itself, so a warm lookup hashes nothing), then to an SQLite file (by
+    sha256); the misses of a call are encoded in one call to the model, longest first, and written
+    in one transaction. Thread-safe.
     """
 
     def __init__(self, encoder: Encoder, path: Path | None = None):
@@ -180,42 +183,64 @@ class CachedEncoder:
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))")
         folder = getattr(encoder, "path", None)
         self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self._db)}" if folder else self.model_id
-        self._memory: dict[str, np.ndarray] = {}
+        self._memory: dict[str, np.ndarray] = {}  # text -> vector
         self._lock = threading.Lock()
         self.requested = self.hits = self.encoded = 0
         self.encode_seconds = 0.0  # time spent in the model itself
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         with self._lock:
+            memory = self._memory
             self.requested += len(texts)
-            missing = list(dict.fromkeys(k for k in keys if k not in self._memory))
-            self._load(missing)
-            todo = {k: t for k, t in zip(keys, texts) if k not in self._memory}
+            missing = [t for t in dict.fromkeys(texts) if t not in memory]
+            todo = self._load(missing) if missing else {}
             self.hits += len(texts) - len(todo)  # a text repeated within the call is encoded once
             if todo:
-                started = time.perf_counter()
-                vectors = self.encoder.encode(list(todo.values()))
-                self.encode_seconds += time.perf_counter() - started
-                self.encoded += len(todo)
-                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                                     [(self.cache_key, k, v.astype(np.float32).tobytes()) for k, v in zip(todo, vectors)])
-                self._memory.update(zip(todo, vectors))
-            if not keys:
+                self._encode(todo)
+            if len(texts) == 0:
                 return np.zeros((0, 0), dtype=np.float32)
-            return np.stack([self._memory[k] for k in keys])
+            return np.stack([memory[t] for t in texts])
 
-    def _load(self, keys: list[str]) -> None:
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
+    def _load(self, texts: list[str]) -> dict[str, str]:
+        """Moves the vectors of `texts` found on disk into memory; returns the others, by sha256."""
+        by_sha = {_sha(t): t for t in texts}
+        shas = list(by_sha)
+        for start in range(0, len(shas), 500):
+            chunk = shas[start:start + 500]
             rows = self._db.execute(
                 f"SELECT sha, vec FROM vectors WHERE model = ? AND sha IN ({','.join('?' * len(chunk))})",
                 [self.cache_key, *chunk]).fetchall()
             for sha, blob in rows:
-                self._memory[sha] = np.frombuffer(blob, dtype=np.float32)
+                self._memory[by_sha[sha]] = np.frombuffer(blob, dtype=np.float32)
+        return {sha: t for sha, t in by_sha.items() if t not in self._memory}
+
+    def _encode(self, todo: dict[str, str]) -> None:
+        # Longest first: a model that batches in the given order pads each batch the least, and a
+        # text too long for memory fails at once rather than after the rest.
+        shas = sorted(todo, key=lambda sha: len(todo[sha]), reverse=True)
+        texts = [todo[sha] for sha in shas]
+        started = time.perf_counter()
+        vectors = self.encoder.encode(texts)
+        self.encode_seconds += time.perf_counter() - started
+        self.encoded += len(texts)
+        rows = [(self.cache_key, sha, v.astype(np.float32).tobytes()) for sha, v in zip(shas, vectors)]
+        # one transaction for the whole call: in autocommit mode every row would be its own commit
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._memory.update(zip(texts, vectors))
 
     def close(self) -> None:
         self._db.close()
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def make_encoder(spec: str = DEFAULT_MODEL, *, cached: bool = True) -> Encoder:

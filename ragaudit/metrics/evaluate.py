@@ -1,18 +1,22 @@
-"""Compute every metric of every run, then aggregate: run → question → section → pipeline.
+"""Compute every metric of every run (`score_runs`, a batch at a time), then aggregate: run →
+question → section → pipeline (`ragaudit.metrics.aggregate`).
 
 Every aggregate keeps the keys of what it was computed from, so each figure in a report can be
-traced down to its runs. Embedding and support work is batched over all runs: each distinct text
-once. An errored run (a pipeline error, a timeout, a run missing from a recording, or no citations
-at all) scores 0 on every rate and 1.0 on ΔS and stays in every denominator, so no average can
-rise because runs failed.
+traced down to its runs. Embedding and support work is batched over the runs of a batch: each
+distinct text once. An errored run (a pipeline error, a timeout, a run missing from a recording,
+or no citations at all) scores 0 on every rate and 1.0 on ΔS and stays in every denominator, so no
+average can rise because runs failed.
 """
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import fmean
+from typing import Callable
 
+from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.correct import (
     Agreement,
@@ -29,7 +33,7 @@ from ragaudit.metrics.delta_s import (
     zone,
 )
 from ragaudit.metrics.embed import delta_s_pairs
-from ragaudit.metrics.lam import RunPoint, chain_states, question_lambda
+from ragaudit.metrics.lam import chain_states
 from ragaudit.metrics.quantities import hallucinated
 from ragaudit.metrics.registry import RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
@@ -63,13 +67,28 @@ class Settings:
 
 
 @dataclass
-class Evaluation:
+class Scored:
     runs: list[dict] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)  # runs whose qid is not in the gold set
+    notes: list[Issue] = field(default_factory=list)     # metric notes, such as unit_mismatch
+
+
+@dataclass
+class Evaluation:
+    runs: list[dict] = field(default_factory=list)     # kept only when the caller holds every run
     questions: list[dict] = field(default_factory=list)
     sections: list[dict] = field(default_factory=list)
     pipelines: dict[str, dict] = field(default_factory=dict)
-    unmatched: list[str] = field(default_factory=list)  # runs whose qid is not in the gold set
-    notes: list[Issue] = field(default_factory=list)     # metric notes, such as unit_mismatch
+    unmatched: list[str] = field(default_factory=list)
+    notes: list[Issue] = field(default_factory=list)
+    coverage_share: Callable[[str, float], float] | None = None  # share of a pipeline's runs with coverage >= t
+
+    def share_covered(self, pipeline: str, minimum: float) -> float:
+        if self.coverage_share is not None:
+            return self.coverage_share(pipeline, minimum)
+        runs = [r for r in self.runs if r["pipeline"] == pipeline]
+        ok = sum(1 for r in runs if r["metrics"]["coverage"] is not None and r["metrics"]["coverage"] >= minimum)
+        return ok / len(runs) if runs else 0.0
 
 
 def mean(values) -> float | None:
@@ -86,12 +105,12 @@ def errored(trace: Trace) -> bool:
     return trace.error is not None or (not trace.retrieved and not (trace.answer and trace.answer.citations))
 
 
-def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, encoder,
-             settings: Settings = Settings(), support=None) -> Evaluation:
-    """`support`, when given, scores many (segment, texts) pairs at once (a support scorer); it
-    gives segment support and the anchor support that decides whether a run is correct."""
-    gold = {i.qid: i for i in items}
-    result = Evaluation()
+def score_runs(traces: list[Trace], gold: dict[str, GoldItem], corpus: Corpus | None, encoder,
+               settings: Settings = Settings(), support=None) -> Scored:
+    """Every per-run metric of a batch of runs. `support`, when given, scores many (segment, texts)
+    pairs at once (a support scorer); it gives segment support and the anchor agreement that
+    decides whether a run is correct."""
+    result = Scored()
     views = []
     for trace in traces:
         if trace.qid in gold:
@@ -115,8 +134,20 @@ def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, 
                                       f"({view.gold[0].span.unit}) or convertible to it, found a span that is not "
                                       "(token offsets need the corpus and an analyzer ragaudit reproduces)",
                                       **where(view.trace, "$.retrieved")))
-    _aggregate(result, gold, settings)
     return result
+
+
+def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, encoder,
+             settings: Settings = Settings(), support=None) -> Evaluation:
+    """Score and aggregate a list of runs held in memory (the streaming audit does the same a
+    batch at a time)."""
+    gold = {i.qid: i for i in items}
+    scored = score_runs(traces, gold, corpus, encoder, settings, support)
+    book = Aggregates(AVERAGED, settings.css_min)
+    for run in scored.runs:
+        book.add(run)
+    questions, sections, pipelines = book.finish(gold)
+    return Evaluation(scored.runs, questions, sections, pipelines, scored.unmatched, scored.notes)
 
 
 def _run_record(view: RunView, ds: dict, segments: list[dict], verdict: Verdict, chain: dict | None) -> dict:
@@ -147,9 +178,10 @@ def _run_record(view: RunView, ds: dict, segments: list[dict], verdict: Verdict,
     return record
 
 
-def _units(text: str) -> list[str]:
+@lru_cache(maxsize=1 << 14)
+def _units(text: str) -> tuple[str, ...]:
     """The sentences of a cited text that can state something: no headings, three words or more."""
-    return [u for u in sentences(text) if not u.lstrip().startswith("#") and len(u.split()) >= 3]
+    return tuple(u for u in sentences(text) if not u.lstrip().startswith("#") and len(u.split()) >= 3)
 
 
 class _Pairs:
@@ -229,42 +261,3 @@ def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:
     return out
 
 
-def _aggregate(result: Evaluation, gold: dict[str, GoldItem], settings: Settings) -> None:
-    by_question: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for run in result.runs:
-        by_question[(run["pipeline"], run["qid"])].append(run)
-    for (pipeline, qid), runs in sorted(by_question.items()):
-        item = gold[qid]
-        lam = question_lambda([RunPoint(frozenset(map(tuple, r["sections"])), r["correct"],
-                                        r["metrics"]["delta_s_qr"], r["errored"]) for r in runs],
-                              css_min=settings.css_min)
-        result.questions.append({
-            "pipeline": pipeline, "qid": qid, "doc_id": item.doc_id, "section_id": item.section_id,
-            "question": item.question, "runs": len(runs), "errored": sum(r["errored"] for r in runs),
-            "correct": sum(r["correct"] for r in runs),
-            "lambda": {"state": lam.state, "symbol": lam.symbol, "css": lam.css, "spread": lam.spread},
-            "metrics": {name: mean(r["metrics"][name] for r in runs) for name in AVERAGED},
-        })
-    by_section: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
-    for q in result.questions:
-        by_section[(q["pipeline"], q["doc_id"], q["section_id"])].append(q)
-    for (pipeline, doc_id, section_id), questions in sorted(by_section.items()):
-        result.sections.append({
-            "pipeline": pipeline, "doc_id": doc_id, "section_id": section_id,
-            "qids": [q["qid"] for q in questions],
-            "convergent": sum(q["lambda"]["state"] == "convergent" for q in questions),
-            "metrics": {name: mean(q["metrics"][name] for q in questions) for name in AVERAGED},
-        })
-    for pipeline in sorted({r["pipeline"] for r in result.runs}):
-        runs = [r for r in result.runs if r["pipeline"] == pipeline]
-        questions = [q for q in result.questions if q["pipeline"] == pipeline]
-        states = [q["lambda"]["state"] for q in questions]
-        result.pipelines[pipeline] = {
-            "runs": len(runs), "questions": len(questions),
-            "errored": sum(r["errored"] for r in runs),
-            "hallucinating_runs": sum(r["metrics"]["hallucinations"] > 0 for r in runs),
-            "metrics": {name: mean(r["metrics"][name] for r in runs) for name in AVERAGED},
-            "citation_match_rate": mean(r["metrics"]["citation_match"] for r in runs),
-            "lambda": {s: states.count(s) for s in ("convergent", "recursive", "chaotic", "divergent")},
-            "zones": {z: sum(r["zone"] == z for r in runs) for z in ("stable", "transit", "risk", "danger")},
-        }

@@ -29,7 +29,7 @@ class Lambda:
         return SYMBOLS[self.state]
 
 
-def question_lambda(runs: list[RunPoint], *, css_min: float = 0.50) -> Lambda:
+def lambda_state(*, runs: int, failed: bool, correct: int, css: float, css_min: float) -> str:
     """The SPEC §3 decision table, first rule that applies: divergent (a run errored or has empty
     citations), chaotic (no run correct), recursive (some correct and some not, or section-level
     css < css_min), convergent (every run correct and css >= css_min).
@@ -37,19 +37,25 @@ def question_lambda(runs: list[RunPoint], *, css_min: float = 0.50) -> Lambda:
     The ΔS spread across runs is reported but decides nothing: a paraphrase moves ΔS by about 0.13
     even when the cited passage is fixed, so a spread rule flags stable pipelines.
     """
+    if not runs or failed:
+        return "divergent"
+    if correct == 0:
+        return "chaotic"
+    if correct < runs or css < css_min:
+        return "recursive"
+    return "convergent"
+
+
+def question_lambda(runs: list[RunPoint], *, css_min: float = 0.50) -> Lambda:
+    """λ of one question from its runs (see `lambda_state`)."""
     sets = [r.sections for r in runs]
     union = frozenset().union(*sets) if sets else frozenset()
     css = len(frozenset.intersection(*sets)) / len(union) if union else 0.0
     values = [r.delta_s for r in runs if r.delta_s is not None and not math.isnan(r.delta_s)]
     spread = max(values) - min(values) if values else None
-    if not runs or any(r.errored or not r.sections for r in runs):
-        state = "divergent"
-    elif not any(r.correct for r in runs):
-        state = "chaotic"
-    elif not all(r.correct for r in runs) or css < css_min:
-        state = "recursive"
-    else:
-        state = "convergent"
+    failed = any(r.errored or not r.sections for r in runs)
+    state = lambda_state(runs=len(runs), failed=failed, correct=sum(r.correct for r in runs), css=css,
+                         css_min=css_min)
     return Lambda(state, css, spread)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 __all__ = ["MARKER", "Mention", "hallucinated", "mentions"]
@@ -285,19 +286,33 @@ def _provides(m: Mention) -> set[tuple[str, str]]:
     return out
 
 
+@lru_cache(maxsize=1 << 15)
+def _covered_by(text: str) -> frozenset[tuple[str, str]]:
+    """What one cited text covers. Cached: the same snippets are cited by run after run."""
+    covered: set[tuple[str, str]] = set()
+    for m in _scan(text, words=True):
+        covered |= _provides(m)
+    covered |= {("identifier", _identifier_key(m["name"] + m["num"])) for m in _SPLIT_CODE.finditer(_masked(text))}
+    return frozenset(covered)
+
+
+@lru_cache(maxsize=1 << 15)
+def _needed(segment: str) -> tuple[tuple[str, tuple[str, str], frozenset], ...]:
+    """Each distinct mention of a segment: its surface, its key and what would cover it."""
+    out, seen = [], set()
+    for m in mentions(segment):
+        if (m.kind, m.key) not in seen:
+            seen.add((m.kind, m.key))
+            out.append((m.surface, (m.kind, m.key), frozenset(_needs(m))))
+    return tuple(out)
+
+
 def hallucinated(segment: str, cited_texts: Sequence[str]) -> list[str]:
     """The quantities, dates and identifiers of `segment` (as written, each once, in order) that no
     cited text contains. `12 days` is covered by a cited `12 days`, `twelve days` or `12-day`, not
     by `12 weeks`; a bare `12` by `12` with any unit; `FIDO2` only by `FIDO2` (or `FIDO 2`)."""
-    covered: set[tuple[str, str]] = set()
-    for text in cited_texts:
-        for m in _scan(text, words=True):
-            covered |= _provides(m)
-        covered |= {("identifier", _identifier_key(m["name"] + m["num"])) for m in _SPLIT_CODE.finditer(_masked(text))}
-    out: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for m in mentions(segment):
-        if (m.kind, m.key) not in seen and not _needs(m) & covered:
-            out.append(m.surface)
-        seen.add((m.kind, m.key))
-    return out
+    needed = _needed(segment)
+    if not needed:
+        return []
+    covered: frozenset = frozenset().union(*(_covered_by(t) for t in cited_texts))
+    return [surface for surface, _, needs in needed if not needs & covered]

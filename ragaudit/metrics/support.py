@@ -385,6 +385,28 @@ class CrossEncoderScorer:
         return np.where(scored, calibrated, 0.0)
 
 
+class Memoized:
+    """A support scorer that scores each distinct (segment, cited texts) pair once for as long as it
+    lives (up to `size` pairs, the oldest forgotten first): across the runs of an audit the same
+    answer is scored against the same snippets over and over. Scores are a pure function of the
+    pair, so a remembered score is the score."""
+
+    def __init__(self, scorer, size: int = 200_000):
+        self.scorer, self.size = scorer, size
+        self.model_id = getattr(scorer, "model_id", None)
+        self._memo: dict[tuple, float] = {}
+
+    def score_many(self, pairs) -> list[float]:
+        keys = [(seg, tuple(texts)) for seg, texts in pairs]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._memo))
+        if todo:
+            fresh = self.scorer.score_many([(seg, list(texts)) for seg, texts in todo])
+            self._memo.update(zip(todo, (float(v) for v in fresh)))
+            for old in list(self._memo)[:max(0, len(self._memo) - self.size)]:
+                del self._memo[old]
+        return [self._memo[k] for k in keys]
+
+
 def make_support_scorer(model: str | None, *, params: str | None = None, encoder: Encoder | None = None):
     """The configured support scorer (`[support] model`): None or "" gives the bundled scorer (over
     `encoder`, with `params` as its calibration file if given); a folder path gives a CrossEncoderScorer

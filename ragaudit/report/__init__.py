@@ -5,12 +5,12 @@ are only read."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
-from ragaudit import rundir
+from ragaudit import rundir, runstore
 from ragaudit.io.files import write_atomic
-from ragaudit.io.jsonl import dump_line
-from ragaudit.io.traces import read_trace_file
 
 
 def dumps(value) -> str:
@@ -23,19 +23,33 @@ def write_json(path: Path, value) -> None:
 
 
 def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
-    """Audit the stored traces of `run_dir`, then write every output. Returns the report."""
-    from ragaudit.audit import audit, report_of
-    from ragaudit.report import html, junit, logs, markdown
+    """Audit the stored traces of `run_dir`, read once as a stream, then write every output.
+    Returns the report."""
+    from ragaudit.audit import StreamingAudit
+    from ragaudit.io.stream import stream_trace_file
 
     run_dir = Path(run_dir)
-    result = audit(read_trace_file(run_dir / rundir.TRACES), subject, baseline=baseline)
+    with tempfile.TemporaryDirectory(prefix=".audit-", dir=run_dir) as work:
+        auditor = StreamingAudit(subject, Path(work), baseline=baseline)
+        auditor.extend(stream_trace_file(run_dir / rundir.TRACES))
+        return write_outputs(run_dir, auditor.finish(), subject)
+
+
+def write_outputs(run_dir: Path, result, subject) -> dict:
+    """Every output of a finished audit (whose files are in a work folder inside `run_dir`)."""
+    from ragaudit.audit import report_of
+    from ragaudit.report import html, junit, logs, markdown
+
     manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
+    os.replace(result.runs_path, run_dir / runstore.RUNS)
+    result.runs_path = run_dir / runstore.RUNS
+    if result.issues_path is not None:
+        os.replace(result.issues_path, run_dir / "issues.jsonl")
     report = report_of(result, subject, manifest)
-    write_atomic(run_dir / "issues.jsonl", "".join(dump_line(i.to_dict()) + "\n" for i in result.issues))
     write_json(run_dir / "report.json", report)
-    table = logs.rows(report, result.traces)
-    logs.write_log(run_dir / "traces.log", table)
-    logs.write_sqlite(run_dir / "rag_traces.sqlite", table)
+    states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
+    logs.write_logs(run_dir / "traces.log", run_dir / "rag_traces.sqlite",
+                    logs.rows(result.runs_path, states, result.snippets))
     junit.write_junit(run_dir / "junit.xml", report)
     markdown.write_summary(run_dir / "summary.md", report)
     html.write_html(run_dir / "report.html", report)

@@ -35,13 +35,16 @@ def bin_counts(values: list[float], bins: int, lo: float = 0.0, hi: float = 1.0)
     return counts
 
 
-def histogram(values: list[float], *, bins: int, bands: list[tuple[float, float, str, str]],
-              threshold: float | None = None, threshold_label: str = "gate", label: str = "",
-              unit: str = "runs", width: int = 380, height: int = 170) -> str:
-    """A histogram of `values` in [0, 1] over coloured background bands `(lo, hi, css_class, name)`."""
+def histogram(values: list[float] | None = None, *, bands: list[tuple[float, float, str, str]],
+              bins: int | None = None, counts: list[int] | None = None, threshold: float | None = None,
+              threshold_label: str = "gate", label: str = "", unit: str = "runs", width: int = 380,
+              height: int = 170) -> str:
+    """A histogram on [0, 1] over coloured background bands `(lo, hi, css_class, name)`, of
+    `values` cut into `bins`, or of `counts` already binned (equal-width bins on [0, 1])."""
     left, right, top, bottom = 34, 10, 18, 24
     pw, ph = width - left - right, height - top - bottom
-    counts = bin_counts(values, bins)
+    counts = list(counts) if counts is not None else bin_counts(values or [], bins or 20)
+    bins = len(counts)
     step = _nice_step(max(counts) if counts else 1)
     ymax = max(step, math.ceil(max(counts, default=0) / step) * step)
     x = lambda v: left + v * pw  # noqa: E731

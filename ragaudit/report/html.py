@@ -26,6 +26,7 @@ STATES = ("convergent", "recursive", "chaotic", "divergent")
 RUN_METRICS = ("citation_match", "coverage", "delta_s_qr", "delta_s_topk", "delta_s_ra", "citation_precision", "mrr",
                "support", "anchor_support", "hallucinations")
 ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
+QUESTION_ROWS = 2_000  # the page stays a few MB however many questions a run has
 
 
 def _asset(name: str) -> str:
@@ -175,13 +176,12 @@ def _cards(report: dict, t: dict) -> str:
            ("Pipelines", len(s["pipelines"]), ""),
            ("Errors", issues.get("errors", 0), "bad" if issues.get("errors") else ""),
            ("Warnings", issues.get("warnings", 0), "warn" if issues.get("warnings") else "")]
-    if s.get("unmatched_runs"):
-        top.append(("Unmatched runs", len(s["unmatched_runs"]), "warn"))
+    if s.get("unmatched_count", len(s.get("unmatched_runs") or [])):
+        top.append(("Unmatched runs", s.get("unmatched_count", len(s.get("unmatched_runs") or [])), "warn"))
     cards = "".join(f'<div class="stat {cls}"><span class="v">{_num(v)}</span><span class="k">{k}</span></div>'
                     for k, v, cls in top)
     checks = _checks_by_pipeline(report)
     pipes = report.get("pipelines") or {}
-    runs = _runs_by_pipeline(report)
     per = []
     for name in _pipelines(report):
         p = s["pipelines"].get(name)
@@ -192,10 +192,7 @@ def _cards(report: dict, t: dict) -> str:
         n = sum(lam.values()) or p.get("questions") or 0
         conv = lam.get("convergent", 0) / n if n else None
         m = p.get("metrics") or {}
-        # The gate counts runs meeting coverage_min (a missing coverage does not), so the card does too.
-        mine = runs.get(name, [])
-        met = sum(1 for r in mine if ((r.get("metrics") or {}).get("coverage") or 0) >= t["coverage_min"])
-        covered = met / len(mine) if mine else None
+        covered = _covered(p, by, t["coverage_min"])
         opts = (pipes.get(name) or {}).get("options") or {}
         kind = " · ".join(_e(v) for v in ((pipes.get(name) or {}).get("kind"), opts.get("retriever"),
                                            opts.get("rerank"), f"k={opts['k']}" if opts.get("k") else None) if v)
@@ -221,15 +218,20 @@ def _cards(report: dict, t: dict) -> str:
 
 # ---- charts and the per-section table --------------------------------------------------------
 
-def _runs_by_pipeline(report: dict) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = defaultdict(list)
-    for q in report.get("questions", []):
-        out[q["pipeline"]].extend(q.get("runs") or [])
-    return out
+def _covered(summary: dict, checks: dict, minimum: float) -> float | None:
+    """The share of runs meeting coverage_min, as the gate counted it (a missing coverage does
+    not); for an ungated pipeline, from the coverage histogram's bins at or above the bar."""
+    check = checks.get("coverage_pass_rate")
+    if check is not None:
+        return check["value"]
+    counts = (summary.get("histograms") or {}).get("coverage")
+    if not counts or not sum(counts):
+        return None
+    bins = len(counts) - 1
+    return sum(counts[b] for b in range(bins) if b / bins >= minimum - 1e-9) / sum(counts)
 
 
 def _charts(report: dict, t: dict) -> str:
-    runs = _runs_by_pipeline(report)
     bands, lo = [], 0.0
     for name, upper in ZONES:
         hi = min(upper, 1.0)
@@ -237,21 +239,25 @@ def _charts(report: dict, t: dict) -> str:
         lo = hi
     cov_bands = [(0.0, t["coverage_min"], "c-low", f"< {t['coverage_min']:g}"),
                  (t["coverage_min"], 1.0, "c-ok", "meets gate")]
+    checks = _checks_by_pipeline(report)
     ds_figs, cov_figs = [], []
     for name in _pipelines(report):
-        values = [r["metrics"].get("delta_s_qr") for r in runs.get(name, []) if r.get("metrics")]
-        ds = [v for v in values if v is not None and math.isfinite(v)]
-        caption = f"{len(ds)} runs · mean {_num(sum(ds) / len(ds))} · max {_num(max(ds))}" if ds else "no ΔS values"
+        p = report["summary"]["pipelines"].get(name) or {}
+        histograms = p.get("histograms") or {}
+        ds = histograms.get("delta_s_qr") or [0]
+        worst = next((c["value"] for c in checks.get(name, []) if c["name"] == "delta_s_max"), None)
+        caption = (f"{sum(ds[:-1])} runs · mean {_num((p.get('metrics') or {}).get('delta_s_qr'))} · max {_num(worst)}"
+                   if sum(ds[:-1]) else "no ΔS values")
         ds_figs.append(f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
-                       + charts.histogram(ds, bins=40, bands=bands, threshold=t["delta_s_max"],
+                       + charts.histogram(counts=ds[:-1] or [0] * 40, bands=bands, threshold=t["delta_s_max"],
                                           label=f"ΔS(query, cited text) per run, {name}") + "</figure>")
-        cov_all = [r["metrics"].get("coverage") for r in runs.get(name, []) if r.get("metrics")]
-        cov = [v for v in cov_all if v is not None and math.isfinite(v)]
-        low = sum(1 for v in cov if v < t["coverage_min"])
-        missing = len(cov_all) - len(cov)
-        caption = f"{len(cov)} runs · {low} below {t['coverage_min']:g}" + (f" · {missing} n/a" if missing else "")
+        cov = histograms.get("coverage") or [0]
+        bins = max(len(cov) - 1, 1)
+        low = sum(cov[b] for b in range(len(cov) - 1) if (b + 1) / bins <= t["coverage_min"] + 1e-9)
+        caption = (f"{sum(cov[:-1])} runs · {low} below {t['coverage_min']:g}"
+                   + (f" · {cov[-1]} n/a" if cov[-1] else ""))
         cov_figs.append(f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
-                        + charts.histogram(cov, bins=20, bands=cov_bands, threshold=t["coverage_min"],
+                        + charts.histogram(counts=cov[:-1] or [0] * 20, bands=cov_bands, threshold=t["coverage_min"],
                                            label=f"coverage per run, {name}") + "</figure>")
     rows = [(name, [(st, (report["summary"]["pipelines"][name].get("lambda") or {}).get(st, 0)) for st in STATES])
             for name in _pipelines(report) if name in report["summary"]["pipelines"]]
@@ -375,15 +381,29 @@ def _question_row(i: int, q: dict, t: dict) -> str:
 
 
 def _correct_cell(q: dict) -> str:
-    runs, correct = q.get("runs"), q.get("correct")
-    runs = len(runs) if isinstance(runs, list) else runs
+    runs, correct = (q.get("stats") or {}).get("runs"), q.get("correct")
     share = correct / runs if runs and correct is not None else None
     return (f'<td class="num{"" if share in (None, 1.0) else " bad"}" data-v="{"" if share is None else share}">'
             f'{_e(correct)}/{_e(runs)}</td>')
 
 
-def _question_table(report: dict, t: dict) -> str:
+def shown_questions(report: dict) -> list[dict]:
+    """The question rows the page holds: those with runs to open first, then the others worst
+    first (fewest correct runs), at most QUESTION_ROWS; report.json has them all."""
     questions = report.get("questions", [])
+    if len(questions) <= QUESTION_ROWS:
+        return questions
+    def worst(q):
+        stats = q.get("stats") or {}
+        return ("runs" not in q, (q.get("correct") or 0) / max(stats.get("runs") or 1, 1), q["pipeline"], q["qid"])
+    return sorted(questions, key=worst)[:QUESTION_ROWS]
+
+
+def _question_table(report: dict, t: dict) -> str:
+    questions = shown_questions(report)
+    total = len(report.get("questions", []))
+    hidden = (f'<p class="muted small">The {len(questions)} questions that need attention most are shown; '
+              f'report.json lists all {total}, runs.parquet holds every run.</p>' if total > len(questions) else "")
     pipes = "".join(f'<option value="{_e(n)}">{_e(n)}</option>' for n in _pipelines(report))
     states = "".join(f'<option value="{s}">{SYMBOLS[s]} {s}</option>' for s in STATES)
     heads = "".join(f'<th aria-sort="none"><button type="button" data-col="{i}" data-type="{kind}">{label}</button>'
@@ -400,7 +420,7 @@ def _question_table(report: dict, t: dict) -> str:
             'Click a row (or press Enter on it) for its runs, why each is or is not correct, and the cited spans.</p>'
             f'<div class="table-scroll"><table id="qtable" class="questions"><thead><tr>{heads}</tr></thead>'
             f'<tbody>{rows}</tbody></table></div>'
-            '<section id="drill" aria-live="polite" hidden></section></section>')
+            f'{hidden}<section id="drill" aria-live="polite" hidden></section></section>')
 
 
 def _issues(report: dict) -> str:
@@ -457,7 +477,7 @@ def drill_data(report: dict, t: dict) -> dict:
     """What the drill-down shows, and nothing else: the page stays a few MB for thousands of runs."""
     used: set[str] = set()
     questions = []
-    for q in report.get("questions", []):
+    for q in shown_questions(report):
         runs = []
         for r in q.get("runs") or []:
             spans = [_some(s, ("ref", "snippet_id", "k_pos", "k_final", "score_norm", "rerank_score", "cited"))
@@ -478,7 +498,7 @@ def drill_data(report: dict, t: dict) -> dict:
         questions.append({"pipeline": q["pipeline"], "qid": q["qid"], "question": q.get("question"),
                           "section_id": q.get("section_id"),
                           "lambda": {k: _round(v) for k, v in (q.get("lambda") or {}).items()},
-                          "gold": q.get("gold"), "runs": runs})
+                          "gold": q.get("gold"), "runs": runs, **({"more": q["runs_omitted"]} if q.get("runs_omitted") else {})})
     snippets = report.get("snippets") or {}
     return {"questions": questions, "snippets": {ref: snippets[ref] for ref in sorted(used) if ref in snippets},
             "thresholds": t}

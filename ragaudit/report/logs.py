@@ -8,42 +8,45 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
+from typing import Iterable, Iterator
+
+import orjson
 
 from ragaudit.io.files import atomic_path
 
 COLUMNS = ("ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda_state", "store", "index_hash",
            "embed_model", "analyzer", "section_id", "rev", "citations", "scores", "kpos", "kfinal")
 LOG_NAMES = {"lambda_state": "lambda", "embed_model": "embed"}
+LOG_ORDER = ("ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda_state", "k", "store", "index_hash",
+             "embed_model", "analyzer", "section_id", "rev", "citations", "scores", "kpos", "kfinal")
 _PLAIN = re.compile(r"[A-Za-z0-9_.,:;/@#%+\-\[\]()|*!?~^&$']*\Z")
+LOG_SOURCE = ["pipeline", "qid", "variant", "seed", "ts", "store", "index_hash", "embed_model", "analyzer",
+              "m.delta_s_qr", "citations", "segments", "spans"]
 
 
-def rows(report: dict, traces) -> list[dict]:
-    """The rows of both outputs, in run order; a run without segments gives one row with seg null."""
-    by_key = {(t.config, t.qid, t.variant, t.seed): t for t in traces}
-    out = []
-    for question in report["questions"]:
-        for run in question["runs"]:
-            trace = by_key[(run["pipeline"], run["qid"], run["variant"], run["seed"])]
-            payloads = {p.snippet_id: p for p in trace.retrieved}
-            index = trace.index
-            segments = trace.answer.segments if trace.answer and trace.answer.segments else [None]
+def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, dict]) -> Iterator[dict]:
+    """The rows of both outputs, in stored run order, read from runs.parquet a batch at a time; a
+    run without segments gives one row with seg null."""
+    from ragaudit.runstore import iter_runs
+    for batch in iter_runs(runs_path, columns=LOG_SOURCE):
+        for run in batch:
+            spans = {s["snippet_id"]: s for s in orjson.loads(run["spans"] or "[]")}
+            segments = orjson.loads(run["segments"] or "[]") or [None]
             for segment in segments:
-                cited = [payloads[c] for c in (segment.citations if segment else run["citations"]) if c in payloads]
-                first = cited[0] if cited else None
-                out.append({
-                    "ts": trace.retrieved_at, "pipeline": run["pipeline"], "qid": run["qid"],
-                    "variant": run["variant"], "seed": run["seed"], "seg": segment.seg if segment else None,
-                    "deltaS": run["metrics"]["delta_s_qr"], "lambda_state": question["lambda"]["state"],
-                    "k": len(trace.retrieved),
-                    "store": index.store if index else None, "index_hash": index.index_hash if index else None,
-                    "embed_model": index.embed_model if index else None, "analyzer": index.analyzer if index else None,
-                    "section_id": first.section_id if first else None, "rev": first.rev if first else None,
-                    "citations": [p.snippet_id for p in cited], "scores": [p.score_norm for p in cited],
-                    "kpos": [p.k_pos for p in cited], "kfinal": [p.k_final for p in cited],
-                })
-    return out
+                ids = segment["citations"] if segment else orjson.loads(run["citations"] or "[]")
+                cited = [spans[c] for c in ids if c in spans]
+                first = snippets.get(cited[0]["ref"], {}) if cited else {}
+                yield {
+                    "ts": run["ts"], "pipeline": run["pipeline"], "qid": run["qid"], "variant": run["variant"],
+                    "seed": run["seed"], "seg": segment["seg"] if segment else None,
+                    "deltaS": run["m.delta_s_qr"], "lambda_state": states.get((run["pipeline"], run["qid"])),
+                    "k": len(spans), "store": run["store"], "index_hash": run["index_hash"],
+                    "embed_model": run["embed_model"], "analyzer": run["analyzer"],
+                    "section_id": first.get("section_id"), "rev": first.get("rev"),
+                    "citations": [s["snippet_id"] for s in cited], "scores": [s["score_norm"] for s in cited],
+                    "kpos": [s["k_pos"] for s in cited], "kfinal": [s["k_final"] for s in cited],
+                }
 
 
 def _text(value) -> str:
@@ -62,28 +65,32 @@ def log_value(value) -> str:
     return text if text and _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
 
 
-LOG_ORDER = ("ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda_state", "k", "store", "index_hash",
-             "embed_model", "analyzer", "section_id", "rev", "citations", "scores", "kpos", "kfinal")
-
-
-def write_log(path: Path, table: list[dict]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
-        for row in table:
-            out.write(" ".join(f"{LOG_NAMES.get(c, c)}={log_value(row[c])}" for c in LOG_ORDER) + "\n")
-
-
-def write_sqlite(path: Path, table: list[dict]) -> None:
-    with atomic_path(path) as tmp:
-        tmp.unlink()
-        db = sqlite3.connect(tmp)
+def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None:
+    """traces.log and rag_traces.sqlite from one pass over the rows."""
+    import itertools
+    import sqlite3
+    with atomic_path(log_path) as log_tmp, atomic_path(sqlite_path) as db_tmp, \
+            open(log_tmp, "w", encoding="utf-8") as out:
+        db_tmp.unlink()
+        db = sqlite3.connect(db_tmp)
         try:
             with db:
-                db.execute("CREATE TABLE rag_traces (ts TEXT, pipeline TEXT, qid TEXT, variant INTEGER, seed INTEGER, "
-                           "seg INTEGER, deltaS REAL, lambda_state TEXT, store TEXT, index_hash TEXT, "
-                           "embed_model TEXT, analyzer TEXT, section_id TEXT, rev TEXT, citations TEXT, "
-                           "scores TEXT, kpos TEXT, kfinal TEXT)")
-                db.executemany(f"INSERT INTO rag_traces VALUES ({', '.join('?' * len(COLUMNS))})",
-                               [tuple(json.dumps(r[c], allow_nan=False) if isinstance(r[c], list) else r[c]
-                                      for c in COLUMNS) for r in table])
+                db.execute(CREATE)
+                rows = iter(table)
+                while chunk := list(itertools.islice(rows, 5000)):
+                    out.write("".join(" ".join(f"{LOG_NAMES.get(c, c)}={log_value(r[c])}" for c in LOG_ORDER) + "\n"
+                                      for r in chunk))
+                    db.executemany(INSERT, [_sql_row(r) for r in chunk])
         finally:
             db.close()
+
+
+CREATE = ("CREATE TABLE rag_traces (ts TEXT, pipeline TEXT, qid TEXT, variant INTEGER, seed INTEGER, seg INTEGER, "
+          "deltaS REAL, lambda_state TEXT, store TEXT, index_hash TEXT, embed_model TEXT, analyzer TEXT, "
+          "section_id TEXT, rev TEXT, citations TEXT, scores TEXT, kpos TEXT, kfinal TEXT)")
+INSERT = f"INSERT INTO rag_traces VALUES ({', '.join('?' * len(COLUMNS))})"
+
+
+def _sql_row(r: dict) -> tuple:
+    return tuple(orjson.dumps(r[c]).decode() if isinstance(r[c], list) else r[c] for c in COLUMNS)
+

@@ -1,18 +1,27 @@
-"""The Report: one plain dict (SPEC §6) that every renderer reads. Built from traces, issues,
-the evaluation and the gate; nothing in it but `meta` depends on time or machine."""
+"""The Report: one plain dict (SPEC §6) that every renderer reads. Built from an audit; nothing
+in it but `meta` depends on time or machine.
+
+It holds the aggregates, the gate, every question's row and, for the questions a reader needs to
+open, their runs: every question's when the run is small, else the questions that failing checks
+name (at most DETAILED per pipeline, each with at most RUNS_SHOWN runs, failing ones first). Every
+run, whatever its size, stays in runs.parquet.
+"""
 from __future__ import annotations
 
-import hashlib
 import platform
-from collections import Counter
 from importlib import metadata
 
-from ragaudit import __version__
-from ragaudit.metrics.delta_s import payload_text
-from ragaudit.types import Corpus, GoldItem, Trace
+from ragaudit import __version__, runstore
+from ragaudit.gate import flagged_questions
+from ragaudit.types import Corpus, GoldItem
+from ragaudit.validate import CODES
 
 SCHEMA_VERSION = "ragaudit.report/2"
-CONTEXT = 160  # characters of document shown on each side of a span in the drill-down
+ALL_RUNS_UP_TO = 20_000   # below this many runs, every question's runs are in the report
+DETAILED = 500            # above it, at most this many flagged questions per pipeline carry their runs,
+RUNS_SHOWN = 50           # ... each at most this many: its failing runs first
+UNMATCHED_SHOWN = 200
+LOG_FIELDS = ("ts", "store", "index_hash", "embed_model", "analyzer")
 
 
 def _version(package: str) -> str | None:
@@ -23,84 +32,65 @@ def _version(package: str) -> str | None:
 
 
 def versions() -> dict:
-    packages = ("numpy", "scikit-learn", "torch", "sentence-transformers", "orjson", "click")
+    packages = ("numpy", "scikit-learn", "torch", "sentence-transformers", "orjson", "click", "pyarrow")
     return {"ragaudit": __version__, "python": platform.python_version(), **{p: _version(p) for p in packages}}
-
-
-def _context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> dict | None:
-    if corpus is None or doc_id not in corpus:
-        return None
-    text = corpus[doc_id].text
-    return {"before": text[max(0, start - CONTEXT):start], "after": text[end:end + CONTEXT]}
-
-
-def _snippet_ref(p) -> str:
-    """A short key for a snippet's content, so each distinct snippet is stored once per report."""
-    body = f"{p.doc_id}|{p.snippet_id}|{p.offsets and (p.offsets.start, p.offsets.end, p.offsets.unit)}|{p.text}"
-    return hashlib.sha1(body.encode("utf-8")).hexdigest()[:12]
-
-
-def _spans(trace: Trace, corpus: Corpus | None, snippets: dict) -> list[dict]:
-    """The run's retrieved payloads as references into `snippets` (filled here), with their scores."""
-    cited = set(trace.answer.citations) if trace.answer else None
-    out = []
-    for p in trace.retrieved:
-        ref = _snippet_ref(p)
-        if ref not in snippets:
-            span = p.span
-            snippets[ref] = {
-                "snippet_id": p.snippet_id, "doc_id": p.doc_id, "section_id": p.section_id,
-                "offsets": None if span is None else {"start": span.start, "end": span.end, "unit": span.unit},
-                "text": payload_text(p, corpus),
-                "context": _context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None,
-            }
-        out.append({"ref": ref, "snippet_id": p.snippet_id, "score_norm": p.score_norm, "score_raw": p.score_raw,
-                    "rerank_score": p.rerank_score, "k_pos": p.k_pos, "k_final": p.k_final,
-                    "cited": cited is None or p.snippet_id in cited})
-    return out
 
 
 def _gold(item: GoldItem, corpus: Corpus | None) -> dict:
     a = item.anchor.span
     return {"doc_id": item.doc_id, "section_id": item.section_id,
             "anchor": {"start": a.start, "end": a.end, "unit": a.unit, "text": item.anchor.text},
-            "context": _context(corpus, item.doc_id, a.start, a.end) if a.unit == "char" else None,
+            "context": runstore.context(corpus, item.doc_id, a.start, a.end) if a.unit == "char" else None,
             "reference_answer": item.reference_answer,
             "decoy": None if item.decoy is None else {"doc_id": item.decoy.doc_id, "section_id": item.decoy.section_id}}
 
 
-def build_report(*, traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, evaluation, gate: dict,
-                 issues: list, manifest: dict, pipelines: dict[str, dict], gold_findings: list = ()) -> dict:
-    by_key = {(t.config, t.qid, t.variant, t.seed): t for t in traces}
-    gold = {i.qid: i for i in items}
-    runs_by_question: dict[tuple, list] = {}
-    snippets: dict[str, dict] = {}
-    for run in evaluation.runs:
-        trace = by_key[(run["pipeline"], run["qid"], run["variant"], run["seed"])]
-        answer = trace.answer
-        scored = {s["seg"]: s for s in run["segments"]}
-        runs_by_question.setdefault((run["pipeline"], run["qid"]), []).append({
-            **run,
-            "answer": None if answer is None else answer.text,
-            "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations), **scored.get(s.seg, {})}
-                         for s in (answer.segments if answer else ())],
-            "spans": _spans(trace, corpus, snippets),
-            **({"steps": [{"step_number": st.step_number, "question": st.question, "citations": list(st.citations),
-                           "confidence_score": st.confidence_score} for st in trace.steps]} if trace.steps else {}),
-        })
-    questions = [{**q, "gold": _gold(gold[q["qid"]], corpus), "runs": runs_by_question[(q["pipeline"], q["qid"])]}
-                 for q in evaluation.questions]
-    counts = Counter(i.code for i in issues)
+def detailed_questions(audit, questions: list[dict]) -> set[tuple[str, str]]:
+    """The questions whose runs the report carries."""
+    total = sum(p["runs"] for p in audit.evaluation.pipelines.values())
+    if total <= ALL_RUNS_UP_TO:
+        return {(q["pipeline"], q["qid"]) for q in questions}
+    chosen: set[tuple[str, str]] = set()
+    for pipeline, qids in flagged_questions(audit.gate).items():
+        chosen |= {(pipeline, qid) for qid in sorted(qids)[:DETAILED]}
+    return chosen
+
+
+def build_report(*, audit, items: list[GoldItem], corpus: Corpus | None, manifest: dict, pipelines: dict[str, dict],
+                 gold_findings: list = ()) -> dict:
+    evaluation, gate = audit.evaluation, audit.gate
+    gold = {}
+    for item in items:
+        gold.setdefault(item.qid, item)
+    large = sum(p["runs"] for p in evaluation.pipelines.values()) > ALL_RUNS_UP_TO
+    runs = runstore.runs_of(audit.runs_path, detailed_questions(audit, evaluation.questions),
+                            limit=RUNS_SHOWN if large else None)
+    used = {s["ref"] for found in runs.values() for run in found for s in run.get("spans") or []}
+    questions = []
+    for q in evaluation.questions:
+        row = {**q, "gold": _gold(gold[q["qid"]], corpus)}
+        if (q["pipeline"], q["qid"]) in runs:  # the log fields (times, live index) stay in runs.parquet
+            row["runs"] = [{k: v for k, v in r.items() if k not in LOG_FIELDS} for r in runs[(q["pipeline"], q["qid"])]]
+            omitted = (q.get("stats") or {}).get("runs", 0) - len(row["runs"])
+            if omitted > 0:
+                row["runs_omitted"] = omitted
+        questions.append(row)
+    counts = audit.issue_counts
+    severity = {code: (CODES[code].severity if code in CODES else "error") for code in counts}
     summary = {
         "verdict": gate["verdict"],
-        "runs": len(evaluation.runs), "questions": len({q["qid"] for q in evaluation.questions}),
-        "issues": {"errors": sum(1 for i in issues if i.severity == "error"),
-                   "warnings": sum(1 for i in issues if i.severity == "warning"), "by_code": dict(sorted(counts.items()))},
+        "runs": sum(p["runs"] for p in evaluation.pipelines.values()),
+        "questions": len({q["qid"] for q in evaluation.questions}),
+        "detailed_questions": len(runs),
+        "issues": {"errors": sum(n for c, n in counts.items() if severity[c] == "error"),
+                   "warnings": sum(n for c, n in counts.items() if severity[c] == "warning"),
+                   "by_code": dict(sorted(counts.items()))},
         "gold_check": {"errors": sum(1 for i in gold_findings if i.severity == "error"),
                        "warnings": sum(1 for i in gold_findings if i.severity == "warning")},
         "pipelines": evaluation.pipelines,
         "sections": evaluation.sections,
-        "unmatched_runs": evaluation.unmatched,
+        "unmatched_runs": evaluation.unmatched[:UNMATCHED_SHOWN],
+        "unmatched_count": len(evaluation.unmatched),
     }
     meta = {
         "versions": versions(),
@@ -112,7 +102,8 @@ def build_report(*, traces: list[Trace], items: list[GoldItem], corpus: Corpus |
         "index": manifest.get("index"), "config_path": manifest.get("config_path"),
         "gold_checked": manifest.get("gold_checked", True),
     }
+    snippets = {ref: audit.snippets[ref] for ref in sorted(used) if ref in audit.snippets}
     return {"schema_version": SCHEMA_VERSION, "meta": meta, "summary": summary, "gate": gate,
-            "questions": questions, "snippets": dict(sorted(snippets.items())),
-            "issues": [i.to_dict() for i in issues], "gold_check": [i.to_dict() for i in gold_findings],
+            "questions": questions, "snippets": snippets,
+            "issues": [i.to_dict() for i in audit.issue_sample], "gold_check": [i.to_dict() for i in gold_findings],
             "pipelines": pipelines}

@@ -9,11 +9,31 @@ from ragaudit.validate.registry import rule, where
 # `[id]` or `[id1, id2]` where ids are snippet-id-like; a markdown link `[text](url)` is not a marker.
 CITATION_MARKER = re.compile(r"\[[\w.:/#@-]+(?:\s*[,;]\s*[\w.:/#@-]+)*\](?!\()")
 _SENTENCE_END = (".", "!", "?", ":")
+_WORD_CHAR = re.compile(r"\w")
 
 
 @rule("dangling_citation")
 def dangling(trace, ctx):
     retrieved = {p.snippet_id for p in trace.retrieved}
+    for step in trace.steps:
+        for cited in step.citations:
+            if cited not in retrieved:
+                return _dangling_issues(trace, retrieved)
+    answer = trace.answer
+    if answer is not None:
+        if answer.segments:
+            for segment in answer.segments:
+                for cited in segment.citations:
+                    if cited not in retrieved:
+                        return _dangling_issues(trace, retrieved)
+        else:
+            for cited in answer.citations:
+                if cited not in retrieved:
+                    return _dangling_issues(trace, retrieved)
+    return ()
+
+
+def _dangling_issues(trace, retrieved: set):
     for k, step in enumerate(trace.steps):
         for j, cited in enumerate(step.citations):
             if cited not in retrieved:
@@ -39,31 +59,47 @@ def citations_trail(text: str) -> bool:
     markers = list(CITATION_MARKER.finditer(text))
     if not markers:
         return False
-    first = markers[0].start()
-    masked = CITATION_MARKER.sub(lambda m: " " * len(m.group()), text)
-    before, after = masked[:first].rstrip(), masked[first:]
-    return bool(before) and before.endswith(_SENTENCE_END) and not re.search(r"\w", after)
+    before = text[:markers[0].start()].rstrip()
+    if not before or not before.endswith(_SENTENCE_END):
+        return False
+    # After the first marker, only markers and what is not a word may follow.
+    gap_start = markers[0].end()
+    for marker in markers[1:]:
+        if _WORD_CHAR.search(text, gap_start, marker.start()):
+            return False
+        gap_start = marker.end()
+    return not _WORD_CHAR.search(text, gap_start)
 
 
 @rule("cite_after_answer")
 def cite_first(trace, ctx):
     answer = trace.answer
     if answer is None:
-        return
+        return ()
     keys = answer.raw_keys
     if "citations" in keys and "answer" in keys:
         if keys.index("citations") > keys.index("answer"):
-            yield issue("cite_after_answer", "expected the `citations` key before `answer` in answer.raw, "
-                        "found it after", **where(trace, "$.answer.raw"))
+            return [issue("cite_after_answer", "expected the `citations` key before `answer` in answer.raw, "
+                          "found it after", **where(trace, "$.answer.raw"))]
     elif answer.text and citations_trail(answer.text):
-        yield issue("cite_after_answer", "expected citation markers within or before the sentences they "
-                    "support, found them all after the last sentence", **where(trace, "$.answer.text"))
+        return [issue("cite_after_answer", "expected citation markers within or before the sentences they "
+                      "support, found them all after the last sentence", **where(trace, "$.answer.text"))]
+    return ()
 
 
 @rule("cross_section_reuse", "uncited_segment")
 def segments(trace, ctx):
-    if trace.answer is None:
-        return
+    answer = trace.answer
+    if answer is None or not answer.segments:
+        return ()
+    for segment in answer.segments:
+        cited = len(segment.citations)
+        if cited == 0 or cited > 1 and not ctx.allow_cross_section:
+            return _segment_issues(trace, ctx)
+    return ()  # every segment cites, and none can reach across sections
+
+
+def _segment_issues(trace, ctx):
     section_of = {p.snippet_id: p.section_id for p in trace.retrieved if p.section_id is not None}
     for i, segment in enumerate(trace.answer.segments):
         at = f"$.answer.segments[{i}]"

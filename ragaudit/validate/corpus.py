@@ -10,69 +10,80 @@ from ragaudit.validate.registry import rule, where
       "section_mismatch", "rev_mismatch", needs_corpus=True)
 def against_corpus(trace, ctx):
     corpus = ctx.corpus
+    documents = corpus.documents
+    found = []
     for i, p in enumerate(trace.retrieved):
-        at = f"$.retrieved[{i}]"
-        loc = dict(citation=p.snippet_id)
-        if p.doc_id is None:
+        doc_id = p.doc_id
+        if doc_id is None:
             continue
-        if p.doc_id not in corpus:
-            yield issue("unknown_document", f"expected a doc_id of the corpus, found {p.doc_id!r}",
-                        **where(trace, f"{at}.doc_id", **loc))
+        doc = documents.get(doc_id)
+        if doc is None:
+            found.append(issue("unknown_document", f"expected a doc_id of the corpus, found {doc_id!r}",
+                               **where(trace, f"$.retrieved[{i}].doc_id", citation=p.snippet_id)))
             continue
-        doc = corpus[p.doc_id]
         if p.rev is not None and p.rev != doc.rev:
-            yield issue("rev_mismatch", f"expected rev {doc.rev!r} (corpus), found {p.rev!r}",
-                        **where(trace, f"{at}.rev", **loc))
+            found.append(issue("rev_mismatch", f"expected rev {doc.rev!r} (corpus), found {p.rev!r}",
+                               **where(trace, f"$.retrieved[{i}].rev", citation=p.snippet_id)))
         section = None
         if p.section_id is not None:
-            section = corpus.section(p.doc_id, p.section_id)
+            section = corpus.section(doc_id, p.section_id)
             if section is None:
-                yield issue("unknown_section", f"expected a section of {p.doc_id!r}, found {p.section_id!r}",
-                            **where(trace, f"{at}.section_id", **loc))
+                found.append(issue("unknown_section", f"expected a section of {doc_id!r}, found {p.section_id!r}",
+                                   **where(trace, f"$.retrieved[{i}].section_id", citation=p.snippet_id)))
         span = p.span
         if span is None:
             continue
         analyzer = get_analyzer(p.analyzer)
         if span.unit == "token" and analyzer is None:
             continue  # token spans under an analyzer ragaudit cannot reproduce are not checkable
-        chars = corpus.char_span(p.doc_id, span, analyzer)
-        limit = len(doc.text) if span.unit == "char" else len(corpus.token_spans(p.doc_id, analyzer))
-        if chars is None or chars.end > len(doc.text):
-            yield issue("span_out_of_bounds",
-                        f"expected end <= {limit} ({span.unit}s in {p.doc_id!r}), found end {span.end}",
-                        **where(trace, f"{at}.offsets", **loc))
+        text = doc.text
+        chars = span if span.unit == "char" else corpus.char_span(doc_id, span, analyzer)
+        if chars is None or chars.end > len(text):
+            limit = len(text) if span.unit == "char" else len(corpus.token_spans(doc_id, analyzer))
+            found.append(issue("span_out_of_bounds",
+                               f"expected end <= {limit} ({span.unit}s in {doc_id!r}), found end {span.end}",
+                               **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id)))
             continue
-        if p.text is not None and p.text != doc.text[chars.start:chars.end]:
-            yield issue("span_text_mismatch", text_difference(doc.text[chars.start:chars.end], p.text, chars.start),
-                        **where(trace, f"{at}.text", **loc))
-        if section is not None and not section.span.contains(chars):
-            yield issue("section_mismatch",
-                        f"expected a span inside section {section.section_id!r} "
-                        f"[{section.start}, {section.end}), found [{chars.start}, {chars.end}) chars",
-                        **where(trace, f"{at}.offsets", **loc))
+        start, end = chars.start, chars.end
+        # Compared in place: copying the slice of a long document for every payload costs.
+        if p.text is not None and not (len(p.text) == end - start and text.startswith(p.text, start)):
+            found.append(issue("span_text_mismatch", text_difference(text[start:end], p.text, start),
+                               **where(trace, f"$.retrieved[{i}].text", citation=p.snippet_id)))
+        if section is not None and not (section.start <= start and end <= section.end):
+            found.append(issue("section_mismatch",
+                               f"expected a span inside section {section.section_id!r} "
+                               f"[{section.start}, {section.end}), found [{start}, {end}) chars",
+                               **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id)))
+    return found
 
 
 @rule("tokens_mismatch")
 def token_count(trace, ctx):
     """Needs no corpus for token spans, or for char spans whose payload carries its text."""
-    corpus = ctx.corpus
+    documents = ctx.corpus.documents if ctx.corpus is not None else None
+    found = []
+    name = analyzer = None  # the payloads of a run almost always share their analyzer
     for i, p in enumerate(trace.retrieved):
-        span, analyzer = p.span, get_analyzer(p.analyzer)
-        if p.tokens is None or span is None or analyzer is None:
+        span = p.span
+        if p.tokens is None or span is None:
             continue
+        if p.analyzer != name or analyzer is None:
+            name, analyzer = p.analyzer, get_analyzer(p.analyzer)
+            if analyzer is None:
+                continue
         if span.unit == "token":
             expected = len(span)
-        elif corpus is not None and p.doc_id in corpus and span.end <= len(corpus[p.doc_id].text):
-            expected = analyzer.count(corpus[p.doc_id].text[span.start:span.end])
+        elif documents is not None and (doc := documents.get(p.doc_id)) is not None and span.end <= len(doc.text):
+            expected = analyzer.count(doc.text[span.start:span.end])
         elif p.text is not None:
             expected = analyzer.count(p.text)
         else:
             continue
         if p.tokens != expected:
-            yield issue("tokens_mismatch",
-                        f"expected tokens {expected} (span under {p.analyzer!r}), found {p.tokens}",
-                        **where(trace, f"$.retrieved[{i}].tokens", citation=p.snippet_id))
-
+            found.append(issue("tokens_mismatch",
+                               f"expected tokens {expected} (span under {p.analyzer!r}), found {p.tokens}",
+                               **where(trace, f"$.retrieved[{i}].tokens", citation=p.snippet_id)))
+    return found
 
 
 WINDOW = 24  # characters shown on each side of the first difference

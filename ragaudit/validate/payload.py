@@ -11,6 +11,13 @@ from ragaudit.validate.registry import rule, where
     "doc_id", "section_id", "snippet_id", "source_url", "offsets", "tokens",
     "index_hash", "embed_model", "analyzer", "rev")))
 def required_fields(trace, ctx):
+    for p in trace.retrieved:
+        if p.missing:
+            return _missing_fields(trace)
+    return ()
+
+
+def _missing_fields(trace):
     for i, p in enumerate(trace.retrieved):
         for name in sorted(p.missing):
             yield issue(f"missing_{name}", f"expected a payload field `{name}`, found none",
@@ -33,6 +40,17 @@ def offsets_problem(offsets) -> str | None:
 
 @rule("bad_offsets", "mixed_offset_units")
 def offsets(trace, ctx):
+    # Every span valid (so no bad offsets and none missing) and all in one unit: nothing to say.
+    unit = None
+    for p in trace.retrieved:
+        span = p.span
+        if span is None or span.unit != unit and unit is not None:
+            return _offset_issues(trace)
+        unit = span.unit
+    return ()
+
+
+def _offset_issues(trace):
     units = {}
     for i, p in enumerate(trace.retrieved):
         if p.offsets is None:
@@ -50,6 +68,15 @@ def offsets(trace, ctx):
 
 @rule("missing_score", "score_out_of_range", "missing_k_pos", "missing_k_final")
 def scores_and_ranks(trace, ctx):
+    for p in trace.retrieved:
+        norm = p.score_norm
+        if (norm is None and p.score_raw is None or norm is not None and not 0.0 <= norm <= 1.0
+                or p.k_pos is None or p.rerank_score is not None and p.k_final is None):
+            return _score_issues(trace)
+    return ()
+
+
+def _score_issues(trace):
     for i, p in enumerate(trace.retrieved):
         at = f"$.retrieved[{i}]"
         if p.score_raw is None and p.score_norm is None:

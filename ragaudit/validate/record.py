@@ -7,18 +7,23 @@ from ragaudit.validate.registry import rule, where
 
 @rule("wrong_type")
 def field_types(trace, ctx):
-    for err in trace.field_errors:
-        yield issue("wrong_type", f"expected {err.expected}, found {err.found}", **where(trace, err.path))
+    if not trace.field_errors:
+        return ()
+    return [issue("wrong_type", f"expected {err.expected}, found {err.found}", **where(trace, err.path))
+            for err in trace.field_errors]
 
 
 @rule("pipeline_error", aborts=True)
 def pipeline_error(trace, ctx):
     if trace.error:
-        yield issue("pipeline_error", f"expected a finished run, found error: {trace.error}", **where(trace, "$.error"))
+        return [issue("pipeline_error", f"expected a finished run, found error: {trace.error}",
+                      **where(trace, "$.error"))]
+    return ()
 
 
 @rule("empty_citations", aborts=True)
 def empty_citations(trace, ctx):
     if not trace.retrieved and not (trace.answer and trace.answer.citations):
-        yield issue("empty_citations", "expected retrieved payloads or answer citations, found neither",
-                    **where(trace, "$.retrieved"))
+        return [issue("empty_citations", "expected retrieved payloads or answer citations, found neither",
+                      **where(trace, "$.retrieved"))]
+    return ()

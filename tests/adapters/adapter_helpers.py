@@ -51,3 +51,32 @@ def assert_spans_match(payloads, corpus=None) -> None:
             o = p["offsets"]
             assert 0 <= o["start"] < o["end"], p
             assert corpus[p["doc_id"]].text[o["start"]:o["end"]] == p["text"], p["snippet_id"]
+
+
+_CANNED_LLM = []
+
+
+def canned_llm(answer: str):
+    """A LlamaIndex LLM that answers every prompt with `answer`: the engine runs for real, only
+    the model is fixed (llama_index is imported only when asked for)."""
+    if not _CANNED_LLM:
+        from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
+        from llama_index.core.llms.callbacks import llm_completion_callback
+
+        class CannedLLM(CustomLLM):
+            answer: str = ""
+
+            @property
+            def metadata(self) -> LLMMetadata:
+                return LLMMetadata(context_window=4096, num_output=256)
+
+            @llm_completion_callback()
+            def complete(self, prompt, formatted=False, **kwargs):
+                return CompletionResponse(text=self.answer)
+
+            @llm_completion_callback()
+            def stream_complete(self, prompt, formatted=False, **kwargs):
+                yield CompletionResponse(text=self.answer, delta=self.answer)
+
+        _CANNED_LLM.append(CannedLLM)
+    return _CANNED_LLM[0](answer=answer)

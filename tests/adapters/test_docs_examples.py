@@ -68,13 +68,13 @@ def test_haystack_example(repo_root):
 def test_llamaindex_example(repo_root, monkeypatch):
     pytest.importorskip("llama_index.core")
     import llama_index.core
+    from adapter_helpers import canned_llm
     from llama_index.core import Settings
     from llama_index.core.embeddings import MockEmbedding
-    from test_llamaindex import CannedLLM
 
     monkeypatch.setattr(llama_index.core, "global_tokenizer", words)
     monkeypatch.setattr(Settings, "_embed_model", MockEmbedding(embed_dim=8))
-    monkeypatch.setattr(Settings, "_llm", CannedLLM(answer="Keys are rotated every year [1]."))
+    monkeypatch.setattr(Settings, "_llm", canned_llm("Keys are rotated every year [1]."))
     [trace] = run_example("LlamaIndex", repo_root)
     [segment] = trace["answer"]["segments"]
     assert segment["citations"] and set(segment["citations"]) <= {p["snippet_id"] for p in trace["retrieved"]}
@@ -146,7 +146,7 @@ def test_openai_example(repo_root, monkeypatch):
 @pytest.mark.shared
 @pytest.mark.model
 def test_graphrag_example(repo_root, capsys):
-    from conftest import shared_path
+    from helpers import shared_path
     (repo_root / "output").symlink_to(shared_path("graphrag", "v3-christmas-carol"), target_is_directory=True)
     exec(compile(examples()["GraphRAG"], f"{DOC}:GraphRAG", "exec"), {"__name__": "__example__"})
     printed = capsys.readouterr().out.splitlines()

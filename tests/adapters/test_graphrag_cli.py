@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import shared_path
+from helpers import shared_path
 
 from ragaudit.adapters.graphrag.cli import graphrag
 

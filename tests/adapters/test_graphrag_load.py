@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import shared_path
+from helpers import shared_path
 
 from ragaudit.adapters.graphrag import load_index, trace_answer
 from ragaudit.errors import InputError

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shared_path
+from helpers import shared_path
 
 from ragaudit.adapters.graphrag import (
     Resolver,

@@ -7,6 +7,7 @@ from adapter_helpers import (
     INDEX,
     assert_spans_match,
     audit,
+    canned_llm,
     errors,
     handbook,
     sentences,
@@ -15,8 +16,6 @@ from adapter_helpers import (
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
-from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
 from llama_index.core.query_engine import CitationQueryEngine
 from llama_index.core.retrievers import BaseRetriever
@@ -42,23 +41,6 @@ def documents() -> list[Document]:
 def splitter(chunk_size: int) -> SentenceSplitter:
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=0, tokenizer=words,
                             chunking_tokenizer_fn=sentences)
-
-
-class CannedLLM(CustomLLM):
-    """Answers every prompt with the same text: the engine runs for real, only the model is fixed."""
-    answer: str = ""
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(context_window=4096, num_output=256)
-
-    @llm_completion_callback()
-    def complete(self, prompt, formatted=False, **kwargs):
-        return CompletionResponse(text=self.answer)
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt, formatted=False, **kwargs):
-        yield CompletionResponse(text=self.answer, delta=self.answer)
 
 
 class FixedRetriever(BaseRetriever):
@@ -104,7 +86,7 @@ def test_vector_index_results_with_tied_scores_follow_the_tiebreak():
 
 
 def citation_engine(nodes, answer: str) -> CitationQueryEngine:
-    return CitationQueryEngine(retriever=FixedRetriever(nodes), llm=CannedLLM(answer=answer),
+    return CitationQueryEngine(retriever=FixedRetriever(nodes), llm=canned_llm(answer),
                                text_splitter=splitter(20))
 
 

@@ -53,7 +53,8 @@ retriever = "bm25"
 # what every pipeline's options held before the schema: one shape for every kind
 OPTION_DEFAULTS = {"retriever": "bm25", "analyzer": "lowercase+ascii_fold", "k": 5, "rerank": None, "chunk_size": 64,
                    "chunk_overlap": 0, "temperature": 0.0, "traces": None, "factory": None, "command": None,
-                   "timeout_s": 30.0, "options": {}}
+                   "timeout_s": 30.0, "options": {}, "max_in_flight": None, "rate_limit": None, "retries": 0,
+                   "retry_backoff_s": 0.5, "cache": False}
 
 
 def test_every_kind_keeps_every_option_key_with_its_default(tmp_path):
@@ -211,10 +212,10 @@ PER_KIND = [
      "expected one of k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
      "which only reference pipelines take"),
     ('[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\nfactory = "m:f"\n', 5, "$.pipelines[0].factory",
-     "expected one of command, k, kind, name, timeout_s (a command pipeline), found key 'factory', "
+     "expected one of cache, command, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
      "which only python pipelines take"),
     ('[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\ntemperature = 0.2\n', 5, "$.pipelines[0].temperature",
-     "expected one of factory, k, kind, name, options, timeout_s (a python pipeline), found key 'temperature', "
+     "expected one of cache, factory, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
      "which only reference pipelines take"),
     ('[[pipelines]]\nname = "p"\nkind = "reference"\ncolour = "blue"\n', 4, "$.pipelines[0].colour",
      f"expected one of {REFERENCE_KEYS} (a reference pipeline), found unknown key 'colour'"),
@@ -264,9 +265,9 @@ MISSING_LINES = [
     ('[gate]\nk = 1\n\n[[pipelines]]\nname = "p"\ntraces = "t"\n', 4, "$.pipelines[0].kind",
      "expected kind one of reference, replay, python, command, found none"),
     ('[audit]\nseeds = [1]\n\n[colour]\nred = 1\n', 4, "$.colour",
-     "expected one of audit, embedder, gate, lambda, metrics, pipelines, support, found unknown table [colour]"),
+     "expected one of audit, embedder, executor, gate, lambda, metrics, pipelines, support, found unknown table [colour]"),
     ('title = "x"\n', 1, "$.title",
-     "expected one of audit, embedder, gate, lambda, metrics, pipelines, support, found unknown key 'title'"),
+     "expected one of audit, embedder, executor, gate, lambda, metrics, pipelines, support, found unknown key 'title'"),
     ('[audit]\nseeds = [1]\n\n[pipelines]\nname = "p"\n', 4, "$.pipelines", "expected [[pipelines]] entries, found a single table"),
     ('gate = 3\n', 1, "$.gate", "expected a table, found number 3"),
     ('pipelines = [\n  { name = "a", kind = "replay", traces = "t" },\n  3,\n]\n', 3, "$.pipelines[1]",

@@ -6,7 +6,7 @@ import json
 
 import orjson
 import pytest
-from conftest import ONCALL, POLICIES
+from helpers import ONCALL, POLICIES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,5 +1,6 @@
 import json
 import math
+from itertools import pairwise
 
 import orjson
 import pytest
@@ -10,6 +11,7 @@ from ragaudit.errors import InputError
 from ragaudit.io.jsonl import (
     BadLine,
     JsonDefect,
+    JsonLines,
     decode,
     dump_line,
     iter_json_lines,
@@ -293,3 +295,54 @@ def test_orjson_and_the_fallback_give_the_same_values():
     fast = decode(text.encode())[0]
     slow = decode(text[:-1].encode() + b', "n": NaN}', finite=False)[0]
     assert slow.pop("n") is None and fast == slow == orjson.loads(text)
+
+
+# ---- byte ranges ------------------------------------------------------------------------------------
+
+# Every way a line can end or be empty, a byte order mark, a defect and a torn last line.
+RANGED = (b'\xef\xbb\xbf{"a": 1}\r\n\n{"b": [1, 2]}\n   \n{"c": "x\\ny"}\r\n{"d": NaN}\nnot json\r\n\r\n'
+          b'{"e": {"f": "\\u003a"}}\n{"g":1,"g":2}\n{"h": "\xc3\xa9"}\n{"i": tru')
+
+
+def read_in_ranges(path, cuts: list[int]) -> tuple[list, int]:
+    """Read `path` range by range, turning range line numbers into file line numbers as a caller
+    stitching ranges does; (items, lines)."""
+    bounds = [0, *cuts, None]
+    items, lines = [], 0
+    for start, end in pairwise(bounds):
+        reader = JsonLines(path, finite=False, start=start, end=end)
+        for number, value, notes in reader:
+            if isinstance(value, BadLine):
+                value = BadLine(value.file, value.line + lines, value.message, value.path)
+            items.append((number + lines, value, notes))
+        lines += reader.lines
+    return items, lines
+
+
+def test_ranges_cut_anywhere_read_as_the_whole_file(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(RANGED)
+    whole = JsonLines(path, finite=False)
+    expected = list(whole)
+    assert [n for n, _, _ in expected] == [1, 3, 5, 6, 7, 9, 10, 11, 12]
+    assert expected[0][1] == {"a": 1}
+    for cut in range(len(RANGED) + 2):  # every byte, and past the end
+        assert read_in_ranges(path, [cut]) == (expected, whole.lines), cut
+    for first in range(0, len(RANGED), 7):  # three ranges, the middle one possibly empty
+        for second in range(first, len(RANGED) + 1, 5):
+            assert read_in_ranges(path, [first, second]) == (expected, whole.lines), (first, second)
+
+
+def test_a_range_counts_lines_and_records_and_leaves_emptiness_to_the_caller(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"\n\n\n" + b'{"a": 1}\n')
+    blank = JsonLines(path, start=0, end=3)
+    assert list(blank) == [] and (blank.lines, blank.records) == (3, 0)
+    rest = JsonLines(path, start=3)
+    assert list(rest) == [(1, {"a": 1}, ())] and (rest.lines, rest.records) == (1, 1)
+    with pytest.raises(InputError, match="found only blank lines"):
+        blank.require_records()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match="found an empty file"):
+        list(iter_json_values(empty))

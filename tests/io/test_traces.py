@@ -5,7 +5,14 @@ import pytest
 
 from ragaudit.errors import InputError
 from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import dump_trace, parse_trace, read_traces, trace_to_dict
+from ragaudit.io.traces import (
+    dump_trace,
+    parse_trace,
+    read_traces,
+    trace_lines,
+    trace_to_dict,
+    traces_in,
+)
 from ragaudit.types import Trace
 from ragaudit.validate import Context, Validator
 from ragaudit.validate.engine import validate_trace
@@ -47,6 +54,19 @@ def test_reader_goes_on_after_bad_lines(tmp_path, valid_trace):
     assert items[1].line == 3 and items[3].line == 5
     assert items[3].message.startswith("truncated last line")
     assert items[2].line == 4
+
+
+def test_a_byte_range_reads_the_traces_that_start_in_it_numbered_from_its_first_line(tmp_path, valid_trace):
+    path = tmp_path / "t.jsonl"
+    good = json.dumps(valid_trace)
+    path.write_text(f"{good}\nnot json\n\n{good}\n{good}\n", encoding="utf-8")
+    cut = len(good) + 5  # inside the second line, which belongs to the first range
+    first, second = trace_lines(path, 0, cut), trace_lines(path, cut)
+    head, tail = list(traces_in(first)), list(traces_in(second))
+    assert [(type(i).__name__, i.line) for i in head] == [("Trace", 1), ("BadLine", 2)]
+    assert [(type(i).__name__, i.line) for i in tail] == [("Trace", 2), ("Trace", 3)]  # lines 4 and 5 of the file
+    assert (first.lines, second.lines) == (2, 3) and head[0].file == tail[0].file == str(path)
+    assert [i.line for i in read_traces(path)] == [1, 2, 4, 5]
 
 
 def test_missing_file_and_directory(tmp_path):

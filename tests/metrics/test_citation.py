@@ -1,7 +1,7 @@
 """Hand-computed fixtures for each formula, and a cross-check of the retrieval metrics with ir_measures."""
 import ir_measures
 import pytest
-from conftest import KEYS_SENTENCE, POLICIES
+from helpers import ANCHOR, ITEM, KEYS_SENTENCE, POLICIES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_measures import RR, R, Success, nDCG
@@ -10,10 +10,6 @@ from ragaudit.io.traces import parse_trace
 from ragaudit.metrics import citation
 from ragaudit.metrics.citation import RunView
 from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
-
-ANCHOR = Span(POLICIES.index(KEYS_SENTENCE), POLICIES.index(KEYS_SENTENCE) + len(KEYS_SENTENCE))
-ITEM = GoldItem("SEC-KEYS-1", "How often are hardware keys rotated?", "policies", "policies/security/keys",
-                Anchor(ANCHOR, KEYS_SENTENCE))
 
 
 def view(trace: dict, item=ITEM, corpus=None, k=5) -> RunView:

@@ -218,7 +218,7 @@ def test_a_run_scores_support_with_the_configured_cross_encoder(models, tmp_path
     """`[support] model = PATH` reaches the audit: every segment's support is the CrossEncoder's."""
     import json as _json
 
-    from test_runner import BM25, invoke, run_dir_of, write_config
+    from helpers import BM25, invoke, run_dir_of, write_config
 
     config = write_config(tmp_path, BM25, items=2, seeds="[1]")
     config.write_text(config.read_text().replace("[embedder]", f'[support]\nmodel = "{models["reranker"]}"\n\n[embedder]'))

@@ -106,3 +106,85 @@ def test_the_cache_tells_apart_two_models_in_folders_of_the_same_name(tmp_path):
     assert again.encoded == 0
     (a / "model.safetensors").write_bytes(b"\x03" * 64)  # new weights, same names and size
     assert CachedEncoder(_FolderEncoder(a), cache).cache_key != first.cache_key
+
+
+class _Recording(HashingEncoder):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        return super().encode(texts)
+
+
+def test_misses_are_encoded_in_one_call_longest_first_and_written_in_one_transaction(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+    inner = _Recording()
+    cache = CachedEncoder(inner, tmp_path / "e.sqlite")
+    statements = []
+    cache._db.set_trace_callback(statements.append)
+    texts = ["bb", "a", "dddd", "ccc", "a", "ee"]
+    vectors = cache.encode(texts)
+    assert inner.calls == [["dddd", "ccc", "bb", "ee", "a"]]  # equal lengths keep their first-seen order
+    assert np.array_equal(vectors, HashingEncoder().encode(texts))  # rows in the order asked
+    writes = [s.split()[0] for s in statements if not s.startswith("SELECT")]
+    assert writes == ["BEGIN", *["INSERT"] * 5, "COMMIT"]
+    statements.clear()
+    again = cache.encode(["ccc", "a"])
+    assert statements == [] and len(inner.calls) == 1  # a warm lookup touches neither the file nor the model
+    assert np.array_equal(again, vectors[[3, 1]])
+
+
+def test_each_text_is_hashed_once_when_missed_and_never_when_warm(tmp_path, monkeypatch):
+    from ragaudit.metrics import embed
+    hashed = []
+    real = embed._sha
+    monkeypatch.setattr(embed, "_sha", lambda text: hashed.append(text) or real(text))
+    cache = embed.CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
+    cache.encode(["one", "two", "one"])
+    assert sorted(hashed) == ["one", "two"]
+    cache.encode(["two", "one"] * 50)
+    assert sorted(hashed) == ["one", "two"]
+    cache.close()
+    reopened = embed.CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
+    hashed.clear()
+    reopened.encode(["one", "three"])  # "one" comes from the file by its sha256, "three" is new
+    assert sorted(hashed) == ["one", "three"] and reopened.encoded == 1
+
+
+def test_a_failed_encode_writes_nothing_and_the_next_call_encodes_again(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+
+    class Failing(_Recording):
+        fail = True
+
+        def encode(self, texts):
+            if self.fail:
+                raise RuntimeError("out of memory")
+            return super().encode(texts)
+
+    inner = Failing()
+    cache = CachedEncoder(inner, tmp_path / "e.sqlite")
+    with pytest.raises(RuntimeError):
+        cache.encode(["x y"])
+    assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (0,)
+    inner.fail = False
+    assert np.array_equal(cache.encode(["x y"]), HashingEncoder().encode(["x y"]))
+    assert not cache._db.in_transaction
+
+
+def test_a_failed_write_leaves_no_row_of_the_call(tmp_path):
+    import sqlite3
+
+    from ragaudit.metrics.embed import CachedEncoder, _sha
+    cache = CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
+    cache._db.execute(f"CREATE TRIGGER full BEFORE INSERT ON vectors WHEN NEW.sha = '{_sha('bb')}' "
+                      "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+        cache.encode(["aaa", "bb"])  # "aaa" is written first, then "bb" fails
+    assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (0,)
+    assert not cache._db.in_transaction
+    cache._db.execute("DROP TRIGGER full")
+    cache.encode(["aaa", "bb"])
+    assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (2,) and cache.encoded == 4

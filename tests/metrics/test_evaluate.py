@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import KEYS_SENTENCE, POLICIES
+from helpers import KEYS_SENTENCE, POLICIES
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.embed import HashingEncoder

@@ -3,7 +3,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import shared_path
+from helpers import shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@ import copy
 import random
 
 import pytest
-from test_citation import ITEM
+from helpers import ITEM
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.citation import RunView

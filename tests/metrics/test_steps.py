@@ -1,5 +1,5 @@
 import pytest
-from test_citation import ITEM
+from helpers import ITEM
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.embed import HashingEncoder

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shared_path
+from helpers import shared_path
 
 from ragaudit.metrics import support
 from ragaudit.metrics.embed import HashingEncoder

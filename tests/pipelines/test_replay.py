@@ -1,5 +1,3 @@
-import math
-
 from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.replay import ReplayPipeline
@@ -17,11 +15,12 @@ def test_a_recording_with_a_lone_surrogate_or_nan_replays_writably(tmp_path):
         '{"qid": "N", "variant": 0, "seed": 1, "retrieved": [{"doc_id": "d", "score_norm": NaN, "score_raw": -Infinity}]}\n',
         encoding="utf-8")
     pipeline = ReplayPipeline("prod-log", recorded)
-    surrogate = pipeline.run(request("S"))
+    surrogate, nan = list(pipeline.recorded())
     assert surrogate.error is None and surrogate.answer.text == "bad \ufffd text" and surrogate.config == "prod-log"
     dump_trace(surrogate).encode("utf-8")
-    nan = pipeline.run(request("N"))
     dump_trace(nan).encode("utf-8")
-    score = nan.retrieved[0].score_norm
-    assert score is None or math.isnan(score)  # the trace reader decides; replay only must not fail
+    assert nan.retrieved[0].score_norm is None and nan.retrieved[0].score_raw is None  # dropped, reported as wrong_type
+    assert {e.path for e in nan.field_errors} >= {"$.retrieved[0].score_norm", "$.retrieved[0].score_raw"}
+    missing = pipeline.run(request("X"))
+    assert missing.error.startswith("no recorded run for qid 'X'") and not missing.retrieved
     assert pipeline.close() is None

@@ -6,7 +6,7 @@ import sqlite3
 from xml.etree import ElementTree as ET
 
 import pytest
-from test_runner import BM25, invoke, run_dir_of, write_config
+from helpers import BM25, invoke, run_dir_of, write_config
 
 from ragaudit.report.logs import COLUMNS, LOG_NAMES, LOG_ORDER
 

@@ -358,8 +358,8 @@ def test_reasoning_chains_are_shown_in_the_drill_down(driver, tmp_path):
     import sys
 
     from click.testing import CliRunner
+    from helpers import DEMO, FIXTURES, run_dir_of, write_config
     from selenium.webdriver.common.by import By
-    from test_runner import DEMO, FIXTURES, run_dir_of, write_config
 
     from ragaudit.cli import main
 

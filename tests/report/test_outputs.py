@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from test_runner import BM25, ROOT, run_dir_of, write_config
+from helpers import BM25, ROOT, run_dir_of, write_config
 
 from ragaudit.cli import main
 from ragaudit.report.logs import COLUMNS
@@ -39,7 +39,8 @@ def test_traces_log_lines(run):
     assert [f.split("=")[0] for f in first] == ["ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda",
                                                 "k", "store", "index_hash", "embed", "analyzer", "section_id", "rev",
                                                 "citations", "scores", "kpos", "kfinal"]
-    assert first[2] == f"qid={report['questions'][0]['qid']}" and first[9] == "store=bm25"
+    stored = json.loads((run_dir / "traces.jsonl").read_text().splitlines()[0])  # rows follow the stored runs
+    assert first[2] == f"qid={stored['qid']}" and first[9] == "store=bm25"
 
 
 def test_sqlite_table_is_the_spec_table(run):

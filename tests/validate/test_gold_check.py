@@ -1,6 +1,6 @@
 import json
 
-from conftest import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
+from helpers import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
 
 from ragaudit.io.gold import read_gold
 from ragaudit.metrics.embed import HashingEncoder

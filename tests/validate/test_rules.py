@@ -1,6 +1,6 @@
 """Every trace code: one case where it fires (and nothing else does), and silence on a valid trace."""
 import pytest
-from conftest import PASSWORDS_SENTENCE, POLICIES
+from helpers import PASSWORDS_SENTENCE, POLICIES
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.io.traces import parse_trace

@@ -3,7 +3,7 @@ and each corruption gives exactly the expected code."""
 import json
 
 import pytest
-from conftest import shared_path
+from helpers import shared_path
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.io.corpus import load_corpus

@@ -5,13 +5,12 @@ hybrid retrieval → optional MMR rerank → extractive cite-first answer.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import UsageError
 from ragaudit.pipelines.base import Request, now
 from ragaudit.pipelines.reference.answerer import answer
 from ragaudit.pipelines.reference.chunking import Chunk, chunk_corpus, index_hash
+from ragaudit.pipelines.reference.ranking import TieBreak
 from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, mmr
 from ragaudit.text import sentences
 from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
@@ -43,6 +42,7 @@ class ReferencePipeline:
         self.embed_model = encoder.model_id if dense else SPARSE_MODEL
         self._encoder = encoder
         texts = [c.text for c in self.chunks]
+        self.tiebreak = TieBreak([(c.section_id, c.snippet_id) for c in self.chunks])
         if retriever == "bm25":
             self.retriever = BM25(texts, self.analyzer)
         elif retriever == "tfidf":
@@ -50,10 +50,10 @@ class ReferencePipeline:
         elif retriever == "dense":
             self.retriever = Dense(texts, encoder)
         else:
-            self.retriever = Hybrid([BM25(texts, self.analyzer), Dense(texts, encoder)], self._order)
-        self._vectors = None
+            self.retriever = Hybrid([BM25(texts, self.analyzer), Dense(texts, encoder)], self.tiebreak)
+        self._unit = None  # the rows MMR compares, scaled once here rather than per query
         if rerank == "mmr":
-            self._vectors = (self.retriever.vectors() if dense else TfIdf(texts, self.analyzer).vectors())
+            self._unit = (self.retriever.unit_vectors() if dense else TfIdf(texts, self.analyzer).unit_vectors())
         self._index = LiveIndex(
             index_hash=index_hash(self.chunks, analyzer=analyzer, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                                   retriever=retriever, embed_model=self.embed_model),
@@ -72,12 +72,6 @@ class ReferencePipeline:
     def close(self) -> None:
         pass
 
-    def _order(self, raw: np.ndarray, norm: np.ndarray) -> np.ndarray:
-        """Chunk indices best first: score_norm desc, then the SPEC tie-break (section_id, snippet_id)."""
-        sections = [c.section_id for c in self.chunks]
-        snippets = [c.snippet_id for c in self.chunks]
-        return np.array(sorted(range(len(self.chunks)), key=lambda i: (-norm[i], sections[i], snippets[i])))
-
     def _payload(self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank=None) -> Payload:
         return Payload(
             doc_id=chunk.doc_id, section_id=chunk.section_id, snippet_id=chunk.snippet_id,
@@ -87,13 +81,15 @@ class ReferencePipeline:
             text=chunk.text, **({} if rerank is None else {"rerank_score": rerank[1], "k_final": rerank[0]}))
 
     def retrieve(self, query: str, k: int) -> list[Payload]:
+        """The best `k` chunks: score_norm desc, then the SPEC tie-break (section_id, snippet_id);
+        with MMR, its choice of `k` among the best max(3k, 20)."""
         raw, norm = self.retriever.scores(query)
-        order = self._order(raw, norm)
         if self.rerank is None:
-            return [self._payload(self.chunks[i], raw[i], norm[i], r + 1) for r, i in enumerate(order[:k])]
-        candidates = [int(i) for i in order[:max(3 * k, 20)]]
+            return [self._payload(self.chunks[i], raw[i], norm[i], r + 1)
+                    for r, i in enumerate(self.tiebreak.top(norm, k))]
+        candidates = self.tiebreak.top(norm, max(3 * k, 20)).tolist()
         rank_of = {i: r + 1 for r, i in enumerate(candidates)}
-        chosen = mmr(self._vectors, candidates, norm, k=k)
+        chosen = mmr(self._unit, candidates, norm, k=k)
         return [self._payload(self.chunks[i], raw[i], norm[i], rank_of[i], (final, score))
                 for final, (i, score) in enumerate(chosen, start=1)]
 

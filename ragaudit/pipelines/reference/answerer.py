@@ -15,6 +15,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ragaudit.analyzers import Analyzer
 from ragaudit.text import content_stems, sentence_spans
@@ -31,15 +32,25 @@ class Candidate:
     score: float
 
 
+@lru_cache(maxsize=1 << 15)
+def _answerable(text: str, analyzer: Analyzer) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The sentences of a snippet that may answer, each with its content stems. The same snippets
+    come back for every variant and seed of a question, so each is split and stemmed once."""
+    found = []
+    for a, b in sentence_spans(text):
+        sentence = text[a:b]
+        if not analyzer.terms(sentence) or sentence.lstrip().startswith("#"):
+            continue  # headings are not answers
+        found.append((sentence, frozenset(content_stems(sentence))))
+    return tuple(found)
+
+
 def _candidates(query: str, payloads: list[Payload], analyzer: Analyzer, encoder=None) -> list[Candidate]:
     wanted = set(content_stems(query))
     found = []
     for p in payloads:
-        for a, b in sentence_spans(p.text or ""):
-            sentence = (p.text or "")[a:b]
-            if not analyzer.terms(sentence) or sentence.lstrip().startswith("#"):
-                continue  # headings are not answers
-            overlap = len(wanted.intersection(content_stems(sentence))) / max(len(wanted), 1)
+        for sentence, stems in _answerable(p.text or "", analyzer):
+            overlap = len(wanted & stems) / max(len(wanted), 1)
             found.append((sentence, p.snippet_id, STEM_WEIGHT * overlap))
     if encoder is not None and found:
         vectors = encoder.encode([query, *(f[0] for f in found)])

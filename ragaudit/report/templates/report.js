@@ -273,7 +273,8 @@
       Array.prototype.forEach.call(runs.tBodies[0].rows, function (row, k) { row.classList.toggle('selected', k === r); });
       detail.replaceChildren(runDetail(q, q.runs[r]));
     }
-    drill.replaceChildren(head, el('h4', null, ['Runs (' + q.runs.length + ')']), runs, detail);
+    var title = 'Runs (' + q.runs.length + (q.more ? ' shown, failing first; ' + q.more + ' more in runs.parquet' : '') + ')';
+    drill.replaceChildren(head, el('h4', null, [title]), runs, detail);
     drill.setAttribute('data-i', String(i));
     drill.hidden = false;
     // Open on the first run that went wrong, since that is usually why the question was opened.

@@ -1,0 +1,268 @@
+"""Benchmark `ragaudit run` at scale: a replay audit of up to a million runs on one machine, and
+the same run fanned out over a Dask LocalCluster.
+
+Workloads are built here, from the demo: the three demo pipelines run once (real model, their
+texts then in a warm embedding cache), and their traces are copied under more and more seeds
+into replay recordings, so every size audits the same questions with more runs each. Each audit
+runs as `ragaudit run` in a process of its own, timed from the outside with its peak RSS.
+
+    replay N     runs/s end to end (start-up, scoring, every output), peak RSS, RSS per 1k runs;
+                 targets: ≥ 2,500 runs/s and ≤ 2 GiB at 1M runs, memory flat across sizes
+    processes    the CPU-bound reference bm25 pipeline on a corpus `--copies` times the handbook:
+                 2 worker threads vs `--executor processes` with 2 processes; identical reports
+    dask         an I/O-bound python pipeline (sleeps `--sleep` s a call) on a LocalCluster of
+                 1 and 2 worker processes vs local threads: identical reports, speedup per worker
+
+    python bench/scale.py [--sizes 10000,100000,1000000] [--copies 100] [--reference-seeds 4]
+                          [--dask-runs 480] [--sleep 0.05] [--out DIR]
+
+10M runs need about 10 × the 1M recording and run directory on disk: the script says whether the
+disk has room and runs it only when asked (`--sizes ...,10000000`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+from measure import measure
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "configs" / "default.toml"
+GOLD = ROOT / "gold_sets" / "handbook"
+CLI = Path(sys.executable).with_name("ragaudit")
+TARGET_RATE = 2_500.0
+TARGET_RSS_MB = 2_048.0
+PIPELINES = ("bm25-k5", "dense-k5", "hybrid-mmr-k5")
+
+
+def demo_traces(work: Path, env: dict) -> Path:
+    """The demo run's traces (it also warms the embedding cache with every text they hold)."""
+    out = work / "demo"
+    subprocess.run([str(CLI), "run", str(DEMO), "--out", str(out), "--no-gate"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return next(out.glob("*/traces.jsonl"))
+
+
+def per_seed(traces: Path) -> int:
+    return sum(1 for _ in open(traces, "rb"))
+
+
+def recording(traces: Path, seeds: int, path: Path) -> Path:
+    """The demo's runs under seeds 1..`seeds` (the demo has two seeds: each is copied in turn)."""
+    lines = [orjson.loads(line) for line in open(traces, "rb")]
+    base = sorted({t["seed"] for t in lines})
+    with open(path, "wb") as out:
+        for seed in range(1, seeds + 1):
+            mine = base[(seed - 1) % len(base)]
+            for trace in lines:
+                if trace["seed"] == mine:
+                    out.write(orjson.dumps({**trace, "seed": seed}) + b"\n")
+    return path
+
+
+def replay_config(work: Path, name: str, recordings: Path, seeds: int, extra: str = "") -> Path:
+    pipelines = "".join(f'[[pipelines]]\nname = "{p}"\nkind = "replay"\ntraces = "{recordings}"\n' for p in PIPELINES)
+    config = work / f"{name}.toml"
+    config.write_text(f"""[audit]
+gold = "{GOLD / 'gold.jsonl'}"
+corpus = "{GOLD / 'corpus'}"
+paraphrases = 3
+seeds = {list(range(1, seeds + 1))}
+out = "{work / 'runs'}"
+workers = 2
+{extra}
+[embedder]
+model = "all-MiniLM-L6-v2"
+
+{pipelines}""")
+    return config
+
+
+def disk_free_gb(path: Path) -> float:
+    return shutil.disk_usage(path).free / 1e9
+
+
+def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
+    runs_per_seed = per_seed(traces) // 2   # the demo ran two seeds
+    rows = []
+    for size in sizes:
+        seeds = max(1, round(size / runs_per_seed))
+        runs = seeds * runs_per_seed
+        record = recording(traces, seeds, work / f"replay-{runs}.jsonl")
+        bytes_per_run = record.stat().st_size / runs
+        config = replay_config(work, f"replay-{runs}", record, seeds)
+        seconds, peak_mb, tree_mb, code = measure([str(CLI), "run", str(config), "--no-gate"], env=env, ok=(0,))
+        run_dir = max((work / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        sizes_mb = {name: (run_dir / name).stat().st_size / 1e6 for name in ("report.json", "report.html",
+                                                                              "runs.parquet", "traces.jsonl")}
+        rows.append({"runs": runs, "seconds": seconds, "rate": runs / seconds, "peak_mb": peak_mb,
+                     "bytes_per_run": bytes_per_run, **sizes_mb})
+        print(f"  {runs:>9,} runs  {seconds:7.1f} s  {runs / seconds:7,.0f} runs/s  peak RSS {peak_mb:6.0f} MB  "
+              f"report.json {sizes_mb['report.json']:5.1f} MB  report.html {sizes_mb['report.html']:5.1f} MB  "
+              f"runs.parquet {sizes_mb['runs.parquet']:6.1f} MB", flush=True)
+        record.unlink()
+        shutil.rmtree(run_dir)
+    return rows
+
+
+def processes_vs_threads(work: Path, env: dict, copies: int, seeds: int) -> None:
+    """bm25 over a large corpus, end to end, on 2 threads and on 2 processes."""
+    from reference import build_corpus
+    corpus = build_corpus(work / f"corpus-x{copies}", copies)
+    config = work / "reference.toml"
+    config.write_text(f"""[audit]
+gold = "{GOLD / 'gold.jsonl'}"
+corpus = "{corpus}"
+paraphrases = 3
+seeds = {list(range(1, seeds + 1))}
+out = "{work / 'reference-runs'}"
+[embedder]
+model = "all-MiniLM-L6-v2"
+[[pipelines]]
+name = "bm25"
+kind = "reference"
+retriever = "bm25"
+analyzer = "lowercase+ascii_fold"
+""")
+    runs = 80 * 3 * seeds
+    reports = {}
+    for label, extra in (("2 threads", []), ("2 processes", ["--executor", "processes"])):
+        seconds, peak_mb, tree_mb, _ = measure([str(CLI), "run", str(config), "--no-gate", "--workers", "2", *extra],
+                                               env=env, ok=(0,))
+        run_dir = max((work / "reference-runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        report = json.loads((run_dir / "report.json").read_text())
+        report.pop("meta")
+        reports[label] = report
+        print(f"  {label:12} {runs:,} runs  {seconds:6.1f} s  {runs / seconds:6.1f} runs/s  "
+              f"peak RSS {peak_mb:,.0f} MB (all processes {tree_mb:,.0f} MB)", flush=True)
+    print(f"  reports identical: {reports['2 threads'] == reports['2 processes']}")
+
+
+def dask_speedup(work: Path, env: dict, runs: int, sleep: float) -> list[dict]:
+    """A pipeline that waits `sleep` s a call: local threads, then a LocalCluster of 1 and 2 workers
+    (one thread each, so the cluster's parallelism is its worker count)."""
+    from distributed import LocalCluster
+
+    (work / "sleepy_rag.py").write_text(SLEEPY)
+    items = 80
+    seeds = max(1, runs // (items * 3))
+    config = work / "sleepy.toml"
+    config.write_text(f"""[audit]
+gold = "{GOLD / 'gold.jsonl'}"
+corpus = "{GOLD / 'corpus'}"
+paraphrases = 3
+seeds = {list(range(1, seeds + 1))}
+out = "{work / 'sleepy-runs'}"
+[embedder]
+model = "all-MiniLM-L6-v2"
+[[pipelines]]
+name = "sleepy"
+kind = "python"
+factory = "sleepy_rag:make"
+options = {{sleep = {sleep}}}
+""")
+    total = items * 3 * seeds
+    rows, reports = [], {}
+    for label, workers in (("local, 1 worker thread", 0), ("dask, 1 worker", 1), ("dask, 2 workers", 2)):
+        if workers == 0:
+            command, cluster = [str(CLI), "run", str(config), "--no-gate", "--workers", "1"], None
+        else:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=50)
+            command = [str(CLI), "run", str(config), "--no-gate", "--executor", "dask",
+                       "--scheduler", cluster.scheduler_address]
+        try:
+            seconds, peak_mb, _, _ = measure(command, env=env, ok=(0,))
+        finally:
+            if cluster is not None:
+                cluster.close()
+        run_dir = max((work / "sleepy-runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        report = json.loads((run_dir / "report.json").read_text())
+        report.pop("meta")
+        reports[label] = report
+        rows.append({"label": label, "workers": workers, "seconds": seconds, "rate": total / seconds})
+        print(f"  {label:24} {total:,} runs  {seconds:6.1f} s  {total / seconds:6.1f} runs/s", flush=True)
+    same = all(r == reports["local, 1 worker thread"] for r in reports.values())
+    print(f"  reports identical to the local run: {same}")
+    one, two = rows[1]["seconds"], rows[2]["seconds"]
+    print(f"  speedup of 2 workers over 1: {one / two:.2f}x (linear: 2.00x)")
+    return rows
+
+
+SLEEPY = '''"""A pipeline bound by waiting: it answers from the question's gold section after sleeping."""
+import time
+
+
+class Sleepy:
+    def __init__(self, sleep):
+        self.sleep = sleep
+
+    def index_info(self):
+        return {"index_hash": "sha256:sleepy", "analyzer": "lowercase", "embed_model": "none", "store": "sleepy"}
+
+    def run(self, query, *, seed, k):
+        time.sleep(self.sleep)
+        return {"retrieved": [], "answer": {"text": "I do not know."}}
+
+
+def make(sleep=0.2):
+    return Sleepy(sleep)
+'''
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="replay audit sizes, in runs")
+    ap.add_argument("--copies", type=int, default=100, help="corpus size for the processes section, in handbooks")
+    ap.add_argument("--reference-seeds", type=int, default=4, help="seeds of the processes section (0: skip)")
+    ap.add_argument("--dask-runs", type=int, default=480, help="runs of the I/O-bound pipeline (0: skip)")
+    ap.add_argument("--sleep", type=float, default=0.05, help="seconds the I/O-bound pipeline waits a call")
+    ap.add_argument("--out", type=Path, help="work in DIR (default: a removed temp dir)")
+    args = ap.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    work = args.out or Path(tempfile.mkdtemp(prefix="ragaudit-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CI": "1",
+           "RAGAUDIT_CACHE": os.environ.get("RAGAUDIT_CACHE") or str(work / "cache")}
+    try:
+        started = time.perf_counter()
+        traces = demo_traces(work, env)
+        print(f"demo run (warms the embedding cache): {time.perf_counter() - started:.1f} s, "
+              f"{per_seed(traces):,} runs")
+        print(f"\nreplay audit, warm cache ({os.cpu_count()} CPUs):")
+        rows = replay(work, env, traces, sizes)
+        biggest, smallest = rows[-1], rows[0]
+        per_run = biggest["bytes_per_run"] + 2 * 1_000  # the recording, the run's traces.jsonl, its tables
+        print(f"\n  at {biggest['runs']:,} runs: {biggest['rate']:,.0f} runs/s = {biggest['rate'] / TARGET_RATE:.2f}x "
+              f"the {TARGET_RATE:,.0f} target; peak RSS {biggest['peak_mb']:,.0f} MB = "
+              f"{biggest['peak_mb'] / TARGET_RSS_MB:.2f}x the {TARGET_RSS_MB:,.0f} MB cap")
+        print(f"  memory across sizes: {smallest['peak_mb']:,.0f} MB at {smallest['runs']:,} runs, "
+              f"{biggest['peak_mb']:,.0f} MB at {biggest['runs']:,} "
+              f"({biggest['peak_mb'] / smallest['peak_mb']:.2f}x for {biggest['runs'] / smallest['runs']:,.0f}x the runs)")
+        need = 10_000_000 * per_run / 1e9
+        if 10_000_000 not in sizes:
+            print(f"  10M runs: not run here (about {need:,.0f} GB of disk for the recording and the run, "
+                  f"{disk_free_gb(work):,.0f} GB free); add 10000000 to --sizes to run it")
+        if args.reference_seeds:
+            print(f"\nreference bm25 on a {args.copies}x corpus, threads vs processes (end to end):")
+            processes_vs_threads(work, env, args.copies, args.reference_seeds)
+        if args.dask_runs:
+            print(f"\nDask LocalCluster vs local, an I/O-bound pipeline ({args.sleep} s a call):")
+            dask_speedup(work, env, args.dask_runs, args.sleep)
+    finally:
+        if not args.out:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

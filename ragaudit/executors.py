@@ -1,0 +1,186 @@
+"""Where the work of a run happens: in this process (`local`, the default: worker threads, best
+for pipelines that wait on a service), in worker processes on this machine (`processes`: for
+CPU-bound pipelines, which threads do not speed up), or on a Dask cluster (`dask`). The last two
+are the same thing: `processes` is a Dask cluster of this machine's own processes, one thread each.
+Both take the pipeline calls and the scoring of batches of runs.
+
+On Dask, every worker builds what it needs once, from the config file, and keeps it: the gold
+set, the corpus, the encoder and support scorer for scoring, and one instance of each pipeline
+per worker thread for calls (a `python` pipeline's factory runs once per worker thread, as it runs
+once per local worker). The config, gold set and corpus must therefore be readable at the same
+paths on every machine (a shared folder), and the model installed there too. Results come back in
+the order they were asked for and fold together exactly as a local run's would: the report of a
+Dask run is the report of the same run done locally. A task whose worker dies is given to another.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from pathlib import Path
+
+from ragaudit.errors import PipelineStartError, UsageError
+from ragaudit.io.files import sha256_file
+
+KINDS = ("local", "processes", "dask")
+_cached: dict = {}           # on a worker: (config path, digest) -> Inputs
+_pipelines = threading.local()
+
+
+def _inputs(config_path: str, digest: str):
+    key = (config_path, digest)
+    if key not in _cached:
+        from ragaudit.inputs import Inputs
+        from ragaudit.io.config import load_config
+        if sha256_file(Path(config_path)) != digest:
+            raise UsageError(f"{config_path} on this worker differs from the config of the run")
+        _cached[key] = Inputs(load_config(config_path))
+    return _cached[key]
+
+
+def remote_run(config_path: str, digest: str, name: str, request):
+    """One pipeline call on a worker, with that worker thread's own instance of the pipeline."""
+    from ragaudit.pipelines.pool import build_pipeline
+    inputs = _inputs(config_path, digest)
+    mine = getattr(_pipelines, "built", None)
+    if mine is None:
+        mine = _pipelines.built = {}
+    if (config_path, digest, name) not in mine:
+        spec = next(p for p in inputs.config.pipelines if p.name == name)
+        mine[(config_path, digest, name)] = build_pipeline(spec, inputs)
+    pipeline = mine[(config_path, digest, name)]
+    return pipeline.run(request), pipeline.index_info()
+
+
+def remote_score(config_path: str, digest: str, traces: list, keep: bool):
+    """Validate and score one batch of runs on a worker."""
+    from ragaudit.audit import score_batch
+    from ragaudit.metrics.evaluate import Settings
+    inputs = _inputs(config_path, digest)
+    gold = {}
+    for item in inputs.items:
+        gold.setdefault(item.qid, item)
+    return score_batch(inputs.subject(), Settings.from_config(inputs.config), gold, traces, keep=keep)
+
+
+class DaskExecutor:
+    """A Dask client for one run. `scheduler` is an address (`tcp://host:8786`) or a Client."""
+
+    name = "dask"
+
+    def __init__(self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None):
+        from distributed import Client
+        self.client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
+        self.owned = not isinstance(scheduler, Client)
+        self.cluster = cluster
+        self.config_path = str(Path(config_path).resolve())
+        self.digest = sha256_file(Path(self.config_path))
+        threads = sum(self.client.nthreads().values()) or 1
+        self.in_flight = in_flight or 2 * threads
+
+    def workers(self) -> int:
+        return sum(self.client.nthreads().values()) or 1
+
+    def pipeline(self, name: str) -> "RemotePipeline":
+        return RemotePipeline(self, name)
+
+    def scorer(self, keep: bool) -> "RemoteScoring":
+        return RemoteScoring(self, keep)
+
+    def close(self) -> None:
+        if self.owned:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+class RemotePipeline:
+    """A pipeline whose calls run on the cluster; the runner treats it as a shared instance."""
+
+    def __init__(self, executor: DaskExecutor, name: str):
+        self.executor, self.name = executor, name
+        self._index = None
+        self._futures: set = set()
+        self.killed = False
+
+    def run(self, request):
+        if self.killed:
+            from ragaudit.pipelines.base import error_trace
+            return error_trace(self.name, request, f"pipeline {self.name!r} was stopped")
+        future = self.executor.client.submit(remote_run, self.executor.config_path, self.executor.digest,
+                                             self.name, request, pure=False, retries=1)
+        self._futures.add(future)
+        try:
+            trace, index = future.result()
+        except PipelineStartError:
+            raise
+        finally:
+            self._futures.discard(future)
+        self._index = index or self._index
+        return trace
+
+    def index_info(self):
+        return self._index
+
+    def kill(self) -> None:
+        self.killed = True
+        for future in list(self._futures):
+            future.cancel()
+
+    def close(self) -> str | None:
+        return None
+
+
+class RemoteScoring:
+    """Batches of runs scored on the cluster, handed back in the order they were sent."""
+
+    def __init__(self, executor: DaskExecutor, keep: bool):
+        self.executor, self.keep = executor, keep
+        self._pending: deque = deque()
+
+    def submit(self, batch: list) -> list:
+        """Send a batch; return the results now ready in order (waiting when too many are out)."""
+        client = self.executor.client
+        self._pending.append(client.submit(remote_score, self.executor.config_path, self.executor.digest, batch,
+                                           self.keep, pure=False, retries=1))
+        ready = []
+        while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
+            ready.append(self._pending.popleft().result())
+        return ready
+
+    def drain(self) -> list:
+        out = [future.result() for future in self._pending]
+        self._pending.clear()
+        return out
+
+
+def connect(scheduler):
+    """A Dask client of the scheduler at `scheduler`; a usage error without one, a start error
+    (exit 4) when it cannot be reached."""
+    if not scheduler:
+        raise UsageError("--executor dask needs --scheduler ADDRESS (or [executor] scheduler in the config)")
+    from distributed import Client
+    try:
+        return Client(scheduler, timeout="30s")
+    except OSError as exc:
+        raise PipelineStartError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+
+
+def local_processes(workers: int, config_path: Path) -> DaskExecutor:
+    """A Dask cluster of `workers` processes on this machine, one thread each."""
+    from distributed import LocalCluster
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    try:
+        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster)
+    except BaseException:
+        cluster.close()
+        raise
+
+
+def make_executor(kind: str, scheduler, config_path: Path, workers: int = 2):
+    if kind == "local":
+        return None
+    if kind == "processes":
+        return local_processes(workers, config_path)
+    if kind == "dask":
+        return DaskExecutor(scheduler, config_path)
+    raise UsageError(f"expected an executor in {', '.join(KINDS)}, found {kind!r}")

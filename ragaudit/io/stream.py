@@ -1,0 +1,25 @@
+"""Reading a run's stored traces as a stream: one trace in memory at a time."""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from ragaudit.errors import InputError
+from ragaudit.io.jsonl import BadLine
+from ragaudit.io.traces import read_traces
+from ragaudit.types import Trace
+
+
+def stream_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterator[Trace]:
+    """The traces of a file that must be whole (a run directory's `traces.jsonl`), one at a time.
+    A line that is not a trace is an input error naming every such line: after the first one no
+    trace is handed on (nothing should be built from a damaged file), but every line is read so
+    the error lists them all."""
+    bad: list[BadLine] = []
+    for item in read_traces(path, offset_unit=offset_unit):
+        if isinstance(item, BadLine):
+            bad.append(item)
+        elif not bad:
+            yield item
+    if bad:
+        raise InputError([b.problem for b in bad])

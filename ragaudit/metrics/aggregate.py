@@ -1,0 +1,200 @@
+"""Run → question → section → pipeline, one run at a time: memory grows with the questions, not
+with the runs. Each question keeps running sums and the few extremes the gate needs (the worst
+ΔS, the lowest coverage, how many runs missed the gold, stated a hallucination or errored) and
+the intersection and union of the sections its runs cite, from which λ follows.
+
+Means are over runs; a metric that is null for a run (coverage with unreconcilable units, support
+without an answer) is left out of its mean, as it always was; an errored run counts as 0 on every
+rate and 1.0 on ΔS (it arrives scored that way), so no mean rises because runs failed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ragaudit.metrics.lam import SYMBOLS, lambda_state
+
+STATES = ("convergent", "recursive", "chaotic", "divergent")
+ZONES = ("stable", "transit", "risk", "danger")
+HISTOGRAMS = {"delta_s_qr": 40, "coverage": 20}  # per-run distributions the report draws, as bin counts on [0, 1]
+
+
+def bin_of(value: float, bins: int) -> int:
+    """The equal-width bin of a value in [0, 1]; the last bin is closed so 1.0 lands in it."""
+    return min(bins - 1, max(0, int(value * bins + 1e-9)))
+
+
+@dataclass
+class _Sums:
+    total: dict[str, float] = field(default_factory=dict)
+    count: dict[str, int] = field(default_factory=dict)
+
+    def add(self, metrics: dict) -> None:
+        for name, value in metrics.items():
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                self.total[name] = self.total.get(name, 0.0) + float(value)
+                self.count[name] = self.count.get(name, 0) + 1
+
+    def merge(self, other: "_Sums") -> None:
+        for name, value in other.total.items():
+            self.total[name] = self.total.get(name, 0.0) + value
+            self.count[name] = self.count.get(name, 0) + other.count[name]
+
+    def means(self, names) -> dict[str, float | None]:
+        return {n: (self.total[n] / self.count[n] if self.count.get(n) else None) for n in names}
+
+
+@dataclass
+class _Question:
+    runs: int = 0
+    errored: int = 0
+    correct: int = 0
+    unmatched: int = 0            # runs whose citation match failed
+    hallucinating: int = 0        # runs stating a quantity no cited text holds
+    coverage_missing: int = 0     # runs whose coverage could not be computed
+    min_coverage: float | None = None
+    max_delta_s: float | None = None
+    min_delta_s: float | None = None
+    empty: bool = False           # some run cited no section at all
+    common: frozenset | None = None
+    cited: set = field(default_factory=set)
+    sums: _Sums = field(default_factory=_Sums)
+    zones: dict[str, int] = field(default_factory=dict)
+
+    def add(self, run: dict) -> None:
+        m = run["metrics"]
+        self.runs += 1
+        self.errored += bool(run["errored"])
+        self.correct += bool(run["correct"])
+        self.unmatched += m.get("citation_match") != 1.0
+        self.hallucinating += (m.get("hallucinations") or 0) > 0
+        coverage, ds = m.get("coverage"), m.get("delta_s_qr")
+        if coverage is None:
+            self.coverage_missing += 1
+        else:
+            self.min_coverage = coverage if self.min_coverage is None else min(self.min_coverage, coverage)
+        if ds is not None:
+            self.max_delta_s = ds if self.max_delta_s is None else max(self.max_delta_s, ds)
+            self.min_delta_s = ds if self.min_delta_s is None else min(self.min_delta_s, ds)
+        sections = frozenset(tuple(s) for s in run["sections"])
+        self.empty |= not sections
+        self.common = sections if self.common is None else self.common & sections
+        self.cited |= sections
+        self.sums.add(m)
+        if run.get("zone"):
+            self.zones[run["zone"]] = self.zones.get(run["zone"], 0) + 1
+
+    def merge(self, other: "_Question") -> None:
+        """Fold in the accumulators of the same question's runs from another batch."""
+        for name in ("runs", "errored", "correct", "unmatched", "hallucinating", "coverage_missing"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name, pick in (("min_coverage", min), ("max_delta_s", max), ("min_delta_s", min)):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            setattr(self, name, theirs if mine is None else mine if theirs is None else pick(mine, theirs))
+        self.empty |= other.empty
+        if other.common is not None:
+            self.common = other.common if self.common is None else self.common & other.common
+        self.cited |= other.cited
+        self.sums.merge(other.sums)
+        for zone_name, n in other.zones.items():
+            self.zones[zone_name] = self.zones.get(zone_name, 0) + n
+
+    def lam(self, css_min: float) -> tuple[str, float, float | None]:
+        css = len(self.common or ()) / len(self.cited) if self.cited else 0.0
+        spread = (self.max_delta_s - self.min_delta_s) if self.max_delta_s is not None else None
+        state = lambda_state(runs=self.runs, failed=self.errored > 0 or self.empty, correct=self.correct, css=css,
+                             css_min=css_min)
+        return state, css, spread
+
+    def stats(self) -> dict:
+        return {"runs": self.runs, "errored": self.errored, "correct": self.correct, "unmatched": self.unmatched,
+                "hallucinating": self.hallucinating, "coverage_missing": self.coverage_missing,
+                "min_coverage": self.min_coverage, "max_delta_s": self.max_delta_s}
+
+
+class Aggregates:
+    """Feed scored runs with `add`; `finish` gives the question, section and pipeline rows."""
+
+    def __init__(self, averaged: tuple[str, ...], css_min: float):
+        self.averaged, self.css_min = averaged, css_min
+        self._questions: dict[tuple[str, str], _Question] = {}
+        self._histograms: dict[str, dict[str, list[int]]] = {}
+        self.order: list[str] = []  # pipelines in the order they were first seen
+
+    def add(self, run: dict) -> None:
+        key = (run["pipeline"], run["qid"])
+        question = self._questions.get(key)
+        if question is None:
+            question = self._questions[key] = _Question()
+            if run["pipeline"] not in self.order:
+                self.order.append(run["pipeline"])
+                self._histograms[run["pipeline"]] = {name: [0] * (bins + 1) for name, bins in HISTOGRAMS.items()}
+        question.add(run)
+        histograms = self._histograms[run["pipeline"]]
+        for name, bins in HISTOGRAMS.items():  # the extra last slot counts runs without a value
+            value = run["metrics"].get(name)
+            ok = value is not None and not (isinstance(value, float) and math.isnan(value))
+            histograms[name][bin_of(value, bins) if ok else bins] += 1
+
+    def merge(self, other: "Aggregates") -> None:
+        """Fold in another Aggregates (a later batch of the same audit): the result is the same as
+        if its runs had been added here."""
+        for key, question in other._questions.items():
+            mine = self._questions.get(key)
+            if mine is None:
+                self._questions[key] = question
+            else:
+                mine.merge(question)
+        for pipeline in other.order:
+            if pipeline not in self.order:
+                self.order.append(pipeline)
+                self._histograms[pipeline] = {name: list(v) for name, v in other._histograms[pipeline].items()}
+            else:
+                for name, counts in other._histograms[pipeline].items():
+                    mine_counts = self._histograms[pipeline][name]
+                    for i, n in enumerate(counts):
+                        mine_counts[i] += n
+
+    def finish(self, gold: dict) -> tuple[list[dict], list[dict], dict[str, dict]]:
+        """Question, section and pipeline rows; `gold` (qid -> item) names each question."""
+        questions = []
+        for (pipeline, qid), q in sorted(self._questions.items()):
+            item = gold[qid]
+            state, css, spread = q.lam(self.css_min)
+            questions.append({
+                "pipeline": pipeline, "qid": qid, "doc_id": item.doc_id, "section_id": item.section_id,
+                "question": item.question, "errored": q.errored, "correct": q.correct,
+                "lambda": {"state": state, "symbol": SYMBOLS[state], "css": css, "spread": spread},
+                "metrics": q.sums.means(self.averaged), "stats": q.stats(),
+            })
+        sections: dict[tuple, list] = {}
+        for row in questions:
+            sections.setdefault((row["pipeline"], row["doc_id"], row["section_id"]), []).append(row)
+        section_rows = [{
+            "pipeline": pipeline, "doc_id": doc_id, "section_id": section_id, "qids": [q["qid"] for q in rows],
+            "convergent": sum(q["lambda"]["state"] == "convergent" for q in rows),
+            "metrics": {n: _mean([q["metrics"][n] for q in rows]) for n in self.averaged},
+        } for (pipeline, doc_id, section_id), rows in sorted(sections.items())]
+        pipelines = {}
+        for name in sorted(self.order):
+            mine = [(k, q) for k, q in self._questions.items() if k[0] == name]
+            sums = _Sums()
+            for _, q in mine:
+                sums.merge(q.sums)
+            states = [row["lambda"]["state"] for row in questions if row["pipeline"] == name]
+            means = sums.means(self.averaged)
+            pipelines[name] = {
+                "runs": sum(q.runs for _, q in mine), "questions": len(mine),
+                "errored": sum(q.errored for _, q in mine),
+                "hallucinating_runs": sum(q.hallucinating for _, q in mine),
+                "metrics": means, "citation_match_rate": means.get("citation_match"),
+                "lambda": {s: states.count(s) for s in STATES},
+                "zones": {z: sum(q.zones.get(z, 0) for _, q in mine) for z in ZONES},
+                "histograms": self._histograms[name],
+            }
+        return questions, section_rows, pipelines
+
+
+def _mean(values) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None

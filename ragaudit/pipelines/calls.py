@@ -1,0 +1,121 @@
+"""How the runner calls a pipeline that talks to a service: at most `max_in_flight` calls at once,
+at most `rate_limit` calls a second, a failed or timed-out call tried again up to `retries` times
+after an exponential backoff with jitter (each attempt's error kept in the trace), and, when asked
+(`cache = true`), answers kept across runs so an unchanged pipeline costs nothing the second time.
+
+The answer cache is keyed by the pipeline's configuration (kind, factory or command, options),
+the live index it reports (so a rebuilt index misses), the query, the seed and k. It lives in
+`answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from ragaudit.pipelines.base import Request
+from ragaudit.types import LiveIndex, Trace
+
+POLICY_KEYS = ("max_in_flight", "rate_limit", "retries", "retry_backoff_s", "cache", "timeout_s", "k")
+
+
+class RateLimiter:
+    """Spaces calls at least 1/rate seconds apart, across threads."""
+
+    def __init__(self, rate: float):
+        self.interval, self._next, self._lock = 1.0 / rate, 0.0, threading.Lock()
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            time.sleep(slot - now)
+
+
+class AnswerCache:
+    """Traces of successful calls by (pipeline config, live index, query, seed, k)."""
+
+    def __init__(self, path: Path, config_key: str):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_key = config_key
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, trace TEXT)")
+        self._lock = threading.Lock()
+
+    def key(self, request: Request, index: LiveIndex | None) -> str:
+        body = json.dumps([self.config_key, index and dataclasses.astuple(index), request.query, request.seed,
+                           request.k], sort_keys=True, default=str)
+        return hashlib.sha256(body.encode("utf-8", "replace")).hexdigest()
+
+    def get(self, key: str) -> Trace | None:
+        import orjson
+
+        from ragaudit.io.traces import parse_trace
+        with self._lock:
+            row = self._db.execute("SELECT trace FROM answers WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        parsed = parse_trace(orjson.loads(row[0]))
+        return parsed if isinstance(parsed, Trace) else None
+
+    def put(self, key: str, trace: Trace) -> None:
+        from ragaudit.io.traces import dump_trace
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, dump_trace(trace)))
+
+
+def config_key(kind: str, options: dict) -> str:
+    """The part of a pipeline's configuration that decides its answers."""
+    kept = {k: v for k, v in sorted(options.items()) if k not in POLICY_KEYS and v is not None}
+    return hashlib.sha256(json.dumps([kind, kept], sort_keys=True, default=str).encode()).hexdigest()
+
+
+class CallPolicy:
+    """Wraps one pipeline's `run` with the configured limits, retries and cache."""
+
+    def __init__(self, name: str, kind: str, options: dict, *, cache_folder: Path | None = None):
+        self.name = name
+        self.retries = int(options.get("retries") or 0)
+        self.backoff = float(options.get("retry_backoff_s") or 0.5)
+        limit = options.get("max_in_flight")
+        self.slots = threading.BoundedSemaphore(limit) if limit else None
+        self.limiter = RateLimiter(options["rate_limit"]) if options.get("rate_limit") else None
+        self.cache = None
+        if options.get("cache"):
+            from ragaudit.metrics.embed import cache_dir
+            self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", config_key(kind, options))
+        self._jitter = random.Random(f"{name}:backoff")
+        self.active = bool(self.retries or self.slots or self.limiter or self.cache)
+
+    def call(self, run: Callable[[Request], Trace], request: Request, index: LiveIndex | None = None) -> Trace:
+        key = self.cache.key(request, index) if self.cache else None
+        if key is not None and (hit := self.cache.get(key)) is not None:
+            return dataclasses.replace(hit, qid=request.qid, variant=request.variant, seed=request.seed,
+                                       query=request.query, config=self.name, file=None, line=None)
+        errors: list[str] = []
+        for attempt in range(self.retries + 1):
+            if self.limiter:
+                self.limiter.wait()
+            if self.slots:
+                with self.slots:
+                    trace = run(request)
+            else:
+                trace = run(request)
+            if trace.error is None or attempt == self.retries:
+                break
+            errors.append(trace.error)
+            time.sleep(self.backoff * 2 ** attempt * (1 + self._jitter.random()))
+        if errors:
+            trace = dataclasses.replace(trace, attempts=len(errors) + 1, retried=tuple(errors))
+        if key is not None and trace.error is None:
+            self.cache.put(key, trace)
+        return trace

@@ -1,0 +1,123 @@
+"""Building the configured pipelines and lending their instances to the runner's workers."""
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+from ragaudit.errors import PipelineStartError, UsageError
+from ragaudit.inputs import Inputs
+from ragaudit.io.config import PipelineConfig
+from ragaudit.pipelines.base import Pipeline, Request, error_trace
+from ragaudit.pipelines.calls import CallPolicy
+from ragaudit.types import Trace
+
+
+def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
+    o, unit = spec.options, inputs.config.offset_unit
+    if spec.kind == "reference":
+        from ragaudit.pipelines.reference import ReferencePipeline
+        return ReferencePipeline(spec.name, inputs.corpus, retriever=o["retriever"], analyzer=o["analyzer"],
+                                 k=o["k"], chunk_size=o["chunk_size"], chunk_overlap=o["chunk_overlap"],
+                                 rerank=o["rerank"], temperature=o["temperature"], encoder=inputs.encoder)
+    if spec.kind == "replay":
+        from ragaudit.pipelines.replay import ReplayPipeline
+        if o["traces"] is None:
+            raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
+        return ReplayPipeline(spec.name, o["traces"], offset_unit=unit)
+    if spec.kind == "python":
+        from ragaudit.pipelines.python import PythonPipeline
+        if not o["factory"]:
+            raise UsageError(f"pipeline {spec.name!r}: a python pipeline needs `factory = \"module:callable\"`")
+        folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
+        return PythonPipeline(spec.name, o["factory"], o["options"], offset_unit=unit, timeout_s=o["timeout_s"],
+                              search_path=folder)
+    if spec.kind == "command":
+        from ragaudit.pipelines.command import CommandPipeline
+        if not o["command"]:
+            raise UsageError(f"pipeline {spec.name!r}: a command pipeline needs `command = [...]`")
+        cwd = str(inputs.config.path.parent) if inputs.config.path else None
+        return CommandPipeline(spec.name, o["command"], timeout_s=o["timeout_s"], cwd=cwd, offset_unit=unit)
+    raise UsageError(f"pipeline {spec.name!r}: unknown kind {spec.kind!r}")
+
+
+REMOTE_KINDS = ("python", "command")  # the kinds that may call a service: limits, retries, answer cache
+SHARED_KINDS = ("reference", "replay")  # one instance serves every worker; others get one per worker
+
+
+class PipelinePool:
+    """Instances of one pipeline handed to workers one at a time. User code that misbehaves here
+    (a factory that calls sys.exit, a close() that raises) becomes a start error or a warning,
+    never ragaudit's own exit."""
+
+    def __init__(self, spec: PipelineConfig, inputs: Inputs | None, workers: int, *, instance: Pipeline | None = None):
+        """Build the pipeline's instances, or serve one given `instance` to every worker (a
+        pipeline that runs elsewhere, such as on a Dask cluster)."""
+        self.spec = spec
+        self.policy = CallPolicy(spec.name, spec.kind, spec.options if spec.kind in REMOTE_KINDS else {})
+        if instance is not None:
+            self.shared, self.instances = True, [instance]
+            self.free: queue.Queue = queue.Queue()
+            return
+        size = 1 if spec.kind in SHARED_KINDS else workers
+        self.shared = spec.kind in SHARED_KINDS
+        self.instances: list[Pipeline] = []
+        for _ in range(size):
+            try:
+                self.instances.append(build_pipeline(spec, inputs))
+            except (SystemExit, KeyboardInterrupt) as exc:
+                self.close()
+                raise PipelineStartError(f"pipeline {spec.name!r}: starting it raised {type(exc).__name__}"
+                                         f"({exc})") from None
+            except BaseException:
+                self.close()
+                raise
+        self.free: queue.Queue = queue.Queue()
+        for instance in self.instances:
+            self.free.put(instance)
+
+    def prepare(self, queries: list[str]) -> None:
+        prepare = getattr(self.instances[0], "prepare", None)
+        if prepare is not None:
+            prepare(queries)
+
+    def run(self, request: Request) -> Trace:
+        if self.shared:
+            return self._call(self.instances[0], request)
+        instance = self.free.get()
+        try:
+            return self._call(instance, request)
+        finally:
+            self.free.put(instance)
+
+    def _call(self, instance: Pipeline, request: Request) -> Trace:
+        if not self.policy.active:
+            return self._guarded(instance, request)
+        index = instance.index_info() if self.policy.cache else None
+        return self.policy.call(lambda r: self._guarded(instance, r), request, index)
+
+    def _guarded(self, instance: Pipeline, request: Request) -> Trace:
+        try:
+            return instance.run(request)
+        except PipelineStartError:
+            raise  # the pipeline cannot be reached at all: the run stops with exit 4
+        except BaseException as exc:  # noqa: BLE001 - a run that crashes is a pipeline_error; the rest goes on
+            return error_trace(self.spec.name, request, f"{type(exc).__name__}: {exc}", None)
+
+    def kill(self) -> None:
+        """Stop every child process now (on a signal); for kinds without children, nothing."""
+        for instance in self.instances:
+            kill = getattr(instance, "kill", None)
+            if kill is not None:
+                kill()
+
+    def close(self) -> list[str]:
+        """Close every instance; what went wrong comes back as warnings."""
+        warnings = []
+        for instance in self.instances:
+            try:
+                said = instance.close()
+            except BaseException as exc:  # noqa: BLE001 - every run has finished: a failing close() loses nothing
+                said = f"close() raised {type(exc).__name__}: {exc}"
+            if isinstance(said, str) and said:
+                warnings.append(said)
+        return warnings

@@ -1,0 +1,186 @@
+"""Per-run rows in a columnar file (`runs.parquet`): every run's metrics, verdict, answer
+segments and cited spans, one row each, written a batch at a time and read back by column or by
+question. The report keeps aggregates and the flagged questions' runs; every run stays here.
+
+Nested values (segments, spans, steps) are stored as JSON text: they are read back only for the
+few runs a report shows in detail, so a columnar layout would buy nothing there.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import orjson
+
+from ragaudit.metrics.delta_s import payload_text
+from ragaudit.types import Corpus, Trace
+
+RUNS = "runs.parquet"
+CONTEXT = 160  # characters of document shown on each side of a span in the drill-down
+KEYS = ("pipeline", "qid", "variant", "seed")
+TEXT = ("query", "error", "why", "zone", "answer", "ts", "store", "index_hash", "embed_model", "analyzer")
+FLAGS = ("errored", "correct")
+NESTED = ("citations", "sections", "segments", "spans", "steps", "chain", "attribution")
+
+
+def snippet_ref(p) -> str:
+    """A short key for a snippet's content, so each distinct snippet is stored once."""
+    body = f"{p.doc_id}|{p.snippet_id}|{p.offsets and (p.offsets.start, p.offsets.end, p.offsets.unit)}|{p.text}"
+    return hashlib.sha1(body.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> dict | None:
+    if corpus is None or doc_id not in corpus:
+        return None
+    text = corpus[doc_id].text
+    return {"before": text[max(0, start - CONTEXT):start], "after": text[end:end + CONTEXT]}
+
+
+def spans(trace: Trace, corpus: Corpus | None, snippets: dict) -> list[dict]:
+    """The run's retrieved payloads as references into `snippets` (filled here), with their scores."""
+    cited = set(trace.answer.citations) if trace.answer else None
+    out = []
+    for p in trace.retrieved:
+        ref = snippet_ref(p)
+        if ref not in snippets:
+            span = p.span
+            snippets[ref] = {
+                "snippet_id": p.snippet_id, "doc_id": p.doc_id, "section_id": p.section_id, "rev": p.rev,
+                "offsets": None if span is None else {"start": span.start, "end": span.end, "unit": span.unit},
+                "text": payload_text(p, corpus),
+                "context": context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None,
+            }
+        out.append({"ref": ref, "snippet_id": p.snippet_id, "score_norm": p.score_norm, "score_raw": p.score_raw,
+                    "rerank_score": p.rerank_score, "k_pos": p.k_pos, "k_final": p.k_final,
+                    "cited": cited is None or p.snippet_id in cited})
+    return out
+
+
+def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict) -> dict:
+    """A scored run with what a reader needs to see it: its answer, segments, cited spans, steps,
+    and the live index it ran against (for traces.log and rag_traces)."""
+    answer = trace.answer
+    scored = {s["seg"]: s for s in record["segments"]}
+    index = trace.index
+    row = {
+        **record,
+        "answer": None if answer is None else answer.text,
+        "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations), **scored.get(s.seg, {})}
+                     for s in (answer.segments if answer else ())],
+        "spans": spans(trace, corpus, snippets),
+        "ts": trace.retrieved_at, "store": index and index.store, "index_hash": index and index.index_hash,
+        "embed_model": index and index.embed_model, "analyzer": index and index.analyzer,
+    }
+    if trace.steps:
+        row["steps"] = [{"step_number": st.step_number, "question": st.question, "citations": list(st.citations),
+                         "confidence_score": st.confidence_score} for st in trace.steps]
+    return row
+
+
+class RunWriter:
+    """Appends scored runs to runs.parquet, one row group per batch."""
+
+    def __init__(self, path: Path, metric_names: Iterable[str]):
+        import pyarrow as pa
+        self.path = Path(path)
+        self.metrics = tuple(metric_names)
+        fields = [pa.field(k, pa.string() if k in ("pipeline", "qid") else pa.int64()) for k in KEYS]
+        fields += [pa.field(k, pa.string()) for k in TEXT]
+        fields += [pa.field(k, pa.bool_()) for k in FLAGS]
+        fields += [pa.field(f"m.{name}", pa.float64()) for name in self.metrics]
+        fields += [pa.field(k, pa.string()) for k in NESTED]
+        self.schema = pa.schema(fields)
+        self._writer = None
+        self.rows = 0
+
+    def write(self, rows: list[dict]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if not rows:
+            return
+        columns = {k: [r[k] for r in rows] for k in (*KEYS, *TEXT, *FLAGS)}
+        for name in self.metrics:
+            columns[f"m.{name}"] = [r["metrics"].get(name) for r in rows]
+        for k in NESTED:
+            columns[k] = [None if r.get(k) is None else orjson.dumps(r[k], option=orjson.OPT_NON_STR_KEYS).decode()
+                          for r in rows]
+        batch = pa.RecordBatch.from_pydict(columns, schema=self.schema)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        self._writer.write_batch(batch)
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        import pyarrow.parquet as pq
+        if self._writer is None:  # no run at all: still leave a valid, empty file
+            self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        self._writer.close()
+
+
+def _row(table_row: dict) -> dict:
+    out = {k: table_row[k] for k in (*KEYS, *TEXT, *FLAGS)}
+    out["metrics"] = {k[2:]: v for k, v in table_row.items() if k.startswith("m.")}
+    for k in NESTED:
+        value = table_row.get(k)
+        if value is not None:
+            out[k] = orjson.loads(value)
+        elif k in ("citations", "sections", "segments", "spans"):
+            out[k] = []
+    return out
+
+
+def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int = 20_000) -> Iterator[list[dict]]:
+    """The stored runs in batches of row dicts (all columns, or only `columns` as stored)."""
+    import pyarrow.parquet as pq
+    handle = pq.ParquetFile(path)
+    for batch in handle.iter_batches(batch_size=batch_size, columns=columns):
+        rows = batch.to_pylist()
+        yield rows if columns else [_row(r) for r in rows]
+
+
+def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) -> dict[tuple[str, str], list[dict]]:
+    """The full runs of some questions, by (pipeline, qid), in stored order; with `limit`, at most
+    that many a question: its failing runs first, then correct ones."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    failing: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    passing: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    if not keys:
+        return {}
+    handle = pq.ParquetFile(path)
+    wanted = pa.array(sorted(f"{p}\x1f{q}" for p, q in keys))
+    position = 0
+    for batch in handle.iter_batches(batch_size=20_000):
+        joined = pc.binary_join_element_wise(batch.column("pipeline"), batch.column("qid"), "\x1f")
+        for row in batch.filter(pc.is_in(joined, value_set=wanted)).to_pylist():
+            position += 1
+            key = (row["pipeline"], row["qid"])
+            kept = (passing if row.get("correct") else failing).setdefault(key, [])
+            if limit is None or len(kept) < limit:
+                kept.append((position, _row(row)))
+    found: dict[tuple[str, str], list[dict]] = {}
+    for key in {*failing, *passing}:
+        chosen = failing.get(key, []) + passing.get(key, [])
+        if limit is not None:
+            chosen = chosen[:limit]
+        found[key] = [row for _, row in sorted(chosen, key=lambda pair: pair[0])]
+    return found
+
+
+def coverage_share(path: Path):
+    """A function (pipeline, minimum) -> share of that pipeline's runs whose coverage is at least
+    `minimum` (a run without coverage never is), read from the stored runs."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    def share(pipeline: str, minimum: float) -> float:
+        met = total = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=200_000, columns=["pipeline", "m.coverage"]):
+            mine = np.asarray(batch.column("pipeline").to_numpy(zero_copy_only=False)) == pipeline
+            coverage = batch.column("m.coverage").to_numpy(zero_copy_only=False).astype(float)
+            total += int(mine.sum())
+            met += int((mine & ~np.isnan(coverage) & (np.nan_to_num(coverage, nan=-1.0) >= minimum)).sum())
+        return met / total if total else 0.0
+    return share

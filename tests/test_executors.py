@@ -1,0 +1,141 @@
+"""Runs on a Dask cluster (a LocalCluster of two worker processes here) and on this machine's own
+processes: the report is the local run's report, a worker that dies mid-call loses nothing, and a
+cut-short run resumes on the cluster."""
+import json
+import shutil
+
+import distributed
+import pytest
+from helpers import BM25, FIXTURES, comparable, invoke, run_dir_of, write_config
+
+from ragaudit.io.traces import read_traces
+
+SLOW = '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.0}\n'
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None,
+                                  silence_logs=50) as local:
+        yield local
+
+
+def beside(tmp_path, *modules):
+    """Copy fixture modules beside the config: a python pipeline's module loads from the config's
+    folder, on every worker as here."""
+    for name in modules:
+        shutil.copy(FIXTURES / f"{name}.py", tmp_path / f"{name}.py")
+
+
+def without_times(run_dir):
+    """The run's traces, less the time each was retrieved at."""
+    return [{k: v for k, v in json.loads(line).items() if k != "retrieved_at"}
+            for line in (run_dir / "traces.jsonl").read_text().splitlines()]
+
+
+def report_of(run_dir):
+    return comparable(json.loads((run_dir / "report.json").read_text()))
+
+
+def test_a_dask_run_reports_exactly_what_a_local_run_does(tmp_path, cluster):
+    beside(tmp_path, "slow_rag")
+    config = write_config(tmp_path, BM25 + SLOW)
+    local = invoke("run", config, "--no-gate", "--workers", "2")
+    on_dask = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
+    assert local.exit_code == 0 and on_dask.exit_code == 0, on_dask.output
+    a, b = run_dir_of(local), run_dir_of(on_dask)
+    assert without_times(a) == without_times(b)
+    assert report_of(a) == report_of(b)
+    assert len(without_times(b)) == 2 * 6 * 3 * 2
+
+
+def test_the_config_can_name_the_cluster(tmp_path, cluster):
+    config = write_config(tmp_path, BM25, items=2, seeds="[1]",
+                          extra=f'[executor]\nkind = "dask"\nscheduler = "{cluster.scheduler_address}"\n')
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    local = invoke("run", config, "--no-gate", "--executor", "local")
+    assert report_of(run_dir_of(result)) == report_of(run_dir_of(local))
+
+
+def test_a_worker_that_dies_mid_call_loses_no_run(tmp_path, cluster):
+    beside(tmp_path, "slow_rag", "dying_rag")
+    marker = tmp_path / "die_once"
+    marker.write_text("")
+    pipeline = ('[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "dying_rag:make"\n'
+                f'options = {{die_once = "{marker}"}}\n')
+    config = write_config(tmp_path, pipeline, items=4, seeds="[1]")
+    result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    assert not marker.exists() and (tmp_path / "die_once.taken").exists()  # a worker process did die
+    traces = list(read_traces(run_dir_of(result) / "traces.jsonl"))
+    assert len(traces) == 4 * 3 and all(t.error is None for t in traces)
+    cluster.wait_for_workers(2, timeout=60)  # the nanny brought the dead worker back
+
+
+def test_a_cut_short_run_resumes_on_the_cluster(tmp_path, cluster):
+    beside(tmp_path, "slow_rag")
+    config = write_config(tmp_path, BM25 + SLOW, items=4)
+    whole = run_dir_of(invoke("run", config, "--no-gate"))
+    cut = run_dir_of(invoke("run", config, "--no-gate"))
+    lines = (cut / "traces.jsonl").read_text().splitlines(keepends=True)
+    (cut / "traces.jsonl").write_text("".join(lines[:len(lines) // 2 - 3]) + lines[len(lines) // 2][:40])  # torn
+    result = invoke("run", config, "--resume", cut, "--no-gate", "--executor", "dask",
+                    "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    assert without_times(cut) == without_times(whole)
+    assert report_of(cut) == report_of(whole)
+
+
+def test_processes_executor_runs_on_this_machine(tmp_path):
+    config = write_config(tmp_path, BM25, items=3, seeds="[1]")
+    threads = invoke("run", config, "--no-gate")
+    processes = invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert processes.exit_code == 0, processes.output
+    assert report_of(run_dir_of(threads)) == report_of(run_dir_of(processes))
+
+
+def test_an_unreachable_scheduler_is_a_start_error(tmp_path):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    result = invoke("run", config, "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9")
+    assert result.exit_code == 4
+    assert "127.0.0.1:9" in result.stderr
+
+
+def test_dask_needs_a_scheduler(tmp_path):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    result = invoke("run", config, "--executor", "dask")
+    assert result.exit_code == 2 and "--scheduler" in result.stderr
+
+
+
+def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, valid_trace, corpus, cluster):
+    from helpers import sequential, trace_lines, write
+
+    from ragaudit.validate import Context, Validator
+    from ragaudit.validate.shards import check_sharded
+
+    big = write(tmp_path / "big.jsonl", trace_lines(valid_trace, 150, seed=3), newline=b"\r\n", torn=True)
+    small = [write(tmp_path / f"s{k}.jsonl", trace_lines(valid_trace, 3 + k, seed=k)) for k in range(5)]
+    inputs = [small[0], big, tmp_path / "missing.jsonl", *small[1:]]
+    ctx = Context(corpus=corpus)
+    expected = sequential(inputs, ctx)
+    assert expected["unreadable"] and expected["bad"]
+    with distributed.Client(cluster) as client:
+        for job_bytes in (10**6, 2_000):
+            validator = Validator(ctx)
+            issues = [i.to_dict() for i in check_sharded(validator, inputs, workers=1, job_bytes=job_bytes,
+                                                         client=client)]
+            assert issues == expected["issues"] and dict(validator.counts) == expected["counts"]
+            assert [str(e) for e in validator.unreadable] == expected["unreadable"]
+
+
+def test_validate_cli_on_the_cluster_prints_what_one_process_does(tmp_path, valid_trace, corpus_dir, cluster):
+    from helpers import trace_lines, write
+
+    path = write(tmp_path / "t.jsonl", trace_lines(valid_trace, 60, seed=5))
+    local = invoke("validate", path, "--corpus", corpus_dir, "--workers", "1", "--format", "json")
+    remote = invoke("validate", path, "--corpus", corpus_dir, "--executor", "dask",
+                    "--scheduler", cluster.scheduler_address, "--format", "json")
+    assert remote.exit_code == local.exit_code == 3  # bad lines among the traces
+    assert remote.output == local.output and remote.stderr == local.stderr
