@@ -8,8 +8,9 @@ runs as `ragaudit run` in a process of its own, timed from the outside with its 
 
     replay N     runs/s end to end (start-up, scoring, every output), peak RSS, RSS per 1k runs;
                  targets: ≥ 2,500 runs/s and ≤ 2 GiB at 1M runs, memory flat across sizes
-    processes    the CPU-bound reference bm25 pipeline on a corpus `--copies` times the handbook:
-                 2 worker threads vs `--executor processes` with 2 processes; identical reports
+    processes    2 worker threads vs `--executor processes` with 2 processes, identical reports: the
+                 reference bm25 pipeline on a corpus `--copies` times the handbook, and a python
+                 pipeline that computes `--busy-ms` a call
     dask         an I/O-bound python pipeline (sleeps `--sleep` s a call) on a LocalCluster of
                  1 and 2 worker processes vs local threads: identical reports, speedup per worker
 
@@ -113,37 +114,67 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
     return rows
 
 
-def processes_vs_threads(work: Path, env: dict, copies: int, seeds: int) -> None:
-    """bm25 over a large corpus, end to end, on 2 threads and on 2 processes."""
+def processes_vs_threads(work: Path, env: dict, copies: int, seeds: int, busy_ms: float) -> None:
+    """End to end on 2 threads and on 2 processes: the reference bm25 pipeline over a large corpus,
+    and a python pipeline that computes for `busy_ms` a call in pure Python (which threads, holding
+    the GIL by turns, cannot run side by side)."""
     from reference import build_corpus
     corpus = build_corpus(work / f"corpus-x{copies}", copies)
-    config = work / "reference.toml"
-    config.write_text(f"""[audit]
+    (work / "busy_rag.py").write_text(BUSY)
+    pipelines = {
+        f"reference bm25, {copies}x corpus": (corpus, '[[pipelines]]\nname = "bm25"\nkind = "reference"\n'
+                                                      'retriever = "bm25"\nanalyzer = "lowercase+ascii_fold"\n'),
+        f"python, {busy_ms:g} ms CPU a call": (GOLD / "corpus", '[[pipelines]]\nname = "busy"\nkind = "python"\n'
+                                                f'factory = "busy_rag:make"\noptions = {{busy_ms = {busy_ms}}}\n'),
+    }
+    runs = 80 * 3 * seeds
+    for title, (corpus_path, pipeline) in pipelines.items():
+        config = work / "cpu.toml"
+        config.write_text(f"""[audit]
 gold = "{GOLD / 'gold.jsonl'}"
-corpus = "{corpus}"
+corpus = "{corpus_path}"
 paraphrases = 3
 seeds = {list(range(1, seeds + 1))}
-out = "{work / 'reference-runs'}"
+out = "{work / 'cpu-runs'}"
 [embedder]
 model = "all-MiniLM-L6-v2"
-[[pipelines]]
-name = "bm25"
-kind = "reference"
-retriever = "bm25"
-analyzer = "lowercase+ascii_fold"
-""")
-    runs = 80 * 3 * seeds
-    reports = {}
-    for label, extra in (("2 threads", []), ("2 processes", ["--executor", "processes"])):
-        seconds, peak_mb, tree_mb, _ = measure([str(CLI), "run", str(config), "--no-gate", "--workers", "2", *extra],
-                                               env=env, ok=(0,))
-        run_dir = max((work / "reference-runs").iterdir(), key=lambda p: p.stat().st_mtime)
-        report = json.loads((run_dir / "report.json").read_text())
-        report.pop("meta")
-        reports[label] = report
-        print(f"  {label:12} {runs:,} runs  {seconds:6.1f} s  {runs / seconds:6.1f} runs/s  "
-              f"peak RSS {peak_mb:,.0f} MB (all processes {tree_mb:,.0f} MB)", flush=True)
-    print(f"  reports identical: {reports['2 threads'] == reports['2 processes']}")
+{pipeline}""")
+        reports, seconds_of = {}, {}
+        for label, extra in (("2 threads", []), ("2 processes", ["--executor", "processes"])):
+            seconds, peak_mb, tree_mb, _ = measure([str(CLI), "run", str(config), "--no-gate", "--workers", "2",
+                                                    *extra], env=env, ok=(0,))
+            run_dir = max((work / "cpu-runs").iterdir(), key=lambda p: p.stat().st_mtime)
+            report = json.loads((run_dir / "report.json").read_text())
+            report.pop("meta")
+            reports[label], seconds_of[label] = report, seconds
+            print(f"  {title:32} {label:12} {runs:,} runs  {seconds:6.1f} s  {runs / seconds:7.1f} runs/s  "
+                  f"peak RSS {peak_mb:,.0f} MB (all processes {tree_mb:,.0f} MB)", flush=True)
+        print(f"  {title:32} processes / threads speed: {seconds_of['2 threads'] / seconds_of['2 processes']:.2f}x, "
+              f"reports identical: {reports['2 threads'] == reports['2 processes']}")
+
+
+BUSY = '''"""A pipeline bound by computation in Python: it works `busy_ms` per call, then cites the
+first chunk of the corpus' first document."""
+import time
+
+
+class Busy:
+    def __init__(self, busy_ms):
+        self.busy_s = busy_ms / 1000.0
+
+    def index_info(self):
+        return {"index_hash": "sha256:busy", "analyzer": "lowercase", "embed_model": "none", "store": "busy"}
+
+    def run(self, query, *, seed, k):
+        end, n = time.thread_time() + self.busy_s, 0
+        while time.thread_time() < end:
+            n += sum(i * i for i in range(200))
+        return {"retrieved": [], "answer": {"text": f"{len(query)} {seed} {n > 0}"}}
+
+
+def make(busy_ms=10.0):
+    return Busy(busy_ms)
+'''
 
 
 def dask_speedup(work: Path, env: dict, runs: int, sleep: float) -> list[dict]:
@@ -224,6 +255,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000,1000000", help="replay audit sizes, in runs")
     ap.add_argument("--copies", type=int, default=100, help="corpus size for the processes section, in handbooks")
     ap.add_argument("--reference-seeds", type=int, default=4, help="seeds of the processes section (0: skip)")
+    ap.add_argument("--busy-ms", type=float, default=10.0, help="CPU time a call of the CPU-bound python pipeline")
     ap.add_argument("--dask-runs", type=int, default=480, help="runs of the I/O-bound pipeline (0: skip)")
     ap.add_argument("--sleep", type=float, default=0.05, help="seconds the I/O-bound pipeline waits a call")
     ap.add_argument("--out", type=Path, help="work in DIR (default: a removed temp dir)")
@@ -253,8 +285,8 @@ def main() -> int:
             print(f"  10M runs: not run here (about {need:,.0f} GB of disk for the recording and the run, "
                   f"{disk_free_gb(work):,.0f} GB free); add 10000000 to --sizes to run it")
         if args.reference_seeds:
-            print(f"\nreference bm25 on a {args.copies}x corpus, threads vs processes (end to end):")
-            processes_vs_threads(work, env, args.copies, args.reference_seeds)
+            print("\nCPU-bound pipelines, threads vs processes (end to end):")
+            processes_vs_threads(work, env, args.copies, args.reference_seeds, args.busy_ms)
         if args.dask_runs:
             print(f"\nDask LocalCluster vs local, an I/O-bound pipeline ({args.sleep} s a call):")
             dask_speedup(work, env, args.dask_runs, args.sleep)

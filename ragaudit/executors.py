@@ -37,8 +37,8 @@ def _inputs(config_path: str, digest: str):
     return _cached[key]
 
 
-def remote_run(config_path: str, digest: str, name: str, request):
-    """One pipeline call on a worker, with that worker thread's own instance of the pipeline."""
+def _worker_pipeline(config_path: str, digest: str, name: str):
+    """This worker thread's own instance of a pipeline, built on first use."""
     from ragaudit.pipelines.pool import build_pipeline
     inputs = _inputs(config_path, digest)
     mine = getattr(_pipelines, "built", None)
@@ -47,8 +47,19 @@ def remote_run(config_path: str, digest: str, name: str, request):
     if (config_path, digest, name) not in mine:
         spec = next(p for p in inputs.config.pipelines if p.name == name)
         mine[(config_path, digest, name)] = build_pipeline(spec, inputs)
-    pipeline = mine[(config_path, digest, name)]
+    return mine[(config_path, digest, name)]
+
+
+def remote_run(config_path: str, digest: str, name: str, request):
+    """One pipeline call on a worker."""
+    pipeline = _worker_pipeline(config_path, digest, name)
     return pipeline.run(request), pipeline.index_info()
+
+
+def remote_run_many(config_path: str, digest: str, name: str, requests: list):
+    """Several pipeline calls on a worker, in order: one task for many short calls."""
+    pipeline = _worker_pipeline(config_path, digest, name)
+    return [pipeline.run(request) for request in requests], pipeline.index_info()
 
 
 def remote_score(config_path: str, digest: str, traces: list, keep: bool):
@@ -117,6 +128,18 @@ class RemotePipeline:
             self._futures.discard(future)
         self._index = index or self._index
         return trace
+
+    def submit_many(self, requests: list):
+        """Send several calls as one task (pipelines without limits or retries: a task costs a few
+        milliseconds, a call of a CPU-bound pipeline often less)."""
+        return self.executor.client.submit(remote_run_many, self.executor.config_path, self.executor.digest,
+                                           self.name, requests, pure=False, retries=1)
+
+    def results(self, future) -> list:
+        traces, index = future.result()
+        future.release()
+        self._index = index or self._index
+        return traces
 
     def index_info(self):
         return self._index

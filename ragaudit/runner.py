@@ -15,6 +15,7 @@ import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -33,6 +34,8 @@ from ragaudit.types import Trace
 from ragaudit.workers import Interrupted, Progress, Stopper, run_jobs
 
 __all__ = ["Inputs", "RunResult", "run"]
+
+CALLS_PER_TASK = 32  # pipeline calls a cluster task makes, for pipelines without limits or retries
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +184,9 @@ class _Run:
                     else:
                         pool, slots = PipelinePool(spec, self.inputs, self.workers), self.workers
                     self.pools[spec.name] = pool
-                    if getattr(pool.instances[0], "streams", False):
+                    if self.executor is not None and spec.kind != "replay" and not pool.policy.active:
+                        self._ask_in_chunks(spec.name, pool.instances[0], stopper)
+                    elif getattr(pool.instances[0], "streams", False):
                         self._stream(spec.name, pool, stopper)
                     else:
                         pool.prepare(list(dict.fromkeys(q for i in self.inputs.items
@@ -257,6 +262,25 @@ class _Run:
                 self._write(waiting.pop(order.popleft()))
         while order and order[0] in waiting:  # after a stop: what is contiguous
             self._write(waiting.pop(order.popleft()))
+
+    def _ask_in_chunks(self, name: str, remote, stopper: Stopper) -> None:
+        """A pipeline on a cluster with no limits, retries or cache: its jobs go out in plan-ordered
+        chunks of CALLS_PER_TASK, one task each, and come back written chunk by chunk in order."""
+        jobs = self._jobs(name)
+        pending: deque = deque()
+        while not stopper.stopped and name not in self.cuts:
+            chunk = list(islice(jobs, CALLS_PER_TASK))
+            if not chunk:
+                break
+            pending.append(remote.submit_many([job.request for job in chunk]))
+            while pending and (pending[0].done() or len(pending) >= self.executor.in_flight):
+                for trace in remote.results(pending.popleft()):
+                    self._write(trace)
+        while pending and not stopper.stopped and name not in self.cuts:
+            for trace in remote.results(pending.popleft()):
+                self._write(trace)
+        for future in pending:  # after a stop or a parity break: --resume runs them
+            future.cancel()
 
     def _stream(self, name: str, pool: PipelinePool, stopper: Stopper) -> None:
         """A recording: its runs in the recording's order, then a not-recorded error for each

@@ -139,3 +139,16 @@ def test_validate_cli_on_the_cluster_prints_what_one_process_does(tmp_path, vali
                     "--scheduler", cluster.scheduler_address, "--format", "json")
     assert remote.exit_code == local.exit_code == 3  # bad lines among the traces
     assert remote.output == local.output and remote.stderr == local.stderr
+
+
+def test_retries_of_a_service_pipeline_apply_on_the_cluster(tmp_path, cluster):
+    beside(tmp_path, "flaky_rag")
+    pipeline = ('[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "flaky_rag:make"\nretries = 6\n'
+                'retry_backoff_s = 0.01\noptions = {failures = 1}\n')
+    config = write_config(tmp_path, pipeline, items=2, seeds="[1]")
+    result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    traces = list(read_traces(run_dir_of(result) / "traces.jsonl"))
+    assert len(traces) == 2 * 3 and all(t.error is None for t in traces)
+    # each worker thread's instance fails its first call of a query: every run needed a retry
+    assert all(t.attempts >= 2 and t.retried[0].startswith("ConnectionError") for t in traces)
