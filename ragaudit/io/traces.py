@@ -69,9 +69,13 @@ def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> li
     """Every trace of a file that must be whole (a run directory's `traces.jsonl`); a line that is
     not a trace is an input error naming every such line."""
     from ragaudit.errors import InputError
-    traces, bad = [], []
+    traces: list[Trace] = []
+    bad: list[BadLine] = []
     for item in read_traces(path, offset_unit=offset_unit):
-        (bad if isinstance(item, BadLine) else traces).append(item)
+        if isinstance(item, BadLine):
+            bad.append(item)
+        else:
+            traces.append(item)
     if bad:
         raise InputError([b.problem for b in bad])
     return traces
@@ -157,8 +161,8 @@ def _bad(file: str | None, line: int | None, message: str, path: str = "$") -> B
     return BadLine(file or "<trace>", line or 0, message, path)
 
 
-def _wrong(errors: list[FieldError], path: str, expected: str, value: Any) -> None:
-    """Record a field of the wrong JSON type; the field then reads as absent."""
+def _wrong(errors: list[FieldError], path: str, expected: str, value: Any) -> Any:
+    """Record a field of the wrong JSON type; the field then reads as absent (None)."""
     if value is not None:
         errors.append(FieldError(path, expected, describe(value)))
     return None
@@ -215,7 +219,7 @@ def _payload(raw: dict, index: int, unit: str, errors: list[FieldError]) -> Payl
             errors.append(FieldError(f"$.retrieved[{index}].offsets", _EXPECTED["offsets"], describe(offsets)))
             values[_OFFSETS] = None
     values.append(missing)
-    return Payload(*values)
+    return Payload(*values)  # type: ignore[arg-type]  # positional by _ORDER, checked at import
 
 
 def _index(raw: Any, errors: list[FieldError]) -> LiveIndex | None:

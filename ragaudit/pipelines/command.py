@@ -16,6 +16,7 @@ child of a pipeline at once, from a signal handler or another thread.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import cast
 
 from ragaudit.errors import PipelineStartError, UsageError, clip
 from ragaudit.io.jsonl import JsonDefect, decode
@@ -88,6 +90,7 @@ class _Watcher:
             try:
                 process, fresh = self._running()
                 lines = [b"+%d\n" % g for g in self._groups] if fresh else [op + b"%d\n" % pgid]
+                assert process.stdin is not None  # opened as a pipe
                 process.stdin.write(b"".join(lines))
                 process.stdin.flush()
             except (OSError, ValueError):
@@ -117,6 +120,9 @@ class _Child:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
             env=env, start_new_session=os.name == "posix",  # its own group, so a kill reaches its children
         )
+        stdin, stdout, stderr = self.process.stdin, self.process.stdout, self.process.stderr
+        assert stdin is not None and stdout is not None and stderr is not None  # all three opened as pipes
+        self.stdin, self.stdout, self.stderr = stdin, stdout, cast(io.BufferedReader, stderr)
         _watcher.watch(self.process.pid)
         self.answered = False
         self.lines: queue.Queue = queue.Queue()
@@ -129,7 +135,7 @@ class _Child:
 
     def _read_stdout(self) -> None:
         try:
-            for line in iter(self.process.stdout.readline, b""):
+            for line in iter(self.stdout.readline, b""):
                 self.lines.put(line)
         except (OSError, ValueError):
             pass
@@ -137,7 +143,7 @@ class _Child:
             self.lines.put(_EOF)
 
     def _read_stderr(self) -> None:
-        read = self.process.stderr.read1
+        read = self.stderr.read1
         try:
             while chunk := read(4096):
                 with self._tail_lock:
@@ -158,8 +164,8 @@ class _Child:
         """Write one request line; False when the child is no longer reading."""
         line = json.dumps(request.to_dict(), sort_keys=True).encode("utf-8") + b"\n"
         try:
-            self.process.stdin.write(line)
-            self.process.stdin.flush()
+            self.stdin.write(line)
+            self.stdin.flush()
             return True
         except (OSError, ValueError):
             return False
@@ -182,7 +188,7 @@ class _Child:
         command outlives the pipeline that ran it.
         """
         try:
-            self.process.stdin.close()
+            self.stdin.close()
         except OSError:
             pass
         try:
@@ -196,8 +202,8 @@ class _Child:
         _watcher.forget(self.process.pid)
         if not any(thread.is_alive() for thread in self._threads):
             # Closing a pipe a reader thread is blocked on could hang; a stuck daemon thread is harmless.
-            self.process.stdout.close()
-            self.process.stderr.close()
+            self.stdout.close()
+            self.stderr.close()
         return self.process.returncode
 
     def _join_readers(self) -> bool:
@@ -401,6 +407,7 @@ class CommandPipeline:
 
     def _timed_out(self, request: Request) -> Trace:
         child = self._child
+        assert child is not None  # called about the child that was asked
         self._discard_child(kill=True)
         message = (f"{self.shown} timed out after {self.timeout_s:g} s without a trace line on stdout "
                    f"(does it flush stdout after each line?)")
@@ -408,6 +415,7 @@ class CommandPipeline:
 
     def _lost(self, request: Request, what: str) -> Trace:
         child = self._child
+        assert child is not None  # called about the child that was asked
         try:
             ended, still_running = describe_exit(child.process.wait(timeout=1.0)), False
         except subprocess.TimeoutExpired:
