@@ -20,6 +20,7 @@ from typing import Iterable
 
 from ragaudit import runstore
 from ragaudit.gate import evaluate_gate
+from ragaudit.io.config import Config
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
 from ragaudit.plan import PlanIndex
@@ -36,7 +37,7 @@ ISSUES_SHOWN = 200  # occurrences per code kept in report.json; issues.jsonl kee
 class Subject:
     """What every audit of one run directory shares: config, gold set, corpus, encoder, support
     scorer, and the gold set's findings against the corpus."""
-    config: object
+    config: Config
     items: list[GoldItem]
     corpus: Corpus | None
     encoder: object

@@ -67,7 +67,7 @@ def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     from ragaudit.audit import score_batch
     from ragaudit.metrics.evaluate import Settings
     inputs = _inputs(config_path, digest)
-    gold = {}
+    gold: dict = {}
     for item in inputs.items:
         gold.setdefault(item.qid, item)
     return score_batch(inputs.subject(), Settings.from_config(inputs.config), gold, traces, keep=keep)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 
@@ -31,7 +31,7 @@ def snippet_ref(p) -> str:
 
 
 def context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> dict | None:
-    if corpus is None or doc_id not in corpus:
+    if corpus is None or doc_id is None or doc_id not in corpus:
         return None
     text = corpus[doc_id].text
     return {"before": text[max(0, start - CONTEXT):start], "after": text[end:end + CONTEXT]}
@@ -91,7 +91,7 @@ class RunWriter:
         fields += [pa.field(f"m.{name}", pa.float64()) for name in self.metrics]
         fields += [pa.field(k, pa.string()) for k in NESTED]
         self.schema = pa.schema(fields)
-        self._writer = None
+        self._writer: Any = None  # a pyarrow ParquetWriter, opened with the first batch
         self.rows = 0
 
     def write(self, rows: list[dict]) -> None:

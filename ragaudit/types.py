@@ -241,7 +241,7 @@ class Corpus:
     def section(self, doc_id: str, section_id: str) -> Section | None:
         return self._sections.get((doc_id, section_id))
 
-    def __contains__(self, doc_id: str) -> bool:
+    def __contains__(self, doc_id: object) -> bool:
         return doc_id in self.documents
 
     def __getitem__(self, doc_id: str) -> Document:

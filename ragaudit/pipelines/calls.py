@@ -97,8 +97,9 @@ class CallPolicy:
         self.active = bool(self.retries or self.slots or self.limiter or self.cache)
 
     def call(self, run: Callable[[Request], Trace], request: Request, index: LiveIndex | None = None) -> Trace:
-        key = self.cache.key(request, index) if self.cache else None
-        if key is not None and (hit := self.cache.get(key)) is not None:
+        cache = self.cache
+        key = cache.key(request, index) if cache else None
+        if cache is not None and key is not None and (hit := cache.get(key)) is not None:
             return dataclasses.replace(hit, qid=request.qid, variant=request.variant, seed=request.seed,
                                        query=request.query, config=self.name, file=None, line=None)
         errors: list[str] = []
@@ -116,6 +117,6 @@ class CallPolicy:
             time.sleep(self.backoff * 2 ** attempt * (1 + self._jitter.random()))
         if errors:
             trace = dataclasses.replace(trace, attempts=len(errors) + 1, retried=tuple(errors))
-        if key is not None and trace.error is None:
-            self.cache.put(key, trace)
+        if cache is not None and key is not None and trace.error is None:
+            cache.put(key, trace)
         return trace

@@ -54,13 +54,15 @@ class PipelinePool:
         pipeline that runs elsewhere, such as on a Dask cluster)."""
         self.spec = spec
         self.policy = CallPolicy(spec.name, spec.kind, spec.options if spec.kind in REMOTE_KINDS else {})
+        self.free: queue.Queue = queue.Queue()
+        self.instances: list[Pipeline] = []
         if instance is not None:
             self.shared, self.instances = True, [instance]
-            self.free: queue.Queue = queue.Queue()
             return
+        if inputs is None:
+            raise ValueError("a pipeline pool needs the inputs to build its pipeline, or an instance")
         size = 1 if spec.kind in SHARED_KINDS else workers
         self.shared = spec.kind in SHARED_KINDS
-        self.instances: list[Pipeline] = []
         for _ in range(size):
             try:
                 self.instances.append(build_pipeline(spec, inputs))
@@ -71,9 +73,8 @@ class PipelinePool:
             except BaseException:
                 self.close()
                 raise
-        self.free: queue.Queue = queue.Queue()
-        for instance in self.instances:
-            self.free.put(instance)
+        for built in self.instances:
+            self.free.put(built)
 
     def prepare(self, queries: list[str]) -> None:
         prepare = getattr(self.instances[0], "prepare", None)

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, fields, replace
 from itertools import islice
 from operator import attrgetter
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator, cast
 
 from ragaudit.errors import InputError, Problem
 from ragaudit.io.jsonl import no_records
@@ -151,6 +151,7 @@ def check_sharded(validator: Validator, paths: list, *, workers: int, min_bytes:
     spool_dir = tempfile.mkdtemp(prefix="ragaudit-validate-")
     try:
         remote = sum(1 for job in jobs if not job.local)
+        pool: _Workers | _DaskJobs
         if client is not None:
             pool = _DaskJobs(client, validator.ctx, validator.offset_unit)
         else:
@@ -169,10 +170,8 @@ def check_sharded(validator: Validator, paths: list, *, workers: int, min_bytes:
                 if job.local:
                     yield from validator.check_paths([job.pieces[0].path])
                     continue
-                for piece, result in zip(job.pieces, results):
+                for piece, result in zip(job.pieces, results or ()):
                     yield from _emit_piece(validator, piece, result, islice(issues, result.issues), files)
-                if hasattr(issues, "close"):
-                    issues.close()
     finally:
         shutil.rmtree(spool_dir, ignore_errors=True)
 
@@ -216,7 +215,7 @@ def _emit_piece(validator: Validator, piece: Piece, result: PieceResult, issues:
         validator.unreadable.append(InputError(no_records(piece.path, state.lines)))
 
 
-def _read_issues(path: str) -> Iterator[tuple]:
+def _read_issues(path: str) -> Generator[tuple, None, None]:
     with open(path, "rb") as spool:
         while True:
             try:
@@ -272,7 +271,8 @@ class _Workers:
                         sent = waiting.popleft()
                         pipe.send(sent)
                         busy[pipe] = sent.index
-                    for pipe in wait(list(busy)):
+                    for ready in wait(list(busy)):
+                        pipe = cast(Any, ready)
                         index = busy.pop(pipe)
                         done[index] = self._receive(pipe)
                         idle.append(pipe)
@@ -371,6 +371,7 @@ def _serve(pipe, context_file: str, spool_dir: str, offset_unit: str) -> None:
             return  # the parent is gone
         if job is None:
             return
+        reply: tuple[str, Any]
         try:
             reply = ("done", run_job(job, ctx, offset_unit, os.path.join(spool_dir, f"{job.index}.issues")))
         except Exception:  # a bug in a rule, say: the parent stops the run and shows where
@@ -389,10 +390,10 @@ def run_job(job: Job, ctx, offset_unit: str, spool: str) -> list[PieceResult]:
     with open(spool, "wb") as out:
         for piece in job.pieces:
             validator = Validator(ctx, offset_unit=offset_unit, keep_bad_lines=False)
-            lines = trace_lines(piece.path, piece.start, piece.end) if not piece.whole else None
-            issues = (validator.check_files([piece.path]) if piece.whole
+            lines = None if piece.whole else trace_lines(piece.path, piece.start, piece.end)
+            issues = (validator.check_files([piece.path]) if lines is None
                       else validator.check(traces_in(lines, offset_unit=offset_unit)))
-            count, problems = 0, ()
+            count, problems = 0, tuple[Problem, ...]()
             try:
                 for found in issues:
                     chunk.append(_issue_values(found))

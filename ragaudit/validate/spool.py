@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 import tempfile
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 CHUNK = 1024  # items per pickled chunk; the same many are the most ever held in memory
 
@@ -15,7 +15,7 @@ class Spool:
     def __init__(self, *, chunk: int = CHUNK):
         self._chunk = chunk
         self._tail: list[Any] = []
-        self._file = None
+        self._file: IO[bytes] | None = None
         self._spilled = 0
 
     def append(self, item: Any) -> None:
