@@ -27,7 +27,11 @@ browser:
 		else echo "browser tests need: sudo apt-get install chromium chromium-driver (they skip without it)"; fi; \
 	fi
 
+# Lint, format and type checks come first: they take seconds and fail for reasons anyone can fix.
 test: install browser
+	$(VENV)/bin/ruff check ragaudit tests bench
+	$(VENV)/bin/ruff format --check ragaudit tests bench
+	$(VENV)/bin/mypy
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 bench: install

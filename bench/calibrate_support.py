@@ -35,6 +35,7 @@ write; with --write it (re)writes it. With --cross-encoder it scores the claims 
 CrossEncoder folder instead, reports its AUROC in both cross-validations of a 1-D logistic
 calibration, and writes the calibration for `[support] model` to --out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,6 +95,7 @@ def group_folds(groups: list[str], k: int, seed: int) -> np.ndarray:
 # ---------------------------------------------------------------- candidate combinations
 # Each fit returns (weights on the standardised features, mean, scale); no weight is negative.
 
+
 def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = X.std(axis=0)
     return X.mean(axis=0), np.where(scale > 0, scale, 1.0)
@@ -118,8 +120,7 @@ def fit_nonneg_logistic(X: np.ndarray, y: np.ndarray, C: float = 0.03) -> tuple[
         value = np.sum(np.logaddexp(0.0, z) - y * z) + 0.5 / C * np.sum(w[:k] ** 2)
         return value, np.append(Z.T @ (p - y) + w[:k] / C, np.sum(p - y))
 
-    w = minimize(loss, np.zeros(k + 1), jac=True, method="L-BFGS-B",
-                 bounds=[(0.0, None)] * k + [(None, None)]).x
+    w = minimize(loss, np.zeros(k + 1), jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * k + [(None, None)]).x
     return w[:k], mean, scale
 
 
@@ -162,16 +163,23 @@ def summarise(per_field: dict[str, tuple[int, float]]) -> tuple[float, float]:
 def choose(F, y, fields: np.ndarray, rows: np.ndarray) -> str:
     """The candidate that generalises best across the fields of `rows`: the highest claim-weighted
     leave-one-field-out AUROC; ties go to the first listed."""
+
     def weighted(name: str) -> float:
         return summarise(field_aurocs(lambda tr, te: candidate_scores(name, F, y, tr, te), y, fields, rows))[0]
+
     means = {name: weighted(name) for name in CANDIDATES}
     return max(CANDIDATES, key=lambda name: (round(means[name], 9), -list(CANDIDATES).index(name)))
 
 
 NESTED = "shipped scorer (nested choice)"
-SHORT = {"lexical overlap (baseline)": "lexical", "max sentence cosine (baseline)": "max cosine",
-         "embedding only, equal weights (reference)": "emb. equal", "embedding+lexical, equal weights": "equal",
-         "embedding+lexical, non-negative logistic": "non-neg log.", NESTED: "shipped"}
+SHORT = {
+    "lexical overlap (baseline)": "lexical",
+    "max sentence cosine (baseline)": "max cosine",
+    "embedding only, equal weights (reference)": "emb. equal",
+    "embedding+lexical, equal weights": "equal",
+    "embedding+lexical, non-negative logistic": "non-neg log.",
+    NESTED: "shipped",
+}
 
 
 def _methods():
@@ -237,7 +245,9 @@ def fit_params(name: str, F, y, cv: dict) -> dict:
         "encoder": DEFAULT_MODEL,
         "combination": name,
         "features": list(features),
-        "mean": r(mean), "scale": r(scale), "weights": r(weights),
+        "mean": r(mean),
+        "scale": r(scale),
+        "weights": r(weights),
         "slope": round(float(platt.coef_[0, 0]), DIGITS),
         "intercept": round(float(platt.intercept_[0]), DIGITS),
         "training": cv,
@@ -277,10 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=5, help="fold assignments averaged for the stability line")
-    parser.add_argument("--cross-encoder", type=Path, metavar="PATH",
-                        help="calibrate this local CrossEncoder folder instead of the bundled scorer")
-    parser.add_argument("--out", type=Path, default=Path("cross_encoder_params.json"),
-                        help="where --cross-encoder writes its calibration (default: %(default)s)")
+    parser.add_argument(
+        "--cross-encoder",
+        type=Path,
+        metavar="PATH",
+        help="calibrate this local CrossEncoder folder instead of the bundled scorer",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("cross_encoder_params.json"),
+        help="where --cross-encoder writes its calibration (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -294,8 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = feature_rows([(c.text, list(c.passages)) for c in claims], encoder)
     F = {name: np.array([row[name] for row in rows]) for name in rows[0]}
     positives = int(y.sum())
-    print(f"{args.data.name}: {len(claims)} claims ({positives} Complete, {len(y) - positives} Partial/Incomplete) "
-          f"over {len(set(groups))} questions in {len(set(fields))} fields; encoder {encoder.model_id}")
+    print(
+        f"{args.data.name}: {len(claims)} claims ({positives} Complete, {len(y) - positives} Partial/Incomplete) "
+        f"over {len(set(groups))} questions in {len(set(fields))} fields; encoder {encoder.model_id}"
+    )
     for line in label_check(F, y):
         print("label check: " + line)
     print(f"{args.folds}-fold cross-validation grouped by question, seed {args.seed}; AUROC per fold:")
@@ -319,25 +339,38 @@ def main(argv: list[str] | None = None) -> int:
 
     fields_table, field_choice = evaluate_fields(F, y, fields)
     tested = fields_table[NESTED]
-    print(f"leave-one-field-out: AUROC on each held-out field with both labels ({len(tested)} of "
-          f"{len(set(fields))} fields, {sum(n for n, _ in tested.values())} claims):")
+    print(
+        f"leave-one-field-out: AUROC on each held-out field with both labels ({len(tested)} of "
+        f"{len(set(fields))} fields, {sum(n for n, _ in tested.values())} claims):"
+    )
     _print_field_table(fields_table, y, fields)
     print(f"  {'method':<{width}}  claim-weighted  mean over fields")
     for name, per_field in fields_table.items():
         weighted, mean = summarise(per_field)
         print(f"  {name:<{width}}  {weighted:14.3f}  {mean:16.3f}")
     picks = sorted(set(field_choice.values()))
-    print("  nested choice per held-out field: " + "; ".join(
-        f"{p} ({sum(1 for v in field_choice.values() if v == p)} fields)" for p in picks))
+    print(
+        "  nested choice per held-out field: "
+        + "; ".join(f"{p} ({sum(1 for v in field_choice.values() if v == p)} fields)" for p in picks)
+    )
 
     final = choose(F, y, fields, np.arange(len(y)))
     weighted, mean = summarise(fields_table[NESTED])
-    cv = {"data": "expertqa/rand_val.jsonl", "claims": len(claims), "complete": int(y.sum()),
-          "questions": len(set(groups)), "folds": args.folds, "seed": args.seed,
-          "choice": "leave-one-field-out, claim-weighted AUROC",
-          "nested_cv_auroc": round(float(np.mean(table[NESTED])), DIGITS),
-          "field_cv": {"fields": len(tested), "claim_weighted_auroc": round(weighted, DIGITS),
-                       "mean_auroc": round(mean, DIGITS)}}
+    cv = {
+        "data": "expertqa/rand_val.jsonl",
+        "claims": len(claims),
+        "complete": int(y.sum()),
+        "questions": len(set(groups)),
+        "folds": args.folds,
+        "seed": args.seed,
+        "choice": "leave-one-field-out, claim-weighted AUROC",
+        "nested_cv_auroc": round(float(np.mean(table[NESTED])), DIGITS),
+        "field_cv": {
+            "fields": len(tested),
+            "claim_weighted_auroc": round(weighted, DIGITS),
+            "mean_auroc": round(mean, DIGITS),
+        },
+    }
     params = fit_params(final, F, y, cv)
     print(f"shipped combination (chosen by leave-one-field-out on all claims): {final}")
     print("features: " + ", ".join(params["features"]))
@@ -359,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # ---------------------------------------------------------------- a user's CrossEncoder
 
+
 def _platt(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     fit = LogisticRegression(C=1e6, max_iter=1000).fit(raw[:, None], y)
     return float(fit.intercept_[0]), float(fit.coef_[0, 0])
@@ -373,8 +407,10 @@ def calibrate_cross_encoder(args, claims: list[Claim], y, groups, fields) -> int
     started = time.perf_counter()
     raw = scorer.raw_scores([(c.text, list(c.passages)) for c in claims])
     seconds = time.perf_counter() - started
-    print(f"{args.data.name}: {len(claims)} claims ({int(y.sum())} Complete) over {len(set(groups))} questions; "
-          f"{scorer.model_id} scored them in {seconds:.0f} s")
+    print(
+        f"{args.data.name}: {len(claims)} claims ({int(y.sum())} Complete) over {len(set(groups))} questions; "
+        f"{scorer.model_id} scored them in {seconds:.0f} s"
+    )
 
     def calibrated(train, test):
         intercept, slope = _platt(raw[train], y[train])
@@ -382,24 +418,43 @@ def calibrate_cross_encoder(args, claims: list[Claim], y, groups, fields) -> int
 
     everything = np.arange(len(y))
     folds = group_folds(groups, args.folds, args.seed)
-    grouped = [roc_auc_score(y[folds == k], calibrated(everything[folds != k], everything[folds == k]))
-               for k in range(args.folds)]
+    grouped = [
+        roc_auc_score(y[folds == k], calibrated(everything[folds != k], everything[folds == k]))
+        for k in range(args.folds)
+    ]
     per_field = field_aurocs(calibrated, y, fields, everything)
     weighted, mean = summarise(per_field) if per_field else (float("nan"), float("nan"))
     print(f"  AUROC of the raw score on all claims: {roc_auc_score(y, raw):.3f}")
-    print(f"  {args.folds}-fold CV grouped by question (calibrated): " + "  ".join(f"{a:.3f}" for a in grouped)
-          + f"  mean {np.mean(grouped):.3f}")
-    print(f"  leave-one-field-out ({len(per_field)} fields): claim-weighted {weighted:.3f}, "
-          f"mean over fields {mean:.3f}")
+    print(
+        f"  {args.folds}-fold CV grouped by question (calibrated): "
+        + "  ".join(f"{a:.3f}" for a in grouped)
+        + f"  mean {np.mean(grouped):.3f}"
+    )
+    print(
+        f"  leave-one-field-out ({len(per_field)} fields): claim-weighted {weighted:.3f}, mean over fields {mean:.3f}"
+    )
 
     intercept, slope = _platt(raw, y)
-    params = {"schema": CROSS_ENCODER_SCHEMA, "kind": "cross-encoder", "model": args.cross_encoder.name,
-              "intercept": round(intercept, DIGITS), "slope": round(slope, DIGITS),
-              "training": {"data": args.data.name, "claims": len(claims), "complete": int(y.sum()),
-                           "folds": args.folds, "seed": args.seed,
-                           "grouped_cv_auroc": round(float(np.mean(grouped)), DIGITS),
-                           "field_cv": {"fields": len(per_field), "claim_weighted_auroc": round(weighted, DIGITS),
-                                        "mean_auroc": round(mean, DIGITS)}}}
+    params = {
+        "schema": CROSS_ENCODER_SCHEMA,
+        "kind": "cross-encoder",
+        "model": args.cross_encoder.name,
+        "intercept": round(intercept, DIGITS),
+        "slope": round(slope, DIGITS),
+        "training": {
+            "data": args.data.name,
+            "claims": len(claims),
+            "complete": int(y.sum()),
+            "folds": args.folds,
+            "seed": args.seed,
+            "grouped_cv_auroc": round(float(np.mean(grouped)), DIGITS),
+            "field_cv": {
+                "fields": len(per_field),
+                "claim_weighted_auroc": round(weighted, DIGITS),
+                "mean_auroc": round(mean, DIGITS),
+            },
+        },
+    }
     args.out.write_text(json.dumps(params, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {args.out} (use it as [support] params for model {args.cross_encoder})")
     return 0

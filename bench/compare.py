@@ -16,6 +16,7 @@ buffers to it) and the peak RSS of the whole process (VmHWM), which also holds t
 
     .venv/bin/python bench/compare.py [--questions 100000] [--mid 5000] [--reference 1000 2000 4000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,18 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
 
     def values(base: np.ndarray) -> dict[str, np.ndarray]:
         graded = np.round(base * 4) / 4
-        return {"citation_match": (base > 0.2).astype(float), "coverage": (base > 0.25).astype(float),
-                "correct": (base > 0.3).astype(float), "citation_precision": graded, "citation_recall": graded,
-                "recall@k": (base > 0.15).astype(float), "mrr": 1 / np.ceil(1 + 4 * (1 - base)),
-                "ndcg@10": base, "delta_s_qr": 1 - base, "support": base ** 2}
+        return {
+            "citation_match": (base > 0.2).astype(float),
+            "coverage": (base > 0.25).astype(float),
+            "correct": (base > 0.3).astype(float),
+            "citation_precision": graded,
+            "citation_recall": graded,
+            "recall@k": (base > 0.15).astype(float),
+            "mrr": 1 / np.ceil(1 + 4 * (1 - base)),
+            "ndcg@10": base,
+            "delta_s_qr": 1 - base,
+            "support": base**2,
+        }
 
     quality = rng.random(n)
     reference = values(quality)
@@ -57,10 +66,19 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
     states = rng.integers(0, len(STATES), size=(2, n))
 
     def system(name: str, metrics: dict[str, np.ndarray], row: int) -> System:
-        return System(name, {f"q{i}": {"qid": f"q{i}",
-                                       "metrics": {m: (None if m == "support" and missing[i] else float(v[i]))
-                                                   for m, v in metrics.items()},
-                                       "lambda": {"state": STATES[states[row, i]]}} for i in range(n)})
+        return System(
+            name,
+            {
+                f"q{i}": {
+                    "qid": f"q{i}",
+                    "metrics": {
+                        m: (None if m == "support" and missing[i] else float(v[i])) for m, v in metrics.items()
+                    },
+                    "lambda": {"state": STATES[states[row, i]]},
+                }
+                for i in range(n)
+            },
+        )
 
     return system("reference", reference, 0), system("other", other, 1)
 
@@ -96,10 +114,15 @@ def reference_compare_pair(reference: System, other: System, *, tolerance: float
         low, high = reference_bootstrap_ci(diffs, rng)
         raw_p[name] = reference_permutation_p(diffs, rng) if np.any(diffs != 0) else 1.0
         metrics[name] = {
-            "mean_reference": float(a.mean()), "mean_other": float(b.mean()), "difference": float(diffs.mean()),
-            "ci95": [low, high], "p_value": raw_p[name], "questions": len(pairs),
+            "mean_reference": float(a.mean()),
+            "mean_other": float(b.mean()),
+            "difference": float(diffs.mean()),
+            "ci95": [low, high],
+            "p_value": raw_p[name],
+            "questions": len(pairs),
             "higher_is_better": METRICS[name].higher_is_better,
-            "wins": int(np.sum(better > tolerance)), "ties": int(np.sum(np.abs(better) <= tolerance)),
+            "wins": int(np.sum(better > tolerance)),
+            "ties": int(np.sum(np.abs(better) <= tolerance)),
             "losses": int(np.sum(better < -tolerance)),
         }
     for name, p in holm(raw_p).items():
@@ -110,8 +133,14 @@ def reference_compare_pair(reference: System, other: System, *, tolerance: float
     transitions = {s: {t: 0 for t in STATES} for s in STATES}
     for q in shared:
         transitions[reference.questions[q]["lambda"]["state"]][other.questions[q]["lambda"]["state"]] += 1
-    return {"reference": reference.name, "other": other.name, "questions": len(shared), "tolerance": tolerance,
-            "metrics": metrics, "lambda_transitions": transitions}
+    return {
+        "reference": reference.name,
+        "other": other.name,
+        "questions": len(shared),
+        "tolerance": tolerance,
+        "metrics": metrics,
+        "lambda_transitions": transitions,
+    }
 
 
 ALGORITHMS = {"chunked": compare_pair, "one-shot": reference_compare_pair}
@@ -126,8 +155,15 @@ def measure(algorithm: str, n: int) -> dict:
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"algorithm": algorithm, "questions": n, "seconds": seconds, "cpu": cpu, "traced_peak": peak,
-            "max_rss": peak_rss(), "verdicts": {name: m["verdict"] for name, m in result["metrics"].items()}}
+    return {
+        "algorithm": algorithm,
+        "questions": n,
+        "seconds": seconds,
+        "cpu": cpu,
+        "traced_peak": peak,
+        "max_rss": peak_rss(),
+        "verdicts": {name: m["verdict"] for name, m in result["metrics"].items()},
+    }
 
 
 def peak_rss() -> int:
@@ -144,8 +180,9 @@ def equal_at(n: int) -> bool:
 
 
 def in_child(algorithm: str, n: int) -> dict | bool:
-    done = subprocess.run([sys.executable, __file__, "--child", algorithm, str(n)], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", algorithm, str(n)], capture_output=True, text=True, check=False
+    )
     if done.returncode:
         raise SystemExit(f"{algorithm} at {n} questions failed:\n{done.stderr}")
     return json.loads(done.stdout)
@@ -164,8 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=100_000)
     parser.add_argument("--mid", type=int, default=5_000, help="questions for the equality check")
-    parser.add_argument("--reference", type=int, nargs="+", default=[1_000, 2_000, 4_000],
-                        help="questions at which the one-shot algorithm runs, to extrapolate from")
+    parser.add_argument(
+        "--reference",
+        type=int,
+        nargs="+",
+        default=[1_000, 2_000, 4_000],
+        help="questions at which the one-shot algorithm runs, to extrapolate from",
+    )
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -174,22 +216,33 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     equal = in_child("equal", args.mid)
-    print(f"equality at {args.mid:,} paired questions, all {len(COMPARED)} metrics: "
-          f"{'identical (every float bit for bit)' if equal else 'DIFFERENT'}")
+    print(
+        f"equality at {args.mid:,} paired questions, all {len(COMPARED)} metrics: "
+        f"{'identical (every float bit for bit)' if equal else 'DIFFERENT'}"
+    )
 
-    print(f"{'algorithm':<10} {'questions':>10} {'wall s':>8} {'CPU s':>8} {'traced peak':>12} {'process peak RSS':>17}")
+    print(
+        f"{'algorithm':<10} {'questions':>10} {'wall s':>8} {'CPU s':>8} {'traced peak':>12} {'process peak RSS':>17}"
+    )
 
     def line(row: dict, note: str = "") -> None:
         rss = mib(row["max_rss"]) if "max_rss" in row else ""
-        print(f"{row['algorithm']:<10} {row['questions']:>10,} {row['seconds']:>8.1f} {row['cpu']:>8.1f} "
-              f"{mib(row['traced_peak']):>12} {rss:>17}{note}")
+        print(
+            f"{row['algorithm']:<10} {row['questions']:>10,} {row['seconds']:>8.1f} {row['cpu']:>8.1f} "
+            f"{mib(row['traced_peak']):>12} {rss:>17}{note}"
+        )
 
     one_shot = [in_child("one-shot", n) for n in args.reference]
     for row in one_shot:
         line(row)
-    line({"algorithm": "one-shot", "questions": args.questions,
-          **{key: extrapolate(one_shot, key, args.questions) for key in ("seconds", "cpu", "traced_peak")}},
-         "  (extrapolated)")
+    line(
+        {
+            "algorithm": "one-shot",
+            "questions": args.questions,
+            **{key: extrapolate(one_shot, key, args.questions) for key in ("seconds", "cpu", "traced_peak")},
+        },
+        "  (extrapolated)",
+    )
     chunked = in_child("chunked", args.questions)
     line(chunked)
     print(f"verdicts at {args.questions:,}: {chunked['verdicts']}")

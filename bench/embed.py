@@ -6,6 +6,7 @@ side by side in one run; then a warm second run, which must encode nothing.
 
 Targets: overhead of the cached path <= 20% on a cold cache; a warm second run encodes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,13 @@ def main() -> None:
         unique = list(dict.fromkeys(model.texts))
         raw_model = model.inner.model
         started = time.perf_counter()
-        raw_model.encode(unique, batch_size=model.inner.batch_size, convert_to_numpy=True,
-                         normalize_embeddings=True, show_progress_bar=False)
+        raw_model.encode(
+            unique,
+            batch_size=model.inner.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
         raw = time.perf_counter() - started
         warm, warm_model, warm_total = audit_once(args.config, cache, out)
 
@@ -73,8 +79,10 @@ def main() -> None:
     print(f"{'model time, cached path (s)':34}{cold.encode_seconds:>12.2f}{warm.encode_seconds:>12.2f}")
     print(f"{'whole audit (s)':34}{cold_total:>12.2f}{warm_total:>12.2f}")
     print(f"{'raw encode of unique texts (s)':34}{raw:>12.2f}")
-    print(f"\noverhead of the cached path vs one raw encode = {overhead:+.1%}  (target <= +20%: "
-          f"{'met' if overhead <= 0.20 else 'NOT met'})")
+    print(
+        f"\noverhead of the cached path vs one raw encode = {overhead:+.1%}  (target <= +20%: "
+        f"{'met' if overhead <= 0.20 else 'NOT met'})"
+    )
     print(f"warm run encodes {warm.encoded} texts  (target 0: {'met' if warm.encoded == 0 else 'NOT met'})")
 
 

@@ -14,6 +14,7 @@ cited text or the joined cited texts. For each reading it prints the AUROC with 
 tells the changed runs of the faults that change what is cited (paraphrase_drift, seed_drift,
 retrieval_loss, wrong_document) from the clean runs of the same questions, and the gate outcome.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ def changed_runs(clean, faulty, pipeline: str) -> tuple[list[float], list[float]
     before = {key(r): r for r in clean.evaluation.runs if r["pipeline"] == pipeline}
     traces = {(t.config, t.qid, t.variant, t.seed): t for t in clean.traces}
     after_traces = {(t.config, t.qid, t.variant, t.seed): t for t in faulty.traces}
-    pairs = [(before[k], r) for r in faulty.evaluation.runs if (k := key(r)) in before
-             and r["pipeline"] == pipeline and after_traces[k] != traces[k]]
+    pairs = [
+        (before[k], r)
+        for r in faulty.evaluation.runs
+        if (k := key(r)) in before and r["pipeline"] == pipeline and after_traces[k] != traces[k]
+    ]
     return [b["metrics"]["delta_s_qr"] for b, _ in pairs], [a["metrics"]["delta_s_qr"] for _, a in pairs]
 
 
@@ -74,8 +78,9 @@ def main() -> int:
     ok = True
     outcomes = {}
     for reading in ("nearest", "join"):
-        subject = dataclasses.replace(inputs.subject(findings), config=dataclasses.replace(
-            config, metrics={**config.metrics, "delta_s": reading}))
+        subject = dataclasses.replace(
+            inputs.subject(findings), config=dataclasses.replace(config, metrics={**config.metrics, "delta_s": reading})
+        )
         started = time.perf_counter()
         matrix, audits = run_faults(traces, subject, rate=args.rate, seed=args.seed)
         seconds = time.perf_counter() - started
@@ -89,9 +94,11 @@ def main() -> int:
                 clean += before
                 faulty += after
             ds = [r["metrics"]["delta_s_qr"] for r in audits["clean"].evaluation.runs if r["pipeline"] == name]
-            print(f"{name}: delta_s_qr clean runs median {median(ds):.3f}, max {max(ds):.3f}; AUROC clean vs "
-                  f"changed runs of {', '.join(SEMANTIC)}: {auroc(clean, faulty):.3f} "
-                  f"({len(faulty)} changed runs)")
+            print(
+                f"{name}: delta_s_qr clean runs median {median(ds):.3f}, max {max(ds):.3f}; AUROC clean vs "
+                f"changed runs of {', '.join(SEMANTIC)}: {auroc(clean, faulty):.3f} "
+                f"({len(faulty)} changed runs)"
+            )
         print()
 
     matrix, audits = outcomes[config.metrics["delta_s"]]
@@ -107,9 +114,14 @@ def main() -> int:
                 failures.append(f"{row['fault']} detection {p['detection_rate']:.2f} < {DETECTION_MIN}")
             if p["false_flag_rate"] is not None and p["false_flag_rate"] > FALSE_FLAGS_MAX:
                 failures.append(f"{row['fault']} false flags {p['false_flag_rate']:.2f} > {FALSE_FLAGS_MAX}")
-        print(f"{name} with the shipped reading ({config.metrics['delta_s']}): "
-              + ("clean passes, every fault fails, detection and false flags within bounds"
-                 if not failures else "; ".join(failures)))
+        print(
+            f"{name} with the shipped reading ({config.metrics['delta_s']}): "
+            + (
+                "clean passes, every fault fails, detection and false flags within bounds"
+                if not failures
+                else "; ".join(failures)
+            )
+        )
         ok &= not failures
     _anchor_support(matrix, audits, inputs, gated)
     return 0 if ok else 1
@@ -129,30 +141,46 @@ def _anchor_support(matrix: dict, audits, inputs, gated: list[str]) -> None:
     cases = []  # (should agree, segment, anchor, competitors)
     for item in inputs.items:
         section = inputs.corpus.section(item.doc_id, item.section_id)
-        units = [u for u in sentences(inputs.corpus[item.doc_id].text[section.start:section.end])
-                 if not u.startswith("#") and len(u.split()) >= 3 and u not in item.anchor.text]
+        units = [
+            u
+            for u in sentences(inputs.corpus[item.doc_id].text[section.start : section.end])
+            if not u.startswith("#") and len(u.split()) >= 3 and u not in item.anchor.text
+        ]
         if item.reference_answer:
             cases.append((True, item.reference_answer, item.anchor.text, units))
         cases += [(False, u, item.anchor.text, units) for u in units if len(u.split()) >= 4]
     pairs = list(dict.fromkeys((seg, t) for _, seg, anchor, units in cases for t in (anchor, *units)))
     score = dict(zip(pairs, inputs.support.score_many([(seg, [t]) for seg, t in pairs])))
-    agreements = [(ok, Agreement(score[(seg, anchor)], max((score[(seg, u)] for u in units), default=0.0),
-                                 hallucinated(seg, [anchor]))) for ok, seg, anchor, units in cases]
+    agreements = [
+        (
+            ok,
+            Agreement(
+                score[(seg, anchor)], max((score[(seg, u)] for u in units), default=0.0), hallucinated(seg, [anchor])
+            ),
+        )
+        for ok, seg, anchor, units in cases
+    ]
     pos = [a for ok, a in agreements if ok]
     neg = [a for ok, a in agreements if not ok]
-    print(f"\nanchor agreement: {len(pos)} reference answers (should agree), {len(neg)} other sentences of the "
-          "gold section (should not)")
+    print(
+        f"\nanchor agreement: {len(pos)} reference answers (should agree), {len(neg)} other sentences of the "
+        "gold section (should not)"
+    )
     print("  anchor_support_min  references agree  other sentences rejected  (support alone: agree / rejected)")
     for t in sorted({0.3, 0.45, 0.5, 0.6, 0.8, threshold}):
         alone = (sum(a.support >= t for a in pos) / len(pos), sum(a.support < t for a in neg) / len(neg))
-        print(f"  {t:18.2f}  {sum(a.agrees(t) for a in pos) / len(pos):16.1%}  "
-              f"{sum(not a.agrees(t) for a in neg) / len(neg):24.1%}  ({alone[0]:.1%} / {alone[1]:.1%})"
-              f"{'   <- shipped' if t == threshold else ''}")
+        print(
+            f"  {t:18.2f}  {sum(a.agrees(t) for a in pos) / len(pos):16.1%}  "
+            f"{sum(not a.agrees(t) for a in neg) / len(neg):24.1%}  ({alone[0]:.1%} / {alone[1]:.1%})"
+            f"{'   <- shipped' if t == threshold else ''}"
+        )
     affected = set(next(row["affected"] for row in matrix["faults"] if row["fault"] == "wrong_sentence"))
     wrong = [r for r in audits["wrong_sentence"].evaluation.runs if r["pipeline"] in gated and r["qid"] in affected]
     clean = [r for r in audits["clean"].evaluation.runs if r["pipeline"] in gated]
-    print(f"  clean runs judged correct: {sum(r['correct'] for r in clean)}/{len(clean)}; wrong_sentence runs "
-          f"judged incorrect: {sum(not r['correct'] for r in wrong)}/{len(wrong)}")
+    print(
+        f"  clean runs judged correct: {sum(r['correct'] for r in clean)}/{len(clean)}; wrong_sentence runs "
+        f"judged incorrect: {sum(not r['correct'] for r in wrong)}/{len(wrong)}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Measuring a command from the outside: wall time, the peak RSS of its largest process (the
 kernel's, from wait4) and of all its processes together (sampled from /proc)."""
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,9 @@ def _tree_rss_kb(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def measure(command: list[str], env: dict | None = None, ok: tuple[int, ...] = (0, 1)) -> tuple[float, float, float, int]:
+def measure(
+    command: list[str], env: dict | None = None, ok: tuple[int, ...] = (0, 1)
+) -> tuple[float, float, float, int]:
     """(seconds, peak RSS MB of its largest process, peak RSS MB of all its processes, exit code);
     an exit code not in `ok` ends the benchmark with the command's stderr."""
     t0 = time.perf_counter()

@@ -19,6 +19,7 @@ The traces of the two are compared: retrieved snippets in order, every score, ev
 Target: bm25 on the 100x corpus >= 600 runs/s in one process with a warm embedding cache.
 Nothing is downloaded; the model is loaded from a local folder or the installed package.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,11 +47,12 @@ TARGET = 600.0
 def build_corpus(folder: Path, copies: int) -> Path:
     """The handbook corpus and `copies - 1` perturbed copies of each of its documents, in `folder`."""
     from ragaudit.io.corpus import markdown_sections
+
     folder.mkdir(parents=True, exist_ok=True)
     for source in sorted((HANDBOOK / "corpus").iterdir()):
         text = source.read_text(encoding="utf-8")
         (folder / source.name).write_text(text, encoding="utf-8")
-        ends = [s.start + len(text[s.start:s.end].rstrip()) for s in markdown_sections(text)]
+        ends = [s.start + len(text[s.start : s.end].rstrip()) for s in markdown_sections(text)]
         for copy in range(1, copies):
             changed = text
             for end in sorted(ends, reverse=True):  # from the back, so earlier offsets stay valid
@@ -61,12 +63,15 @@ def build_corpus(folder: Path, copies: int) -> Path:
 
 def load_before(rev: str, folder: Path):
     """The reference package and embed module at `rev`, importable as `_ragaudit_before`."""
-    def show(path: str) -> str:
-        return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout
 
-    names = subprocess.run(["git", "ls-tree", "--name-only", rev, f"{PACKAGE}/"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split()
+    def show(path: str) -> str:
+        return subprocess.run(
+            ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+
+    names = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, f"{PACKAGE}/"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
     package = folder / BEFORE
     package.mkdir(parents=True)
     for path in [*names, EMBED]:
@@ -90,19 +95,22 @@ def make_encoder(embed, spec: str, cache: Path, model=None):
 
 def requests(items, seeds=(1, 2)):
     from ragaudit.pipelines.base import Request
-    return [Request(item.qid, variant, seed, query, 5)
-            for item in items for variant, query in enumerate(item.variants[:3]) for seed in seeds]
+
+    return [
+        Request(item.qid, variant, seed, query, 5)
+        for item in items
+        for variant, query in enumerate(item.variants[:3])
+        for seed in seeds
+    ]
 
 
 def fingerprint(trace) -> tuple:
     """Everything a run decides: the retrieved list with its scores, and the answer."""
-    rows = tuple((p.snippet_id, p.k_pos, p.k_final, p.score_raw, p.score_norm, p.rerank_score)
-                 for p in trace.retrieved)
+    rows = tuple((p.snippet_id, p.k_pos, p.k_final, p.score_raw, p.score_norm, p.rerank_score) for p in trace.retrieved)
     return rows, trace.answer.raw if trace.answer else None
 
 
-def measure(package, corpus, encoder, batch, *, retriever: str, rerank: str | None, passes: int,
-            profile: bool) -> dict:
+def measure(package, corpus, encoder, batch, *, retriever: str, rerank: str | None, passes: int, profile: bool) -> dict:
     encoded, started = encoder.encoded, time.perf_counter()
     pipeline = package.ReferencePipeline("bench", corpus, retriever=retriever, rerank=rerank, encoder=encoder)
     indexing = time.perf_counter() - started
@@ -124,8 +132,14 @@ def measure(package, corpus, encoder, batch, *, retriever: str, rerank: str | No
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
         report = out.getvalue()
-    return {"chunks": len(pipeline.chunks), "indexing": indexing, "cold": cold, "rate": passes * len(batch) / elapsed,
-            "traces": traces, "profile": report}
+    return {
+        "chunks": len(pipeline.chunks),
+        "indexing": indexing,
+        "cold": cold,
+        "rate": passes * len(batch) / elapsed,
+        "traces": traces,
+        "profile": report,
+    }
 
 
 def index_time(result: dict) -> str:
@@ -139,8 +153,9 @@ def main() -> None:
     parser.add_argument("--rerank", choices=("mmr",), default=None)
     parser.add_argument("--before", default="HEAD", help="git revision of the 'before' code; 'none' to skip it")
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="embedding model, or 'hashing' (no model)")
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="embedding cache file (default: ragaudit's, so later runs start warm)")
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="embedding cache file (default: ragaudit's, so later runs start warm)"
+    )
     parser.add_argument("--passes", type=int, default=2, help="timed passes over the runs")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of each")
     args = parser.parse_args()
@@ -166,24 +181,38 @@ def main() -> None:
                 print(f"no 'before' code at {args.before!r} ({exc}); measuring the working tree only")
         implementations["after"] = (after, embed_after)
         started = time.perf_counter()
-        corpora = {"1x": load_corpus(HANDBOOK / "corpus"),
-                   f"{args.copies}x": load_corpus(build_corpus(Path(tmp) / "corpus", args.copies))}
+        corpora = {
+            "1x": load_corpus(HANDBOOK / "corpus"),
+            f"{args.copies}x": load_corpus(build_corpus(Path(tmp) / "corpus", args.copies)),
+        }
         print(f"built and loaded the {args.copies}x corpus in {time.perf_counter() - started:.1f}s")
 
         results, model = {}, None
         for label, corpus in corpora.items():
             for name, (package, embed) in implementations.items():
                 encoder, model = make_encoder(embed, args.model, cache, model)
-                results[label, name] = measure(package, corpus, encoder, batch, retriever=args.retriever,
-                                               rerank=args.rerank, passes=args.passes, profile=args.profile)
+                results[label, name] = measure(
+                    package,
+                    corpus,
+                    encoder,
+                    batch,
+                    retriever=args.retriever,
+                    rerank=args.rerank,
+                    passes=args.passes,
+                    profile=args.profile,
+                )
                 encoder.close()
                 print(f"  {label:>5} {name:<7} {results[label, name]['rate']:9.0f} runs/s", flush=True)
 
     title = f"{args.retriever}{'+' + args.rerank if args.rerank else ''}"
-    print(f"\nreference {title}: {len(batch)} runs per pass (gold x 3 variants x 2 seeds), "
-          f"{args.passes} timed passes, warm cache, model {args.model}")
-    print(f"{'corpus':>8}{'chunks':>9}{'':3}{'index s':>10}{'runs/s':>10}{'index s':>10}{'runs/s':>10}"
-          f"{'speed-up':>10}  traces")
+    print(
+        f"\nreference {title}: {len(batch)} runs per pass (gold x 3 variants x 2 seeds), "
+        f"{args.passes} timed passes, warm cache, model {args.model}"
+    )
+    print(
+        f"{'corpus':>8}{'chunks':>9}{'':3}{'index s':>10}{'runs/s':>10}{'index s':>10}{'runs/s':>10}"
+        f"{'speed-up':>10}  traces"
+    )
     print(f"{'':20}{'---- before ----':>20}{'---- after -----':>20}")
     for label in corpora:
         a = results[label, "after"]
@@ -196,8 +225,10 @@ def main() -> None:
         print("* the index time includes encoding chunk texts that were not in the embedding cache yet")
     big = results[f"{args.copies}x", "after"]["rate"]
     if args.retriever == "bm25" and args.rerank is None and args.copies == 100:
-        print(f"\nbm25 on the 100x corpus: {big:.0f} runs/s (target >= {TARGET:.0f}: "
-              f"{'met' if big >= TARGET else 'NOT met'})")
+        print(
+            f"\nbm25 on the 100x corpus: {big:.0f} runs/s (target >= {TARGET:.0f}: "
+            f"{'met' if big >= TARGET else 'NOT met'})"
+        )
     if args.profile:
         for (label, name), r in results.items():
             print(f"\n== profile: {label} {name}\n{r['profile']}")

@@ -20,6 +20,7 @@ runs as `ragaudit run` in a process of its own, timed from the outside with its 
 10M runs need about 10 × the 1M recording and run directory on disk: the script says whether the
 disk has room and runs it only when asked (`--sizes ...,10000000`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,13 @@ PIPELINES = ("bm25-k5", "dense-k5", "hybrid-mmr-k5")
 def demo_traces(work: Path, env: dict) -> Path:
     """The demo run's traces (it also warms the embedding cache with every text they hold)."""
     out = work / "demo"
-    subprocess.run([str(CLI), "run", str(DEMO), "--out", str(out), "--no-gate"], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(CLI), "run", str(DEMO), "--out", str(out), "--no-gate"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return next(out.glob("*/traces.jsonl"))
 
 
@@ -73,11 +79,11 @@ def replay_config(work: Path, name: str, recordings: Path, seeds: int, extra: st
     pipelines = "".join(f'[[pipelines]]\nname = "{p}"\nkind = "replay"\ntraces = "{recordings}"\n' for p in PIPELINES)
     config = work / f"{name}.toml"
     config.write_text(f"""[audit]
-gold = "{GOLD / 'gold.jsonl'}"
-corpus = "{GOLD / 'corpus'}"
+gold = "{GOLD / "gold.jsonl"}"
+corpus = "{GOLD / "corpus"}"
 paraphrases = 3
 seeds = {list(range(1, seeds + 1))}
-out = "{work / 'runs'}"
+out = "{work / "runs"}"
 workers = 2
 {extra}
 [embedder]
@@ -99,11 +105,18 @@ def page_seconds(page: Path) -> tuple[float, float] | None:
         return None
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = str(chromium)
     profile = tempfile.TemporaryDirectory()
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                f"--user-data-dir={profile.name}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        f"--user-data-dir={profile.name}",
+    ):
         options.add_argument(arg)
     browser = webdriver.Chrome(service=Service(executable_path=str(driver_path)), options=options)
     try:
@@ -121,7 +134,7 @@ def page_seconds(page: Path) -> tuple[float, float] | None:
 
 
 def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
-    runs_per_seed = per_seed(traces) // 2   # the demo ran two seeds
+    runs_per_seed = per_seed(traces) // 2  # the demo ran two seeds
     rows = []
     for size in sizes:
         seeds = max(1, round(size / runs_per_seed))
@@ -131,16 +144,32 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
         config = replay_config(work, f"replay-{runs}", record, seeds)
         seconds, peak_mb, tree_mb, code = measure([str(CLI), "run", str(config), "--no-gate"], env=env, ok=(0,))
         run_dir = max((work / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
-        sizes_mb = {name: (run_dir / name).stat().st_size / 1e6 for name in ("report.json", "report.html",
-                                                                              "runs.parquet", "traces.jsonl")}
-        rows.append({"runs": runs, "seconds": seconds, "rate": runs / seconds, "peak_mb": peak_mb,
-                     "bytes_per_run": bytes_per_run, **sizes_mb})
-        print(f"  {runs:>9,} runs  {seconds:7.1f} s  {runs / seconds:7,.0f} runs/s  peak RSS {peak_mb:6.0f} MB  "
-              f"report.json {sizes_mb['report.json']:5.1f} MB  report.html {sizes_mb['report.html']:5.1f} MB  "
-              f"runs.parquet {sizes_mb['runs.parquet']:6.1f} MB", flush=True)
+        sizes_mb = {
+            name: (run_dir / name).stat().st_size / 1e6
+            for name in ("report.json", "report.html", "runs.parquet", "traces.jsonl")
+        }
+        rows.append(
+            {
+                "runs": runs,
+                "seconds": seconds,
+                "rate": runs / seconds,
+                "peak_mb": peak_mb,
+                "bytes_per_run": bytes_per_run,
+                **sizes_mb,
+            }
+        )
+        print(
+            f"  {runs:>9,} runs  {seconds:7.1f} s  {runs / seconds:7,.0f} runs/s  peak RSS {peak_mb:6.0f} MB  "
+            f"report.json {sizes_mb['report.json']:5.1f} MB  report.html {sizes_mb['report.html']:5.1f} MB  "
+            f"runs.parquet {sizes_mb['runs.parquet']:6.1f} MB",
+            flush=True,
+        )
         if size == sizes[-1] and (timed := page_seconds(run_dir / "report.html")) is not None:
-            print(f"  {'':>9}       report.html in headless Chromium: loaded in {timed[0]:.2f} s, "
-                  f"a sort of the question table {timed[1]:.3f} s (target: open in < 3 s)", flush=True)
+            print(
+                f"  {'':>9}       report.html in headless Chromium: loaded in {timed[0]:.2f} s, "
+                f"a sort of the question table {timed[1]:.3f} s (target: open in < 3 s)",
+                flush=True,
+            )
         record.unlink()
         shutil.rmtree(run_dir)
     return rows
@@ -151,38 +180,50 @@ def processes_vs_threads(work: Path, env: dict, copies: int, seeds: int, busy_ms
     and a python pipeline that computes for `busy_ms` a call in pure Python (which threads, holding
     the GIL by turns, cannot run side by side)."""
     from reference import build_corpus
+
     corpus = build_corpus(work / f"corpus-x{copies}", copies)
     (work / "busy_rag.py").write_text(BUSY)
     pipelines = {
-        f"reference bm25, {copies}x corpus": (corpus, '[[pipelines]]\nname = "bm25"\nkind = "reference"\n'
-                                                      'retriever = "bm25"\nanalyzer = "lowercase+ascii_fold"\n'),
-        f"python, {busy_ms:g} ms CPU a call": (GOLD / "corpus", '[[pipelines]]\nname = "busy"\nkind = "python"\n'
-                                                f'factory = "busy_rag:make"\noptions = {{busy_ms = {busy_ms}}}\n'),
+        f"reference bm25, {copies}x corpus": (
+            corpus,
+            '[[pipelines]]\nname = "bm25"\nkind = "reference"\nretriever = "bm25"\nanalyzer = "lowercase+ascii_fold"\n',
+        ),
+        f"python, {busy_ms:g} ms CPU a call": (
+            GOLD / "corpus",
+            '[[pipelines]]\nname = "busy"\nkind = "python"\n'
+            f'factory = "busy_rag:make"\noptions = {{busy_ms = {busy_ms}}}\n',
+        ),
     }
     runs = 80 * 3 * seeds
     for title, (corpus_path, pipeline) in pipelines.items():
         config = work / "cpu.toml"
         config.write_text(f"""[audit]
-gold = "{GOLD / 'gold.jsonl'}"
+gold = "{GOLD / "gold.jsonl"}"
 corpus = "{corpus_path}"
 paraphrases = 3
 seeds = {list(range(1, seeds + 1))}
-out = "{work / 'cpu-runs'}"
+out = "{work / "cpu-runs"}"
 [embedder]
 model = "all-MiniLM-L6-v2"
 {pipeline}""")
         reports, seconds_of = {}, {}
         for label, extra in (("2 threads", []), ("2 processes", ["--executor", "processes"])):
-            seconds, peak_mb, tree_mb, _ = measure([str(CLI), "run", str(config), "--no-gate", "--workers", "2",
-                                                    *extra], env=env, ok=(0,))
+            seconds, peak_mb, tree_mb, _ = measure(
+                [str(CLI), "run", str(config), "--no-gate", "--workers", "2", *extra], env=env, ok=(0,)
+            )
             run_dir = max((work / "cpu-runs").iterdir(), key=lambda p: p.stat().st_mtime)
             report = json.loads((run_dir / "report.json").read_text())
             report.pop("meta")
             reports[label], seconds_of[label] = report, seconds
-            print(f"  {title:32} {label:12} {runs:,} runs  {seconds:6.1f} s  {runs / seconds:7.1f} runs/s  "
-                  f"peak RSS {peak_mb:,.0f} MB (all processes {tree_mb:,.0f} MB)", flush=True)
-        print(f"  {title:32} processes / threads speed: {seconds_of['2 threads'] / seconds_of['2 processes']:.2f}x, "
-              f"reports identical: {reports['2 threads'] == reports['2 processes']}")
+            print(
+                f"  {title:32} {label:12} {runs:,} runs  {seconds:6.1f} s  {runs / seconds:7.1f} runs/s  "
+                f"peak RSS {peak_mb:,.0f} MB (all processes {tree_mb:,.0f} MB)",
+                flush=True,
+            )
+        print(
+            f"  {title:32} processes / threads speed: {seconds_of['2 threads'] / seconds_of['2 processes']:.2f}x, "
+            f"reports identical: {reports['2 threads'] == reports['2 processes']}"
+        )
 
 
 BUSY = '''"""A pipeline bound by computation in Python: it works `busy_ms` per call, then cites the
@@ -219,11 +260,11 @@ def dask_speedup(work: Path, env: dict, runs: int, sleep: float) -> list[dict]:
     seeds = max(1, runs // (items * 3))
     config = work / "sleepy.toml"
     config.write_text(f"""[audit]
-gold = "{GOLD / 'gold.jsonl'}"
-corpus = "{GOLD / 'corpus'}"
+gold = "{GOLD / "gold.jsonl"}"
+corpus = "{GOLD / "corpus"}"
 paraphrases = 3
 seeds = {list(range(1, seeds + 1))}
-out = "{work / 'sleepy-runs'}"
+out = "{work / "sleepy-runs"}"
 [embedder]
 model = "all-MiniLM-L6-v2"
 [[pipelines]]
@@ -238,10 +279,19 @@ options = {{sleep = {sleep}}}
         if workers == 0:
             command, cluster = [str(CLI), "run", str(config), "--no-gate", "--workers", "1"], None
         else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=50)
-            command = [str(CLI), "run", str(config), "--no-gate", "--executor", "dask",
-                       "--scheduler", cluster.scheduler_address]
+            cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+            )
+            command = [
+                str(CLI),
+                "run",
+                str(config),
+                "--no-gate",
+                "--executor",
+                "dask",
+                "--scheduler",
+                cluster.scheduler_address,
+            ]
         try:
             seconds, peak_mb, _, _ = measure(command, env=env, ok=(0,))
         finally:
@@ -282,8 +332,9 @@ def make(sleep=0.2):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     ap.add_argument("--sizes", default="10000,100000,1000000", help="replay audit sizes, in runs")
     ap.add_argument("--copies", type=int, default=100, help="corpus size for the processes section, in handbooks")
     ap.add_argument("--reference-seeds", type=int, default=4, help="seeds of the processes section (0: skip)")
@@ -295,27 +346,36 @@ def main() -> int:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     work = args.out or Path(tempfile.mkdtemp(prefix="ragaudit-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CI": "1",
-           "RAGAUDIT_CACHE": os.environ.get("RAGAUDIT_CACHE") or str(work / "cache")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "CI": "1",
+        "RAGAUDIT_CACHE": os.environ.get("RAGAUDIT_CACHE") or str(work / "cache"),
+    }
     try:
         started = time.perf_counter()
         traces = demo_traces(work, env)
-        print(f"demo run (warms the embedding cache): {time.perf_counter() - started:.1f} s, "
-              f"{per_seed(traces):,} runs")
+        print(f"demo run (warms the embedding cache): {time.perf_counter() - started:.1f} s, {per_seed(traces):,} runs")
         print(f"\nreplay audit, warm cache ({os.cpu_count()} CPUs):")
         rows = replay(work, env, traces, sizes)
         biggest, smallest = rows[-1], rows[0]
         per_run = biggest["bytes_per_run"] + 2 * 1_000  # the recording, the run's traces.jsonl, its tables
-        print(f"\n  at {biggest['runs']:,} runs: {biggest['rate']:,.0f} runs/s = {biggest['rate'] / TARGET_RATE:.2f}x "
-              f"the {TARGET_RATE:,.0f} target; peak RSS {biggest['peak_mb']:,.0f} MB = "
-              f"{biggest['peak_mb'] / TARGET_RSS_MB:.2f}x the {TARGET_RSS_MB:,.0f} MB cap")
-        print(f"  memory across sizes: {smallest['peak_mb']:,.0f} MB at {smallest['runs']:,} runs, "
-              f"{biggest['peak_mb']:,.0f} MB at {biggest['runs']:,} "
-              f"({biggest['peak_mb'] / smallest['peak_mb']:.2f}x for {biggest['runs'] / smallest['runs']:,.0f}x the runs)")
+        print(
+            f"\n  at {biggest['runs']:,} runs: {biggest['rate']:,.0f} runs/s = {biggest['rate'] / TARGET_RATE:.2f}x "
+            f"the {TARGET_RATE:,.0f} target; peak RSS {biggest['peak_mb']:,.0f} MB = "
+            f"{biggest['peak_mb'] / TARGET_RSS_MB:.2f}x the {TARGET_RSS_MB:,.0f} MB cap"
+        )
+        print(
+            f"  memory across sizes: {smallest['peak_mb']:,.0f} MB at {smallest['runs']:,} runs, "
+            f"{biggest['peak_mb']:,.0f} MB at {biggest['runs']:,} "
+            f"({biggest['peak_mb'] / smallest['peak_mb']:.2f}x for {biggest['runs'] / smallest['runs']:,.0f}x the runs)"
+        )
         need = 10_000_000 * per_run / 1e9
         if 10_000_000 not in sizes:
-            print(f"  10M runs: not run here (about {need:,.0f} GB of disk for the recording and the run, "
-                  f"{disk_free_gb(work):,.0f} GB free); add 10000000 to --sizes to run it")
+            print(
+                f"  10M runs: not run here (about {need:,.0f} GB of disk for the recording and the run, "
+                f"{disk_free_gb(work):,.0f} GB free); add 10000000 to --sizes to run it"
+            )
         if args.reference_seeds:
             print("\nCPU-bound pipelines, threads vs processes (end to end):")
             processes_vs_threads(work, env, args.copies, args.reference_seeds, args.busy_ms)

@@ -10,6 +10,7 @@ goal is b/a <= 1.2: encoding dominates, and each distinct text is encoded once.
 
     python bench/support_cost.py [--data PATH] [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,11 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N claims (a quicker run)")
     args = parser.parse_args(argv)
 
-    pairs = load_pairs(args.data)[:args.limit]
+    pairs = load_pairs(args.data)[: args.limit]
     texts = texts_to_encode(pairs)  # distinct, longest first
     with_evidence = sum(1 for _, cited in pairs if cited)
-    print(f"{args.data.name}: {len(pairs)} claims ({with_evidence} with evidence passages); "
-          f"{len(texts)} distinct texts to embed, {sum(map(len, texts))} characters")
+    print(
+        f"{args.data.name}: {len(pairs)} claims ({with_evidence} with evidence passages); "
+        f"{len(texts)} distinct texts to embed, {sum(map(len, texts))} characters"
+    )
 
     raw_model = SentenceTransformerEncoder(DEFAULT_MODEL, batch_size=BATCH).model
     inner = SentenceTransformerEncoder(DEFAULT_MODEL, batch_size=BATCH)
@@ -67,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cache_path = Path(tmp) / "embeddings.sqlite"
         started = time.perf_counter()
-        raw_model.encode(texts, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True,
-                         show_progress_bar=False)
+        raw_model.encode(
+            texts, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
         raw = time.perf_counter() - started
 
         cold_encoder = CachedEncoder(inner, path=cache_path)
@@ -83,10 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         warm = time.perf_counter() - started
         warm_encoder.close()
 
-    rows = [("(a) raw batched encode of the distinct texts", raw, None),
-            ("(b) score_many, cold cache", cold, f"{cold_encoder.encoded} texts encoded, "
-             f"{cold_encoder.encode_seconds:.1f} s in the model"),
-            ("(c) score_many, warm cache", warm, f"{warm_encoder.encoded} texts encoded")]
+    rows = [
+        ("(a) raw batched encode of the distinct texts", raw, None),
+        (
+            "(b) score_many, cold cache",
+            cold,
+            f"{cold_encoder.encoded} texts encoded, {cold_encoder.encode_seconds:.1f} s in the model",
+        ),
+        ("(c) score_many, warm cache", warm, f"{warm_encoder.encoded} texts encoded"),
+    ]
     width = max(len(name) for name, _, _ in rows)
     for name, seconds, note in rows:
         line = f"  {name:<{width}}  {seconds:8.1f} s  {len(pairs) / seconds:8.1f} claims/s"

@@ -14,6 +14,7 @@ with peak RSS independent of the file size (under 300 MB a process).
 
     python bench/validate.py [--payloads N] [--repeat R] [--format json|text] [--jsonschema] [--out DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,19 +40,36 @@ BYTES_PER_PAYLOAD = 1_000  # about what `generate` writes; used to check the dis
 CLI = Path(sys.executable).with_name("ragaudit")
 if not CLI.exists():
     CLI = Path(shutil.which("ragaudit") or "ragaudit")
-WORDS = ("key rotation admin hardware policy security token password account access review audit "
-         "quarterly annual retention backup restore incident report owner vendor contract laptop "
-         "device network firewall encryption certificate expiry renewal approval manager request "
-         "ticket escalation onboarding offboarding badge visitor data classification public internal "
-         "confidential restricted storage cloud region logging monitoring alert").split()
-INDEX = {"index_hash": "sha256:" + hashlib.sha256(b"bench-index").hexdigest(),
-         "analyzer": "lowercase", "embed_model": "all-MiniLM-L6-v2:mean", "store": "bm25"}
-REQUIRED = ("doc_id", "section_id", "snippet_id", "source_url", "offsets", "tokens",
-            "index_hash", "embed_model", "analyzer", "rev")
+WORDS = (
+    "key rotation admin hardware policy security token password account access review audit "
+    "quarterly annual retention backup restore incident report owner vendor contract laptop "
+    "device network firewall encryption certificate expiry renewal approval manager request "
+    "ticket escalation onboarding offboarding badge visitor data classification public internal "
+    "confidential restricted storage cloud region logging monitoring alert"
+).split()
+INDEX = {
+    "index_hash": "sha256:" + hashlib.sha256(b"bench-index").hexdigest(),
+    "analyzer": "lowercase",
+    "embed_model": "all-MiniLM-L6-v2:mean",
+    "store": "bm25",
+}
+REQUIRED = (
+    "doc_id",
+    "section_id",
+    "snippet_id",
+    "source_url",
+    "offsets",
+    "tokens",
+    "index_hash",
+    "embed_model",
+    "analyzer",
+    "rev",
+)
 _WORD = re.compile(r"\w+")
 
 
 # ---- the workload -------------------------------------------------------------------------------
+
 
 def sentence(rng: random.Random, words: int) -> str:
     text = " ".join(rng.choice(WORDS) for _ in range(words))
@@ -74,14 +92,21 @@ def snippet_pool(rng: random.Random) -> list[list[dict]]:
                     text = (text + " " + sentence(rng, rng.randint(5, 12))).strip()
                 start = cursor + rng.randint(0, 40)
                 cursor = start + len(text)
-                snippets.append({
-                    "doc_id": doc_id, "section_id": section_id,
-                    "snippet_id": f"hb{d:02d}-s{s}-{n:04d}",
-                    "source_url": f"file:///corpus/{doc_id}.md#{section_id}",
-                    "offsets": {"start": start, "end": cursor, "unit": "char"},
-                    "tokens": len(_WORD.findall(text)), "index_hash": INDEX["index_hash"],
-                    "embed_model": INDEX["embed_model"], "analyzer": INDEX["analyzer"], "rev": rev,
-                    "text": text})
+                snippets.append(
+                    {
+                        "doc_id": doc_id,
+                        "section_id": section_id,
+                        "snippet_id": f"hb{d:02d}-s{s}-{n:04d}",
+                        "source_url": f"file:///corpus/{doc_id}.md#{section_id}",
+                        "offsets": {"start": start, "end": cursor, "unit": "char"},
+                        "tokens": len(_WORD.findall(text)),
+                        "index_hash": INDEX["index_hash"],
+                        "embed_model": INDEX["embed_model"],
+                        "analyzer": INDEX["analyzer"],
+                        "rev": rev,
+                        "text": text,
+                    }
+                )
             sections.append(snippets)
     return sections
 
@@ -118,18 +143,31 @@ def make_trace(rng: random.Random, pool: list[list[dict]], number: int, count: i
         if rng.random() < DEFECT_RATE:
             defect(rng, p)
     cited = [p for p in chosen if "snippet_id" in p][:2]
-    segments = [{"seg": i + 1, "text": sentence(rng, rng.randint(6, 10)), "citations": [p["snippet_id"]]}
-                for i, p in enumerate(cited)]
+    segments = [
+        {"seg": i + 1, "text": sentence(rng, rng.randint(6, 10)), "citations": [p["snippet_id"]]}
+        for i, p in enumerate(cited)
+    ]
     answer_text = " ".join(f"{s['text'][:-1]} [{s['citations'][0]}]." for s in segments)
     return {
-        "schema": "ragaudit.trace/1", "qid": f"Q-{number // 12:05d}", "variant": number % 4,
-        "seed": number % 3 + 1, "query": sentence(rng, 9)[:-1] + "?", "config": "bm25-k5",
-        "retriever_name": "bm25", "retrieved_at": "2026-11-22T10:00:00Z", "index": INDEX,
+        "schema": "ragaudit.trace/1",
+        "qid": f"Q-{number // 12:05d}",
+        "variant": number % 4,
+        "seed": number % 3 + 1,
+        "query": sentence(rng, 9)[:-1] + "?",
+        "config": "bm25-k5",
+        "retriever_name": "bm25",
+        "retrieved_at": "2026-11-22T10:00:00Z",
+        "index": INDEX,
         "retrieved": chosen,
-        "answer": {"raw": json.dumps({"citations": [s["citations"][0] for s in segments],
-                                      "answer": " ".join(s["text"] for s in segments)}),
-                   "text": answer_text, "segments": segments},
-        "error": None}
+        "answer": {
+            "raw": json.dumps(
+                {"citations": [s["citations"][0] for s in segments], "answer": " ".join(s["text"] for s in segments)}
+            ),
+            "text": answer_text,
+            "segments": segments,
+        },
+        "error": None,
+    }
 
 
 def generate(path: Path, payloads: int) -> Path:
@@ -144,8 +182,10 @@ def generate(path: Path, payloads: int) -> Path:
 
 # ---- what each measured process runs --------------------------------------------------------------
 
+
 def bare_parse(path: str) -> None:
     import orjson
+
     loads = orjson.loads
     with open(path, "rb", buffering=1 << 20) as f:
         for line in f:
@@ -154,21 +194,43 @@ def bare_parse(path: str) -> None:
 
 def library(path: str) -> None:
     from ragaudit.validate import Context, Validator
+
     for _ in Validator(Context()).check_files([path]):
         pass
 
 
 def jsonschema_only(path: str) -> None:
     import jsonschema
+
     str_, int_ = {"type": "string"}, {"type": "integer"}
-    schema = {"type": "object", "required": ["qid", "retrieved"], "properties": {
-        "qid": str_, "retrieved": {"type": "array", "items": {
-            "type": "object", "required": list(REQUIRED),
-            "properties": {**{k: str_ for k in REQUIRED if k not in ("tokens", "offsets")}, "tokens": int_,
-                           "offsets": {"oneOf": [
-                               {"type": "object", "required": ["start", "end", "unit"],
-                                "properties": {"start": int_, "end": int_, "unit": str_}},
-                               {"type": "array", "items": int_, "minItems": 2, "maxItems": 2}]}}}}}}
+    schema = {
+        "type": "object",
+        "required": ["qid", "retrieved"],
+        "properties": {
+            "qid": str_,
+            "retrieved": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": list(REQUIRED),
+                    "properties": {
+                        **{k: str_ for k in REQUIRED if k not in ("tokens", "offsets")},
+                        "tokens": int_,
+                        "offsets": {
+                            "oneOf": [
+                                {
+                                    "type": "object",
+                                    "required": ["start", "end", "unit"],
+                                    "properties": {"start": int_, "end": int_, "unit": str_},
+                                },
+                                {"type": "array", "items": int_, "minItems": 2, "maxItems": 2},
+                            ]
+                        },
+                    },
+                },
+            },
+        },
+    }
     validator = jsonschema.Draft202012Validator(schema)
     with open(path, "rb") as f:
         for line in f:
@@ -181,16 +243,22 @@ IN_PROCESS = {"bare": bare_parse, "library": library, "jsonschema": jsonschema_o
 
 # ---- measuring ------------------------------------------------------------------------------------
 
+
 def best_of(repeat: int, command: list[str]) -> tuple[float, float, float, int]:
     runs = [measure(command) for _ in range(repeat)]
     return min(runs, key=lambda r: r[0])
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--payloads", type=int, default=1_000_000,
-                    help=f"payloads in the file ({PER_TRACE} per trace, about {DEFECT_RATE * 100:.0f}%% defective)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--payloads",
+        type=int,
+        default=1_000_000,
+        help=f"payloads in the file ({PER_TRACE} per trace, about {DEFECT_RATE * 100:.0f}%% defective)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per method; the fastest is reported")
     ap.add_argument("--format", dest="fmt", choices=["json", "text"], default="json", help="the CLI's output format")
     ap.add_argument("--jsonschema", action="store_true", help="also time jsonschema checking the required fields")
@@ -210,41 +278,58 @@ def main() -> int:
         free = shutil.disk_usage(workdir).free
         if payloads * BYTES_PER_PAYLOAD > free * 0.8:
             payloads = max(PER_TRACE, int(free * 0.8 / BYTES_PER_PAYLOAD))
-            print(f"note: {free / 1e9:.1f} GB free in {workdir}: generating {payloads:,} payloads, "
-                  f"not {args.payloads:,}")
+            print(
+                f"note: {free / 1e9:.1f} GB free in {workdir}: generating {payloads:,} payloads, not {args.payloads:,}"
+            )
         t0 = time.perf_counter()
         path = generate(workdir / f"traces-{payloads}.jsonl", payloads)
-        print(f"generated {path}: {payloads:,} payloads, {path.stat().st_size / 1e6:.1f} MB "
-              f"in {time.perf_counter() - t0:.1f}s (seed {SEED})")
+        print(
+            f"generated {path}: {payloads:,} payloads, {path.stat().st_size / 1e6:.1f} MB "
+            f"in {time.perf_counter() - t0:.1f}s (seed {SEED})"
+        )
         from ragaudit.validate.shards import default_workers
+
         workers = default_workers()
-        print(f"{os.cpu_count()} CPUs, default workers {workers}, load average before "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+        print(
+            f"{os.cpu_count()} CPUs, default workers {workers}, load average before "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
+        )
 
         me = [sys.executable, str(Path(__file__).resolve()), "--measure"]
         cli = [str(CLI), "validate", str(path), "--format", args.fmt]
-        methods = [("bare parse (orjson.loads)", me + ["bare", str(path)]),
-                   ("ragaudit library, 1 process", me + ["library", str(path)]),
-                   ("ragaudit CLI --workers 1", cli + ["--workers", "1"]),
-                   (f"ragaudit CLI default ({workers} workers)", cli)]
+        methods = [
+            ("bare parse (orjson.loads)", me + ["bare", str(path)]),
+            ("ragaudit library, 1 process", me + ["library", str(path)]),
+            ("ragaudit CLI --workers 1", cli + ["--workers", "1"]),
+            (f"ragaudit CLI default ({workers} workers)", cli),
+        ]
         if args.jsonschema:
             methods.insert(1, ("jsonschema, required fields only", me + ["jsonschema", str(path)]))
-        print(f"{'method':<36} {'seconds':>8} {'payloads/s':>11} {'x target':>9} {'RSS max MB':>11} "
-              f"{'RSS all MB':>11} {'exit':>5}")
+        print(
+            f"{'method':<36} {'seconds':>8} {'payloads/s':>11} {'x target':>9} {'RSS max MB':>11} "
+            f"{'RSS all MB':>11} {'exit':>5}"
+        )
         rates = {}
         for name, command in methods:
             seconds, rss, rss_all, code = best_of(args.repeat, command)
             rates[name] = rate = payloads / seconds
-            print(f"{name:<36} {seconds:>8.2f} {rate:>11,.0f} {rate / TARGET_RATE:>9.2f} {rss:>11.1f} "
-                  f"{rss_all:>11.1f} {code:>5}", flush=True)
+            print(
+                f"{name:<36} {seconds:>8.2f} {rate:>11,.0f} {rate / TARGET_RATE:>9.2f} {rss:>11.1f} "
+                f"{rss_all:>11.1f} {code:>5}",
+                flush=True,
+            )
         print(f"\nload average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         default_rate = rates[methods[-1][0]]
-        print(f"CLI default / target      = {default_rate / TARGET_RATE:.2f} "
-              f"(target {TARGET_RATE:,.0f} payloads/s: {'met' if default_rate >= TARGET_RATE else 'NOT met'})")
+        print(
+            f"CLI default / target      = {default_rate / TARGET_RATE:.2f} "
+            f"(target {TARGET_RATE:,.0f} payloads/s: {'met' if default_rate >= TARGET_RATE else 'NOT met'})"
+        )
         print(f"CLI default / --workers 1 = {default_rate / rates[methods[-2][0]]:.2f}")
         print(f"library / bare parse      = {rates[methods[-3][0]] / rates[methods[0][0]]:.2f}")
-        print("(times include interpreter start-up; RSS max is the largest single process, "
-              f"target < {RSS_TARGET_MB:.0f} MB)")
+        print(
+            "(times include interpreter start-up; RSS max is the largest single process, "
+            f"target < {RSS_TARGET_MB:.0f} MB)"
+        )
     finally:
         if args.out is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -9,6 +9,7 @@
 A token offset `[start, end)` indexes the tokens of the whole document; a char span holds the
 tokens the analyzer finds in its slice of the text.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,11 +52,11 @@ def _count(pattern: re.Pattern, text: str) -> int:
 
 _WORD = re.compile(r"\w+")
 ANALYZERS: dict[str, Analyzer] = {
-    a.name: a for a in (
+    a.name: a
+    for a in (
         Analyzer("whitespace", re.compile(r"\S+"), str, "runs of non-space characters, case kept"),
         Analyzer("lowercase", _WORD, str.lower, "runs of word characters, lowercased"),
-        Analyzer("lowercase+ascii_fold", _WORD, _fold,
-                 "runs of word characters, lowercased, accents folded to ASCII"),
+        Analyzer("lowercase+ascii_fold", _WORD, _fold, "runs of word characters, lowercased, accents folded to ASCII"),
     )
 }
 

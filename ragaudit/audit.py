@@ -7,6 +7,7 @@ with the questions and the batch, not with the runs. `ragaudit run` and `ragaudi
 this way; `ragaudit faults` audits mutated copies of the same traces through the same path, so a
 fault is judged exactly as a real run would be.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,6 +38,7 @@ ISSUES_SHOWN = 200  # occurrences per code kept in report.json; issues.jsonl kee
 class Subject:
     """What every audit of one run directory shares: config, gold set, corpus, encoder, support
     scorer, and the gold set's findings against the corpus."""
+
     config: Config
     items: list[GoldItem]
     corpus: Corpus | None
@@ -46,8 +48,11 @@ class Subject:
 
     @property
     def context(self) -> Context:
-        return Context(corpus=self.corpus, allow_cross_section=self.config.allow_cross_section,
-                       cross_section_whitelist=self.config.cross_section_whitelist)
+        return Context(
+            corpus=self.corpus,
+            allow_cross_section=self.config.allow_cross_section,
+            cross_section_whitelist=self.config.cross_section_whitelist,
+        )
 
 
 @dataclass
@@ -55,11 +60,11 @@ class Audit:
     evaluation: Evaluation
     gate: dict
     aborted: dict[str, str]
-    issue_counts: Counter            # by code
-    issue_sample: list[Issue]        # the first ISSUES_SHOWN of each code
+    issue_counts: Counter  # by code
+    issue_sample: list[Issue]  # the first ISSUES_SHOWN of each code
     codes_by_pipeline: dict[str, Counter]
     snippets: dict[str, dict]
-    runs_path: Path
+    runs_path: Path | None  # None once the audit answers from memory (`audit`)
     issues_path: Path | None = None
     traces: list[Trace] = field(default_factory=list)  # kept only when asked (fault injection)
 
@@ -67,12 +72,13 @@ class Audit:
 @dataclass
 class Scoring:
     """What one batch of runs contributes to an audit; batches fold together in order."""
+
     issues: list[Issue]
-    rows: list[dict]            # every run with what a reader needs to see it (runs.parquet)
-    book: Aggregates            # the batch's per-question accumulators
+    rows: list[dict]  # every run with what a reader needs to see it (runs.parquet)
+    book: Aggregates  # the batch's per-question accumulators
     snippets: dict[str, dict]
     unmatched: list[str]
-    runs: list[dict] = field(default_factory=list)    # the scored runs, when kept
+    runs: list[dict] = field(default_factory=list)  # the scored runs, when kept
     traces: list[Trace] = field(default_factory=list)  # and their traces
 
 
@@ -85,13 +91,16 @@ def score_batch(subject: Subject, settings: Settings, gold: dict, batch: list[Tr
     issues += scored.notes
     by_key = {(t.config, t.qid, t.variant, t.seed): t for t in batch}
     snippets: dict[str, dict] = {}
-    rows = [runstore.detail(r, by_key[(r["pipeline"], r["qid"], r["variant"], r["seed"])], subject.corpus, snippets)
-            for r in scored.runs]
+    rows = [
+        runstore.detail(r, by_key[(r["pipeline"], r["qid"], r["variant"], r["seed"])], subject.corpus, snippets)
+        for r in scored.runs
+    ]
     book = Aggregates(AVERAGED, settings.css_min)
     for record in scored.runs:
         book.add(record)
-    return Scoring(issues, rows, book, snippets, scored.unmatched,
-                   scored.runs if keep else [], list(batch) if keep else [])
+    return Scoring(
+        issues, rows, book, snippets, scored.unmatched, scored.runs if keep else [], list(batch) if keep else []
+    )
 
 
 class StreamingAudit:
@@ -99,12 +108,21 @@ class StreamingAudit:
     there when `issues` is true. With `keep`, every scored run and trace is kept in memory too
     (for fault injection on demo-sized runs)."""
 
-    def __init__(self, subject: Subject, out: Path, *, baseline: dict | None = None, batch: int = BATCH,
-                 issues: bool = True, keep: bool = False, remote=None):
+    def __init__(
+        self,
+        subject: Subject,
+        out: Path,
+        *,
+        baseline: dict | None = None,
+        batch: int = BATCH,
+        issues: bool = True,
+        keep: bool = False,
+        remote=None,
+    ):
         """`remote`, when given, scores batches elsewhere (`ragaudit.executors.RemoteScoring`)."""
         self.remote = remote
         self.subject, self.out, self.baseline, self.batch, self.keep = subject, Path(out), baseline, batch, keep
-        self.gold = {}
+        self.gold: dict[str, GoldItem] = {}
         for item in subject.items:
             self.gold.setdefault(item.qid, item)
         self.ctx = subject.context
@@ -134,7 +152,7 @@ class StreamingAudit:
         if not self.plan.mark(trace):
             return  # a run recorded twice counts once: the first
         if trace.config not in self.seen_pipelines:
-            self.seen_pipelines.append(trace.config)
+            self.seen_pipelines.append(trace.config or UNNAMED)
         self._pending.append(trace)
         if len(self._pending) >= self.batch:
             self._flush()
@@ -145,18 +163,20 @@ class StreamingAudit:
         return self
 
     def _record(self, found: Issue) -> None:
+        pipeline = found.pipeline or UNNAMED  # every trace audited here names its pipeline
         self.counts[found.code] += 1
-        self.by_pipeline[found.pipeline][found.code] += 1
+        self.by_pipeline[pipeline][found.code] += 1
         if self.counts[found.code] <= ISSUES_SHOWN:
             self.sample.append(found)
         if self._issues is not None:
             from ragaudit.io.jsonl import dump_line
+
             self._issues.write(dump_line(found.to_dict()) + "\n")
         if found.severity == "error":
-            self.errors[found.pipeline] += 1
-            self.error_questions[found.pipeline].add(found.qid if found.qid is not None else f"line {found.line}")
-        if found.code == "analyzer_mismatch" and found.pipeline not in self.aborted:
-            self.aborted[found.pipeline] = f"{found.qid} v{found.variant} s{found.seed}: {found.message}"
+            self.errors[pipeline] += 1
+            self.error_questions[pipeline].add(found.qid if found.qid is not None else f"line {found.line}")
+        if found.code == "analyzer_mismatch" and pipeline not in self.aborted:
+            self.aborted[pipeline] = f"{found.qid} v{found.variant} s{found.seed}: {found.message}"
 
     def _flush(self) -> None:
         # A batch allocates hundreds of thousands of short-lived objects and makes no cycles worth
@@ -192,8 +212,16 @@ class StreamingAudit:
     def finish(self) -> Audit:
         # a planned run of a pipeline that left no trace counts as failed, not as absent
         for run in self.plan.missing(self.seen_pipelines):
-            self.add(Trace(qid=run.qid, variant=run.variant, seed=run.seed, query=run.query, config=run.pipeline,
-                           error=MISSING_RUN))
+            self.add(
+                Trace(
+                    qid=run.qid,
+                    variant=run.variant,
+                    seed=run.seed,
+                    query=run.query,
+                    config=run.pipeline,
+                    error=MISSING_RUN,
+                )
+            )
         if self._pending:
             self._flush()
         if self.remote is not None:
@@ -206,15 +234,38 @@ class StreamingAudit:
             issues_path = self.out / "issues.jsonl.tmp"
         questions, sections, pipelines = self.book.finish(self.gold)
         order = [p.name for p in self.subject.config.pipelines]
-        pipelines = dict(sorted(pipelines.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
-                                                                   else len(order), kv[0])))
-        evaluation = Evaluation(self.kept_runs, questions, sections, pipelines, self.unmatched, self.notes,
-                                coverage_share=runstore.coverage_share(self.out / runstore.RUNS))
-        gate = evaluate_gate(evaluation, self.subject.config.gate, error_counts=dict(self.errors),
-                             aborted=self.aborted, baseline=self.baseline,
-                             error_questions={p: sorted(q) for p, q in self.error_questions.items()})
-        return Audit(evaluation, gate, self.aborted, self.counts, self.sample, dict(self.by_pipeline), self.snippets,
-                     self.out / runstore.RUNS, issues_path, self.kept_traces)
+        pipelines = dict(
+            sorted(pipelines.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
+        )
+        evaluation = Evaluation(
+            self.kept_runs,
+            questions,
+            sections,
+            pipelines,
+            self.unmatched,
+            self.notes,
+            coverage_share=runstore.coverage_share(self.out / runstore.RUNS),
+        )
+        gate = evaluate_gate(
+            evaluation,
+            self.subject.config.gate,
+            error_counts=dict(self.errors),
+            aborted=self.aborted,
+            baseline=self.baseline,
+            error_questions={p: sorted(q) for p, q in self.error_questions.items()},
+        )
+        return Audit(
+            evaluation,
+            gate,
+            self.aborted,
+            self.counts,
+            self.sample,
+            dict(self.by_pipeline),
+            self.snippets,
+            self.out / runstore.RUNS,
+            issues_path,
+            self.kept_traces,
+        )
 
 
 def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = None) -> Audit:
@@ -230,13 +281,25 @@ def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = 
 def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
     """The report model (SPEC §6) of an audit."""
     from ragaudit.report.model import build_report
+
     config = subject.config
     index = manifest.get("index") or {}
-    pipelines = {p.name: {"kind": p.kind, "options": {k: v for k, v in sorted(p.options.items()) if v is not None},
-                          "index": index.get(p.name), "aborted": result.aborted.get(p.name)}
-                 for p in config.pipelines}
-    report = build_report(audit=result, items=subject.items, corpus=subject.corpus, manifest=manifest,
-                          pipelines=json.loads(json.dumps(pipelines, default=str, allow_nan=False)),
-                          gold_findings=subject.gold_findings)
+    pipelines = {
+        p.name: {
+            "kind": p.kind,
+            "options": {k: v for k, v in sorted(p.options.items()) if v is not None},
+            "index": index.get(p.name),
+            "aborted": result.aborted.get(p.name),
+        }
+        for p in config.pipelines
+    }
+    report = build_report(
+        audit=result,
+        items=subject.items,
+        corpus=subject.corpus,
+        manifest=manifest,
+        pipelines=json.loads(json.dumps(pipelines, default=str, allow_nan=False)),
+        gold_findings=subject.gold_findings,
+    )
     report["meta"]["support_model"] = getattr(subject.support, "model_id", None)
     return report

@@ -1,6 +1,7 @@
 """Citation rendering (SPEC §6): a CitationRecord as markdown, and claim-level citations as inline
 footnotes. Knowledge-base sources are named by collection and file; web sources as `[Title](URL)`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ FORMATS = ("internal_kb", "web_urls", "mixed")
 @dataclass(frozen=True)
 class Hit:
     """One retrieved source: a web page (`url` http/https) or a knowledge-base file."""
+
     source_id: str
     title: str | None = None
     url: str | None = None
@@ -45,8 +47,9 @@ class CitationRecord:
 
     @classmethod
     def from_trace(cls, trace: Trace) -> "CitationRecord":
-        return cls(trace.query or "", tuple(hit_of(p) for p in trace.retrieved), trace.retrieved_at,
-                   trace.retriever_name)
+        return cls(
+            trace.query or "", tuple(hit_of(p) for p in trace.retrieved), trace.retrieved_at, trace.retriever_name
+        )
 
 
 def hit_of(payload) -> Hit:
@@ -62,9 +65,17 @@ def hit_of(payload) -> Hit:
         url = None
     elif url and urlparse(url).scheme not in ("http", "https"):
         url = None
-    return Hit(source_id=payload.snippet_id or payload.doc_id or "?", title=None, url=url, collection=collection,
-               file=file or payload.doc_id, section_id=payload.section_id, page=payload.page,
-               score=payload.score_norm, snippet=payload.text)
+    return Hit(
+        source_id=payload.snippet_id or payload.doc_id or "?",
+        title=None,
+        url=url,
+        collection=collection,
+        file=file or payload.doc_id,
+        section_id=payload.section_id,
+        page=payload.page,
+        score=payload.score_norm,
+        snippet=payload.text,
+    )
 
 
 def _escape(text) -> str:
@@ -81,22 +92,31 @@ def source_markdown(hit: Hit, *, base_url: str | None = None) -> str:
     """`[Title](URL)` for the web; `collection / file § section (p. N)` for the knowledge base,
     linked under `base_url` when one is given."""
     if hit.is_web:
-        return f"[{_escape(hit.title or hit.url)}]({_url(hit.url)})"
+        return f"[{_escape(hit.title or hit.url)}]({_url(hit.url or '')})"
     name = " / ".join(filter(None, [hit.collection, hit.file]))
     label = _escape(name or hit.source_id)
     if base_url:
         target = base_url.rstrip("/") + "/" + "/".join(filter(None, [hit.collection, hit.file]))
         anchor = "#" + hit.section_id.split("/")[-1] if hit.section_id else ""
         label = f"[{label}]({_url(target + anchor)})"
-    extra = "".join([f" § {_escape(hit.section_id)}" if hit.section_id else "", f" (p. {hit.page})" if hit.page else ""])
+    extra = "".join(
+        [f" § {_escape(hit.section_id)}" if hit.section_id else "", f" (p. {hit.page})" if hit.page else ""]
+    )
     return label + extra
 
 
 def render_record(record: CitationRecord, *, base_url: str | None = None) -> str:
     lines = [f"**Query:** {_escape(record.query)}", ""]
-    meta = ", ".join(filter(None, [record.retriever_name and f"retriever {_escape(record.retriever_name)}",
-                                   record.retrieved_at and f"retrieved {_escape(record.retrieved_at)}",
-                                   f"format {record.citation_format}"]))
+    meta = ", ".join(
+        filter(
+            None,
+            [
+                record.retriever_name and f"retriever {_escape(record.retriever_name)}",
+                record.retrieved_at and f"retrieved {_escape(record.retrieved_at)}",
+                f"format {record.citation_format}",
+            ],
+        )
+    )
     lines += [f"_{meta}_", "", "**Sources**", ""]
     for i, hit in enumerate(record.hits, start=1):
         score = f" — score {hit.score:.3f}" if hit.score is not None else ""
@@ -104,8 +124,7 @@ def render_record(record: CitationRecord, *, base_url: str | None = None) -> str
     return "\n".join(lines) + "\n"
 
 
-def render_claims(claims: list[tuple[str, list[str]]], record: CitationRecord, *,
-                  base_url: str | None = None) -> str:
+def render_claims(claims: list[tuple[str, list[str]]], record: CitationRecord, *, base_url: str | None = None) -> str:
     """Each claim followed by footnote marks for the sources it cites (by source_id), then the
     footnotes, numbered in order of first use."""
     by_id = {h.source_id: h for h in record.hits}
@@ -119,7 +138,7 @@ def render_claims(claims: list[tuple[str, list[str]]], record: CitationRecord, *
                 marks += f"[^{numbers[source_id]}]"
         stripped = " ".join(text.split())
         end = stripped[-1:] if marks and stripped[-1:] in ".!?" else ""
-        body.append(f"{_escape(stripped[:len(stripped) - len(end)])}{marks}{_escape(end)}")
+        body.append(f"{_escape(stripped[: len(stripped) - len(end)])}{marks}{_escape(end)}")
     notes = [f"[^{n}]: {source_markdown(by_id[s], base_url=base_url)}" for s, n in numbers.items()]
     return " ".join(body) + ("\n\n" + "\n".join(notes) if notes else "") + "\n"
 
@@ -129,8 +148,9 @@ def render_trace(trace: Trace, *, base_url: str | None = None) -> str:
     record = CitationRecord.from_trace(trace)
     out = [f"### {_escape(trace.qid)} (variant {trace.variant}, seed {trace.seed})", ""]
     if trace.answer and trace.answer.segments:
-        out.append(render_claims([(s.text, list(s.citations)) for s in trace.answer.segments], record,
-                                 base_url=base_url))
+        out.append(
+            render_claims([(s.text, list(s.citations)) for s in trace.answer.segments], record, base_url=base_url)
+        )
     elif trace.error:
         out.append(f"_pipeline error: {_escape(trace.error)}_\n")
     out.append(render_record(record, base_url=base_url))

@@ -1,4 +1,5 @@
 """The `ragaudit` command: a thin click layer, and the only place that maps errors to exit codes."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,14 @@ import click
 from ragaudit import __version__
 from ragaudit.errors import InputError, RagauditError
 
-FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                      help="text for people, json for tools")
+FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for tools",
+)
 
 
 class Group(click.Group):
@@ -26,8 +33,10 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except RagauditError as exc:
-            click.echo(f"error: {exc}" if not isinstance(exc, InputError)
-                       else "\n".join(f"error: {p}" for p in exc.problems), err=True)
+            click.echo(
+                f"error: {exc}" if not isinstance(exc, InputError) else "\n".join(f"error: {p}" for p in exc.problems),
+                err=True,
+            )
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:  # ctrl-C outside a run's own handler (loading, scoring, writing)
             click.echo("error: interrupted by SIGINT", err=True)
@@ -55,8 +64,13 @@ def _issue_line(issue) -> str:
     where = issue.file or "-"
     if issue.line is not None:
         where += f":{issue.line}"
-    run = "" if issue.qid is None else f" [{issue.qid} v{issue.variant} s{issue.seed}" + (
-        f" seg{issue.seg}" if issue.seg is not None else "") + "]"
+    run = (
+        ""
+        if issue.qid is None
+        else f" [{issue.qid} v{issue.variant} s{issue.seed}"
+        + (f" seg{issue.seg}" if issue.seg is not None else "")
+        + "]"
+    )
     return f"{where}: {issue.severity} {issue.code}{run} {issue.path}: {issue.message}\n    fix: {issue.fix}"
 
 
@@ -89,12 +103,24 @@ def _summary(records: int, counts, severity_of) -> str:
 
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--corpus", type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl (enables corpus rules)")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="config: section policy, offset_unit, corpus")
-@click.option("--workers", type=click.IntRange(min=1),
-              help="processes that share large inputs (default: the CPUs, at most 8; 1: this process alone)")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-              help="dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)")
+@click.option(
+    "--corpus", type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl (enables corpus rules)"
+)
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), help="config: section policy, offset_unit, corpus"
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="processes that share large inputs (default: the CPUs, at most 8; 1: this process alone)",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)",
+)
 @click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @FORMAT
 def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
@@ -113,15 +139,19 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
     offset_unit, corpus_path = "char", corpus
     if config_path:
         from ragaudit.io.config import load_config
+
         config = load_config(config_path)
-        policy = {"allow_cross_section": config.allow_cross_section,
-                  "cross_section_whitelist": config.cross_section_whitelist}
+        policy = {
+            "allow_cross_section": config.allow_cross_section,
+            "cross_section_whitelist": config.cross_section_whitelist,
+        }
         offset_unit, corpus_path = config.offset_unit, corpus or config.corpus
     ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
     validator = Validator(ctx, offset_unit=offset_unit)
     client = None
     if executor == "dask":
         from ragaudit.executors import connect
+
         client = connect(scheduler)
 
     def terminated(signum, frame):  # unwinds like ctrl-C: workers stopped, spool files removed
@@ -132,8 +162,12 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
-        _emit(validator.check_paths(traces, workers=workers or default_workers(), client=client), fmt=fmt,
-              records_of=lambda: validator.records, counts_of=lambda: validator.counts)
+        _emit(
+            validator.check_paths(traces, workers=workers or default_workers(), client=client),
+            fmt=fmt,
+            records_of=lambda: validator.records,
+            counts_of=lambda: validator.counts,
+        )
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -159,14 +193,22 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
 @click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
 @click.option("--allow-foreign-baseline", is_flag=True, help="accept a baseline built on another gold set or corpus")
 @click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
-@click.option("--no-gold-check", is_flag=True, help="run even when the gold set disagrees with the corpus (its "
-              "findings still go into the report; a duplicate qid still stops the run)")
-@click.option("--executor", type=click.Choice(["local", "processes", "dask"]),
-              help="where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster "
-                   "(default: [executor] kind, else local)")
+@click.option(
+    "--no-gold-check",
+    is_flag=True,
+    help="run even when the gold set disagrees with the corpus (its "
+    "findings still go into the report; a duplicate qid still stops the run)",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "processes", "dask"]),
+    help="where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster "
+    "(default: [executor] kind, else local)",
+)
 @click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
-def run_command(config_path, out, resume, workers, baseline, allow_foreign_baseline, no_gate, no_gold_check,
-                executor, scheduler):
+def run_command(
+    config_path, out, resume, workers, baseline, allow_foreign_baseline, no_gate, no_gold_check, executor, scheduler
+):
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
 
     The gold set is checked against the corpus first, as `ragaudit gold check` does: an error
@@ -182,28 +224,50 @@ def run_command(config_path, out, resume, workers, baseline, allow_foreign_basel
     config = load_config(config_path)
     inputs = runner.Inputs(config)
     findings = inputs.check_gold(strict=not no_gold_check)
-    baseline_report = _baseline(baseline, rundir.input_record(config, inputs.corpus)["inputs"],
-                                allow_foreign_baseline) if baseline else None
+    baseline_report = (
+        _baseline(baseline, rundir.input_record(config, inputs.corpus)["inputs"], allow_foreign_baseline)
+        if baseline
+        else None
+    )
     subject = inputs.subject(findings)
     audit: dict = {}
     from ragaudit.executors import make_executor
-    cluster = make_executor(executor or config.executor["kind"], scheduler or config.executor["scheduler"],
-                            config.path, workers=workers or (os.cpu_count() or 2))
+
+    cluster = make_executor(
+        executor or config.executor["kind"],
+        scheduler or config.executor["scheduler"],
+        config.path,
+        workers=workers or (os.cpu_count() or 2),
+    )
 
     def start_audit(run_dir: Path) -> None:  # the run is scored as it goes: its traces are read once
         from ragaudit.audit import StreamingAudit
+
         audit["work"] = Path(tempfile.mkdtemp(prefix=".audit-", dir=run_dir))
-        audit["auditor"] = StreamingAudit(subject, audit["work"], baseline=baseline_report,
-                                          remote=cluster.scorer(keep=False) if cluster else None)
+        audit["auditor"] = StreamingAudit(
+            subject, audit["work"], baseline=baseline_report, remote=cluster.scorer(keep=False) if cluster else None
+        )
 
     try:
-        result = runner.run(config, inputs=inputs, out=out, resume=resume, workers=workers,
-                            sink=lambda trace: audit["auditor"].add(trace), on_start=start_audit, executor=cluster)
+        result = runner.run(
+            config,
+            inputs=inputs,
+            out=out,
+            resume=resume,
+            workers=workers,
+            sink=lambda trace: audit["auditor"].add(trace),
+            on_start=start_audit,
+            executor=cluster,
+        )
         finished = audit["auditor"].finish()
         with rundir.locked(result.run_dir):
-            rundir.update_manifest(result.run_dir, gold_checked=not no_gold_check,
-                                   **({"baseline": str(Path(baseline).resolve())} if baseline else {}))
+            rundir.update_manifest(
+                result.run_dir,
+                gold_checked=not no_gold_check,
+                **({"baseline": str(Path(baseline).resolve())} if baseline else {}),
+            )
             from ragaudit.report import write_outputs
+
             report = write_outputs(result.run_dir, finished, subject)
     finally:
         if "work" in audit:
@@ -217,8 +281,10 @@ def run_command(config_path, out, resume, workers, baseline, allow_foreign_basel
     if findings:
         errors = sum(1 for f in findings if f.severity == "error")
         click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
-    click.echo(f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
-               f"{result.seconds:.1f} s: {result.rate:.1f} runs/s")
+    click.echo(
+        f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
+        f"{result.seconds:.1f} s: {result.rate:.1f} runs/s"
+    )
     if not (result.run_dir / "report.json").is_file():  # never exit 0 without a report
         raise RagauditError(f"{result.run_dir}: the report was not written")
     _finish(report, result.run_dir, no_gate)
@@ -226,17 +292,21 @@ def run_command(config_path, out, resume, workers, baseline, allow_foreign_basel
 
 def _read_report(path: Path) -> dict:
     from ragaudit.io.jsonl import read_json_file
+
     report = read_json_file(Path(path), what="report")
     for key, kind in (("summary", dict), ("questions", list)):
         if not isinstance(report.get(key), kind):
-            raise InputError(f"{path}: expected a ragaudit report with {key}, found "
-                             f"{'none' if report.get(key) is None else type(report[key]).__name__}")
+            raise InputError(
+                f"{path}: expected a ragaudit report with {key}, found "
+                f"{'none' if report.get(key) is None else type(report[key]).__name__}"
+            )
     return report
 
 
 def _baseline(path: Path, inputs: dict | None, allow_foreign: bool) -> dict:
     """A baseline report, refused (exit 3) when it was built on another gold set or corpus."""
     from ragaudit.gate import foreign_baseline
+
     report = _read_report(path)
     why = foreign_baseline(inputs, report)
     if why and not allow_foreign:
@@ -308,33 +378,47 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
             questions.setdefault(issue.get("pipeline"), set()).add(issue.get("qid") or f"line {issue.get('line')}")
     aborted = {name: p["aborted"] for name, p in report.get("pipelines", {}).items() if p.get("aborted")}
     from ragaudit import runstore
+
     runs_file = Path(report_path).parent / runstore.RUNS
     evaluation = evaluation_of(report, runstore.coverage_share(runs_file) if runs_file.is_file() else None)
     if not runs_file.is_file():  # a report moved alone: the runs it carries must be all of them
         if any("runs" not in q for q in report["questions"]):
-            raise InputError(f"{report_path}: expected {runstore.RUNS} beside the report (the per-run coverage "
-                             "behind coverage_pass_rate), found none")
+            raise InputError(
+                f"{report_path}: expected {runstore.RUNS} beside the report (the per-run coverage "
+                "behind coverage_pass_rate), found none"
+            )
         evaluation.runs = [r for q in report["questions"] for r in q["runs"]]
     try:
-        result = evaluate_gate(evaluation, config.gate, error_counts=errors, aborted=aborted,
-                               baseline=base, error_questions={p: sorted(q) for p, q in questions.items()})
+        result = evaluate_gate(
+            evaluation,
+            config.gate,
+            error_counts=errors,
+            aborted=aborted,
+            baseline=base,
+            error_questions={p: sorted(q) for p, q in questions.items()},
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a report edited by hand or damaged
-        raise InputError(f"{report_path}: expected the shape of a ragaudit report, found a damaged one "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise InputError(
+            f"{report_path}: expected the shape of a ragaudit report, found a damaged one ({type(exc).__name__}: {exc})"
+        ) from None
     for name in missing_from_baseline(result):
         click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
     if fmt == "json":
         click.echo(json.dumps(result, indent=1, sort_keys=True))
     else:
         from ragaudit.report.markdown import render_summary
+
         click.echo(render_summary({**report, "gate": result}), nl=False)
     sys.exit(0 if result["verdict"] == "pass" else 1)
 
 
 @main.command("compare")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False))
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="where compare.json/html go "
-              "(default: the first run directory)")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="where compare.json/html go (default: the first run directory)",
+)
 def compare_command(run_dirs, out):
     """Compare the pipelines of one or more runs, each against the first: means, paired differences with
     bootstrap CIs, permutation p-values (Holm-adjusted), win/tie/loss and λ transitions."""
@@ -347,26 +431,35 @@ def compare_command(run_dirs, out):
     try:
         result = write_comparison(target, reports, labels)
     except (KeyError, TypeError, AttributeError) as exc:  # a report edited by hand or damaged
-        raise InputError(f"expected the shape of ragaudit reports in {', '.join(map(str, run_dirs))}, found a "
-                         f"damaged one ({type(exc).__name__}: {exc})") from None
+        raise InputError(
+            f"expected the shape of ragaudit reports in {', '.join(map(str, run_dirs))}, found a "
+            f"damaged one ({type(exc).__name__}: {exc})"
+        ) from None
     for c in result["comparisons"]:
         click.echo(f"{c['other']} vs {c['reference']} ({c['questions']} questions)")
         for name, m in c["metrics"].items():
-            click.echo(f"  {name:<20} {m['mean_reference']:.3f} -> {m['mean_other']:.3f}  diff {m['difference']:+.3f} "
-                       f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]  p_holm {m['p_holm']:.4f}  "
-                       f"w/t/l {m['wins']}/{m['ties']}/{m['losses']}  {m['verdict']}")
+            click.echo(
+                f"  {name:<20} {m['mean_reference']:.3f} -> {m['mean_other']:.3f}  diff {m['difference']:+.3f} "
+                f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]  p_holm {m['p_holm']:.4f}  "
+                f"w/t/l {m['wins']}/{m['ties']}/{m['losses']}  {m['verdict']}"
+            )
     click.echo(f"wrote {target / 'compare.json'} and {target / 'compare.html'}")
 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="gate with this config's [gate] "
-              "(default: the run's own config)")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="gate with this config's [gate] (default: the run's own config)",
+)
 @click.option("--only", help="comma-separated fault names (default: all thirteen)")
 @click.option("--rate", type=float, default=0.2, show_default=True, help="share of the questions each fault affects")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the affected questions and the mutations")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="where faults.json/html go "
-              "(default: RUN_DIR)")
+@click.option(
+    "--out", type=click.Path(path_type=Path, file_okay=False), help="where faults.json/html go (default: RUN_DIR)"
+)
 def faults(run_dir, config_path, only, rate, seed, out):
     """Inject each fault class into a share of the questions of a finished run and gate every faulty
     copy as `ragaudit report` would: does the gate pass the clean run and fail every fault?
@@ -399,15 +492,22 @@ def faults(run_dir, config_path, only, rate, seed, out):
 
 def render_fault_matrix(result: dict) -> str:
     """The detection matrix as a text table: one row per fault, the clean run first."""
+
     def rate(v):
         return "   –" if v is None else f"{v:4.0%}"
+
     gated = result["gated"]
-    lines = [f"{'fault':<22} {'affected':>8}  " + "  ".join(f"{n[:24]:<24}" for n in gated),
-             f"{'':<22} {'':>8}  " + "  ".join(f"{'gate':<5}{'det':>5}{'ff':>5}{'':9}" for _ in gated)]
+    lines = [
+        f"{'fault':<22} {'affected':>8}  " + "  ".join(f"{n[:24]:<24}" for n in gated),
+        f"{'':<22} {'':>8}  " + "  ".join(f"{'gate':<5}{'det':>5}{'ff':>5}{'':9}" for _ in gated),
+    ]
 
     def cells(row):
-        return "  ".join(f"{p['verdict']:<5}{rate(p['detection_rate']):>5}{rate(p['false_flag_rate']):>5}{'':9}"
-                         for p in (row["pipelines"][n] for n in gated))
+        return "  ".join(
+            f"{p['verdict']:<5}{rate(p['detection_rate']):>5}{rate(p['false_flag_rate']):>5}{'':9}"
+            for p in (row["pipelines"][n] for n in gated)
+        )
+
     lines.append(f"{'clean run':<22} {'':>8}  {cells(result['clean'])}")
     for r in result["faults"]:
         lines.append(f"{r['fault']:<22} {len(r['affected']):>8}  {cells(r)}{'' if r['caught'] else '  MISSED'}")
@@ -438,8 +538,13 @@ def gold():
 @gold.command("check")
 @click.argument("gold_path", metavar="GOLD", type=click.Path(path_type=Path))
 @click.option("--corpus", required=True, type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl")
-@click.option("--paraphrases", type=click.IntRange(min=1), default=3, show_default=True,
-              help="variants (question + paraphrases) each item must have")
+@click.option(
+    "--paraphrases",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="variants (question + paraphrases) each item must have",
+)
 @click.option("--model", default=None, help="embedding model for the dS(question, anchor) warning")
 @click.option("--no-distance", is_flag=True, help="skip the dS(question, anchor) warning (no model loaded)")
 @FORMAT
@@ -460,9 +565,9 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
     encoder = None
     if not no_distance:
         from ragaudit.metrics.embed import DEFAULT_MODEL, SentenceTransformerEncoder
+
         encoder = SentenceTransformerEncoder(model or DEFAULT_MODEL)
-    found = check_gold(items, loaded, file=str(gold_path), paraphrases=paraphrases, problems=problems,
-                       encoder=encoder)
+    found = check_gold(items, loaded, file=str(gold_path), paraphrases=paraphrases, problems=problems, encoder=encoder)
     counts = Counter(i.code for i in found)
     _emit(found, fmt=fmt, records_of=lambda: len(items) + len(problems), counts_of=lambda: counts)
     if fmt == "text":
@@ -502,8 +607,15 @@ def codes(fmt):
     from ragaudit.validate import CODES
 
     if fmt == "json":
-        click.echo(json.dumps([{"code": c.code, "severity": c.severity, "family": c.family, "meaning": c.meaning,
-                                "fix": c.fix} for c in CODES.values()], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {"code": c.code, "severity": c.severity, "family": c.family, "meaning": c.meaning, "fix": c.fix}
+                    for c in CODES.values()
+                ],
+                indent=2,
+            )
+        )
         return
     for c in CODES.values():
         click.echo(f"{c.code:<28} {c.severity:<8} {c.meaning}\n{'':<37} fix: {c.fix}")
@@ -516,8 +628,20 @@ def metrics_command(fmt):
     from ragaudit.metrics.registry import METRICS
 
     if fmt == "json":
-        click.echo(json.dumps([{"name": m.name, "level": m.level, "higher_is_better": m.higher_is_better,
-                                "description": m.description} for m in METRICS.values()], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": m.name,
+                        "level": m.level,
+                        "higher_is_better": m.higher_is_better,
+                        "description": m.description,
+                    }
+                    for m in METRICS.values()
+                ],
+                indent=2,
+            )
+        )
         return
     for m in METRICS.values():
         direction = "higher is better" if m.higher_is_better else "lower is better"
@@ -526,6 +650,7 @@ def metrics_command(fmt):
 
 def _register_adapters() -> None:
     from ragaudit.adapters.graphrag.cli import graphrag
+
     main.add_command(graphrag)
 
 

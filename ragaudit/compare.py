@@ -11,6 +11,7 @@ of rows drawn one after the other are the rows of the single (RESAMPLES, n) draw
 resampled mean is reduced over the same n values in the same order: the CIs and p-values are
 those of the one-shot computation, bit for bit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +20,18 @@ import numpy as np
 
 from ragaudit.metrics.registry import METRICS
 
-COMPARED = ("citation_match", "coverage", "correct", "citation_precision", "citation_recall", "recall@k", "mrr",
-            "ndcg@10", "delta_s_qr", "support")
+COMPARED = (
+    "citation_match",
+    "coverage",
+    "correct",
+    "citation_precision",
+    "citation_recall",
+    "recall@k",
+    "mrr",
+    "ndcg@10",
+    "delta_s_qr",
+    "support",
+)
 STATES = ("convergent", "recursive", "chaotic", "divergent")
 SEED = 20261122
 RESAMPLES = 10_000
@@ -69,7 +80,7 @@ def bootstrap_means(block: np.ndarray, rng: np.random.Generator, *, chunk_rows: 
         # Series by series: a (rows, n) C-ordered gather, reduced along its rows as the one-shot mean was;
         # block[:, idx] would lay the result out with the series innermost and sum in another order.
         for i, row in enumerate(block):
-            means[i, start:start + rows] = row[idx].mean(axis=1)
+            means[i, start : start + rows] = row[idx].mean(axis=1)
         start += rows
     return means
 
@@ -162,10 +173,15 @@ def compare_pair(reference: System, other: System, *, tolerance: float = 0.01) -
         better = diffs if METRICS[name].higher_is_better else -diffs
         low, high, raw_p[name] = tests[name]
         metrics[name] = {
-            "mean_reference": float(a.mean()), "mean_other": float(b.mean()), "difference": float(diffs.mean()),
-            "ci95": [low, high], "p_value": raw_p[name], "questions": len(diffs),
+            "mean_reference": float(a.mean()),
+            "mean_other": float(b.mean()),
+            "difference": float(diffs.mean()),
+            "ci95": [low, high],
+            "p_value": raw_p[name],
+            "questions": len(diffs),
             "higher_is_better": METRICS[name].higher_is_better,
-            "wins": int(np.sum(better > tolerance)), "ties": int(np.sum(np.abs(better) <= tolerance)),
+            "wins": int(np.sum(better > tolerance)),
+            "ties": int(np.sum(np.abs(better) <= tolerance)),
             "losses": int(np.sum(better < -tolerance)),
         }
     for name, p in holm(raw_p).items():
@@ -176,20 +192,29 @@ def compare_pair(reference: System, other: System, *, tolerance: float = 0.01) -
     transitions = {s: {t: 0 for t in STATES} for s in STATES}
     for q in shared:
         transitions[reference.questions[q]["lambda"]["state"]][other.questions[q]["lambda"]["state"]] += 1
-    return {"reference": reference.name, "other": other.name, "questions": len(shared), "tolerance": tolerance,
-            "metrics": metrics, "lambda_transitions": transitions}
+    return {
+        "reference": reference.name,
+        "other": other.name,
+        "questions": len(shared),
+        "tolerance": tolerance,
+        "metrics": metrics,
+        "lambda_transitions": transitions,
+    }
 
 
 def compare(systems: list[System], *, tolerance: float = 0.01) -> dict:
     if len(systems) < 2:
         from ragaudit.errors import UsageError
+
         raise UsageError(f"compare needs at least two systems, found {len(systems)}")
     reference = systems[0]
     return {
         "schema_version": "ragaudit.compare/1",
         "systems": [s.name for s in systems],
-        "means": {s.name: {name: _mean([q["metrics"].get(name) for q in s.questions.values()]) for name in COMPARED}
-                  for s in systems},
+        "means": {
+            s.name: {name: _mean([q["metrics"].get(name) for q in s.questions.values()]) for name in COMPARED}
+            for s in systems
+        },
         "comparisons": [compare_pair(reference, other, tolerance=tolerance) for other in systems[1:]],
     }
 

@@ -1,4 +1,5 @@
 """Named exceptions for what stops a command. Bad data inside a readable file becomes Issues instead."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One located defect of an input: file, line, JSON path, what was expected, what was found."""
+
     file: str
     message: str
     line: int | None = None
@@ -21,38 +23,41 @@ class Problem:
 
 class RagauditError(Exception):
     """Base of every error that ends a command; `exit_code` follows SPEC §7."""
+
     exit_code = 1
 
 
 class UsageError(RagauditError):
     """The command line or a parameter is wrong."""
+
     exit_code = 2
 
 
 class InputError(RagauditError):
     """An input file is missing, unreadable or invalid; carries every problem found, not just the first."""
+
     exit_code = 3
 
-    def __init__(self, problems: list[Problem] | Problem | str):
-        if isinstance(problems, (Problem, str)):
-            problems = [problems]
-        self.problems = list(problems)
+    def __init__(self, problems: list[Problem] | list[Problem | str] | Problem | str):
+        self.problems: list[Problem | str] = [problems] if isinstance(problems, (Problem, str)) else list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
 class PipelineStartError(RagauditError):
     """A pipeline could not be started or reached."""
+
     exit_code = 4
 
 
 class InputsChangedError(RagauditError):
     """`verify`: an input changed since the run."""
+
     exit_code = 5
 
 
 def clip(text: str, width: int = 50) -> str:
     """`text` shortened to `width` characters for a message."""
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def describe(value: object) -> str:

@@ -12,6 +12,7 @@ paths on every machine (a shared folder), and the model installed there too. Res
 the order they were asked for and fold together exactly as a local run's would: the report of a
 Dask run is the report of the same run done locally. A task whose worker dies is given to another.
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,7 +23,7 @@ from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
-_cached: dict = {}           # on a worker: (config path, digest) -> Inputs
+_cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
 
 
@@ -31,6 +32,7 @@ def _inputs(config_path: str, digest: str):
     if key not in _cached:
         from ragaudit.inputs import Inputs
         from ragaudit.io.config import load_config
+
         if sha256_file(Path(config_path)) != digest:
             raise UsageError(f"{config_path} on this worker differs from the config of the run")
         _cached[key] = Inputs(load_config(config_path))
@@ -40,6 +42,7 @@ def _inputs(config_path: str, digest: str):
 def _worker_pipeline(config_path: str, digest: str, name: str):
     """This worker thread's own instance of a pipeline, built on first use."""
     from ragaudit.pipelines.pool import build_pipeline
+
     inputs = _inputs(config_path, digest)
     mine = getattr(_pipelines, "built", None)
     if mine is None:
@@ -66,6 +69,7 @@ def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     """Validate and score one batch of runs on a worker."""
     from ragaudit.audit import score_batch
     from ragaudit.metrics.evaluate import Settings
+
     inputs = _inputs(config_path, digest)
     gold: dict = {}
     for item in inputs.items:
@@ -80,6 +84,7 @@ class DaskExecutor:
 
     def __init__(self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None):
         from distributed import Client
+
         self.client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
         self.owned = not isinstance(scheduler, Client)
         self.cluster = cluster
@@ -116,9 +121,11 @@ class RemotePipeline:
     def run(self, request):
         if self.killed:
             from ragaudit.pipelines.base import error_trace
+
             return error_trace(self.name, request, f"pipeline {self.name!r} was stopped")
-        future = self.executor.client.submit(remote_run, self.executor.config_path, self.executor.digest,
-                                             self.name, request, pure=False, retries=1)
+        future = self.executor.client.submit(
+            remote_run, self.executor.config_path, self.executor.digest, self.name, request, pure=False, retries=1
+        )
         self._futures.add(future)
         try:
             trace, index = future.result()
@@ -132,8 +139,9 @@ class RemotePipeline:
     def submit_many(self, requests: list):
         """Send several calls as one task (pipelines without limits or retries: a task costs a few
         milliseconds, a call of a CPU-bound pipeline often less)."""
-        return self.executor.client.submit(remote_run_many, self.executor.config_path, self.executor.digest,
-                                           self.name, requests, pure=False, retries=1)
+        return self.executor.client.submit(
+            remote_run_many, self.executor.config_path, self.executor.digest, self.name, requests, pure=False, retries=1
+        )
 
     def results(self, future) -> list:
         traces, index = future.result()
@@ -163,8 +171,11 @@ class RemoteScoring:
     def submit(self, batch: list) -> list:
         """Send a batch; return the results now ready in order (waiting when too many are out)."""
         client = self.executor.client
-        self._pending.append(client.submit(remote_score, self.executor.config_path, self.executor.digest, batch,
-                                           self.keep, pure=False, retries=1))
+        self._pending.append(
+            client.submit(
+                remote_score, self.executor.config_path, self.executor.digest, batch, self.keep, pure=False, retries=1
+            )
+        )
         ready = []
         while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
             ready.append(self._pending.popleft().result())
@@ -182,6 +193,7 @@ def connect(scheduler):
     if not scheduler:
         raise UsageError("--executor dask needs --scheduler ADDRESS (or [executor] scheduler in the config)")
     from distributed import Client
+
     try:
         return Client(scheduler, timeout="30s")
     except OSError as exc:
@@ -191,6 +203,7 @@ def connect(scheduler):
 def local_processes(workers: int, config_path: Path) -> DaskExecutor:
     """A Dask cluster of `workers` processes on this machine, one thread each."""
     from distributed import LocalCluster
+
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     try:
         return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster)

@@ -1,5 +1,6 @@
 """What one run shares across its pipelines and its audit: the config, the gold set, the corpus,
 and (made on first use) the encoder and the support scorer."""
+
 from __future__ import annotations
 
 import threading
@@ -33,6 +34,7 @@ class Inputs:
         with self._lock:
             if self._encoder is None:
                 from ragaudit.metrics.embed import make_encoder
+
                 self._encoder = make_encoder(self.config.model)
             return self._encoder
 
@@ -40,24 +42,37 @@ class Inputs:
     def support(self):
         if self._support is None:
             from ragaudit.metrics.support import Memoized, make_support_scorer
+
             options = self.config.support
-            self._support = Memoized(make_support_scorer(options["model"] and str(options["model"]),
-                                                         params=options["params"] and str(options["params"]),
-                                                         encoder=self.encoder))
+            self._support = Memoized(
+                make_support_scorer(
+                    options["model"] and str(options["model"]),
+                    params=options["params"] and str(options["params"]),
+                    encoder=self.encoder,
+                )
+            )
         return self._support
 
     def check_gold(self, *, strict: bool = True) -> list[Issue]:
         """The gold set's findings against the corpus, as `ragaudit gold check` reports them.
         With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
         from ragaudit.validate.gold import check_gold
-        found = check_gold(self.items, self.corpus, file=str(self.config.gold), paraphrases=self.config.paraphrases,
-                           encoder=self.encoder)
+
+        found = check_gold(
+            self.items,
+            self.corpus,
+            file=str(self.config.gold),
+            paraphrases=self.config.paraphrases,
+            encoder=self.encoder,
+        )
         fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
         if fatal:
-            raise InputError([Problem(i.file or str(self.config.gold), f"{i.code}: {i.message}", i.line, i.path)
-                              for i in fatal])
+            raise InputError(
+                [Problem(i.file or str(self.config.gold), f"{i.code}: {i.message}", i.line, i.path) for i in fatal]
+            )
         return found
 
-    def subject(self, gold_findings: list[Issue] = ()):
+    def subject(self, gold_findings: list[Issue] | tuple[Issue, ...] = ()):
         from ragaudit.audit import Subject
+
         return Subject(self.config, self.items, self.corpus, self.encoder, self.support, list(gold_findings))

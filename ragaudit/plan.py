@@ -1,5 +1,6 @@
 """Which runs an audit consists of: every pipeline × gold item × variant × seed, in a fixed order.
 The runner executes this plan; the audit counts a planned run that left no trace as errored."""
+
 from __future__ import annotations
 
 from typing import Iterator, NamedTuple
@@ -19,7 +20,7 @@ def planned_runs(config, items: list[GoldItem]) -> Iterator[PlannedRun]:
     """In order: pipeline, question, variant, seed."""
     for pipeline in config.pipelines:
         for item in items:
-            for variant, query in enumerate(item.variants[:config.paraphrases]):
+            for variant, query in enumerate(item.variants[: config.paraphrases]):
                 for seed in config.seeds:
                     yield PlannedRun(pipeline.name, item.qid, variant, seed, query)
 
@@ -35,6 +36,7 @@ class PlanIndex:
 
     def __init__(self, config, items: list[GoldItem]):
         import numpy as np
+
         self.config, self.items = config, items
         self.pipelines = {p.name: i for i, p in enumerate(config.pipelines)}
         self.seeds = {s: i for i, s in enumerate(config.seeds)}
@@ -43,7 +45,7 @@ class PlanIndex:
         for item in items:
             if item.qid in self.questions:
                 continue  # a duplicate qid stops a run before it starts; keep the first for `report`
-            variants = len(item.variants[:config.paraphrases])
+            variants = len(item.variants[: config.paraphrases])
             self.questions[item.qid] = (offset, variants, item)
             offset += variants * len(self.seeds)
         self.per_pipeline = offset

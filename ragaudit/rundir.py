@@ -5,6 +5,7 @@ document), of `traces.jsonl` as the runner finished it, and of every output. Onl
 stamps the traces; `report` rebuilds outputs and re-stamps only them, so a changed trace file
 is always caught by `verify`. One process owns a run directory at a time (an OS file lock).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,17 @@ MANIFEST = "manifest.json"
 TRACES = "traces.jsonl"
 LOCK = ".lock"
 OWNER = ".lock.owner"
-OUTPUTS = ("issues.jsonl", "report.json", "report.html", "traces.log", "rag_traces.sqlite", "junit.xml",
-           "summary.md", "compare.json", "compare.html")
+OUTPUTS = (
+    "issues.jsonl",
+    "report.json",
+    "report.html",
+    "traces.log",
+    "rag_traces.sqlite",
+    "junit.xml",
+    "summary.md",
+    "compare.json",
+    "compare.html",
+)
 
 
 class RunDirBusyError(InputError):
@@ -40,8 +50,9 @@ def locked(run_dir: Path) -> Iterator[None]:
         lock.acquire(timeout=0)
     except Timeout:
         owner = (run_dir / OWNER).read_text().strip() if (run_dir / OWNER).exists() else "unknown"
-        raise RunDirBusyError(Problem(str(run_dir), f"expected a run directory no other process is using, found it "
-                                                    f"locked by pid {owner}")) from None
+        raise RunDirBusyError(
+            Problem(str(run_dir), f"expected a run directory no other process is using, found it locked by pid {owner}")
+        ) from None
     try:
         (run_dir / OWNER).write_text(f"{os.getpid()}\n")
         yield
@@ -53,31 +64,57 @@ def locked(run_dir: Path) -> Iterator[None]:
 def read_manifest(run_dir: Path) -> dict:
     """The manifest; a missing or damaged one is an input error (exit 3)."""
     from ragaudit.io.jsonl import read_json_file
+
     path = Path(run_dir) / MANIFEST
     manifest = read_json_file(path, what="manifest")
     for key in ("inputs", "paths"):
         value = manifest.get(key)
         if not isinstance(value, dict) or not all(isinstance(value.get(n), str) for n in ("config", "gold", "corpus")):
-            raise InputError(Problem(str(path), f"expected {key} with string config, gold and corpus entries, found "
-                                                f"{'none' if value is None else type(value).__name__}", path=f"$.{key}"))
+            raise InputError(
+                Problem(
+                    str(path),
+                    f"expected {key} with string config, gold and corpus entries, found "
+                    f"{'none' if value is None else type(value).__name__}",
+                    path=f"$.{key}",
+                )
+            )
     if not isinstance(manifest.get("config_path"), str):
         raise InputError(Problem(str(path), "expected a config_path string, found none", path="$.config_path"))
     for key, kinds in _OPTIONAL.items():
         if key in manifest and not isinstance(manifest[key], kinds):
-            raise InputError(Problem(str(path), f"expected {key} to be {' or '.join(_NAMES[k] for k in kinds)}, found "
-                                                f"{type(manifest[key]).__name__}", path=f"$.{key}"))
+            raise InputError(
+                Problem(
+                    str(path),
+                    f"expected {key} to be {' or '.join(_NAMES[k] for k in kinds)}, found "
+                    f"{type(manifest[key]).__name__}",
+                    path=f"$.{key}",
+                )
+            )
     for key in ("index", "outputs", "documents", "aborted"):
-        bad = [name for name, value in (manifest.get(key) or {}).items()
-               if not isinstance(value, dict if key == "index" else str) and value is not None]
+        bad = [
+            name
+            for name, value in (manifest.get(key) or {}).items()
+            if not isinstance(value, dict if key == "index" else str) and value is not None
+        ]
         if bad:
-            raise InputError(Problem(str(path), f"expected {key} entries of the right type, found {bad[0]!r}",
-                                     path=f"$.{key}"))
+            raise InputError(
+                Problem(str(path), f"expected {key} entries of the right type, found {bad[0]!r}", path=f"$.{key}")
+            )
     return manifest
 
 
-_OPTIONAL = {"index": (dict, type(None)), "outputs": (dict,), "documents": (dict,), "aborted": (dict,),
-             "traces_sha256": (str, type(None)), "baseline": (str, type(None)), "seeds": (list,),
-             "gold_checked": (bool,), "started": (str,), "finished": (str,)}
+_OPTIONAL = {
+    "index": (dict, type(None)),
+    "outputs": (dict,),
+    "documents": (dict,),
+    "aborted": (dict,),
+    "traces_sha256": (str, type(None)),
+    "baseline": (str, type(None)),
+    "seeds": (list,),
+    "gold_checked": (bool,),
+    "started": (str,),
+    "finished": (str,),
+}
 _NAMES = {dict: "an object", type(None): "null", str: "a string", list: "an array", bool: "a boolean"}
 
 
@@ -94,37 +131,45 @@ def update_manifest(run_dir: Path, **fields) -> dict:
 
 def document_hashes(corpus) -> dict[str, str]:
     """Each corpus document's text hash, so `verify` can say which documents changed."""
-    return {doc_id: hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-            for doc_id, doc in sorted(corpus.documents.items())}
+    return {
+        doc_id: hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        for doc_id, doc in sorted(corpus.documents.items())
+    }
 
 
 def input_record(config, corpus) -> dict:
     """What the manifest records of a run's inputs."""
     paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
-    return {"config_path": str(Path(config.path).resolve()),
-            "inputs": {name: sha256_file(p) for name, p in paths.items()},
-            "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
-            "documents": document_hashes(corpus)}
+    return {
+        "config_path": str(Path(config.path).resolve()),
+        "inputs": {name: sha256_file(p) for name, p in paths.items()},
+        "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
+        "documents": document_hashes(corpus),
+    }
 
 
 def stamp_outputs(run_dir: Path) -> dict:
     """Record the sha256 of every output present."""
     run_dir = Path(run_dir)
-    return update_manifest(run_dir, outputs={name: sha256_file(run_dir / name) for name in OUTPUTS
-                                             if (run_dir / name).exists()})
+    return update_manifest(
+        run_dir, outputs={name: sha256_file(run_dir / name) for name in OUTPUTS if (run_dir / name).exists()}
+    )
 
 
 def _corpus_changes(manifest: dict, path: Path) -> str:
     from ragaudit.io.corpus import load_corpus
+
     before = manifest.get("documents") or {}
     try:
         now = document_hashes(load_corpus(path))
     except InputError:
         return f"corpus: {path} changed and can no longer be read"
     parts = []
-    for label, names in (("changed", [d for d in before if d in now and now[d] != before[d]]),
-                         ("added", [d for d in now if d not in before]),
-                         ("removed", [d for d in before if d not in now])):
+    for label, names in (
+        ("changed", [d for d in before if d in now and now[d] != before[d]]),
+        ("added", [d for d in now if d not in before]),
+        ("removed", [d for d in before if d not in now]),
+    ):
         if names:
             parts.append(f"{label} {', '.join(sorted(names)[:10])}{' …' if len(names) > 10 else ''}")
     return f"corpus: {path} changed since the run (documents {'; '.join(parts) or 'unchanged, files renamed'})"
@@ -140,8 +185,11 @@ def changes(run_dir: Path) -> list[str]:
         if not path.exists():
             found.append(f"{name}: {path} is gone")
         elif sha256_file(path) != recorded:
-            found.append(_corpus_changes(manifest, path) if name == "corpus" else
-                         f"{name}: {path} changed since the run (sha256 was {recorded[:12]}…)")
+            found.append(
+                _corpus_changes(manifest, path)
+                if name == "corpus"
+                else f"{name}: {path} changed since the run (sha256 was {recorded[:12]}…)"
+            )
     recorded = manifest.get("traces_sha256")
     traces = run_dir / TRACES
     if not traces.exists():

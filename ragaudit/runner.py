@@ -8,6 +8,7 @@ memory. `--resume` finishes a run without losing or repeating one. Each written 
 handed to a `sink` (the streaming audit), so a run is scored as it goes and its traces are read
 once.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -17,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ragaudit import __version__, rundir
 from ragaudit.errors import InputError, PipelineStartError, Problem, UsageError
@@ -41,7 +42,7 @@ CALLS_PER_TASK = 32  # pipeline calls a cluster task makes, for pipelines withou
 @dataclass(frozen=True, slots=True)
 class Job:
     pipeline: str
-    position: int      # in plan order
+    position: int  # in plan order
     request: Request
 
 
@@ -53,8 +54,10 @@ def parity_break(trace: Trace) -> str | None:
         return None
     for i, p in enumerate(trace.retrieved):
         if p.analyzer and p.analyzer != live:
-            return (f"{trace.qid} v{trace.variant} s{trace.seed}: $.retrieved[{i}].analyzer is {p.analyzer!r}, "
-                    f"the live index uses {live!r}")
+            return (
+                f"{trace.qid} v{trace.variant} s{trace.seed}: $.retrieved[{i}].analyzer is {p.analyzer!r}, "
+                f"the live index uses {live!r}"
+            )
     return None
 
 
@@ -76,7 +79,8 @@ class RunResult:
 def new_run_dir(config: Config, out: Path | None) -> Path:
     root = Path(out) if out else config.out
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    base = root / f"{stamp}-{sha256_file(config.path)[:6]}"
+    digest = sha256_file(config.path)[:6] if config.path else "nofile"
+    base = root / f"{stamp}-{digest}"
     run_dir, n = base, 1
     while True:
         try:
@@ -112,14 +116,25 @@ def _check_resume(run_dir: Path, config: Config, inputs: Inputs) -> dict:
     now = rundir.input_record(config, inputs.corpus)["inputs"]
     changed = [name for name in ("config", "gold", "corpus") if manifest["inputs"].get(name) != now[name]]
     if changed:
-        raise UsageError(f"{', '.join(changed)} changed since the run in {run_dir}; --resume needs the same "
-                         "config, gold set and corpus (start a new run instead)")
+        raise UsageError(
+            f"{', '.join(changed)} changed since the run in {run_dir}; --resume needs the same "
+            "config, gold set and corpus (start a new run instead)"
+        )
     return manifest
 
 
-def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None, resume: Path | None = None,
-        workers: int | None = None, progress: bool = True, sink: Callable[[Trace], None] | None = None,
-        on_start: Callable[[Path], None] | None = None, executor=None) -> RunResult:
+def run(
+    config: Config,
+    *,
+    inputs: Inputs | None = None,
+    out: Path | None = None,
+    resume: Path | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    sink: Callable[[Trace], None] | None = None,
+    on_start: Callable[[Path], None] | None = None,
+    executor=None,
+) -> RunResult:
     """Run every planned run not yet done; `sink` receives every trace of the run directory
     (recovered ones first), in the order they are stored. `on_start(run_dir)` is called once the
     run directory is known and locked. With a Dask `executor`, pipeline calls run on its cluster
@@ -138,9 +153,14 @@ def run(config: Config, *, inputs: Inputs | None = None, out: Path | None = None
             if resume is not None:
                 manifest = _check_resume(run_dir, config, inputs)
             else:
-                manifest = {"ragaudit_version": __version__, **rundir.input_record(config, inputs.corpus),
-                            "seeds": list(config.seeds), "paraphrases": config.paraphrases,
-                            "embed_model": config.model, "started": _now()}
+                manifest = {
+                    "ragaudit_version": __version__,
+                    **rundir.input_record(config, inputs.corpus),
+                    "seeds": list(config.seeds),
+                    "paraphrases": config.paraphrases,
+                    "embed_model": config.model,
+                    "started": _now(),
+                }
                 rundir.write_manifest(run_dir, manifest)
             if on_start is not None:
                 on_start(run_dir)
@@ -157,7 +177,7 @@ class _Run:
         self.run_dir, self.manifest, self.config, self.inputs = run_dir, manifest, config, inputs
         self.workers, self.sink, self.executor = workers, sink or (lambda trace: None), executor
         self.plan = PlanIndex(config, inputs.items)
-        self.cuts: dict[str, tuple[int, str]] = {}   # pipeline -> plan position and message of its parity break
+        self.cuts: dict[str, tuple[int, str]] = {}  # pipeline -> plan position and message of its parity break
         self.pools: dict[str, PipelinePool] = {}
         self.bar = Progress(self.plan.size) if progress else None
         self.written = self.resumed = 0
@@ -170,7 +190,12 @@ class _Run:
             self.sink(trace)
             self.resumed += 1
         warnings: list[str] = []
-        stopper = Stopper(lambda: [pool.kill() for pool in list(self.pools.values())])
+
+        def kill_all() -> None:
+            for pool in list(self.pools.values()):
+                pool.kill()
+
+        stopper = Stopper(kill_all)
         started = time.monotonic()
         with stopper, open(self.run_dir / TRACES, "a", encoding="utf-8") as out:
             self.out = out
@@ -189,8 +214,13 @@ class _Run:
                     elif getattr(pool.instances[0], "streams", False):
                         self._stream(spec.name, pool, stopper)
                     else:
-                        pool.prepare(list(dict.fromkeys(q for i in self.inputs.items
-                                                        for q in i.variants[:self.config.paraphrases])))
+                        pool.prepare(
+                            list(
+                                dict.fromkeys(
+                                    q for i in self.inputs.items for q in i.variants[: self.config.paraphrases]
+                                )
+                            )
+                        )
                         self._ask(spec.name, pool, stopper, slots)
             finally:
                 for name, pool in self.pools.items():
@@ -199,27 +229,39 @@ class _Run:
             self.bar.finish()
         seconds = time.monotonic() - started
         if stopper.stopped:
-            name = signal.Signals(stopper.signum).name
-            raise Interrupted(stopper.signum, f"interrupted by {name}: {self.resumed + self.written} finished runs "
-                                              f"kept in {self.run_dir}; finish with: ragaudit run {self.config.path} "
-                                              f"--resume {self.run_dir}")
+            signum = stopper.signum or signal.SIGTERM
+            name = signal.Signals(signum).name
+            raise Interrupted(
+                signum,
+                f"interrupted by {name}: {self.resumed + self.written} finished runs "
+                f"kept in {self.run_dir}; finish with: ragaudit run {self.config.path} "
+                f"--resume {self.run_dir}",
+            )
         index = dict(self.manifest.get("index") or {})  # pipelines with nothing left to run keep their identity
         index.update({name: _index_dict(pool) for name, pool in self.pools.items()})
         aborted = {name: message for name, (_, message) in sorted(self.cuts.items())}
-        rundir.write_manifest(self.run_dir, {**self.manifest, "finished": _now(), "aborted": aborted,
-                                             "index": dict(sorted(index.items())),
-                                             "traces_sha256": sha256_file(self.run_dir / TRACES)})
+        rundir.write_manifest(
+            self.run_dir,
+            {
+                **self.manifest,
+                "finished": _now(),
+                "aborted": aborted,
+                "index": dict(sorted(index.items())),
+                "traces_sha256": sha256_file(self.run_dir / TRACES),
+            },
+        )
         return RunResult(self.run_dir, self.plan.size, self.written, self.resumed, seconds, aborted, warnings)
 
     def _parity(self, trace: Trace) -> bool:
         """Record a parity break; True when the trace comes after its pipeline's break (not kept)."""
-        at = self.plan.position(trace.config or "", trace.qid, trace.variant, trace.seed)
-        cut = self.cuts.get(trace.config)
+        pipeline = trace.config or ""
+        at = self.plan.position(pipeline, trace.qid, trace.variant, trace.seed)
+        cut = self.cuts.get(pipeline)
         if cut is not None and at is not None and at > cut[0]:
             return True
         message = parity_break(trace)
         if message and cut is None:
-            self.cuts[trace.config] = (at if at is not None else self.plan.size, message)
+            self.cuts[pipeline] = (at if at is not None else self.plan.size, message)
         return False
 
     def _write(self, trace: Trace) -> None:
@@ -235,8 +277,11 @@ class _Run:
 
     def _jobs(self, name: str) -> Iterator[Job]:
         for r in self.plan.missing([name]):
-            yield Job(name, self.plan.position(r.pipeline, r.qid, r.variant, r.seed),
-                      Request(r.qid, r.variant, r.seed, r.query, self.k[name]))
+            yield Job(
+                name,
+                self.plan.position(r.pipeline, r.qid, r.variant, r.seed),
+                Request(r.qid, r.variant, r.seed, r.query, self.k[name]),
+            )
 
     def _ask(self, name: str, pool: PipelinePool, stopper: Stopper, slots: int) -> None:
         """Request/response pipelines: jobs go out in plan order; each result waits until every
@@ -251,8 +296,9 @@ class _Run:
             order.append(job.position)
             return False
 
-        for job, outcome in run_jobs(self._jobs(name), lambda j: pool.run(j.request), workers=slots,
-                                     stopper=stopper, skip=skip):
+        for job, outcome in run_jobs(
+            self._jobs(name), lambda j: pool.run(j.request), workers=slots, stopper=stopper, skip=skip
+        ):
             if isinstance(outcome, BaseException):
                 raise outcome
             if stopper.stopped and outcome.error is not None:
@@ -285,7 +331,7 @@ class _Run:
     def _stream(self, name: str, pool: PipelinePool, stopper: Stopper) -> None:
         """A recording: its runs in the recording's order, then a not-recorded error for each
         planned run it lacks."""
-        replay = pool.instances[0]
+        replay: Any = pool.instances[0]  # a ReplayPipeline: it streams its recording
         for trace in replay.recorded():
             if stopper.stopped or name in self.cuts:
                 return
@@ -300,6 +346,13 @@ class _Run:
 
 def _index_dict(pool: PipelinePool) -> dict | None:
     info = pool.instances[0].index_info()
-    return None if info is None else {"index_hash": info.index_hash, "analyzer": info.analyzer,
-                                      "embed_model": info.embed_model, "store": info.store}
-
+    return (
+        None
+        if info is None
+        else {
+            "index_hash": info.index_hash,
+            "analyzer": info.analyzer,
+            "embed_model": info.embed_model,
+            "store": info.store,
+        }
+    )

@@ -5,6 +5,7 @@ question. The report keeps aggregates and the flagged questions' runs; every run
 Nested values (segments, spans, steps) are stored as JSON text: they are read back only for the
 few runs a report shows in detail, so a columnar layout would buy nothing there.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,7 +35,7 @@ def context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> 
     if corpus is None or doc_id is None or doc_id not in corpus:
         return None
     text = corpus[doc_id].text
-    return {"before": text[max(0, start - CONTEXT):start], "after": text[end:end + CONTEXT]}
+    return {"before": text[max(0, start - CONTEXT) : start], "after": text[end : end + CONTEXT]}
 
 
 def spans(trace: Trace, corpus: Corpus | None, snippets: dict) -> list[dict]:
@@ -46,14 +47,26 @@ def spans(trace: Trace, corpus: Corpus | None, snippets: dict) -> list[dict]:
         if ref not in snippets:
             span = p.span
             snippets[ref] = {
-                "snippet_id": p.snippet_id, "doc_id": p.doc_id, "section_id": p.section_id, "rev": p.rev,
+                "snippet_id": p.snippet_id,
+                "doc_id": p.doc_id,
+                "section_id": p.section_id,
+                "rev": p.rev,
                 "offsets": None if span is None else {"start": span.start, "end": span.end, "unit": span.unit},
                 "text": payload_text(p, corpus),
                 "context": context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None,
             }
-        out.append({"ref": ref, "snippet_id": p.snippet_id, "score_norm": p.score_norm, "score_raw": p.score_raw,
-                    "rerank_score": p.rerank_score, "k_pos": p.k_pos, "k_final": p.k_final,
-                    "cited": cited is None or p.snippet_id in cited})
+        out.append(
+            {
+                "ref": ref,
+                "snippet_id": p.snippet_id,
+                "score_norm": p.score_norm,
+                "score_raw": p.score_raw,
+                "rerank_score": p.rerank_score,
+                "k_pos": p.k_pos,
+                "k_final": p.k_final,
+                "cited": cited is None or p.snippet_id in cited,
+            }
+        )
     return out
 
 
@@ -66,15 +79,27 @@ def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict) ->
     row = {
         **record,
         "answer": None if answer is None else answer.text,
-        "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations), **scored.get(s.seg, {})}
-                     for s in (answer.segments if answer else ())],
+        "segments": [
+            {"seg": s.seg, "text": s.text, "citations": list(s.citations), **scored.get(s.seg, {})}
+            for s in (answer.segments if answer else ())
+        ],
         "spans": spans(trace, corpus, snippets),
-        "ts": trace.retrieved_at, "store": index and index.store, "index_hash": index and index.index_hash,
-        "embed_model": index and index.embed_model, "analyzer": index and index.analyzer,
+        "ts": trace.retrieved_at,
+        "store": index and index.store,
+        "index_hash": index and index.index_hash,
+        "embed_model": index and index.embed_model,
+        "analyzer": index and index.analyzer,
     }
     if trace.steps:
-        row["steps"] = [{"step_number": st.step_number, "question": st.question, "citations": list(st.citations),
-                         "confidence_score": st.confidence_score} for st in trace.steps]
+        row["steps"] = [
+            {
+                "step_number": st.step_number,
+                "question": st.question,
+                "citations": list(st.citations),
+                "confidence_score": st.confidence_score,
+            }
+            for st in trace.steps
+        ]
     return row
 
 
@@ -83,6 +108,7 @@ class RunWriter:
 
     def __init__(self, path: Path, metric_names: Iterable[str]):
         import pyarrow as pa
+
         self.path = Path(path)
         self.metrics = tuple(metric_names)
         fields = [pa.field(k, pa.string() if k in ("pipeline", "qid") else pa.int64()) for k in KEYS]
@@ -97,14 +123,16 @@ class RunWriter:
     def write(self, rows: list[dict]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
+
         if not rows:
             return
         columns = {k: [r[k] for r in rows] for k in (*KEYS, *TEXT, *FLAGS)}
         for name in self.metrics:
             columns[f"m.{name}"] = [r["metrics"].get(name) for r in rows]
         for k in NESTED:
-            columns[k] = [None if r.get(k) is None else orjson.dumps(r[k], option=orjson.OPT_NON_STR_KEYS).decode()
-                          for r in rows]
+            columns[k] = [
+                None if r.get(k) is None else orjson.dumps(r[k], option=orjson.OPT_NON_STR_KEYS).decode() for r in rows
+            ]
         batch = pa.RecordBatch.from_pydict(columns, schema=self.schema)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
@@ -113,6 +141,7 @@ class RunWriter:
 
     def close(self) -> None:
         import pyarrow.parquet as pq
+
         if self._writer is None:  # no run at all: still leave a valid, empty file
             self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self._writer.close()
@@ -133,6 +162,7 @@ def _row(table_row: dict) -> dict:
 def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int = 20_000) -> Iterator[list[dict]]:
     """The stored runs in batches of row dicts (all columns, or only `columns` as stored)."""
     import pyarrow.parquet as pq
+
     handle = pq.ParquetFile(path)
     for batch in handle.iter_batches(batch_size=batch_size, columns=columns):
         rows = batch.to_pylist()
@@ -145,6 +175,7 @@ def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) ->
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
     failing: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     passing: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     if not keys:
@@ -183,4 +214,5 @@ def coverage_share(path: Path):
             total += int(mine.sum())
             met += int((mine & ~np.isnan(coverage) & (np.nan_to_num(coverage, nan=-1.0) >= minimum)).sum())
         return met / total if total else 0.0
+
     return share

@@ -1,4 +1,5 @@
 """Canonical types. Everything past the readers in `ragaudit.io` works on these, never on raw dicts."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,14 +10,23 @@ UNITS = ("char", "token")
 
 # Required payload fields, in the order of SPEC §1.4. Each has its own `missing_<field>` code.
 REQUIRED_PAYLOAD_FIELDS = (
-    "doc_id", "section_id", "snippet_id", "source_url", "offsets", "tokens",
-    "index_hash", "embed_model", "analyzer", "rev",
+    "doc_id",
+    "section_id",
+    "snippet_id",
+    "source_url",
+    "offsets",
+    "tokens",
+    "index_hash",
+    "embed_model",
+    "analyzer",
+    "rev",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Span:
     """A valid half-open interval `[start, end)` in one unit."""
+
     start: int
     end: int
     unit: str = "char"
@@ -34,6 +44,7 @@ class Span:
 @dataclass(frozen=True, slots=True)
 class Offsets:
     """Offsets as given (object form). Values are unchecked; `span` is set only when they are valid."""
+
     start: Any
     end: Any
     unit: Any
@@ -41,7 +52,7 @@ class Offsets:
     @property
     def span(self) -> Span | None:
         s, e = self.start, self.end
-        if (type(s) is int and type(e) is int and 0 <= s < e and self.unit in UNITS):
+        if type(s) is int and type(e) is int and 0 <= s < e and self.unit in UNITS:
             return Span(s, e, self.unit)
         return None
 
@@ -49,6 +60,7 @@ class Offsets:
 @dataclass(frozen=True, slots=True)
 class FieldError:
     """A field whose JSON type is not the one the format asks for."""
+
     path: str
     expected: str
     found: str
@@ -59,6 +71,7 @@ class Payload:
     """One retrieved unit and its citation payload. Not frozen: validation builds hundreds of
     thousands of these per second, and a frozen dataclass costs four times as much to build.
     Treat it as immutable all the same."""
+
     doc_id: str | None
     section_id: str | None
     snippet_id: str | None
@@ -105,7 +118,7 @@ class Answer:
     text: str | None = None
     segments: tuple[Segment, ...] = ()
     raw_citations: tuple[str, ...] | None = None  # the `citations` of `raw` when it is JSON
-    raw_keys: tuple[str, ...] = ()                # top-level keys of `raw`, in order, when it is JSON
+    raw_keys: tuple[str, ...] = ()  # top-level keys of `raw`, in order, when it is JSON
 
     @property
     def citations(self) -> tuple[str, ...]:
@@ -152,8 +165,8 @@ class Trace:
     field_errors: tuple[FieldError, ...] = ()
     file: str | None = None
     line: int | None = None
-    attempts: int | None = None        # calls it took when a failed call was tried again
-    retried: tuple[str, ...] = ()      # the errors of the attempts that failed
+    attempts: int | None = None  # calls it took when a failed call was tried again
+    retried: tuple[str, ...] = ()  # the errors of the attempts that failed
 
     @property
     def key(self) -> RunKey:
@@ -178,9 +191,14 @@ class Issue:
 
     def to_dict(self) -> dict:
         out = {
-            "code": self.code, "severity": self.severity, "qid": self.qid,
-            "variant": self.variant, "seed": self.seed, "path": self.path,
-            "message": self.message, "fix": self.fix,
+            "code": self.code,
+            "severity": self.severity,
+            "qid": self.qid,
+            "variant": self.variant,
+            "seed": self.seed,
+            "path": self.path,
+            "message": self.message,
+            "fix": self.fix,
         }
         for name in ("seg", "citation", "file", "line", "pipeline"):
             value = getattr(self, name)
@@ -190,6 +208,7 @@ class Issue:
 
 
 # ---- corpus -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Section:
@@ -272,6 +291,7 @@ class Corpus:
 
 # ---- gold set -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class Anchor:
     span: Span
@@ -282,6 +302,7 @@ class Anchor:
 class ExpectedCitation:
     """One gold span. `section_id` and `text` default to the item's section and anchor text where
     the span is the anchor's document; `None` means the gold set does not say."""
+
     doc_id: str
     span: Span
     snippet_id: str | None = None

@@ -5,6 +5,7 @@ process's exit. A signal stops new work, gives the runs in flight a short grace 
 traces are kept), kills the process groups of `command` children, and ends the run with exit
 130 (SIGINT) or 143 (SIGTERM), so `--resume` can finish it.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ragaudit.errors import RagauditError
 
@@ -35,7 +36,7 @@ class Stopper:
     def __init__(self, on_stop: Callable[[], None] = lambda: None):
         self.signum: int | None = None
         self.on_stop = on_stop
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}  # what signal.signal returned: a handler, SIG_DFL or None
 
     def __enter__(self) -> "Stopper":
         if threading.current_thread() is threading.main_thread():
@@ -56,8 +57,14 @@ class Stopper:
         return self.signum is not None
 
 
-def run_jobs(jobs: Iterable, work: Callable, *, workers: int, stopper: Stopper,
-             skip: Callable[[object], bool] = lambda job: False) -> Iterable[tuple[object, object]]:
+def run_jobs(
+    jobs: Iterable,
+    work: Callable,
+    *,
+    workers: int,
+    stopper: Stopper,
+    skip: Callable[[Any], bool] = lambda job: False,
+) -> Iterable[tuple[Any, Any]]:
     """Yield (job, result or raised exception) as jobs finish, at most `2 × workers` in flight,
     submitted in the order given. `skip(job)` is asked just before submitting. After a stop
     signal nothing new is submitted and the runs in flight get GRACE_S to finish."""
@@ -77,6 +84,7 @@ def run_jobs(jobs: Iterable, work: Callable, *, workers: int, stopper: Stopper,
     pending = iter(jobs)
     in_flight = 0
     try:
+
         def submit() -> bool:
             nonlocal in_flight
             for job in pending:

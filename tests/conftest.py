@@ -25,21 +25,45 @@ def corpus(corpus_dir):
 @pytest.fixture
 def valid_trace(corpus) -> dict:
     """A trace that every rule accepts, against the `corpus` fixture."""
-    keys = payload_for(corpus, "policies", KEYS_SENTENCE, snippet_id="pol-keys-1",
-                       section_id="policies/security/keys", score=0.9, rank=1)
-    passwords = payload_for(corpus, "policies", PASSWORDS_SENTENCE, snippet_id="pol-pw-1",
-                            section_id="policies/security/passwords", score=0.4, rank=2)
+    keys = payload_for(
+        corpus,
+        "policies",
+        KEYS_SENTENCE,
+        snippet_id="pol-keys-1",
+        section_id="policies/security/keys",
+        score=0.9,
+        rank=1,
+    )
+    passwords = payload_for(
+        corpus,
+        "policies",
+        PASSWORDS_SENTENCE,
+        snippet_id="pol-pw-1",
+        section_id="policies/security/passwords",
+        score=0.4,
+        rank=2,
+    )
     return {
-        "schema": "ragaudit.trace/1", "qid": "SEC-KEYS-1", "variant": 0, "seed": 1,
-        "query": "How often are hardware keys rotated?", "config": "bm25-k5", "retriever_name": "bm25",
+        "schema": "ragaudit.trace/1",
+        "qid": "SEC-KEYS-1",
+        "variant": 0,
+        "seed": 1,
+        "query": "How often are hardware keys rotated?",
+        "config": "bm25-k5",
+        "retriever_name": "bm25",
         "retrieved_at": "2026-11-22T10:00:00Z",
-        "index": {"index_hash": "sha256:abc", "analyzer": "lowercase", "embed_model": "all-MiniLM-L6-v2:mean",
-                  "store": "bm25"},
+        "index": {
+            "index_hash": "sha256:abc",
+            "analyzer": "lowercase",
+            "embed_model": "all-MiniLM-L6-v2:mean",
+            "store": "bm25",
+        },
         "retrieved": [keys, passwords],
-        "answer": {"raw": '{"citations": ["pol-keys-1"], "answer": "Every 12 months."}',
-                   "text": "Hardware keys are rotated every 12 months [pol-keys-1].",
-                   "segments": [{"seg": 1, "text": "Hardware keys are rotated every 12 months.",
-                                 "citations": ["pol-keys-1"]}]},
+        "answer": {
+            "raw": '{"citations": ["pol-keys-1"], "answer": "Every 12 months."}',
+            "text": "Hardware keys are rotated every 12 months [pol-keys-1].",
+            "segments": [{"seg": 1, "text": "Hardware keys are rotated every 12 months.", "citations": ["pol-keys-1"]}],
+        },
         "error": None,
     }
 
@@ -50,6 +74,7 @@ def mutate(valid_trace):
         trace = copy.deepcopy(valid_trace)
         change(trace)
         return trace
+
     return apply
 
 

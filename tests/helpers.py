@@ -1,6 +1,7 @@
 """What several test modules share: the handbook fixture texts, run configs and the CLI, trace
 files with every kind of defect, and the path to the shared data. Tests import from here, never
 from each other."""
+
 import copy
 import json
 import os
@@ -50,17 +51,34 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
-def payload_for(corpus, doc_id: str, sentence: str, *, snippet_id: str, section_id: str, score: float,
-                rank: int, analyzer: str = "lowercase") -> dict:
+def payload_for(
+    corpus,
+    doc_id: str,
+    sentence: str,
+    *,
+    snippet_id: str,
+    section_id: str,
+    score: float,
+    rank: int,
+    analyzer: str = "lowercase",
+) -> dict:
     doc = corpus[doc_id]
     start = doc.text.index(sentence)
     return {
-        "doc_id": doc_id, "section_id": section_id, "snippet_id": snippet_id,
+        "doc_id": doc_id,
+        "section_id": section_id,
+        "snippet_id": snippet_id,
         "source_url": f"file:///corpus/{doc_id}.md#{section_id}",
         "offsets": {"start": start, "end": start + len(sentence), "unit": "char"},
-        "tokens": ANALYZERS[analyzer].count(sentence), "index_hash": "sha256:abc",
-        "embed_model": "all-MiniLM-L6-v2:mean", "analyzer": analyzer, "rev": doc.rev,
-        "score_norm": score, "score_raw": score * 10, "k_pos": rank, "text": sentence,
+        "tokens": ANALYZERS[analyzer].count(sentence),
+        "index_hash": "sha256:abc",
+        "embed_model": "all-MiniLM-L6-v2:mean",
+        "analyzer": analyzer,
+        "rev": doc.rev,
+        "score_norm": score,
+        "score_raw": score * 10,
+        "k_pos": rank,
+        "text": sentence,
     }
 
 
@@ -80,7 +98,7 @@ def write_config(tmp_path, pipelines: str, *, items: int = 6, seeds="[1, 2]", ex
     config.write_text(f"""
 [audit]
 gold = "gold.jsonl"
-corpus = "{DEMO / 'corpus'}"
+corpus = "{DEMO / "corpus"}"
 paraphrases = 3
 seeds = {seeds}
 out = "runs"
@@ -111,8 +129,13 @@ def comparable(report: dict) -> dict:
 
 
 ANCHOR = Span(POLICIES.index(KEYS_SENTENCE), POLICIES.index(KEYS_SENTENCE) + len(KEYS_SENTENCE))
-ITEM = GoldItem("SEC-KEYS-1", "How often are hardware keys rotated?", "policies", "policies/security/keys",
-                Anchor(ANCHOR, KEYS_SENTENCE))
+ITEM = GoldItem(
+    "SEC-KEYS-1",
+    "How often are hardware keys rotated?",
+    "policies",
+    "policies/security/keys",
+    Anchor(ANCHOR, KEYS_SENTENCE),
+)
 
 
 MUTATIONS = [
@@ -128,8 +151,17 @@ MUTATIONS = [
     lambda t: t["answer"]["segments"][0].update(citations=["nope", "pol-pw-1", "pol-keys-1"]),
     lambda t: t["retrieved"][1].update(snippet_id="pol-keys-1", text="not the slice"),
 ]
-ODD_LINES = [b"", b"   ", b"not json", b'{"qid": "a", "qid": "b"}', b'{"qid": "q", "retrieved": [{"score_norm": NaN}]}',
-             b"[" * 300 + b"]" * 300, b'{"qid": 7}', b"[1, 2]", b'{"qid": "\\ud800", "retrieved": []}']
+ODD_LINES = [
+    b"",
+    b"   ",
+    b"not json",
+    b'{"qid": "a", "qid": "b"}',
+    b'{"qid": "q", "retrieved": [{"score_norm": NaN}]}',
+    b"[" * 300 + b"]" * 300,
+    b'{"qid": 7}',
+    b"[1, 2]",
+    b'{"qid": "\\ud800", "retrieved": []}',
+]
 
 
 def trace_lines(valid_trace, count: int, seed: int) -> list[bytes]:
@@ -154,13 +186,16 @@ def write(path: Path, lines: list[bytes], *, newline: bytes = b"\n", torn: bool 
 
 def outcome(validator: Validator, issues) -> dict:
     found = [i.to_dict() for i in issues]
-    return {"issues": found, "records": validator.records, "counts": dict(validator.counts),
-            "errors": validator.errors, "bad": [str(b.problem) for b in validator.bad_lines],
-            "unreadable": [str(e) for e in validator.unreadable]}
+    return {
+        "issues": found,
+        "records": validator.records,
+        "counts": dict(validator.counts),
+        "errors": validator.errors,
+        "bad": [str(b.problem) for b in validator.bad_lines],
+        "unreadable": [str(e) for e in validator.unreadable],
+    }
 
 
 def sequential(paths, ctx=None, offset_unit="char") -> dict:
     validator = Validator(ctx or Context(), offset_unit=offset_unit)
     return outcome(validator, validator.check_paths(paths))
-
-

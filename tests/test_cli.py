@@ -1,4 +1,5 @@
 """The command line: exact exit codes and messages."""
+
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from ragaudit.validate import CODES
 def cli():
     def invoke(*args):
         return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
     return invoke
 
 
@@ -19,8 +21,11 @@ def cli():
 def traces_file(tmp_path, valid_trace):
     def write(*lines):
         path = tmp_path / "traces.jsonl"
-        path.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines), encoding="utf-8")
+        path.write_text(
+            "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines), encoding="utf-8"
+        )
         return path
+
     return write
 
 
@@ -57,10 +62,20 @@ def test_json_format_is_spec_shape(cli, traces_file, valid_trace):
     assert list(out) == ["records", "issues", "counts"]
     assert out["records"] == 2 and out["counts"] == {"score_out_of_range": 1}
     [issue] = out["issues"]
-    assert issue == {"code": "score_out_of_range", "severity": "error", "qid": "SEC-KEYS-1", "variant": 0, "seed": 1,
-                     "path": "$.retrieved[1].score_norm", "message": "expected score_norm in [0, 1], found 3",
-                     "fix": "normalise scores to [0, 1]", "citation": "pol-pw-1", "file": out["issues"][0]["file"],
-                     "line": 2, "pipeline": "bm25-k5"}
+    assert issue == {
+        "code": "score_out_of_range",
+        "severity": "error",
+        "qid": "SEC-KEYS-1",
+        "variant": 0,
+        "seed": 1,
+        "path": "$.retrieved[1].score_norm",
+        "message": "expected score_norm in [0, 1], found 3",
+        "fix": "normalise scores to [0, 1]",
+        "citation": "pol-pw-1",
+        "file": out["issues"][0]["file"],
+        "line": 2,
+        "pipeline": "bm25-k5",
+    }
 
 
 def test_malformed_lines_exit_3_and_the_rest_is_checked(cli, traces_file, valid_trace):
@@ -86,11 +101,14 @@ def test_truncated_last_line(cli, tmp_path, valid_trace):
     assert result.stderr.startswith(f"error: {path}:2: truncated last line: expected a complete JSON value")
 
 
-@pytest.mark.parametrize("content,message", [
-    (None, "no such file"),
-    ("", "expected JSON lines, found an empty file"),
-    ("\n\n", "expected JSON lines, found only blank lines"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "no such file"),
+        ("", "expected JSON lines, found an empty file"),
+        ("\n\n", "expected JSON lines, found only blank lines"),
+    ],
+)
 def test_unreadable_inputs_exit_3(tmp_path, content, message, traces_file, valid_trace):
     path = tmp_path / "x.jsonl"
     if content is not None:
@@ -107,7 +125,10 @@ def test_bad_corpus_exit_3(tmp_path, traces_file, valid_trace):
     corpus.write_text('{"doc_id": "a", "text": "x"}\n{"doc_id": "a", "text": "y"}\n', encoding="utf-8")
     result = CliRunner().invoke(main, ["validate", str(traces_file(valid_trace)), "--corpus", str(corpus)])
     assert result.exit_code == 3
-    assert result.stderr == f"error: {corpus}:2: $.doc_id: duplicate doc_id 'a': expected unique ids, found it first on line 1\n"
+    assert (
+        result.stderr
+        == f"error: {corpus}:2: $.doc_id: duplicate doc_id 'a': expected unique ids, found it first on line 1\n"
+    )
 
 
 def test_usage_error_exit_2(cli):
@@ -121,8 +142,11 @@ def test_config_section_policy(cli, tmp_path, traces_file, valid_trace, corpus_d
     path = traces_file(valid_trace)
     assert cli("validate", path, "--corpus", corpus_dir).exit_code == 1
     config = tmp_path / "c.toml"
-    config.write_text(f'[audit]\ncorpus = "{corpus_dir}"\ncross_section_whitelist = '
-                      '[["policies/security/keys", "policies/security/passwords"]]\n', encoding="utf-8")
+    config.write_text(
+        f'[audit]\ncorpus = "{corpus_dir}"\ncross_section_whitelist = '
+        '[["policies/security/keys", "policies/security/passwords"]]\n',
+        encoding="utf-8",
+    )
     assert cli("validate", path, "--config", config).exit_code == 0
 
 
@@ -138,10 +162,16 @@ def test_codes_lists_every_code(cli):
 
 def test_gold_check(cli, tmp_path, corpus_dir):
     from helpers import KEYS_SENTENCE, POLICIES
+
     start = POLICIES.index(KEYS_SENTENCE)
-    item = {"qid": "K", "question": "q", "paraphrases": ["a", "b"], "doc_id": "policies",
-            "section_id": "policies/security/keys",
-            "anchor": {"start": start, "end": start + len(KEYS_SENTENCE), "unit": "char", "text": KEYS_SENTENCE}}
+    item = {
+        "qid": "K",
+        "question": "q",
+        "paraphrases": ["a", "b"],
+        "doc_id": "policies",
+        "section_id": "policies/security/keys",
+        "anchor": {"start": start, "end": start + len(KEYS_SENTENCE), "unit": "char", "text": KEYS_SENTENCE},
+    }
     gold = tmp_path / "gold.jsonl"
     gold.write_text("\n".join(json.dumps(dict(item, qid=f"K{i}")) for i in range(3)) + "\n", encoding="utf-8")
     ok = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance")
@@ -155,6 +185,7 @@ def test_gold_check(cli, tmp_path, corpus_dir):
 
 def test_readme_documents_every_command():
     from pathlib import Path
+
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     for command in main.commands:
         assert f"ragaudit {command}" in readme, command

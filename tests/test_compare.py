@@ -22,8 +22,17 @@ from ragaudit.compare import (
 
 
 def system(name, values, state="convergent"):
-    return System(name, {f"q{i}": {"qid": f"q{i}", "metrics": {"citation_match": v, "coverage": v, "delta_s_qr": 0.3},
-                                    "lambda": {"state": state if v else "chaotic"}} for i, v in enumerate(values)})
+    return System(
+        name,
+        {
+            f"q{i}": {
+                "qid": f"q{i}",
+                "metrics": {"citation_match": v, "coverage": v, "delta_s_qr": 0.3},
+                "lambda": {"state": state if v else "chaotic"},
+            }
+            for i, v in enumerate(values)
+        },
+    )
 
 
 def test_clearly_worse_configuration_is_reported_worse():
@@ -55,15 +64,21 @@ def test_holm_adjustment():
 
 def test_permutation_p_detects_a_shift():
     import numpy as np
+
     rng = np.random.default_rng(0)
     assert permutation_p(np.array([0.2] * 20), rng) < 0.001
 
 
 def test_compare_command_writes_json_and_html(tmp_path):
     def report(name, values):
-        return {"summary": {"pipelines": {name: {}}},
-                "questions": [{"pipeline": name, "qid": f"q{i}", "metrics": {"citation_match": v},
-                               "lambda": {"state": "convergent"}} for i, v in enumerate(values)]}
+        return {
+            "summary": {"pipelines": {name: {}}},
+            "questions": [
+                {"pipeline": name, "qid": f"q{i}", "metrics": {"citation_match": v}, "lambda": {"state": "convergent"}}
+                for i, v in enumerate(values)
+            ],
+        }
+
     for run, values in (("a", [1.0] * 20), ("b", [0.0] * 20)):
         (tmp_path / run).mkdir()
         (tmp_path / run / "report.json").write_text(json.dumps(report("p", values)))
@@ -77,6 +92,7 @@ def test_compare_command_writes_json_and_html(tmp_path):
 
 def test_the_first_configured_pipeline_is_the_reference(tmp_path):
     from helpers import BM25, TFIDF, run_dir_of, write_config
+
     config = write_config(tmp_path, TFIDF + BM25, items=3, seeds="[1]")  # tfidf first, though bm25 sorts first
     result = CliRunner().invoke(main, ["run", str(config), "--no-gate"])
     assert result.exit_code == 0, result.output
@@ -135,14 +151,25 @@ def test_block_size_is_validated(bad):
 def graded_systems(n):
     """Two systems over n questions with metrics of three pair counts, one of them all ties."""
     rng = np.random.default_rng(3)
+
     def questions(shift):
         base = np.clip(rng.random(n) + shift, 0, 1)
-        return {f"q{i}": {"qid": f"q{i}", "lambda": {"state": "convergent"},
-                          "metrics": {"citation_match": float(base[i] > 0.5), "mrr": float(round(base[i], 1)),
-                                      "ndcg@10": float(base[i]), "delta_s_qr": 0.3,
-                                      "support": None if i % 7 == 0 else float(base[i] ** 2),
-                                      "coverage": None if i % 3 == 0 else float(base[i] > 0.4)}}
-                for i in range(n)}
+        return {
+            f"q{i}": {
+                "qid": f"q{i}",
+                "lambda": {"state": "convergent"},
+                "metrics": {
+                    "citation_match": float(base[i] > 0.5),
+                    "mrr": float(round(base[i], 1)),
+                    "ndcg@10": float(base[i]),
+                    "delta_s_qr": 0.3,
+                    "support": None if i % 7 == 0 else float(base[i] ** 2),
+                    "coverage": None if i % 3 == 0 else float(base[i] > 0.4),
+                },
+            }
+            for i in range(n)
+        }
+
     return System("a", questions(0.0)), System("b", questions(-0.05))
 
 
@@ -154,8 +181,9 @@ def test_compare_equals_one_shot_resampling_metric_by_metric(monkeypatch, chunk_
     assert {m["questions"] for m in metrics.values()} == {60, 51, 40}
     for name, m in metrics.items():
         shared = [q for q in sorted(reference.questions) if reference.questions[q]["metrics"][name] is not None]
-        diffs = (np.array([other.questions[q]["metrics"][name] for q in shared])
-                 - np.array([reference.questions[q]["metrics"][name] for q in shared]))
+        diffs = np.array([other.questions[q]["metrics"][name] for q in shared]) - np.array(
+            [reference.questions[q]["metrics"][name] for q in shared]
+        )
         _, ci, p, _ = one_shot(diffs, SEED)
         assert (m["ci95"], m["p_value"]) == (list(ci), p), name
     assert metrics["delta_s_qr"]["p_value"] == 1.0
@@ -177,9 +205,21 @@ def test_compare_memory_does_not_grow_with_resamples_times_questions():
 def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
     for run, value in (("a", 1.0), ("b", [1.0, 0.0])):
         (tmp_path / run).mkdir()
-        (tmp_path / run / "report.json").write_text(json.dumps(
-            {"summary": {"pipelines": {"p": {}}}, "questions": [
-                {"pipeline": "p", "qid": f"q{i}", "metrics": {"citation_match": value},
-                 "lambda": {"state": "convergent"}} for i in range(3)]}))
+        (tmp_path / run / "report.json").write_text(
+            json.dumps(
+                {
+                    "summary": {"pipelines": {"p": {}}},
+                    "questions": [
+                        {
+                            "pipeline": "p",
+                            "qid": f"q{i}",
+                            "metrics": {"citation_match": value},
+                            "lambda": {"state": "convergent"},
+                        }
+                        for i in range(3)
+                    ],
+                }
+            )
+        )
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path)])
     assert result.exit_code == 3 and "metric citation_match: expected one number per question" in result.output

@@ -1,4 +1,5 @@
 """The built-in handbook demo is a sound gold set for its corpus, by the real model too."""
+
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,7 @@
 """Runs on a Dask cluster (a LocalCluster of two worker processes here) and on this machine's own
 processes: the report is the local run's report, a worker that dies mid-call loses nothing, and a
 cut-short run resumes on the cluster."""
+
 import json
 import shutil
 
@@ -15,8 +16,9 @@ SLOW = '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None,
-                                  silence_logs=50) as local:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None, silence_logs=50
+    ) as local:
         yield local
 
 
@@ -29,8 +31,10 @@ def beside(tmp_path, *modules):
 
 def without_times(run_dir):
     """The run's traces, less the time each was retrieved at."""
-    return [{k: v for k, v in json.loads(line).items() if k != "retrieved_at"}
-            for line in (run_dir / "traces.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k != "retrieved_at"}
+        for line in (run_dir / "traces.jsonl").read_text().splitlines()
+    ]
 
 
 def report_of(run_dir):
@@ -50,8 +54,13 @@ def test_a_dask_run_reports_exactly_what_a_local_run_does(tmp_path, cluster):
 
 
 def test_the_config_can_name_the_cluster(tmp_path, cluster):
-    config = write_config(tmp_path, BM25, items=2, seeds="[1]",
-                          extra=f'[executor]\nkind = "dask"\nscheduler = "{cluster.scheduler_address}"\n')
+    config = write_config(
+        tmp_path,
+        BM25,
+        items=2,
+        seeds="[1]",
+        extra=f'[executor]\nkind = "dask"\nscheduler = "{cluster.scheduler_address}"\n',
+    )
     result = invoke("run", config, "--no-gate")
     assert result.exit_code == 0, result.output
     local = invoke("run", config, "--no-gate", "--executor", "local")
@@ -62,8 +71,10 @@ def test_a_worker_that_dies_mid_call_loses_no_run(tmp_path, cluster):
     beside(tmp_path, "slow_rag", "dying_rag")
     marker = tmp_path / "die_once"
     marker.write_text("")
-    pipeline = ('[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "dying_rag:make"\n'
-                f'options = {{die_once = "{marker}"}}\n')
+    pipeline = (
+        '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "dying_rag:make"\n'
+        f'options = {{die_once = "{marker}"}}\n'
+    )
     config = write_config(tmp_path, pipeline, items=4, seeds="[1]")
     result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
     assert result.exit_code == 0, result.output
@@ -79,9 +90,10 @@ def test_a_cut_short_run_resumes_on_the_cluster(tmp_path, cluster):
     whole = run_dir_of(invoke("run", config, "--no-gate"))
     cut = run_dir_of(invoke("run", config, "--no-gate"))
     lines = (cut / "traces.jsonl").read_text().splitlines(keepends=True)
-    (cut / "traces.jsonl").write_text("".join(lines[:len(lines) // 2 - 3]) + lines[len(lines) // 2][:40])  # torn
-    result = invoke("run", config, "--resume", cut, "--no-gate", "--executor", "dask",
-                    "--scheduler", cluster.scheduler_address)
+    (cut / "traces.jsonl").write_text("".join(lines[: len(lines) // 2 - 3]) + lines[len(lines) // 2][:40])  # torn
+    result = invoke(
+        "run", config, "--resume", cut, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address
+    )
     assert result.exit_code == 0, result.output
     assert without_times(cut) == without_times(whole)
     assert report_of(cut) == report_of(whole)
@@ -108,7 +120,6 @@ def test_dask_needs_a_scheduler(tmp_path):
     assert result.exit_code == 2 and "--scheduler" in result.stderr
 
 
-
 def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, valid_trace, corpus, cluster):
     from helpers import sequential, trace_lines, write
 
@@ -124,8 +135,9 @@ def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, v
     with distributed.Client(cluster) as client:
         for job_bytes in (10**6, 2_000):
             validator = Validator(ctx)
-            issues = [i.to_dict() for i in check_sharded(validator, inputs, workers=1, job_bytes=job_bytes,
-                                                         client=client)]
+            issues = [
+                i.to_dict() for i in check_sharded(validator, inputs, workers=1, job_bytes=job_bytes, client=client)
+            ]
             assert issues == expected["issues"] and dict(validator.counts) == expected["counts"]
             assert [str(e) for e in validator.unreadable] == expected["unreadable"]
 
@@ -135,16 +147,28 @@ def test_validate_cli_on_the_cluster_prints_what_one_process_does(tmp_path, vali
 
     path = write(tmp_path / "t.jsonl", trace_lines(valid_trace, 60, seed=5))
     local = invoke("validate", path, "--corpus", corpus_dir, "--workers", "1", "--format", "json")
-    remote = invoke("validate", path, "--corpus", corpus_dir, "--executor", "dask",
-                    "--scheduler", cluster.scheduler_address, "--format", "json")
+    remote = invoke(
+        "validate",
+        path,
+        "--corpus",
+        corpus_dir,
+        "--executor",
+        "dask",
+        "--scheduler",
+        cluster.scheduler_address,
+        "--format",
+        "json",
+    )
     assert remote.exit_code == local.exit_code == 3  # bad lines among the traces
     assert remote.output == local.output and remote.stderr == local.stderr
 
 
 def test_retries_of_a_service_pipeline_apply_on_the_cluster(tmp_path, cluster):
     beside(tmp_path, "flaky_rag")
-    pipeline = ('[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "flaky_rag:make"\nretries = 6\n'
-                'retry_backoff_s = 0.01\noptions = {failures = 1}\n')
+    pipeline = (
+        '[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "flaky_rag:make"\nretries = 6\n'
+        "retry_backoff_s = 0.01\noptions = {failures = 1}\n"
+    )
     config = write_config(tmp_path, pipeline, items=2, seeds="[1]")
     result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
     assert result.exit_code == 0, result.output

@@ -1,6 +1,7 @@
 """`ragaudit faults`: every fault class is a transformation of recorded traces that the gate
 catches, on a small run of the reference pipeline; the CLI writes faults.json and faults.html
 and exits 0 only when the clean run passes and every fault fails."""
+
 import dataclasses
 import json
 import random
@@ -38,20 +39,50 @@ def clean_recording(path):
     index = LiveIndex(index_hash(chunks, analyzer=analyzer), analyzer, "none", "bm25")
 
     def payload(chunk, rank):
-        return Payload(chunk.doc_id, chunk.section_id, chunk.snippet_id, chunk.source_url,
-                       Offsets(chunk.start, chunk.end, "char"), chunk.tokens, index.index_hash, index.embed_model,
-                       analyzer, chunk.rev, score_norm=1.0 - 0.1 * rank, k_pos=rank + 1, text=chunk.text)
+        return Payload(
+            chunk.doc_id,
+            chunk.section_id,
+            chunk.snippet_id,
+            chunk.source_url,
+            Offsets(chunk.start, chunk.end, "char"),
+            chunk.tokens,
+            index.index_hash,
+            index.embed_model,
+            analyzer,
+            chunk.rev,
+            score_norm=1.0 - 0.1 * rank,
+            k_pos=rank + 1,
+            text=chunk.text,
+        )
+
     with open(path, "w", encoding="utf-8") as out:
         for item in items[:ITEMS]:
             gold = next(c for c in chunks if c.doc_id == item.doc_id and c.start <= item.anchor.span.start < c.end)
             others = [c for c in chunks if c.doc_id == item.doc_id and c is not gold][:4]
             retrieved = tuple(payload(c, r) for r, c in enumerate([gold, *others]))
-            answer = Answer(text=f"{item.anchor.text.rstrip('.')} [{gold.snippet_id}].",
-                            segments=(Segment(1, item.anchor.text, (gold.snippet_id,)),))
+            answer = Answer(
+                text=f"{item.anchor.text.rstrip('.')} [{gold.snippet_id}].",
+                segments=(Segment(1, item.anchor.text, (gold.snippet_id,)),),
+            )
             for variant, query in enumerate(item.variants[:3]):
                 for seed in (1, 2):
-                    out.write(dump_trace(Trace(item.qid, variant, seed, retrieved, query, "clean", "bm25",
-                                               "2026-11-23T10:00:00Z", index, answer)) + "\n")
+                    out.write(
+                        dump_trace(
+                            Trace(
+                                item.qid,
+                                variant,
+                                seed,
+                                retrieved,
+                                query,
+                                "clean",
+                                "bm25",
+                                "2026-11-23T10:00:00Z",
+                                index,
+                                answer,
+                            )
+                        )
+                        + "\n"
+                    )
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +126,9 @@ def test_the_mutations_do_what_they_say(recorded):
     _, _, inputs, traces = recorded
     gold = {i.qid: i for i in inputs.items}
     first = next(t for t in traces if t.variant == 1 and t.seed == 2)
-    scene = Scene(gold[first.qid], inputs.corpus, [p for t in traces for p in t.retrieved], (1, 2),
-                  rng=random.Random(0))
+    scene = Scene(
+        gold[first.qid], inputs.corpus, [p for t in traces for p in t.retrieved], (1, 2), rng=random.Random(0)
+    )
     cited = cited_ids(first, 5)
 
     stale = FAULTS["stale_revision"].mutate(first, scene)
@@ -154,9 +186,14 @@ def test_cli_writes_the_matrix_and_exits_by_the_verdict(recorded, tmp_path):
     assert "stale_revision" in result.output and "gate passes the clean run" in result.output
     # a gate that lets everything through catches nothing: exit 1
     lax = tmp_path / "lax.toml"
-    lax.write_text(config.read_text().replace(OPEN_DELTA_S, "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\n"
-                   "max_errors = 100000\nhallucination_max = 100000\n\n")
-                   .replace('"gold.jsonl"', f'"{config.parent / "gold.jsonl"}"'))
+    lax.write_text(
+        config.read_text()
+        .replace(
+            OPEN_DELTA_S,
+            "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\nmax_errors = 100000\nhallucination_max = 100000\n\n",
+        )
+        .replace('"gold.jsonl"', f'"{config.parent / "gold.jsonl"}"')
+    )
     result = invoke("faults", run_dir, "--config", lax, "--only", "stale_revision,number_change", "--out", tmp_path)
     assert result.exit_code == 1 and "MISSED" in result.output
     assert invoke("faults", run_dir, "--only", "no_such_fault").exit_code == 2

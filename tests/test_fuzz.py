@@ -1,6 +1,7 @@
 """Hostile input never gives a traceback: generated traces, gold sets, corpora, configs and damaged
 run directories through the CLI, each ending with an allowed exit code and a message, nothing else.
 Fixed seed (derandomized) and bounded examples, so the suite stays fast and repeatable."""
+
 import copy
 import json
 import shutil
@@ -13,20 +14,33 @@ from hypothesis import strategies as st
 
 from ragaudit.cli import main
 
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
-                    st.text(max_size=30), st.sampled_from(["\ud800", "\x00", "NaN", "", "[1]", "<script>"]))
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                            st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                           max_leaves=12)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(["\ud800", "\x00", "NaN", "", "[1]", "<script>"]),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def fresh(tmp_path):
     """A new folder per hypothesis example (tmp_path is shared by all examples of a test)."""
     import tempfile
     from pathlib import Path
+
     return Path(tempfile.mkdtemp(dir=tmp_path))
 
 
@@ -73,8 +87,13 @@ def mutated(draw, document: dict):
 
 
 def text_lines(draw, base: dict) -> str:
-    kinds = st.one_of(mutated(base).map(_line), json_values.map(_line), st.text(max_size=60),
-                      st.just("[" * 2000 + "]" * 2000), st.just('{"qid": "a", "qid": "b"}'))
+    kinds = st.one_of(
+        mutated(base).map(_line),
+        json_values.map(_line),
+        st.text(max_size=60),
+        st.just("[" * 2000 + "]" * 2000),
+        st.just('{"qid": "a", "qid": "b"}'),
+    )
     return "\n".join(draw(st.lists(kinds, min_size=1, max_size=5))) + draw(st.sampled_from(["\n", ""]))
 
 
@@ -89,10 +108,16 @@ def test_hostile_traces(tmp_path, valid_trace, corpus_dir, data):
     assert_clean(invoke("cite", path), {0, 3})
 
 
-GOLD = {"qid": "K1", "question": "How often are hardware keys rotated?", "paraphrases": ["p1", "p2"],
-        "doc_id": "policies", "section_id": "policies/security/keys",
-        "anchor": {"start": 41, "end": 83, "unit": "char", "text": "Hardware keys are rotated every 12 months."},
-        "expected_citations": [{"doc_id": "policies", "start": 41, "end": 83, "unit": "char"}], "accept": "all"}
+GOLD = {
+    "qid": "K1",
+    "question": "How often are hardware keys rotated?",
+    "paraphrases": ["p1", "p2"],
+    "doc_id": "policies",
+    "section_id": "policies/security/keys",
+    "anchor": {"start": 41, "end": 83, "unit": "char", "text": "Hardware keys are rotated every 12 months."},
+    "expected_citations": [{"doc_id": "policies", "start": 41, "end": 83, "unit": "char"}],
+    "accept": "all",
+}
 
 
 @FUZZ
@@ -104,8 +129,14 @@ def test_hostile_gold_sets(tmp_path, corpus_dir, data):
     assert_clean(invoke("gold", "check", path, "--corpus", corpus_dir, "--no-distance"), {0, 1, 3})
 
 
-DOCUMENT = {"doc_id": "a", "text": "# A\n\nOne sentence.\n", "title": "A", "rev": "r1",
-            "sections": [{"section_id": "a", "start": 0, "end": 19}], "pages": [[0, 19]]}
+DOCUMENT = {
+    "doc_id": "a",
+    "text": "# A\n\nOne sentence.\n",
+    "title": "A",
+    "rev": "r1",
+    "sections": [{"section_id": "a", "start": 0, "end": 19}],
+    "pages": [[0, 19]],
+}
 
 
 @FUZZ
@@ -117,8 +148,9 @@ def test_hostile_corpora(tmp_path, valid_trace, data, as_folder):
     if as_folder:
         corpus = tmp_path / "corpus"
         corpus.mkdir()
-        for i, body in enumerate(data.draw(st.lists(st.one_of(st.text(max_size=200), st.binary(max_size=50)),
-                                                    min_size=0, max_size=3))):
+        for i, body in enumerate(
+            data.draw(st.lists(st.one_of(st.text(max_size=200), st.binary(max_size=50)), min_size=0, max_size=3))
+        ):
             target = corpus / f"doc{i}{data.draw(st.sampled_from(['.md', '.txt', '.bin']))}"
             target.write_bytes(body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass"))
     else:
@@ -127,17 +159,25 @@ def test_hostile_corpora(tmp_path, valid_trace, data, as_folder):
     assert_clean(invoke("validate", traces, "--corpus", corpus), {0, 1, 3})
 
 
-CONFIG_VALUES = st.one_of(st.integers(-5, 5), st.floats(allow_nan=True, allow_infinity=True).map(
-    lambda f: "nan" if f != f else ("inf" if f == float("inf") else "-inf" if f == float("-inf") else repr(f))),
-    st.sampled_from(['"x"', "[]", "[1, 1]", "{}", '"../nowhere"', "true", '["divergent", "bogus"]']))
+CONFIG_VALUES = st.one_of(
+    st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda f: "nan" if f != f else ("inf" if f == float("inf") else "-inf" if f == float("-inf") else repr(f))
+    ),
+    st.sampled_from(['"x"', "[]", "[1, 1]", "{}", '"../nowhere"', "true", '["divergent", "bogus"]']),
+)
 
 
 @FUZZ
 @given(data=st.data())
 def test_hostile_configs(tmp_path, valid_trace, data):
     tmp_path = fresh(tmp_path)
-    config = write_config(tmp_path, BM25 + '[[pipelines]]\nname = "tf"\nkind = "reference"\nretriever = "tfidf"\n',
-                          items=2, extra="workers = 2\n")
+    config = write_config(
+        tmp_path,
+        BM25 + '[[pipelines]]\nname = "tf"\nkind = "reference"\nretriever = "tfidf"\n',
+        items=2,
+        extra="workers = 2\n",
+    )
     lines = config.read_text().splitlines()
     for _ in range(data.draw(st.integers(1, 3))):
         at = data.draw(st.integers(0, len(lines) - 1))
@@ -163,8 +203,12 @@ def finished_run(tmp_path_factory):
 RUN_FILES = ("manifest.json", "report.json", "traces.jsonl")
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_damaged_run_directories(tmp_path, finished_run, data):
     tmp_path = fresh(tmp_path)
@@ -175,7 +219,7 @@ def test_damaged_run_directories(tmp_path, finished_run, data):
     original = (run_dir / name).read_text()
     damage = data.draw(st.sampled_from(["truncate", "array", "deep", "garbage", "mutate"]))
     if damage == "truncate":
-        text = original[:data.draw(st.integers(0, max(0, len(original) - 1)))]
+        text = original[: data.draw(st.integers(0, max(0, len(original) - 1)))]
     elif damage == "array":
         text = "[1, 2, 3]\n"
     elif damage == "deep":

@@ -1,6 +1,7 @@
 """Nothing lost, nothing invented, no traceback: the run directory's lock, resume checks, stored
 traces that are never rewritten, atomic outputs, verify over inputs and outputs, signals, analyzer
 parity that does not depend on the worker count, and start failures that leave nothing behind."""
+
 import json
 import os
 import signal
@@ -16,8 +17,7 @@ from ragaudit import rundir
 from ragaudit.io.files import write_atomic
 from ragaudit.io.traces import read_traces
 
-SLOW = ('[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\n'
-        'options = {delay = 0.05}\n')
+SLOW = '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.05}\n'
 
 
 @pytest.fixture
@@ -46,16 +46,23 @@ def test_a_second_process_cannot_take_a_locked_run_directory(finished):
 
 def test_two_concurrent_resumes_duplicate_nothing(tmp_path):
     config = write_config(tmp_path, SLOW, items=8)
-    first = subprocess.run([sys.executable, "-m", "ragaudit", "run", str(config), "--no-gate"], cwd=tmp_path,
-                           env={**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}, capture_output=True, text=True)
+    first = subprocess.run(
+        [sys.executable, "-m", "ragaudit", "run", str(config), "--no-gate"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"},
+        capture_output=True,
+        text=True,
+    )
     assert first.returncode == 0, first.stderr
     run_dir = next((tmp_path / "runs").iterdir())
     traces = (run_dir / "traces.jsonl").read_text().splitlines()
     (run_dir / "traces.jsonl").write_text("\n".join(traces[:10]) + "\n")  # as if killed after 10 runs
     command = [sys.executable, "-m", "ragaudit", "run", str(config), "--resume", str(run_dir), "--no-gate"]
     env = {**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}
-    children = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True) for _ in range(2)]
+    children = [
+        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outcomes = [(c.wait(timeout=120), c.stderr.read()) for c in children]
     assert sorted(code for code, _ in outcomes) == [0, 3], outcomes
     assert any("locked by pid" in err for code, err in outcomes if code == 3)
@@ -105,6 +112,7 @@ def test_verify_names_the_changed_corpus_documents(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     from helpers import DEMO
+
     for path in (DEMO / "corpus").iterdir():
         (corpus / path.name).write_text(path.read_text())
     config = write_config(tmp_path, BM25, items=3, seeds="[1]")
@@ -133,6 +141,7 @@ def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monke
 
     def full(path, data):
         raise OSError(28, "No space left on device", str(path))
+
     monkeypatch.setattr("ragaudit.report.html.write_atomic", full)
     result = invoke("report", run_dir)
     assert result.exit_code == 3 and "No space left on device" in result.stderr
@@ -147,8 +156,9 @@ def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
     real = type(target).write_text
 
     def half_then_full(self, data, **kw):  # the disk fills up half-way through the write
-        real(self, data[:len(data) // 2], **kw)
+        real(self, data[: len(data) // 2], **kw)
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(type(target), "write_text", half_then_full)
     with pytest.raises(OSError):
         write_atomic(target, "new content")
@@ -160,8 +170,14 @@ def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
 def test_a_signal_keeps_finished_runs_and_resume_finishes(tmp_path, signum, code):
     config = write_config(tmp_path, SLOW.replace("delay = 0.05", "delay = 0.1"), items=10)
     env = {**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}
-    child = subprocess.Popen([sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2"], cwd=tmp_path,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = list((tmp_path / "runs").glob("*/traces.jsonl")) if (tmp_path / "runs").exists() else []
@@ -175,8 +191,13 @@ def test_a_signal_keeps_finished_runs_and_resume_finishes(tmp_path, signum, code
     run_dir = found[0].parent
     kept = len((run_dir / "traces.jsonl").read_text().splitlines())
     assert 5 <= kept < 60 and not (run_dir / "report.json").exists()
-    finish = subprocess.run([sys.executable, "-m", "ragaudit", "run", str(config), "--resume", str(run_dir),
-                             "--no-gate"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    finish = subprocess.run(
+        [sys.executable, "-m", "ragaudit", "run", str(config), "--resume", str(run_dir), "--no-gate"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert finish.returncode == 0, finish.stderr
     keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(run_dir / "traces.jsonl")]
     assert len(keys) == 60 and len(set(keys)) == 60
@@ -186,8 +207,10 @@ def test_analyzer_parity_abort_does_not_depend_on_workers(tmp_path, fixtures_on_
     from parity_rag import drifts
 
     from ragaudit.io.gold import read_gold
-    config = write_config(tmp_path, '[[pipelines]]\nname = "drifting"\nkind = "python"\nfactory = "parity_rag:make"\n',
-                          items=6)
+
+    config = write_config(
+        tmp_path, '[[pipelines]]\nname = "drifting"\nkind = "python"\nfactory = "parity_rag:make"\n', items=6
+    )
     items, _ = read_gold(tmp_path / "gold.jsonl")
     plan = [(i.qid, v, s, q) for i in items for v, q in enumerate(i.variants[:3]) for s in (1, 2)]
     first = next(n for n, (_, _, _, q) in enumerate(plan) if drifts(q))
@@ -199,29 +222,41 @@ def test_analyzer_parity_abort_does_not_depend_on_workers(tmp_path, fixtures_on_
         run_dir = run_dir_of(result)
         counts.append([(t.qid, t.variant, t.seed) for t in read_traces(run_dir / "traces.jsonl")])
         assert "aborted (analyzer parity)" in result.stderr
-    assert counts[0] == counts[1] == sorted(r[:3] for r in plan[:first + 1])
+    assert counts[0] == counts[1] == sorted(r[:3] for r in plan[: first + 1])
 
 
 def test_a_pipeline_that_cannot_start_leaves_no_run_directory(tmp_path, fixtures_on_path):
-    config = write_config(tmp_path, '[[pipelines]]\nname = "broken"\nkind = "python"\nfactory = "toy_rag:make_broken"\n')
+    config = write_config(
+        tmp_path, '[[pipelines]]\nname = "broken"\nkind = "python"\nfactory = "toy_rag:make_broken"\n'
+    )
     result = invoke("run", config)
     assert result.exit_code == 4 and "refused the connection" in result.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 def test_a_factory_that_exits_is_a_start_error_not_a_pass(tmp_path, fixtures_on_path):
-    config = write_config(tmp_path, '[[pipelines]]\nname = "quits"\nkind = "python"\nfactory = "parity_rag:make_exiting"\n')
+    config = write_config(
+        tmp_path, '[[pipelines]]\nname = "quits"\nkind = "python"\nfactory = "parity_rag:make_exiting"\n'
+    )
     result = invoke("run", config)
     assert result.exit_code == 4 and "SystemExit" in result.stderr
 
 
 def test_sigterm_stops_hung_command_children_and_their_groups(tmp_path):
     pids = tmp_path / "pids"
-    pipeline = (f'[[pipelines]]\nname = "hung"\nkind = "command"\n'
-                f'command = ["{sys.executable}", "{FIXTURES / "hanging_family.py"}", "{pids}"]\ntimeout_s = 600\n')
+    pipeline = (
+        f'[[pipelines]]\nname = "hung"\nkind = "command"\n'
+        f'command = ["{sys.executable}", "{FIXTURES / "hanging_family.py"}", "{pids}"]\ntimeout_s = 600\n'
+    )
     config = write_config(tmp_path, pipeline, items=2, seeds="[1]")
-    child = subprocess.Popen([sys.executable, "-m", "ragaudit", "run", str(config)], cwd=tmp_path,
-                             env={**os.environ, "CI": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "run", str(config)],
+        cwd=tmp_path,
+        env={**os.environ, "CI": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not pids.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

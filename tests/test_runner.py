@@ -1,5 +1,6 @@
 """The runner end to end: every pipeline kind, resume after a real kill, worker-count independence,
 and replaying a run's traces reproduces its metrics."""
+
 import json
 import os
 import signal
@@ -28,8 +29,19 @@ def test_reference_run_writes_every_output(tmp_path):
     assert result.exit_code == 0, result.output
     run_dir = run_dir_of(result)
     names = {p.name for p in run_dir.iterdir()}
-    assert names >= {"traces.jsonl", "issues.jsonl", "manifest.json", "report.json", "report.html", "traces.log",
-                     "rag_traces.sqlite", "junit.xml", "summary.md", "compare.json", "compare.html"}
+    assert names >= {
+        "traces.jsonl",
+        "issues.jsonl",
+        "manifest.json",
+        "report.json",
+        "report.html",
+        "traces.log",
+        "rag_traces.sqlite",
+        "junit.xml",
+        "summary.md",
+        "compare.json",
+        "compare.html",
+    }
     traces = list(read_traces(run_dir / "traces.jsonl"))
     assert len(traces) == 2 * 6 * 3 * 2
     assert (run_dir / "issues.jsonl").read_text() == ""  # every payload of the reference pipeline validates
@@ -59,7 +71,9 @@ def test_report_rebuilds_identically(tmp_path):
 def test_replaying_the_traces_reproduces_the_metrics(tmp_path):
     config = write_config(tmp_path, BM25)
     first = run_dir_of(invoke("run", config, "--no-gate"))
-    replay = write_config(tmp_path, f'[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "{first / "traces.jsonl"}"\n')
+    replay = write_config(
+        tmp_path, f'[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "{first / "traces.jsonl"}"\n'
+    )
     second = run_dir_of(invoke("run", replay, "--no-gate"))
     a = json.loads((first / "report.json").read_text())
     b = json.loads((second / "report.json").read_text())
@@ -70,20 +84,25 @@ def test_replaying_the_traces_reproduces_the_metrics(tmp_path):
 def test_replay_reports_missing_runs_and_invents_none(tmp_path):
     config = write_config(tmp_path, BM25, seeds="[1]")
     first = run_dir_of(invoke("run", config, "--no-gate"))
-    replay = write_config(tmp_path, f'[[pipelines]]\nname = "old"\nkind = "replay"\ntraces = "{first / "traces.jsonl"}"\n',
-                          seeds="[1, 9]")
+    replay = write_config(
+        tmp_path, f'[[pipelines]]\nname = "old"\nkind = "replay"\ntraces = "{first / "traces.jsonl"}"\n', seeds="[1, 9]"
+    )
     second = run_dir_of(invoke("run", replay, "--no-gate"))
     traces = list(read_traces(second / "traces.jsonl"))
     missing = [t for t in traces if t.seed == 9]
-    assert len(missing) == 18 and all(t.error.startswith("no recorded run for qid") and not t.retrieved for t in missing)
-    issues = [json.loads(l) for l in (second / "issues.jsonl").read_text().splitlines()]
+    assert len(missing) == 18 and all(
+        t.error.startswith("no recorded run for qid") and not t.retrieved for t in missing
+    )
+    issues = [json.loads(line) for line in (second / "issues.jsonl").read_text().splitlines()]
     assert {i["code"] for i in issues} == {"pipeline_error"} and len(issues) == 18
 
 
 def test_python_and_command_pipelines_in_one_run(tmp_path):
-    pipelines = (f'[[pipelines]]\nname = "py"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {{delay = 0.0}}\n'
-                 f'[[pipelines]]\nname = "cmd"\nkind = "command"\n'
-                 f'command = ["{sys.executable}", "{FIXTURES / "jsonl_rag.py"}"]\ntimeout_s = 10\n')
+    pipelines = (
+        f'[[pipelines]]\nname = "py"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {{delay = 0.0}}\n'
+        f'[[pipelines]]\nname = "cmd"\nkind = "command"\n'
+        f'command = ["{sys.executable}", "{FIXTURES / "jsonl_rag.py"}"]\ntimeout_s = 10\n'
+    )
     config = write_config(tmp_path, pipelines, items=3, seeds="[1]")
     env_path = str(FIXTURES)
     sys.path.insert(0, env_path)
@@ -105,11 +124,19 @@ def test_unstartable_command_pipeline_exits_4(tmp_path):
 
 
 def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
-    config = write_config(tmp_path, '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\n'
-                                    'options = {delay = 0.05}\n', items=10)
+    config = write_config(
+        tmp_path,
+        '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.05}\n',
+        items=10,
+    )
     env = {**os.environ, "PYTHONPATH": str(FIXTURES), "CI": "1"}
-    child = subprocess.Popen([sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2", "--no-gate"],
-                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2", "--no-gate"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     runs = tmp_path / "runs"
     deadline = time.monotonic() + 60
     traces_file = None

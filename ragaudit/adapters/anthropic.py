@@ -19,6 +19,7 @@ The API does not score documents: pass the scores your retriever gave them (`sco
 document) or ragaudit reports `missing_score`. Other citation types (web and search results)
 are not projected.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -48,8 +49,9 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 @dataclass
 class _Sent:
     """A document as sent in the request."""
+
     doc_id: str | None
-    text: str | None = None           # plain-text source data
+    text: str | None = None  # plain-text source data
     blocks: tuple[str, ...] | None = None  # custom-content block texts
 
 
@@ -70,8 +72,13 @@ def _char_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
     start, end = c.start_char_index, c.end_char_index
     if doc is None:
         # the text sent is all that is known of the document: its sections and revision
-        return Hit(c.cited_text, sent.doc_id, start, end,
-                   source=text_document(sent.doc_id, sent.text) if sent.text and sent.doc_id else None)
+        return Hit(
+            c.cited_text,
+            sent.doc_id,
+            start,
+            end,
+            source=text_document(sent.doc_id, sent.text) if sent.text and sent.doc_id else None,
+        )
     if sent.text is not None and doc.text != sent.text:
         base = locate(sent.text, doc.text)
         if base is None:
@@ -83,7 +90,7 @@ def _char_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
 def _page_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
     first, stop = c.start_page_number, c.end_page_number
     pages = doc.pages if doc is not None else ()
-    if not (pages and 1 <= first < stop <= len(pages) + 1):
+    if doc is None or not (pages and 1 <= first < stop <= len(pages) + 1):
         # with a source text the cited text may still be found in it; without one, name the pages
         snippet_id = f"{sent.doc_id}:page{first}-{stop}" if doc is None else None
         return Hit(c.cited_text, sent.doc_id, snippet_id=snippet_id, page=first)
@@ -96,8 +103,7 @@ def _page_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
 
 def _block_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
     first, stop = c.start_block_index, c.end_block_index
-    fallback = Hit(c.cited_text, sent.doc_id,
-                   snippet_id=f"{sent.doc_id}:block{first}-{stop}" if doc is None else None)
+    fallback = Hit(c.cited_text, sent.doc_id, snippet_id=f"{sent.doc_id}:block{first}-{stop}" if doc is None else None)
     if doc is None or sent.blocks is None or not 0 <= first < stop <= len(sent.blocks):
         return fallback
     starts, cut = [], 0
@@ -111,14 +117,22 @@ def _block_hit(c: Any, sent: _Sent, doc: Document | None) -> Hit:
     return Hit(doc.text[lo:hi], sent.doc_id, lo, hi)
 
 
-_LOCATIONS = {"char_location": _char_hit, "page_location": _page_hit,
-              "content_block_location": _block_hit}
+_LOCATIONS = {"char_location": _char_hit, "page_location": _page_hit, "content_block_location": _block_hit}
 
 
-def from_anthropic(message: Any, documents: Sequence[Any], *, qid: str, query: str | None,
-                   index: IndexInfo, sources: Sources = None, doc_ids: Sequence[str] | None = None,
-                   scores: Sequence[float] | None = None, score_kind: str | None = None,
-                   **trace: Any) -> dict:
+def from_anthropic(
+    message: Any,
+    documents: Sequence[Any],
+    *,
+    qid: str,
+    query: str | None,
+    index: IndexInfo,
+    sources: Sources = None,
+    doc_ids: Sequence[str] | None = None,
+    scores: Sequence[float] | None = None,
+    score_kind: str | None = None,
+    **trace: Any,
+) -> dict:
     """A trace from a `Message` and the `documents` content blocks of its request, in request order.
 
     `doc_ids[i]` is the corpus doc_id of `documents[i]` (default: its `title`). Other keyword
@@ -150,13 +164,17 @@ def from_anthropic(message: Any, documents: Sequence[Any], *, qid: str, query: s
     unranked = payloads_in_order((hits[k][1] for k in order), index=index, sources=corpus, score_kind=score_kind)
     snippet = {k: p["snippet_id"] for k, p in zip(order, unranked)}
     cited = [(a, b, [snippet[k] for k in keys]) for a, b, keys in marks if keys]
-    return make_trace(qid, query, rank(unranked), answer_text=text, segments=segments(text, cited),
-                      index=index, **trace)
+    return make_trace(
+        qid, query, rank(unranked), answer_text=text, segments=segments(text, cited), index=index, **trace
+    )
 
 
 def _location(c: Any) -> tuple[int, int]:
-    for a, b in (("start_char_index", "end_char_index"), ("start_page_number", "end_page_number"),
-                 ("start_block_index", "end_block_index")):
+    for a, b in (
+        ("start_char_index", "end_char_index"),
+        ("start_page_number", "end_page_number"),
+        ("start_block_index", "end_block_index"),
+    ):
         if hasattr(c, a):
             return getattr(c, a), getattr(c, b)
     return (0, 0)

@@ -22,6 +22,7 @@ The stacks know their chunks but not ragaudit's view of them. The adapters fill 
 * order: the library's order, with runs of equal scores put in the SPEC tie-break order
   (section_id, then snippet_id); `k_pos` is the position in that list, from 1.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,25 +43,30 @@ from ragaudit.validate.ranking import primary_score, tiebreak_key
 @dataclass(frozen=True)
 class IndexInfo:
     """The live index as the user knows it; nothing in the stacks' objects records it."""
+
     index_hash: str
     analyzer: str
     embed_model: str
     store: str | None = None
 
     def to_dict(self) -> dict:
-        return {"index_hash": self.index_hash, "analyzer": self.analyzer,
-                "embed_model": self.embed_model, "store": self.store}
+        return {
+            "index_hash": self.index_hash,
+            "analyzer": self.analyzer,
+            "embed_model": self.embed_model,
+            "store": self.store,
+        }
 
 
 # How a raw score becomes score_norm in [0, 1]. The caller names the kind: the same call
 # (LangChain's similarity_search_with_score) returns a distance from FAISS and Chroma but a
 # similarity from InMemoryVectorStore, so it cannot be told from the numbers.
 SCORE_KINDS = {
-    "similarity": lambda s: s,                 # already in [0, 1], higher is better
-    "cosine": lambda s: (1.0 + s) / 2.0,       # cosine similarity in [-1, 1]
+    "similarity": lambda s: s,  # already in [0, 1], higher is better
+    "cosine": lambda s: (1.0 + s) / 2.0,  # cosine similarity in [-1, 1]
     "cosine_distance": lambda d: 1.0 - d / 2.0,  # 1 - cos, in [0, 2]
     "l2_distance": lambda d: 1.0 / (1.0 + d),  # any distance >= 0 (L2 or squared L2)
-    "raw": None,                               # unbounded (BM25 …): score_raw only
+    "raw": None,  # unbounded (BM25 …): score_raw only
 }
 _SLACK = 1e-6  # float noise at the bounds (1.0000001 from an inner product) is clipped
 
@@ -68,12 +74,15 @@ _SLACK = 1e-6  # float noise at the bounds (1.0000001 from an inner product) is 
 def check_score_kind(score_kind: str | None, *, scored: bool) -> None:
     if score_kind is None:
         if scored:
-            raise ValueError("The 'score_kind' parameter must be set when the results carry scores: "
-                             f"one of {sorted(SCORE_KINDS)}. Got None instead.")
+            raise ValueError(
+                "The 'score_kind' parameter must be set when the results carry scores: "
+                f"one of {sorted(SCORE_KINDS)}. Got None instead."
+            )
         return
     if score_kind not in SCORE_KINDS:
-        raise ValueError(f"The 'score_kind' parameter must be one of {sorted(SCORE_KINDS)}. "
-                         f"Got {score_kind!r} instead.")
+        raise ValueError(
+            f"The 'score_kind' parameter must be one of {sorted(SCORE_KINDS)}. Got {score_kind!r} instead."
+        )
 
 
 def normalize_score(score: float, score_kind: str) -> float | None:
@@ -91,9 +100,10 @@ def normalize_score(score: float, score_kind: str) -> float | None:
 @dataclass
 class Hit:
     """One retrieved unit as an adapter reads it from a library object."""
+
     text: str
     doc_id: str | None
-    start: int | None = None       # char offset in the source document, as the library claims
+    start: int | None = None  # char offset in the source document, as the library claims
     end: int | None = None
     within: tuple[int, int] | None = None  # where to look for the text when start is unknown
     snippet_id: str | None = None
@@ -211,10 +221,15 @@ def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_k
     else:
         snippet_id = f"{hit.doc_id}#{revision(hit.text)}"
     out: dict[str, Any] = {
-        "doc_id": hit.doc_id, "section_id": section_id, "snippet_id": snippet_id,
-        "source_url": source_url, "tokens": count_tokens(hit.text, index.analyzer),
-        "index_hash": index.index_hash, "embed_model": index.embed_model,
-        "analyzer": index.analyzer, "rev": hit.rev or (doc.rev if doc is not None else None),
+        "doc_id": hit.doc_id,
+        "section_id": section_id,
+        "snippet_id": snippet_id,
+        "source_url": source_url,
+        "tokens": count_tokens(hit.text, index.analyzer),
+        "index_hash": index.index_hash,
+        "embed_model": index.embed_model,
+        "analyzer": index.analyzer,
+        "rev": hit.rev or (doc.rev if doc is not None else None),
         "text": hit.text,
     }
     if span is not None:
@@ -245,8 +260,9 @@ def rank(payloads: list[dict]) -> list[dict]:
     return out
 
 
-def payloads_in_order(hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None,
-                      score_kind: str | None = None) -> list[dict]:
+def payloads_in_order(
+    hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None, score_kind: str | None = None
+) -> list[dict]:
     """One payload per hit, in the hits' order and without ranks."""
     hits = list(hits)
     check_score_kind(score_kind, scored=any(h.score is not None for h in hits))
@@ -254,8 +270,9 @@ def payloads_in_order(hits: Iterable[Hit], *, index: IndexInfo, sources: Sources
     return [payload(h, index=index, corpus=corpus, score_kind=score_kind) for h in hits]
 
 
-def build_payloads(hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None,
-                   score_kind: str | None = None) -> list[dict]:
+def build_payloads(
+    hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None, score_kind: str | None = None
+) -> list[dict]:
     return rank(payloads_in_order(hits, index=index, sources=sources, score_kind=score_kind))
 
 
@@ -276,24 +293,42 @@ def segments(text: str, marks: Iterable[tuple[int, int, Sequence[str]]]) -> list
             hit = [before[-1] if before else 0] if spans else []
         for k in hit:
             cites[k].update(dict.fromkeys(ids))
-    return [{"seg": n, "text": text[a:b], "citations": list(c)}
-            for n, ((a, b), c) in enumerate(zip(spans, cites), start=1)]
+    return [
+        {"seg": n, "text": text[a:b], "citations": list(c)} for n, ((a, b), c) in enumerate(zip(spans, cites), start=1)
+    ]
 
 
-def make_trace(qid: str, query: str | None, payloads: Sequence[dict], answer_text: str | None = None,
-               segments: Sequence[dict] | None = None, index: IndexInfo | None = None, variant: int = 0,
-               seed: int = 0, *, config: str | None = None, retriever_name: str | None = None,
-               retrieved_at: str | None = None, answer_raw: str | None = None) -> dict:
+def make_trace(
+    qid: str,
+    query: str | None,
+    payloads: Sequence[dict],
+    answer_text: str | None = None,
+    segments: Sequence[dict] | None = None,
+    index: IndexInfo | None = None,
+    variant: int = 0,
+    seed: int = 0,
+    *,
+    config: str | None = None,
+    retriever_name: str | None = None,
+    retrieved_at: str | None = None,
+    answer_raw: str | None = None,
+) -> dict:
     """A `ragaudit.trace/1` record, ready for `ragaudit.io.traces.parse_trace` or a JSONL file.
 
     `retrieved_at` defaults to now (UTC, `2026-11-22T10:00:00Z`): the adapters run right after
     the retrieval they project, and a recorded trace without the time is harder to audit.
     """
     trace: dict[str, Any] = {
-        "schema": TRACE_SCHEMA, "qid": qid, "variant": variant, "seed": seed, "query": query,
-        "config": config, "retriever_name": retriever_name,
+        "schema": TRACE_SCHEMA,
+        "qid": qid,
+        "variant": variant,
+        "seed": seed,
+        "query": query,
+        "config": config,
+        "retriever_name": retriever_name,
         "retrieved_at": retrieved_at if retrieved_at is not None else now(),
-        "retrieved": list(payloads), "error": None,
+        "retrieved": list(payloads),
+        "error": None,
     }
     if index is not None:
         trace["index"] = index.to_dict()

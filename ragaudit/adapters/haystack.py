@@ -10,6 +10,7 @@ of content and meta) is the snippet_id; `meta["page_number"]` the page.
 converter); else `meta["file_path"]` as a `file:` URL when it is absolute; else
 `urn:ragaudit:doc:<doc_id>#<section_id>`, the rule every adapter shares (`common.doc_urn`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -35,16 +36,26 @@ def _hit(document: Any, doc_id: str | None) -> Hit:
     meta = document.meta or {}
     page = meta.get("page_number")
     return Hit(
-        text=document.content or "", doc_id=doc_id, start=meta.get("split_idx_start"),
-        snippet_id=document.id, section_id=meta.get("section_id"), rev=meta.get("rev"),
+        text=document.content or "",
+        doc_id=doc_id,
+        start=meta.get("split_idx_start"),
+        snippet_id=document.id,
+        section_id=meta.get("section_id"),
+        rev=meta.get("rev"),
         source_url=meta.get("source_url") or url_of(meta.get("url")) or url_of(meta.get("file_path")),
-        score=document.score, page=page if type(page) is int and page >= 1 else None,
+        score=document.score,
+        page=page if type(page) is int and page >= 1 else None,
     )
 
 
-def from_haystack(documents: Iterable[Any], *, index: IndexInfo, sources: Sources = None,
-                  score_kind: str | None = None,
-                  doc_id: Callable[[Any], str | None] | None = None) -> list[dict]:
+def from_haystack(
+    documents: Iterable[Any],
+    *,
+    index: IndexInfo,
+    sources: Sources = None,
+    score_kind: str | None = None,
+    doc_id: Callable[[Any], str | None] | None = None,
+) -> list[dict]:
     """Payloads for retrieved `Document`s, in the order given.
 
     `score_kind` names what `Document.score` is (see `SCORE_KINDS`): BM25 and embedding

@@ -4,6 +4,7 @@ Offsets come from `metadata["start_index"]` (a text splitter with `add_start_ind
 splitter writes `-1` when it cannot find a chunk in its source: the chunk is then looked up in the
 source text when `sources` has it, and otherwise left without offsets (`missing_offsets`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -32,16 +33,26 @@ def _hit(document: Any, score: float | None, doc_id: str | None) -> Hit:
     snippet_id = next((str(meta[k]) for k in _ID_KEYS if meta.get(k) is not None), None)
     page = meta.get("page")  # PyPDFLoader numbers pages from 0
     return Hit(
-        text=document.page_content, doc_id=doc_id, start=meta.get("start_index"),
-        snippet_id=snippet_id or getattr(document, "id", None), section_id=meta.get("section_id"),
-        rev=meta.get("rev"), source_url=meta.get("source_url") or url_of(meta.get("source")),
-        score=score, page=page + 1 if type(page) is int and page >= 0 else None,
+        text=document.page_content,
+        doc_id=doc_id,
+        start=meta.get("start_index"),
+        snippet_id=snippet_id or getattr(document, "id", None),
+        section_id=meta.get("section_id"),
+        rev=meta.get("rev"),
+        source_url=meta.get("source_url") or url_of(meta.get("source")),
+        score=score,
+        page=page + 1 if type(page) is int and page >= 0 else None,
     )
 
 
-def from_langchain(results: Iterable[Any], *, index: IndexInfo, sources: Sources = None,
-                   score_kind: str | None = None,
-                   doc_id: Callable[[Any], str | None] | None = None) -> list[dict]:
+def from_langchain(
+    results: Iterable[Any],
+    *,
+    index: IndexInfo,
+    sources: Sources = None,
+    score_kind: str | None = None,
+    doc_id: Callable[[Any], str | None] | None = None,
+) -> list[dict]:
     """Payloads for `Document`s or `(Document, score)` pairs, in the order given.
 
     `score_kind` says what the scores are (see `SCORE_KINDS`): `similarity_search_with_score`

@@ -11,6 +11,7 @@ id and no offsets. Neither the id nor k is stable across runs, so these nodes ar
 where their chunk lies in the source document (`doc_id:start-end`, searched inside the parent's
 span when it is known), else by a hash of the chunk; without a source text they have no offsets.
 """
+
 from __future__ import annotations
 
 import re
@@ -55,10 +56,17 @@ def _hit(scored: Any, doc_id: str | None) -> Hit:
     node = getattr(scored, "node", scored)
     meta = node.metadata or {}
     text, start, end = _text(node), node.start_char_idx, node.end_char_idx
-    hit = Hit(text=text, doc_id=doc_id, start=start, end=end, snippet_id=node.node_id,
-              section_id=meta.get("section_id"), rev=meta.get("rev"),
-              source_url=meta.get("source_url") or url_of(meta.get("file_path")),
-              score=getattr(scored, "score", None))
+    hit = Hit(
+        text=text,
+        doc_id=doc_id,
+        start=start,
+        end=end,
+        snippet_id=node.node_id,
+        section_id=meta.get("section_id"),
+        rev=meta.get("rev"),
+        source_url=meta.get("source_url") or url_of(meta.get("file_path")),
+        score=getattr(scored, "score", None),
+    )
     match = _SOURCE.match(text)
     if match:
         hit.text = match.group(2)
@@ -77,29 +85,40 @@ def _hits(nodes: Iterable[Any], sources: Sources, doc_id: Callable[[Any], str | 
     return hits
 
 
-def from_llamaindex(nodes: Iterable[Any], *, index: IndexInfo, sources: Sources = None,
-                    score_kind: str | None = None,
-                    doc_id: Callable[[Any], str | None] | None = None) -> list[dict]:
+def from_llamaindex(
+    nodes: Iterable[Any],
+    *,
+    index: IndexInfo,
+    sources: Sources = None,
+    score_kind: str | None = None,
+    doc_id: Callable[[Any], str | None] | None = None,
+) -> list[dict]:
     """Payloads for `NodeWithScore`s (or bare nodes), in the order given.
 
     `score_kind` names what `NodeWithScore.score` is for your vector store (see `SCORE_KINDS`):
     the default SimpleVectorStore gives a cosine similarity (`"cosine"`).
     """
-    return build_payloads(_hits(nodes, sources, doc_id), index=index, sources=sources,
-                          score_kind=score_kind)
+    return build_payloads(_hits(nodes, sources, doc_id), index=index, sources=sources, score_kind=score_kind)
 
 
-def from_llamaindex_response(response: Any, *, qid: str, query: str | None, index: IndexInfo,
-                             sources: Sources = None, score_kind: str | None = None,
-                             doc_id: Callable[[Any], str | None] | None = None, **trace: Any) -> dict:
+def from_llamaindex_response(
+    response: Any,
+    *,
+    qid: str,
+    query: str | None,
+    index: IndexInfo,
+    sources: Sources = None,
+    score_kind: str | None = None,
+    doc_id: Callable[[Any], str | None] | None = None,
+    **trace: Any,
+) -> dict:
     """A trace from a query engine's `Response`: its source nodes become the payloads and, for a
     CitationQueryEngine, each `[k]` in the answer cites the payload of "Source k".
 
     Other keyword arguments (`variant`, `seed`, `config`, …) go to `make_trace`.
     """
     nodes = list(response.source_nodes or ())
-    unranked = payloads_in_order(_hits(nodes, sources, doc_id), index=index, sources=sources,
-                                 score_kind=score_kind)
+    unranked = payloads_in_order(_hits(nodes, sources, doc_id), index=index, sources=sources, score_kind=score_kind)
     cited = {}
     for scored, p in zip(nodes, unranked):
         k = source_number(getattr(scored, "node", scored))
@@ -111,11 +130,12 @@ def from_llamaindex_response(response: Any, *, qid: str, query: str | None, inde
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
     pieces, marks, cut, at = [], [], 0, 0
     for match in _MARKER.finditer(answer):
-        pieces.append(answer[cut:match.start()])
+        pieces.append(answer[cut : match.start()])
         at += len(pieces[-1])
         ids = [cited[int(k)] for k in re.findall(r"\d+", match.group(1)) if int(k) in cited]
         marks.append((at, at, ids))
         cut = match.end()
     pieces.append(answer[cut:])
-    return make_trace(qid, query, payloads, answer_text=answer, segments=segments("".join(pieces), marks),
-                      index=index, **trace)
+    return make_trace(
+        qid, query, payloads, answer_text=answer, segments=segments("".join(pieces), marks), index=index, **trace
+    )

@@ -7,6 +7,7 @@ names a file and an `index` in the output text; the sentence holding that index 
 retrieved chunk of the file, since the annotation does not say which one. A cited file with no
 retrieved chunk is cited by its `file_id`, which ragaudit reports as `dangling_citation`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -32,18 +33,33 @@ def default_doc_id(result: Any) -> str | None:
     return doc_id_from_path(result.filename) if result.filename else None
 
 
-def from_openai(response: Any, *, qid: str, query: str | None, index: IndexInfo,
-                sources: Sources = None, score_kind: str = "similarity",
-                doc_id: Callable[[Any], str | None] | None = None, **trace: Any) -> dict:
+def from_openai(
+    response: Any,
+    *,
+    qid: str,
+    query: str | None,
+    index: IndexInfo,
+    sources: Sources = None,
+    score_kind: str = "similarity",
+    doc_id: Callable[[Any], str | None] | None = None,
+    **trace: Any,
+) -> dict:
     """A trace from a `Response`. File search scores are documented as relevance in [0, 1], hence
     `score_kind="similarity"`. Other keyword arguments (`variant`, `seed`, …) go to `make_trace`."""
     results = [r for item in response.output if item.type == "file_search_call" for r in item.results or ()]
     hits = []
     for r in results:
         attributes = r.attributes or {}
-        hits.append(Hit(text=r.text or "", doc_id=doc_id(r) if doc_id is not None else default_doc_id(r),
-                        section_id=attributes.get("section_id"), rev=attributes.get("rev"),
-                        source_url=attributes.get("source_url"), score=r.score))
+        hits.append(
+            Hit(
+                text=r.text or "",
+                doc_id=doc_id(r) if doc_id is not None else default_doc_id(r),
+                section_id=attributes.get("section_id"),
+                rev=attributes.get("rev"),
+                source_url=attributes.get("source_url"),
+                score=r.score,
+            )
+        )
     unranked = payloads_in_order(hits, index=index, sources=sources, score_kind=score_kind)
     by_file: dict[str, list[str]] = {}
     for r, p in zip(results, unranked):
@@ -61,5 +77,6 @@ def from_openai(response: Any, *, qid: str, query: str | None, index: IndexInfo,
                     at = len(text) + note.index
                     marks.append((at, at, by_file.get(note.file_id, [note.file_id])))
             text += part.text
-    return make_trace(qid, query, rank(unranked), answer_text=text, segments=segments(text, marks),
-                      index=index, **trace)
+    return make_trace(
+        qid, query, rank(unranked), answer_text=text, segments=segments(text, marks), index=index, **trace
+    )

@@ -6,6 +6,7 @@ and its checks should name the affected questions and few others.
 A question is *flagged* when some gate check names it as failing that check. Detection rate =
 affected questions flagged / affected; false-flag rate = unaffected questions flagged / unaffected.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,9 +28,9 @@ SCHEMA = "ragaudit.faults/1"
 @dataclass
 class Injection:
     fault: Fault
-    applicable: list[str]           # questions the fault can change
-    affected: list[str]             # the seeded sample of them
-    changed: dict[str, set[str]]    # per pipeline, the affected questions whose runs changed
+    applicable: list[str]  # questions the fault can change
+    affected: list[str]  # the seeded sample of them
+    changed: dict[str, set[str]]  # per pipeline, the affected questions whose runs changed
     traces: list[Trace]
 
 
@@ -46,6 +47,9 @@ def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, 
     """The traces with `fault` in a seeded `rate` share of the questions (at least one) among those
     it can change. Each run's own randomness is seeded by (seed, fault, run), so the result does
     not depend on the order of the traces."""
+    corpus = subject.corpus
+    if corpus is None:
+        raise UsageError("fault injection needs the corpus: set [audit] corpus in the config")
     gold = {i.qid: i for i in subject.items}
     pools = _pools(traces)
     k = subject.config.metrics["k"]
@@ -53,8 +57,14 @@ def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, 
     for t in traces:
         if t.qid not in gold or t.error is not None:
             continue
-        scene = Scene(gold[t.qid], subject.corpus, pools.get(t.config or "", []), tuple(subject.config.seeds), k,
-                      random.Random(f"{seed}:{fault.name}:{run_order(t)}"))
+        scene = Scene(
+            gold[t.qid],
+            corpus,
+            pools.get(t.config or "", []),
+            tuple(subject.config.seeds),
+            k,
+            random.Random(f"{seed}:{fault.name}:{run_order(t)}"),
+        )
         faulty = fault.mutate(t, scene)
         if faulty is not None and faulty != t:
             mutated[t.qid][run_order(t)] = faulty
@@ -83,7 +93,8 @@ def _row(result: Audit, gated: list[str], affected: dict[str, set[str]]) -> dict
             "verdict": "pass" if all(c["passed"] for c in checks if c["pipeline"] == name) else "fail",
             "failed_checks": [c["name"] for c in checks if c["pipeline"] == name and not c["passed"]],
             "codes": dict(sorted(result.codes_by_pipeline.get(name, Counter()).items())),
-            "affected": len(hit), "detected": len(hit & mine),
+            "affected": len(hit),
+            "detected": len(hit & mine),
             "detection_rate": len(hit & mine) / len(hit) if hit else None,
             "false_flag_rate": len(rest & mine) / len(rest) if rest else None,
             "flagged": sorted(mine),
@@ -91,8 +102,9 @@ def _row(result: Audit, gated: list[str], affected: dict[str, set[str]]) -> dict
     return {"verdict": result.gate["verdict"], "pipelines": pipelines}
 
 
-def run_faults(traces: list[Trace], subject: Subject, *, only: list[str] | None = None, rate: float = 0.2,
-               seed: int = 0) -> tuple[dict, dict[str, Audit]]:
+def run_faults(
+    traces: list[Trace], subject: Subject, *, only: list[str] | None = None, rate: float = 0.2, seed: int = 0
+) -> tuple[dict, dict[str, Audit]]:
     """faults.json's content, and the audits behind it by name ("clean" first) for benchmarks."""
     unknown = sorted(set(only or ()) - set(FAULTS))
     if unknown:
@@ -113,9 +125,25 @@ def run_faults(traces: list[Trace], subject: Subject, *, only: list[str] | None 
         audits[name] = result
         row = _row(result, gated, injection.changed)
         caught = all(p["verdict"] == "fail" for p in row["pipelines"].values()) and bool(injection.affected)
-        rows.append({"fault": name, "description": fault.description, "applicable": len(injection.applicable),
-                     "affected": injection.affected, "caught": caught, **row})
+        rows.append(
+            {
+                "fault": name,
+                "description": fault.description,
+                "applicable": len(injection.applicable),
+                "affected": injection.affected,
+                "caught": caught,
+                **row,
+            }
+        )
     baseline = _row(clean, gated, {})
     passed = baseline["verdict"] == "pass" and all(r["caught"] for r in rows)
-    return {"schema": SCHEMA, "rate": rate, "seed": seed, "questions": len({t.qid for t in traces}),
-            "gated": gated, "clean": baseline, "faults": rows, "passed": passed}, audits
+    return {
+        "schema": SCHEMA,
+        "rate": rate,
+        "seed": seed,
+        "questions": len({t.qid for t in traces}),
+        "gated": gated,
+        "clean": baseline,
+        "faults": rows,
+        "passed": passed,
+    }, audits

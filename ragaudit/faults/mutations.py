@@ -5,6 +5,7 @@ runs of the same pipeline, a seeded generator) and returns the faulty trace, or 
 cannot apply to that run (a retrieval-only run has no answer to alter, say). Every mutation keeps
 the rest of the trace valid, so the fault is the only defect a gate could catch.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,9 +26,10 @@ from ragaudit.types import Answer, Corpus, GoldItem, Offsets, Payload, Segment, 
 @dataclass
 class Scene:
     """What a mutation may use besides the trace."""
+
     item: GoldItem
     corpus: Corpus
-    pool: list[Payload]                 # distinct payloads of the same pipeline, in run order
+    pool: list[Payload]  # distinct payloads of the same pipeline, in run order
     seeds: tuple[int, ...]
     k: int = 5
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -49,7 +51,8 @@ class Fault:
 
 # ---- shared pieces -------------------------------------------------------------------------
 
-def cited_ids(trace: Trace, k: int) -> set[str]:
+
+def cited_ids(trace: Trace, k: int) -> set[str | None]:
     if trace.answer is not None:
         return set(trace.answer.citations)
     return {p.snippet_id for p in trace.retrieved[:k]}
@@ -70,21 +73,33 @@ def _tokens(p: Payload, text: str) -> int | None:
 
 def _with_answer(trace: Trace, segments: list[Segment]) -> Trace:
     """The trace with a cite-first answer made of these segments."""
+
     def marked(s: Segment) -> str:
         body = s.text.rstrip()
         marks = "".join(f" [{c}]" for c in s.citations)
         return f"{body[:-1]}{marks}{body[-1]}" if body and body[-1] in ".!?" else f"{body}{marks}"
+
     citations = list(dict.fromkeys(c for s in segments for c in s.citations))
     text = " ".join(marked(s) for s in segments)
     raw = json.dumps({"citations": citations, "answer": text}, ensure_ascii=False)
-    return dataclasses.replace(trace, answer=Answer(raw=raw, text=text, segments=tuple(segments),
-                                                    raw_citations=tuple(citations), raw_keys=("citations", "answer")))
+    return dataclasses.replace(
+        trace,
+        answer=Answer(
+            raw=raw,
+            text=text,
+            segments=tuple(segments),
+            raw_citations=tuple(citations),
+            raw_keys=("citations", "answer"),
+        ),
+    )
 
 
 def _renumbered(payloads: list[Payload]) -> tuple[Payload, ...]:
     """Payloads with k_pos (and k_final where present) renumbered 1..n in list order."""
-    return tuple(dataclasses.replace(p, k_pos=i, k_final=i if p.k_final is not None else None)
-                 for i, p in enumerate(payloads, start=1))
+    return tuple(
+        dataclasses.replace(p, k_pos=i, k_final=i if p.k_final is not None else None)
+        for i, p in enumerate(payloads, start=1)
+    )
 
 
 def _candidates(trace: Trace, scene: Scene, *, same_doc: bool) -> list[Payload]:
@@ -113,14 +128,22 @@ def _recite(trace: Trace, scene: Scene, replacement: Payload) -> Trace | None:
     if replacement.snippet_id not in {p.snippet_id for p in retrieved}:
         at = next(i for i, p in enumerate(retrieved) if p.snippet_id in gold_ids & cited)
         old = retrieved[at]
-        retrieved[at] = dataclasses.replace(replacement, k_pos=old.k_pos, k_final=old.k_final, score_raw=old.score_raw,
-                                            score_norm=old.score_norm, rerank_score=old.rerank_score)
+        retrieved[at] = dataclasses.replace(
+            replacement,
+            k_pos=old.k_pos,
+            k_final=old.k_final,
+            score_raw=old.score_raw,
+            score_norm=old.score_norm,
+            rerank_score=old.rerank_score,
+        )
     if trace.answer is None:  # a retrieval-only run cites its top k: the gold section leaves it
         kept = [p for p in retrieved if not scene.in_gold_section(p)]
         return dataclasses.replace(trace, retrieved=_renumbered(kept))
     statement = _statement(payload_text(replacement, scene.corpus)) or payload_text(replacement, scene.corpus)
-    segments = [Segment(s.seg, statement, (replacement.snippet_id,)) if gold_ids & set(s.citations) else s
-                for s in answer_segments(trace.answer)]
+    segments = [
+        Segment(s.seg, statement, tuple(filter(None, (replacement.snippet_id,)))) if gold_ids & set(s.citations) else s
+        for s in answer_segments(trace.answer)
+    ]
     return _with_answer(dataclasses.replace(trace, retrieved=tuple(retrieved)), segments)
 
 
@@ -135,7 +158,13 @@ def _shifted(trace: Trace, scene: Scene, *, keep_text: bool) -> Trace | None:
     changed, out = False, []
     for p in trace.retrieved:
         span = p.span
-        if p.snippet_id in cited and span is not None and span.unit == "char" and p.doc_id in scene.corpus:
+        if (
+            p.snippet_id in cited
+            and span is not None
+            and span.unit == "char"
+            and p.doc_id is not None
+            and p.doc_id in scene.corpus
+        ):
             size = len(scene.corpus[p.doc_id].text)
             start, end = max(0, span.start + shift), min(size, span.end + shift)
             if start < end and (start, end) != (span.start, span.end):
@@ -154,6 +183,7 @@ def _each_cited(trace: Trace, scene: Scene, change: Callable[[Payload], Payload 
 
 # ---- the faults ----------------------------------------------------------------------------
 
+
 def stale_revision(trace: Trace, scene: Scene) -> Trace | None:
     def stale(p: Payload) -> Payload | None:
         text = payload_text(p, scene.corpus)
@@ -164,6 +194,7 @@ def stale_revision(trace: Trace, scene: Scene) -> Trace | None:
         at = scene.rng.randrange(len(words))
         words[at] = "formerly" if words[at] != "formerly" else "previously"
         return dataclasses.replace(p, rev=old, text=" ".join(words))
+
     return _each_cited(trace, scene, stale)
 
 
@@ -181,7 +212,9 @@ def cross_section_span(trace: Trace, scene: Scene) -> Trace | None:
     cited = cited_ids(trace, scene.k)
     for i, p in enumerate(trace.retrieved):
         span = p.span
-        if p.snippet_id not in cited or span is None or span.unit != "char" or p.doc_id not in scene.corpus:
+        if p.snippet_id not in cited or span is None or span.unit != "char" or p.doc_id is None:
+            continue
+        if p.doc_id not in scene.corpus:
             continue
         doc = scene.corpus[p.doc_id]
         section = doc.section(p.section_id or "")
@@ -195,7 +228,7 @@ def cross_section_span(trace: Trace, scene: Scene) -> Trace | None:
             continue
         text = doc.text[start:end]
         stretched = dataclasses.replace(p, offsets=Offsets(start, end, "char"), text=text, tokens=_tokens(p, text))
-        return dataclasses.replace(trace, retrieved=(*trace.retrieved[:i], stretched, *trace.retrieved[i + 1:]))
+        return dataclasses.replace(trace, retrieved=(*trace.retrieved[:i], stretched, *trace.retrieved[i + 1 :]))
     return None
 
 
@@ -203,7 +236,9 @@ def wrong_index_hash(trace: Trace, scene: Scene) -> Trace | None:
     if trace.index is None or trace.index.index_hash is None:
         return None  # without the live index there is nothing to disagree with
     stale = "sha256:" + hashlib.sha256(f"{trace.index.index_hash}:stale".encode()).hexdigest()
-    return dataclasses.replace(trace, retrieved=tuple(dataclasses.replace(p, index_hash=stale) for p in trace.retrieved))
+    return dataclasses.replace(
+        trace, retrieved=tuple(dataclasses.replace(p, index_hash=stale) for p in trace.retrieved)
+    )
 
 
 def analyzer_mismatch(trace: Trace, scene: Scene) -> Trace | None:
@@ -242,9 +277,14 @@ def retrieval_loss(trace: Trace, scene: Scene) -> Trace | None:
         return trace
     best = kept[0] if kept else None
     statement = _statement(payload_text(best, scene.corpus)) if best else None
-    repointed = [s if not lost & set(s.citations) else
-                 Segment(s.seg, statement, (best.snippet_id,)) if statement else
-                 Segment(s.seg, s.text, tuple(c for c in s.citations if c not in lost)) for s in segments]
+    repointed = [
+        s
+        if not lost & set(s.citations)
+        else Segment(s.seg, statement, tuple(filter(None, (best.snippet_id,))))
+        if statement and best is not None
+        else Segment(s.seg, s.text, tuple(c for c in s.citations if c not in lost))
+        for s in segments
+    ]
     return _with_answer(trace, repointed)
 
 
@@ -265,7 +305,7 @@ def wrong_sentence(trace: Trace, scene: Scene) -> Trace | None:
 def _altered(surface: str) -> str:
     """The mention with its last digit moved by two: 12 days → 14 days, FIDO2 → FIDO4."""
     at = max(i for i, c in enumerate(surface) if c.isdigit())
-    return surface[:at] + str((int(surface[at]) + 2) % 10) + surface[at + 1:]
+    return surface[:at] + str((int(surface[at]) + 2) % 10) + surface[at + 1 :]
 
 
 def number_change(trace: Trace, scene: Scene) -> Trace | None:
@@ -274,7 +314,7 @@ def number_change(trace: Trace, scene: Scene) -> Trace | None:
         found = [m for m in mentions(s.text) if any(c.isdigit() for c in m.surface)]
         if found:
             m = found[0]
-            text = s.text[:m.start] + _altered(m.surface) + s.text[m.end:]
+            text = s.text[: m.start] + _altered(m.surface) + s.text[m.end :]
             segments[i] = Segment(s.seg, text, s.citations)
             return _with_answer(trace, segments)
     return None
@@ -288,23 +328,37 @@ def wrong_document(trace: Trace, scene: Scene) -> Trace | None:
     return _recite(trace, scene, options[0]) if options else None
 
 
-FAULTS: dict[str, Fault] = {f.name: f for f in (
-    Fault("stale_revision", "cited payloads carry an older rev and text that no longer matches the corpus",
-          stale_revision),
-    Fault("offset_shift", "span offsets moved by a few characters, text kept", offset_shift),
-    Fault("offset_shift_no_text", "span offsets moved by a few characters, payload text removed",
-          offset_shift_no_text),
-    Fault("cross_section_span", "a span stretched across its section's boundary", cross_section_span),
-    Fault("wrong_index_hash", "payload index_hash differs from the live index", wrong_index_hash),
-    Fault("analyzer_mismatch", "payload analyzer differs from the live index", analyzer_mismatch),
-    Fault("dangling_citation", "the answer cites a snippet that is not in retrieved", dangling_citation),
-    Fault("paraphrase_drift", "variants >= 1 cite a different, wrong section (same document when it has one)",
-          paraphrase_drift),
-    Fault("seed_drift", "the second seed cites a wrong section", seed_drift),
-    Fault("retrieval_loss", "the gold section disappears from retrieved and cited payloads", retrieval_loss),
-    Fault("wrong_sentence", "the answer keeps the right citation but states a sentence from elsewhere",
-          wrong_sentence),
-    Fault("number_change", "a quantity or identifier in the answer is altered (12 days -> 14 days, FIDO2 -> FIDO4)",
-          number_change),
-    Fault("wrong_document", "citations point to a plausible section of another document", wrong_document),
-)}
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault(
+            "stale_revision",
+            "cited payloads carry an older rev and text that no longer matches the corpus",
+            stale_revision,
+        ),
+        Fault("offset_shift", "span offsets moved by a few characters, text kept", offset_shift),
+        Fault(
+            "offset_shift_no_text", "span offsets moved by a few characters, payload text removed", offset_shift_no_text
+        ),
+        Fault("cross_section_span", "a span stretched across its section's boundary", cross_section_span),
+        Fault("wrong_index_hash", "payload index_hash differs from the live index", wrong_index_hash),
+        Fault("analyzer_mismatch", "payload analyzer differs from the live index", analyzer_mismatch),
+        Fault("dangling_citation", "the answer cites a snippet that is not in retrieved", dangling_citation),
+        Fault(
+            "paraphrase_drift",
+            "variants >= 1 cite a different, wrong section (same document when it has one)",
+            paraphrase_drift,
+        ),
+        Fault("seed_drift", "the second seed cites a wrong section", seed_drift),
+        Fault("retrieval_loss", "the gold section disappears from retrieved and cited payloads", retrieval_loss),
+        Fault(
+            "wrong_sentence", "the answer keeps the right citation but states a sentence from elsewhere", wrong_sentence
+        ),
+        Fault(
+            "number_change",
+            "a quantity or identifier in the answer is altered (12 days -> 14 days, FIDO2 -> FIDO4)",
+            number_change,
+        ),
+        Fault("wrong_document", "citations point to a plausible section of another document", wrong_document),
+    )
+}

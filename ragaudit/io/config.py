@@ -21,6 +21,7 @@ config without `[[pipelines]]` (gate-only, for `ragaudit gate`) leaves that to t
 fails a pipeline without runs. A bad config raises one InputError listing every problem as
 `file:line: $.path: expected ..., found ...`, a missing key on its table header's line.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,13 @@ from pydantic_core import PydanticCustomError
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import InputError, Problem, describe
 
-RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
-LAMBDA_STATES = ("convergent", "recursive", "chaotic", "divergent")
+_Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
+_LambdaState = Literal["convergent", "recursive", "chaotic", "divergent"]
+_Analyzer = Literal["whitespace", "lowercase", "lowercase+ascii_fold"]
+RETRIEVERS: tuple[str, ...] = get_args(_Retriever)
+LAMBDA_STATES: tuple[str, ...] = get_args(_LambdaState)
+if set(get_args(_Analyzer)) != set(ANALYZERS):
+    raise ImportError("the config schema's analyzers no longer match ragaudit.analyzers")
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,9 @@ def _beside(config_path: Path, value: str) -> Path:
 def _fail(expected: str, found: str = "", at: int | None = None) -> PydanticCustomError:
     """A schema error in the house words: `found` defaults to the value as written; `at` points at one
     item of the array being checked."""
-    return PydanticCustomError("ragaudit", "expected {expected}, found {found}",
-                               {"expected": expected, "found": found, "at": at})
+    return PydanticCustomError(
+        "ragaudit", "expected {expected}, found {found}", {"expected": expected, "found": found, "at": at}
+    )
 
 
 def _found(value: Any) -> str:
@@ -159,7 +166,7 @@ class _Gate(_Table):
     coverage_pass_rate: _Rate = 0.90
     citation_match_min: _Rate = 0.95
     lambda_convergent_min: _Rate = 0.80
-    lambda_forbid: list[Literal[LAMBDA_STATES]] = Field(default_factory=lambda: ["divergent", "chaotic"])
+    lambda_forbid: list[_LambdaState] = Field(default_factory=lambda: list[_LambdaState](["divergent", "chaotic"]))
     hallucination_max: _Count = 0
     max_errors: _Count = 0
     pipelines: list[_Text] = Field(default_factory=list)
@@ -167,11 +174,14 @@ class _Gate(_Table):
     @field_validator("pipelines")
     @classmethod
     def _configured(cls, names: list[str], info) -> list[str]:
-        configured = (info.context or {}).get("pipelines")
+        configured = (info.context or {}).get("pipelines") or ()
         unknown = [name for name in names if configured and name not in configured]
         if unknown:
-            raise _fail(f"names of configured pipelines ({', '.join(dict.fromkeys(configured))})",
-                        f"{', '.join(map(repr, unknown))}, not configured", at=names.index(unknown[0]))
+            raise _fail(
+                f"names of configured pipelines ({', '.join(dict.fromkeys(configured))})",
+                f"{', '.join(map(repr, unknown))}, not configured",
+                at=names.index(unknown[0]),
+            )
         return names
 
 
@@ -207,8 +217,8 @@ class _Pipeline(_Table):
 
 class _Reference(_Pipeline):
     kind: Literal["reference"]
-    retriever: Literal[RETRIEVERS] = "bm25"
-    analyzer: Literal[tuple(ANALYZERS)] = "lowercase+ascii_fold"
+    retriever: _Retriever = "bm25"
+    analyzer: _Analyzer = "lowercase+ascii_fold"
     # TOML has no null: "none" is how a config says no reranker
     rerank: Annotated[Literal["none", "mmr"], AfterValidator(lambda r: None if r == "none" else r)] | None = None
     chunk_size: _Positive = 64
@@ -233,6 +243,7 @@ class _Remote(_Pipeline):
     """What a pipeline that calls a service may set: how many calls at once, how many a second,
     how often a failed call is tried again (with exponential backoff and jitter), and whether its
     answers are kept for an unchanged re-run."""
+
     max_in_flight: _Positive | None = None
     rate_limit: float | None = Field(None, gt=0.0)  # calls per second
     retries: _Count = 0
@@ -251,8 +262,12 @@ class _Command(_Remote):
     command: list[str] = Field(min_length=1)
 
 
-_KINDS: dict[str, type[_Pipeline]] = {"reference": _Reference, "replay": _Replay, "python": _Python,
-                                      "command": _Command}
+_KINDS: dict[str, type[_Pipeline]] = {
+    "reference": _Reference,
+    "replay": _Replay,
+    "python": _Python,
+    "command": _Command,
+}
 PIPELINE_KINDS = tuple(_KINDS)
 
 
@@ -267,8 +282,15 @@ class _Root(_Table):
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
 
 
-_SECTIONS: dict[str, type[_Table]] = {"audit": _Audit, "embedder": _Embedder, "metrics": _Metrics, "gate": _Gate,
-                                      "lambda": _Lambda, "support": _Support, "executor": _Executor}
+_SECTIONS: dict[str, type[_Table]] = {
+    "audit": _Audit,
+    "embedder": _Embedder,
+    "metrics": _Metrics,
+    "gate": _Gate,
+    "lambda": _Lambda,
+    "support": _Support,
+    "executor": _Executor,
+}
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 
 
@@ -284,14 +306,19 @@ def _kind(annotation: Any) -> str:
 
 def _defaults(model: type[BaseModel]) -> dict[str, Any]:
     """Every key of a table at its default, None for a required key."""
-    return {f.alias or name: None if f.is_required() else f.get_default(call_default_factory=True)
-            for name, f in model.model_fields.items()}
+    return {
+        f.alias or name: None if f.is_required() else f.get_default(call_default_factory=True)
+        for name, f in model.model_fields.items()
+    }
 
 
 SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
-    section: {key: (_kind(f.annotation), default) for f, (key, default) in
-              zip(model.model_fields.values(), _defaults(model).items())}
-    for section, model in _SECTIONS.items()}
+    section: {
+        key: (_kind(f.annotation), default)
+        for f, (key, default) in zip(model.model_fields.values(), _defaults(model).items())
+    }
+    for section, model in _SECTIONS.items()
+}
 
 
 def _option_defaults() -> dict[str, Any]:
@@ -303,8 +330,9 @@ def _option_defaults() -> dict[str, Any]:
 
 
 def default_config() -> Config:
-    return Config(metrics=_defaults(_Metrics), gate=_defaults(_Gate), lambda_=_defaults(_Lambda),
-                  support=_defaults(_Support))
+    return Config(
+        metrics=_defaults(_Metrics), gate=_defaults(_Gate), lambda_=_defaults(_Lambda), support=_defaults(_Support)
+    )
 
 
 # --- where things are: tomllib keeps no positions, so the text is scanned for them ---------------
@@ -313,8 +341,9 @@ _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _BASIC, _LITERAL = r'"(?:[^"\\\n]|\\.)*"', r"'[^'\n]*'"
 _KEY = re.compile(f"{_BARE.pattern}|{_BASIC}|{_LITERAL}")
 # a multi-line string may end its content with one or two quotes right before the delimiter
-_STRING = re.compile("|".join([r'"""(?:[^"\\]|\\.|"(?!""))*""""{0,2}', r"'''(?:[^']|'(?!''))*''''{0,2}",
-                               _BASIC, _LITERAL]), re.DOTALL)
+_STRING = re.compile(
+    "|".join([r'"""(?:[^"\\]|\\.|"(?!""))*""""{0,2}', r"'''(?:[^']|'(?!''))*''''{0,2}", _BASIC, _LITERAL]), re.DOTALL
+)
 _SCALAR = re.compile(r"[^,\]}#\r\n]*")
 _GAP = re.compile(r"(?:[ \t\r\n]+|#[^\n]*)*")
 _SPACE = re.compile(r"[ \t]*")
@@ -324,7 +353,8 @@ class _Positions:
     """The line of every table, key and array item of a valid TOML text, by path."""
 
     def __init__(self, text: str):
-        self.text, self.i, self.lines = text, 0, {}
+        self.text, self.i = text, 0
+        self.lines: dict[tuple, int] = {}
         self.ends = [m.end() for m in re.finditer("\n", text)]
         try:
             self._document()
@@ -343,7 +373,7 @@ class _Positions:
             self.lines[path] = line
 
     def _skip(self, newlines: bool = True) -> None:
-        self.i = (_GAP if newlines else _SPACE).match(self.text, self.i).end()
+        self.i = _matched((_GAP if newlines else _SPACE).match(self.text, self.i)).end()
 
     def _document(self) -> None:
         table: tuple = ()
@@ -373,7 +403,7 @@ class _Positions:
         keys = []
         while True:
             self._skip(newlines=False)
-            token = _KEY.match(self.text, self.i).group()
+            token = _matched(_KEY.match(self.text, self.i)).group()
             self.i += len(token)
             keys.append(tomllib.loads(f"k = {token}")["k"] if token[0] in "\"'" else token)
             self._skip(newlines=False)
@@ -395,7 +425,7 @@ class _Positions:
     def _value(self, path: tuple) -> None:
         opening = self.text[self.i]
         if opening not in "[{":
-            self.i = (_STRING.match(self.text, self.i) or _SCALAR.match(self.text, self.i)).end()
+            self.i = _matched(_STRING.match(self.text, self.i) or _SCALAR.match(self.text, self.i)).end()
             return
         close, index = "]" if opening == "[" else "}", 0
         self.i += 1
@@ -418,12 +448,25 @@ class _Positions:
 
 # --- pydantic's errors in the house words ---------------------------------------------------------
 
-_EXPECTED = {"int_type": "an integer", "float_type": "a number", "string_type": "a string",
-             "bool_type": "true or false", "list_type": "an array", "dict_type": "a table",
-             "model_type": "a table", "model_attributes_type": "a table", "finite_number": "a finite number",
-             "string_too_short": "a non-empty string", "too_short": "a non-empty array"}
-_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
-           "less_than_equal": ("le", "<=")}
+_EXPECTED = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "an array",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+    "finite_number": "a finite number",
+    "string_too_short": "a non-empty string",
+    "too_short": "a non-empty array",
+}
+_BOUNDS = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", ">="),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "<="),
+}
 
 
 def _unknown_key(parent: tuple, key: str, value: Any) -> str:
@@ -439,7 +482,7 @@ def _unknown_key(parent: tuple, key: str, value: Any) -> str:
     return f"expected one of {', '.join(sorted(_defaults(_SECTIONS[parent[0]])))}, found unknown key {key!r}"
 
 
-def _explain(error: dict) -> tuple[tuple, str]:
+def _explain(error: Any) -> tuple[tuple, str]:  # a pydantic ErrorDetails
     """The location (without pydantic's union tag) and house message of one pydantic error."""
     raw, kind, value, ctx = error["loc"], error["type"], error.get("input"), error.get("ctx") or {}
     loc = raw[:2] + raw[3:] if raw[:1] == ("pipelines",) and len(raw) > 2 else raw
@@ -476,9 +519,15 @@ def _non_finite(value: Any, loc: tuple = ()):
             yield from _non_finite(item, loc + (index,))
 
 
+def _matched(found: re.Match[str] | None) -> re.Match[str]:
+    """A match the line index relies on: the text was already parsed by tomllib, so it is there."""
+    if found is None:
+        raise ValueError("the TOML line index lost its place in a text tomllib accepted")
+    return found
+
+
 def _jsonpath(loc: tuple) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if _BARE.fullmatch(p) else f"[{p!r}]"
-                         for p in loc)
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if _BARE.fullmatch(p) else f"[{p!r}]" for p in loc)
 
 
 def _problems(path: Path, text: str, raw: dict, error: ValidationError | None) -> list[Problem]:
@@ -512,25 +561,41 @@ def load_config(path: str | Path) -> Config:
         number = int(line.group(1)) if line else len(text.splitlines()) or None
         raise InputError(Problem(str(path), f"expected TOML, found a syntax error: {exc}", number)) from None
     entries = raw.get("pipelines")
-    names = [p["name"] for p in entries if isinstance(p, dict) and isinstance(p.get("name"), str)] \
-        if isinstance(entries, list) else []
+    names = (
+        [p["name"] for p in entries if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        if isinstance(entries, list)
+        else []
+    )
     root, error = None, None
     try:
-        root = _Root.model_validate({**{section: {} for section in _SECTIONS}, **raw},
-                                    context={"path": path, "pipelines": names})
+        root = _Root.model_validate(
+            {**{section: {} for section in _SECTIONS}, **raw}, context={"path": path, "pipelines": names}
+        )
     except ValidationError as exc:
         error = exc
     problems = _problems(path, text, raw, error)
-    if problems:
+    if problems or root is None:
         raise InputError(problems)
     audit, defaults = root.audit, _option_defaults()
     return Config(
-        path=path, gold=audit.gold, corpus=audit.corpus, paraphrases=audit.paraphrases, seeds=tuple(audit.seeds),
-        out=audit.out, allow_cross_section=audit.allow_cross_section,
+        path=path,
+        gold=audit.gold,
+        corpus=audit.corpus,
+        paraphrases=audit.paraphrases,
+        seeds=tuple(audit.seeds),
+        out=audit.out,
+        allow_cross_section=audit.allow_cross_section,
         cross_section_whitelist=tuple(frozenset(g) for g in audit.cross_section_whitelist),
-        offset_unit=audit.offset_unit, workers=audit.workers, model=root.embedder.model,
-        metrics=root.metrics.model_dump(), gate=root.gate.model_dump(), lambda_=root.lambda_.model_dump(),
-        support=root.support.model_dump(), executor=root.executor.model_dump(),
-        pipelines=tuple(PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
-                        for p in root.pipelines),
+        offset_unit=audit.offset_unit,
+        workers=audit.workers,
+        model=root.embedder.model,
+        metrics=root.metrics.model_dump(),
+        gate=root.gate.model_dump(),
+        lambda_=root.lambda_.model_dump(),
+        support=root.support.model_dump(),
+        executor=root.executor.model_dump(),
+        pipelines=tuple(
+            PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
+            for p in root.pipelines
+        ),
     )

@@ -1,4 +1,5 @@
 """Corpus reader: a directory of `.md`/`.txt` files, or a `corpus.jsonl` (SPEC §1.1)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -77,15 +78,21 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     if path.is_dir():
         return _load_directory(path)
     if path.suffix in (".md", ".txt") and path.is_file():
-        raise InputError(Problem(str(path), f"expected a directory of .md/.txt files or a corpus.jsonl, "
-                                            f"found one {path.suffix} file (give the directory holding it)"))
+        raise InputError(
+            Problem(
+                str(path),
+                f"expected a directory of .md/.txt files or a corpus.jsonl, "
+                f"found one {path.suffix} file (give the directory holding it)",
+            )
+        )
     if path.exists() or path.suffix == ".jsonl":
         return _load_jsonl(path)
     raise InputError(Problem(str(path), "no such corpus: expected a directory of .md/.txt files or a corpus.jsonl"))
 
 
-def text_document(doc_id: str, text: str, *, markdown: bool = True, title: str = "",
-                  source_url: str | None = None) -> Document:
+def text_document(
+    doc_id: str, text: str, *, markdown: bool = True, title: str = "", source_url: str | None = None
+) -> Document:
     """A document from its text: its markdown heading sections (else one `_preamble` section),
     revision, and the first heading as title (else `title`)."""
     sections = (markdown_sections(text) if markdown else ()) or (Section(PREAMBLE, 0, len(text), ""),)
@@ -97,7 +104,9 @@ def _load_directory(root: Path) -> Corpus:
     try:
         files = sorted(p for p in root.rglob("*") if p.suffix in (".md", ".txt") and p.is_file())
     except OSError as exc:  # a symlink loop, or a folder that cannot be listed
-        raise InputError(Problem(exc.filename or str(root), f"cannot list the corpus directory: {exc.strerror}")) from None
+        raise InputError(
+            Problem(exc.filename or str(root), f"cannot list the corpus directory: {exc.strerror}")
+        ) from None
     if not files:
         raise InputError(Problem(str(root), "expected .md or .txt files in the corpus directory, found none"))
     documents: dict[str, Document] = {}
@@ -106,8 +115,13 @@ def _load_directory(root: Path) -> Corpus:
     for file in files:
         doc_id = file.relative_to(root).with_suffix("").as_posix()
         if doc_id in documents:
-            problems.append(Problem(str(file), f"duplicate doc_id {doc_id!r}: expected one file per doc_id, "
-                                               f"found {origin[doc_id].name} and {file.name}"))
+            problems.append(
+                Problem(
+                    str(file),
+                    f"duplicate doc_id {doc_id!r}: expected one file per doc_id, "
+                    f"found {origin[doc_id].name} and {file.name}",
+                )
+            )
             continue
         try:
             data = file.read_bytes()
@@ -119,8 +133,9 @@ def _load_directory(root: Path) -> Corpus:
         except UnicodeDecodeError as exc:
             problems.append(_not_utf8(file, data, exc))
             continue
-        documents[doc_id] = text_document(doc_id, text, markdown=file.suffix == ".md", title=file.stem,
-                                          source_url=file.resolve().as_uri())
+        documents[doc_id] = text_document(
+            doc_id, text, markdown=file.suffix == ".md", title=file.stem, source_url=file.resolve().as_uri()
+        )
         origin[doc_id] = file
     if problems:
         raise InputError(problems)
@@ -143,8 +158,15 @@ def _load_jsonl(file: Path) -> Corpus:
         if document is None:
             continue
         if document.doc_id in documents:
-            problems.append(Problem(name, f"duplicate doc_id {document.doc_id!r}: expected unique ids, "
-                                          f"found it first on line {first_line[document.doc_id]}", number, "$.doc_id"))
+            problems.append(
+                Problem(
+                    name,
+                    f"duplicate doc_id {document.doc_id!r}: expected unique ids, "
+                    f"found it first on line {first_line[document.doc_id]}",
+                    number,
+                    "$.doc_id",
+                )
+            )
             continue
         documents[document.doc_id] = document
         first_line[document.doc_id] = number
@@ -182,8 +204,11 @@ def _document(fields: Fields) -> Document | None:
         elif previous is not None and start < previous.end:
             # Spans are checked against the one section they name: overlapping or unordered
             # sections would let a span belong to two of them.
-            fields.problem(at, f"expected sections in text order without overlap (starting at or after "
-                               f"{previous.end}, the end of {previous.section_id!r}), found [{start}, {end}]")
+            fields.problem(
+                at,
+                f"expected sections in text order without overlap (starting at or after "
+                f"{previous.end}, the end of {previous.section_id!r}), found [{start}, {end}]",
+            )
         else:
             sections.append(Section(sid, start, end, section_title))
     pages: list[tuple[int, int]] = []
@@ -194,8 +219,11 @@ def _document(fields: Fields) -> Document | None:
         elif text is not None and not 0 <= raw[0] < raw[1] <= len(text):
             fields.problem(at, f"expected [start, end] with 0 <= start < end <= {len(text)} (text length), found {raw}")
         elif pages and raw[0] < pages[-1][1]:
-            fields.problem(at, f"expected pages in text order without overlap (starting at or after {pages[-1][1]}, "
-                               f"where the page before ends), found {raw}")
+            fields.problem(
+                at,
+                f"expected pages in text order without overlap (starting at or after {pages[-1][1]}, "
+                f"where the page before ends), found {raw}",
+            )
         else:
             pages.append((raw[0], raw[1]))
     if len(fields.problems) > before or doc_id is None or text is None:
@@ -207,9 +235,14 @@ def _document(fields: Fields) -> Document | None:
 
 def _not_utf8(file: Path, data: bytes, exc: UnicodeDecodeError) -> Problem:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return Problem(str(file), "expected UTF-8 text, found UTF-16 (it starts with a UTF-16 byte order mark); "
-                                  "save the file as UTF-8")
+        return Problem(
+            str(file),
+            "expected UTF-8 text, found UTF-16 (it starts with a UTF-16 byte order mark); save the file as UTF-8",
+        )
     line = data.count(b"\n", 0, exc.start) + 1
     column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-    return Problem(str(file), f"expected UTF-8 text, found byte {data[exc.start]:#04x} at column {column} "
-                              f"(byte offset {exc.start})", line)
+    return Problem(
+        str(file),
+        f"expected UTF-8 text, found byte {data[exc.start]:#04x} at column {column} (byte offset {exc.start})",
+        line,
+    )

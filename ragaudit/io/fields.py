@@ -1,4 +1,5 @@
 """Typed field access on raw JSON objects for the readers, collecting every located problem."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,7 +37,10 @@ class Fields:
         value = self.obj.get(name, _MISSING)
         if value is _MISSING or value is None:
             if required:
-                self.problem(self.at(name), f"expected {_a(kind)}, found {'null' if value is None else 'nothing (required field)'}")
+                self.problem(
+                    self.at(name),
+                    f"expected {_a(kind)}, found {'null' if value is None else 'nothing (required field)'}",
+                )
             return default
         if not _KINDS[kind](value):
             self.problem(self.at(name), f"expected {_a(kind)}, found {describe(value)}")

@@ -1,5 +1,6 @@
 """Writing files so that a crash or a full disk never leaves half of one: everything goes to a
 temporary name in the same folder and is renamed into place (an atomic replace on POSIX)."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,6 @@
 """Gold-set reader (SPEC §1.2). Structural defects are located Problems; content checks live in
 `ragaudit.gold_check`."""
+
 from __future__ import annotations
 
 import os
@@ -82,9 +83,23 @@ def _item(fields: Fields) -> GoldItem | None:
     if accept not in ACCEPT:
         fields.problem(fields.at("accept"), f"expected 'all' or 'any', found {accept!r}")
     elif accept == "any" and not expected:
-        fields.problem(fields.at("expected_citations"), "expected the alternatives of an accept = 'any' item "
-                       "in expected_citations, found none")
+        fields.problem(
+            fields.at("expected_citations"),
+            "expected the alternatives of an accept = 'any' item in expected_citations, found none",
+        )
     if len(fields.problems) > before or anchor is None:
         return None
-    return GoldItem(qid, question, doc_id, section_id, anchor, paraphrases, tuple(expected), decoy,
-                    not_allowed, reference, fields.line, accept)
+    return GoldItem(
+        qid,
+        question,
+        doc_id,
+        section_id,
+        anchor,
+        paraphrases,
+        tuple(expected),
+        decoy,
+        not_allowed,
+        reference,
+        fields.line,
+        accept,
+    )

@@ -21,8 +21,10 @@ A file of JSON lines can also be read a byte range at a time (`JsonLines(path, s
 so that several processes share one large file; line numbers then count from the range's first
 line and the caller adds the lines of the ranges before it.
 """
+
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import os
@@ -62,8 +64,9 @@ class JsonDefect(ValueError):
     and, when known, the JSON path of the defect. For invalid JSON, `syntax` and `column` hold
     the parser's own words and position, for callers that phrase their own message."""
 
-    def __init__(self, message: str, line: int = 1, path: str = "$", *, syntax: str | None = None,
-                 column: int | None = None):
+    def __init__(
+        self, message: str, line: int = 1, path: str = "$", *, syntax: str | None = None, column: int | None = None
+    ):
         super().__init__(message)
         self.message, self.line, self.path, self.syntax, self.column = message, line, path, syntax, column
 
@@ -71,6 +74,7 @@ class JsonDefect(ValueError):
 @dataclass(frozen=True, slots=True)
 class BadLine:
     """A line that is not a JSON value of the expected kind."""
+
     file: str
     line: int
     message: str
@@ -82,6 +86,7 @@ class BadLine:
 
 
 # ---- decoding ---------------------------------------------------------------------------------
+
 
 def decode(data: bytes, *, finite: bool = True) -> tuple[Any, tuple[FieldError, ...]]:
     """The JSON value of `data` (UTF-8 bytes, no byte order mark) and a note for each value
@@ -123,11 +128,20 @@ def _decode_slowly(data: bytes, finite: bool) -> tuple[Any, tuple[FieldError, ..
         raise JsonDefect(_DEEP, deep_line)
     hooks = _Hooks()
     try:
-        value = json.loads(text, object_pairs_hook=hooks.pairs, parse_constant=hooks.constant,
-                           parse_float=hooks.float, parse_int=hooks.int)
+        value = json.loads(
+            text,
+            object_pairs_hook=hooks.pairs,
+            parse_constant=hooks.constant,
+            parse_float=hooks.float,
+            parse_int=hooks.int,
+        )
     except json.JSONDecodeError as exc:
-        raise JsonDefect(f"expected a JSON value, found invalid JSON ({exc.msg} at column {exc.colno})",
-                         exc.lineno, syntax=exc.msg, column=exc.colno) from None
+        raise JsonDefect(
+            f"expected a JSON value, found invalid JSON ({exc.msg} at column {exc.colno})",
+            exc.lineno,
+            syntax=exc.msg,
+            column=exc.colno,
+        ) from None
     except RecursionError:  # only when the caller's own stack is already deep
         raise JsonDefect(_DEEP) from None
     if hooks.duplicate:
@@ -165,13 +179,13 @@ class _Hooks:
             self.nonfinite = True
         return value
 
-    def int(self, text: str) -> int | float:
+    def int(self, text: str) -> builtins.int | builtins.float:
         # Past 309 digits no double holds the number; stop before int() meets Python's digit limit.
         if len(text.lstrip("-")) > 309 or abs(value := int(text)) > _DOUBLE_MAX:
             self.nonfinite = True
             return -math.inf if text.startswith("-") else math.inf
         # Beyond 64 bits orjson reads a float: the same line must read the same either way.
-        return value if -2**63 <= value < 2**64 else float(value)
+        return value if -(2**63) <= value < 2**64 else float(value)
 
 
 def _check_duplicates(text: str) -> None:
@@ -193,7 +207,11 @@ def _locate(text: str, *, nonfinite: bool) -> tuple[int, str, str] | None:
                 key = json.loads(token) if "\\" in token else token[1:-1]
                 if key in top[0]:
                     top[1] = key
-                    return match.start(), _path(stack), f"expected each key once in an object, found {_shown(key)} twice"
+                    return (
+                        match.start(),
+                        _path(stack),
+                        f"expected each key once in an object, found {_shown(key)} twice",
+                    )
                 top[0].add(key)
                 top[1], top[2] = key, False
         elif first == "{":
@@ -262,6 +280,7 @@ def _shown(key: str) -> str:
 
 # ---- replacing what cannot be kept -------------------------------------------------------------
 
+
 def scrub(value: Any) -> tuple[Any, tuple[FieldError, ...]]:
     """`value` with lone surrogates replaced by U+FFFD (in keys and strings) and non-finite
     numbers replaced by None, and a FieldError naming each. Walks dicts, lists and tuples without
@@ -302,7 +321,7 @@ def _apply(value: Any, changes: list[tuple[tuple, str, Any]]) -> tuple[Any, tupl
         copies[id(node)] = copies[id(copy)] = copy
         return copy
 
-    root = [value]
+    root: Any = [value]
     notes: list[tuple[int, FieldError]] = []
     # Values first, then keys from the deepest up, so that every trail still leads somewhere;
     # the notes keep the order in which the changes were found.
@@ -320,12 +339,26 @@ def _apply(value: Any, changes: list[tuple[tuple, str, Any]]) -> tuple[Any, tupl
             pairs = [(renamed if k == detail else k, v) for k, v in holder.items()]
             holder.clear()
             holder.update(pairs)
-            notes.append((position, FieldError(_trail_path(trail[:-1]) + _member(renamed), "Unicode text",
-                                               f"a key with lone surrogate {_codepoint(detail)} (read as U+FFFD)")))
+            notes.append(
+                (
+                    position,
+                    FieldError(
+                        _trail_path(trail[:-1]) + _member(renamed),
+                        "Unicode text",
+                        f"a key with lone surrogate {_codepoint(detail)} (read as U+FFFD)",
+                    ),
+                )
+            )
         elif kind == "text":
             holder[last] = _SURROGATE.sub("\ufffd", detail)
-            notes.append((position, FieldError(_trail_path(trail), "Unicode text",
-                                               f"lone surrogate {_codepoint(detail)} (read as U+FFFD)")))
+            notes.append(
+                (
+                    position,
+                    FieldError(
+                        _trail_path(trail), "Unicode text", f"lone surrogate {_codepoint(detail)} (read as U+FFFD)"
+                    ),
+                )
+            )
         else:
             holder[last] = None
             notes.append((position, FieldError(_trail_path(trail), FINITE, _nonfinite_name(detail))))
@@ -337,7 +370,8 @@ def _trail_path(trail: tuple) -> str:
 
 
 def _codepoint(text: str) -> str:
-    return f"U+{ord(_SURROGATE.search(text).group()):04X}"
+    found = _SURROGATE.search(text)
+    return f"U+{ord(found.group()):04X}" if found else "no lone surrogate"
 
 
 def _nonfinite_name(number: float) -> str:
@@ -401,7 +435,7 @@ class JsonLines:
                     records += 1
                     self.records = records
                     # Kept whole: the trailing newline is JSON whitespace, and copying long lines costs.
-                    line = raw[len(BOM):] if number == 1 and not self.start and raw.startswith(BOM) else raw
+                    line = raw[len(BOM) :] if number == 1 and not self.start and raw.startswith(BOM) else raw
                     try:
                         value, notes = decode(line, finite=finite)
                     except JsonDefect as defect:
@@ -419,12 +453,15 @@ class JsonLines:
 
 def no_records(name: str, lines: int) -> Problem:
     """Why a file of JSON lines with no record is refused, given how many (blank) lines it has."""
-    return Problem(name, "expected JSON lines, found an empty file" if lines == 0
-                   else "expected JSON lines, found only blank lines")
+    return Problem(
+        name,
+        "expected JSON lines, found an empty file" if lines == 0 else "expected JSON lines, found only blank lines",
+    )
 
 
-def iter_json_values(path: str | os.PathLike, *, finite: bool = True
-                     ) -> Iterator[tuple[int, Any, tuple[FieldError, ...]]]:
+def iter_json_values(
+    path: str | os.PathLike, *, finite: bool = True
+) -> Iterator[tuple[int, Any, tuple[FieldError, ...]]]:
     """Yield `(line_number, value, notes)` for each non-blank line; a bad line yields a BadLine
     as value. `finite` as in `decode`. Raises InputError when the file cannot be opened or read,
     or holds no record at all."""
@@ -443,15 +480,16 @@ def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
 
 def _line_message(defect: JsonDefect, raw: bytes) -> str:
     if defect.syntax and not raw.endswith(b"\n") and defect.syntax.startswith(("Expecting", "Unterminated")):
-        return "truncated last line: expected a complete JSON value" + defect.message[len("expected a JSON value"):]
+        return "truncated last line: expected a complete JSON value" + defect.message[len("expected a JSON value") :]
     return defect.message
 
 
 _KINDS = {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-def read_json_file(path: str | os.PathLike, *, what: str, expect: type | tuple[type, ...] = dict,
-                   finite: bool = True) -> Any:
+def read_json_file(
+    path: str | os.PathLike, *, what: str, expect: type | tuple[type, ...] = dict, finite: bool = True
+) -> Any:
     """The JSON value of a whole file, whose top level must be an instance of `expect`
     (`object` for any value). Raises InputError naming the file, and the line when there is one,
     for: a missing or unreadable file, bytes that are not UTF-8, invalid JSON, nesting deeper
@@ -464,7 +502,7 @@ def read_json_file(path: str | os.PathLike, *, what: str, expect: type | tuple[t
         except OSError as exc:
             raise InputError(Problem(name, f"cannot read {what}: {exc.strerror}")) from None
     if data.startswith(BOM):
-        data = data[len(BOM):]
+        data = data[len(BOM) :]
     if not data.strip():
         raise InputError(Problem(name, f"expected {_a(what)} in JSON, found an empty file"))
     try:
@@ -489,6 +527,7 @@ def _a(word: str) -> str:
 
 
 # ---- writing ----------------------------------------------------------------------------------
+
 
 def dump_line(value: Any) -> str:
     """One JSON line, keys sorted, no trailing newline. Raises ValueError rather than write NaN

@@ -1,4 +1,5 @@
 """Reading a run's stored traces as a stream: one trace in memory at a time."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ records every field of the wrong JSON type as a FieldError, which the `wrong_typ
 A line that is not a trace object at all becomes a BadLine (`malformed_record`).
 This is the hot path of `ragaudit validate`, so it reads dicts directly rather than via `Fields`.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,17 @@ from ragaudit.types import (
     Trace,
 )
 
-_STRING_FIELDS = ("doc_id", "section_id", "snippet_id", "source_url", "index_hash",
-                  "embed_model", "analyzer", "rev", "text")
+_STRING_FIELDS = (
+    "doc_id",
+    "section_id",
+    "snippet_id",
+    "source_url",
+    "index_hash",
+    "embed_model",
+    "analyzer",
+    "rev",
+    "text",
+)
 _NUMBER_FIELDS = ("score_raw", "score_norm", "rerank_score")
 _INTEGER_FIELDS = ("tokens", "page", "k_pos", "k_final")
 
@@ -69,6 +79,7 @@ def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> li
     """Every trace of a file that must be whole (a run directory's `traces.jsonl`); a line that is
     not a trace is an input error naming every such line."""
     from ragaudit.errors import InputError
+
     traces: list[Trace] = []
     bad: list[BadLine] = []
     for item in read_traces(path, offset_unit=offset_unit):
@@ -81,8 +92,14 @@ def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> li
     return traces
 
 
-def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
-                offset_unit: str = "char", notes: tuple[FieldError, ...] | None = None) -> Trace | BadLine:
+def parse_trace(
+    obj: Any,
+    *,
+    file: str | None = None,
+    line: int | None = None,
+    offset_unit: str = "char",
+    notes: tuple[FieldError, ...] | None = None,
+) -> Trace | BadLine:
     """A trace object as a canonical Trace, or a BadLine when it is not a trace object at all.
 
     `notes` are the values the JSON reader replaced (NaN, Infinity, lone surrogates); they become
@@ -100,14 +117,19 @@ def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
         return _bad(file, line, f"expected schema {TRACE_SCHEMA!r}, found {describe(schema)}", "$.schema")
     qid = get("qid")
     if not isinstance(qid, str) or not qid:
-        return _bad(file, line, "expected a trace object with a string qid, found "
-                    + (describe(qid) if "qid" in obj else "no qid"), "$.qid")
+        return _bad(
+            file,
+            line,
+            "expected a trace object with a string qid, found " + (describe(qid) if "qid" in obj else "no qid"),
+            "$.qid",
+        )
     retrieved = get("retrieved")
     if retrieved is None:
         retrieved = []
     elif not isinstance(retrieved, list):
-        return _bad(file, line, f"expected retrieved to be an array of payloads, found {describe(retrieved)}",
-                    "$.retrieved")
+        return _bad(
+            file, line, f"expected retrieved to be an array of payloads, found {describe(retrieved)}", "$.retrieved"
+        )
 
     errors: list[FieldError] = list(notes)
     variant, seed, unit = get("variant", 0), get("seed", 0), get("offset_unit")
@@ -146,11 +168,24 @@ def parse_trace(obj: Any, *, file: str | None = None, line: int | None = None,
         retried = _wrong(errors, "$.retried", "array of error strings", retried) or ()
 
     return Trace(
-        qid=qid, variant=variant or 0, seed=seed or 0, retrieved=tuple(payloads),
-        index=_index(obj.get("index"), errors), answer=_answer(obj.get("answer"), errors),
-        steps=_steps(obj.get("steps"), errors), error=error or None, offset_unit=unit,
-        field_errors=tuple(errors), file=file, line=line, query=query, config=config,
-        retriever_name=retriever_name, retrieved_at=retrieved_at, attempts=attempts, retried=retried,
+        qid=qid,
+        variant=variant or 0,
+        seed=seed or 0,
+        retrieved=tuple(payloads),
+        index=_index(obj.get("index"), errors),
+        answer=_answer(obj.get("answer"), errors),
+        steps=_steps(obj.get("steps"), errors),
+        error=error or None,
+        offset_unit=unit,
+        field_errors=tuple(errors),
+        file=file,
+        line=line,
+        query=query,
+        config=config,
+        retriever_name=retriever_name,
+        retrieved_at=retrieved_at,
+        attempts=attempts,
+        retried=retried,
     )
 
 
@@ -174,11 +209,19 @@ _NONE = type(None)
 # (None = absent). Building a Payload positionally from one C-level pass over the keys is what
 # keeps the reader at hundreds of thousands of payloads per second.
 _ORDER = tuple(f.name for f in fields(Payload) if f.init and f.name != "missing")
-_KIND_OF = {**{k: "string" for k in _STRING_FIELDS}, **{k: "number" for k in _NUMBER_FIELDS},
-            **{k: "integer" for k in _INTEGER_FIELDS}}
-_ACCEPT = tuple(_KIND_TYPES[_KIND_OF[k]] | {_NONE} if k in _KIND_OF
-                else frozenset({dict, list, _NONE}) if k == "offsets" else frozenset({dict, _NONE})
-                for k in _ORDER)
+_KIND_OF = {
+    **{k: "string" for k in _STRING_FIELDS},
+    **{k: "number" for k in _NUMBER_FIELDS},
+    **{k: "integer" for k in _INTEGER_FIELDS},
+}
+_ACCEPT = tuple(
+    _KIND_TYPES[_KIND_OF[k]] | {_NONE}
+    if k in _KIND_OF
+    else frozenset({dict, list, _NONE})
+    if k == "offsets"
+    else frozenset({dict, _NONE})
+    for k in _ORDER
+)
 _EXPECTED = {**_KIND_OF, "offsets": "object {start, end, unit} or [start, end]", "window": "object {pre, post}"}
 _OFFSETS = _ORDER.index("offsets")
 _REQUIRED = len(REQUIRED_PAYLOAD_FIELDS)
@@ -193,8 +236,10 @@ if _ORDER[:_REQUIRED] != REQUIRED_PAYLOAD_FIELDS or set(_ORDER) != set(_EXPECTED
 
 def _shape(signature: tuple[type, ...]) -> tuple[frozenset[str], bool]:
     # Absent is not wrong: a required field of the wrong type is a wrong_type error, not missing.
-    judged = (frozenset(k for k, t in zip(REQUIRED_PAYLOAD_FIELDS, signature) if t is _NONE),
-              all(map(frozenset.__contains__, _ACCEPT, signature)))
+    judged = (
+        frozenset(k for k, t in zip(REQUIRED_PAYLOAD_FIELDS, signature) if t is _NONE),
+        all(map(frozenset.__contains__, _ACCEPT, signature)),
+    )
     if len(_SHAPES) < _SHAPES_MAX:
         _SHAPES[signature] = judged
     return judged
@@ -294,8 +339,9 @@ def _answer(raw: Any, errors: list[FieldError]) -> Answer | None:
             if seg_text is not None:
                 errors.append(FieldError(f"$.answer.segments[{i}].text", "string", describe(seg_text)))
             seg_text = ""
-        segments.append(Segment(seg, seg_text, _citation_ids(item.get("citations"), "$.answer.segments[%d].citations",
-                                                             errors, i)))
+        segments.append(
+            Segment(seg, seg_text, _citation_ids(item.get("citations"), "$.answer.segments[%d].citations", errors, i))
+        )
     raw_keys: tuple[str, ...] = ()
     raw_citations = None
     if answer_raw and answer_raw.lstrip().startswith("{"):
@@ -351,21 +397,35 @@ def _steps(raw: Any, errors: list[FieldError]) -> tuple[Step, ...]:
             confidence = None
         question = item.get("question")
         intermediate = item.get("intermediate_answer")
-        steps.append(Step(number, question if isinstance(question, str) else "",
-                          intermediate if isinstance(intermediate, str) else "", confidence,
-                          _citation_ids(item.get("citations"), "$.steps[%d].citations", errors, i)))
+        steps.append(
+            Step(
+                number,
+                question if isinstance(question, str) else "",
+                intermediate if isinstance(intermediate, str) else "",
+                confidence,
+                _citation_ids(item.get("citations"), "$.steps[%d].citations", errors, i),
+            )
+        )
     return tuple(steps)
 
 
 # ---- writing ------------------------------------------------------------------------------
 
+
 def payload_to_dict(p: Payload) -> dict:
     out: dict[str, Any] = {
-        "doc_id": p.doc_id, "section_id": p.section_id, "snippet_id": p.snippet_id,
-        "source_url": p.source_url, "tokens": p.tokens, "index_hash": p.index_hash,
-        "embed_model": p.embed_model, "analyzer": p.analyzer, "rev": p.rev,
-        "offsets": None if p.offsets is None else
-        {"start": p.offsets.start, "end": p.offsets.end, "unit": p.offsets.unit},
+        "doc_id": p.doc_id,
+        "section_id": p.section_id,
+        "snippet_id": p.snippet_id,
+        "source_url": p.source_url,
+        "tokens": p.tokens,
+        "index_hash": p.index_hash,
+        "embed_model": p.embed_model,
+        "analyzer": p.analyzer,
+        "rev": p.rev,
+        "offsets": None
+        if p.offsets is None
+        else {"start": p.offsets.start, "end": p.offsets.end, "unit": p.offsets.unit},
     }
     for key in ("window", "page", "score_raw", "score_norm", "rerank_score", "k_pos", "k_final", "text"):
         value = getattr(p, key)
@@ -376,25 +436,39 @@ def payload_to_dict(p: Payload) -> dict:
 
 def trace_to_dict(t: Trace) -> dict:
     out: dict[str, Any] = {
-        "schema": TRACE_SCHEMA, "qid": t.qid, "variant": t.variant, "seed": t.seed,
-        "query": t.query, "config": t.config, "retriever_name": t.retriever_name,
+        "schema": TRACE_SCHEMA,
+        "qid": t.qid,
+        "variant": t.variant,
+        "seed": t.seed,
+        "query": t.query,
+        "config": t.config,
+        "retriever_name": t.retriever_name,
         "retrieved_at": t.retrieved_at,
-        "retrieved": [payload_to_dict(p) for p in t.retrieved], "error": t.error,
+        "retrieved": [payload_to_dict(p) for p in t.retrieved],
+        "error": t.error,
     }
     if t.index is not None:
         out["index"] = {k: getattr(t.index, k) for k in ("index_hash", "analyzer", "embed_model", "store")}
     if t.answer is not None:
-        out["answer"] = {"raw": t.answer.raw, "text": t.answer.text,
-                         "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations)}
-                                      for s in t.answer.segments]}
+        out["answer"] = {
+            "raw": t.answer.raw,
+            "text": t.answer.text,
+            "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations)} for s in t.answer.segments],
+        }
     if t.attempts is not None:
         out["attempts"] = t.attempts
         out["retried"] = list(t.retried)
     if t.steps:
-        out["steps"] = [{"step_number": s.step_number, "question": s.question,
-                         "intermediate_answer": s.intermediate_answer,
-                         "confidence_score": s.confidence_score, "citations": list(s.citations)}
-                        for s in t.steps]
+        out["steps"] = [
+            {
+                "step_number": s.step_number,
+                "question": s.question,
+                "intermediate_answer": s.intermediate_answer,
+                "confidence_score": s.confidence_score,
+                "citations": list(s.citations),
+            }
+            for s in t.steps
+        ]
     return out
 
 

@@ -7,6 +7,7 @@ Means are over runs; a metric that is null for a run (coverage with unreconcilab
 without an answer) is left out of its mean, as it always was; an errored run counts as 0 on every
 rate and 1.0 on ΔS (it arrives scored that way), so no mean rises because runs failed.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,13 +50,13 @@ class _Question:
     runs: int = 0
     errored: int = 0
     correct: int = 0
-    unmatched: int = 0            # runs whose citation match failed
-    hallucinating: int = 0        # runs stating a quantity no cited text holds
-    coverage_missing: int = 0     # runs whose coverage could not be computed
+    unmatched: int = 0  # runs whose citation match failed
+    hallucinating: int = 0  # runs stating a quantity no cited text holds
+    coverage_missing: int = 0  # runs whose coverage could not be computed
     min_coverage: float | None = None
     max_delta_s: float | None = None
     min_delta_s: float | None = None
-    empty: bool = False           # some run cited no section at all
+    empty: bool = False  # some run cited no section at all
     common: frozenset | None = None
     cited: set = field(default_factory=set)
     sums: _Sums = field(default_factory=_Sums)
@@ -101,15 +102,27 @@ class _Question:
 
     def lam(self, css_min: float) -> tuple[str, float, float | None]:
         css = len(self.common or ()) / len(self.cited) if self.cited else 0.0
-        spread = (self.max_delta_s - self.min_delta_s) if self.max_delta_s is not None else None
-        state = lambda_state(runs=self.runs, failed=self.errored > 0 or self.empty, correct=self.correct, css=css,
-                             css_min=css_min)
+        spread = (
+            self.max_delta_s - self.min_delta_s
+            if self.max_delta_s is not None and self.min_delta_s is not None
+            else None
+        )
+        state = lambda_state(
+            runs=self.runs, failed=self.errored > 0 or self.empty, correct=self.correct, css=css, css_min=css_min
+        )
         return state, css, spread
 
     def stats(self) -> dict:
-        return {"runs": self.runs, "errored": self.errored, "correct": self.correct, "unmatched": self.unmatched,
-                "hallucinating": self.hallucinating, "coverage_missing": self.coverage_missing,
-                "min_coverage": self.min_coverage, "max_delta_s": self.max_delta_s}
+        return {
+            "runs": self.runs,
+            "errored": self.errored,
+            "correct": self.correct,
+            "unmatched": self.unmatched,
+            "hallucinating": self.hallucinating,
+            "coverage_missing": self.coverage_missing,
+            "min_coverage": self.min_coverage,
+            "max_delta_s": self.max_delta_s,
+        }
 
 
 class Aggregates:
@@ -161,20 +174,34 @@ class Aggregates:
         for (pipeline, qid), q in sorted(self._questions.items()):
             item = gold[qid]
             state, css, spread = q.lam(self.css_min)
-            questions.append({
-                "pipeline": pipeline, "qid": qid, "doc_id": item.doc_id, "section_id": item.section_id,
-                "question": item.question, "errored": q.errored, "correct": q.correct,
-                "lambda": {"state": state, "symbol": SYMBOLS[state], "css": css, "spread": spread},
-                "metrics": q.sums.means(self.averaged), "stats": q.stats(),
-            })
+            questions.append(
+                {
+                    "pipeline": pipeline,
+                    "qid": qid,
+                    "doc_id": item.doc_id,
+                    "section_id": item.section_id,
+                    "question": item.question,
+                    "errored": q.errored,
+                    "correct": q.correct,
+                    "lambda": {"state": state, "symbol": SYMBOLS[state], "css": css, "spread": spread},
+                    "metrics": q.sums.means(self.averaged),
+                    "stats": q.stats(),
+                }
+            )
         sections: dict[tuple, list] = {}
         for row in questions:
             sections.setdefault((row["pipeline"], row["doc_id"], row["section_id"]), []).append(row)
-        section_rows = [{
-            "pipeline": pipeline, "doc_id": doc_id, "section_id": section_id, "qids": [q["qid"] for q in rows],
-            "convergent": sum(q["lambda"]["state"] == "convergent" for q in rows),
-            "metrics": {n: _mean([q["metrics"][n] for q in rows]) for n in self.averaged},
-        } for (pipeline, doc_id, section_id), rows in sorted(sections.items())]
+        section_rows = [
+            {
+                "pipeline": pipeline,
+                "doc_id": doc_id,
+                "section_id": section_id,
+                "qids": [q["qid"] for q in rows],
+                "convergent": sum(q["lambda"]["state"] == "convergent" for q in rows),
+                "metrics": {n: _mean([q["metrics"][n] for q in rows]) for n in self.averaged},
+            }
+            for (pipeline, doc_id, section_id), rows in sorted(sections.items())
+        ]
         pipelines = {}
         for name in sorted(self.order):
             mine = [(k, q) for k, q in self._questions.items() if k[0] == name]
@@ -184,10 +211,12 @@ class Aggregates:
             states = [row["lambda"]["state"] for row in questions if row["pipeline"] == name]
             means = sums.means(self.averaged)
             pipelines[name] = {
-                "runs": sum(q.runs for _, q in mine), "questions": len(mine),
+                "runs": sum(q.runs for _, q in mine),
+                "questions": len(mine),
                 "errored": sum(q.errored for _, q in mine),
                 "hallucinating_runs": sum(q.hallucinating for _, q in mine),
-                "metrics": means, "citation_match_rate": means.get("citation_match"),
+                "metrics": means,
+                "citation_match_rate": means.get("citation_match"),
                 "lambda": {s: states.count(s) for s in STATES},
                 "zones": {z: sum(q.zones.get(z, 0) for _, q in mine) for z in ZONES},
                 "histograms": self._histograms[name],

@@ -1,5 +1,6 @@
 """Per-run metrics on spans and snippets (SPEC §3): coverage, citation match / precision / recall,
 and the retrieval metrics. Each takes a `RunView`, the run bound to its gold item once."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ class RunView:
     def cited(self) -> tuple[Payload, ...]:
         """The answer's cited payloads when there is an answer, else the top-k retrieved."""
         if self.trace.answer is None:
-            return self.trace.retrieved[:self.k]
+            return self.trace.retrieved[: self.k]
         cited = set(self.trace.answer.citations)
         return tuple(p for p in self.trace.retrieved if p.snippet_id in cited)
 
@@ -83,8 +84,9 @@ class RunView:
     def unreconciled(self) -> bool:
         """Some cited payload of a gold document has a span that cannot be put in the gold unit."""
         units = {g.doc_id: g.span.unit for g in self.gold}
-        return any(p.doc_id in units and p.span is not None and self.span_of(p, units[p.doc_id]) is None
-                   for p in self.cited)
+        return any(
+            p.doc_id in units and p.span is not None and self.span_of(p, units[p.doc_id]) is None for p in self.cited
+        )
 
 
 def _coverage_of(run: RunView, gold: list) -> float | None:
@@ -93,8 +95,9 @@ def _coverage_of(run: RunView, gold: list) -> float | None:
         mine = [g for g in gold if g.doc_id == doc_id]
         unit = mine[0].span.unit
         merged = merge((g.span.start, g.span.end) for g in mine)
-        cited = merge((s.start, s.end) for p in run.cited if p.doc_id == doc_id
-                      and (s := run.span_of(p, unit)) is not None)
+        cited = merge(
+            (s.start, s.end) for p in run.cited if p.doc_id == doc_id and (s := run.span_of(p, unit)) is not None
+        )
         covered += intersection_length(cited, merged)
         total += length(merged)
     return covered / total if total else None
@@ -133,6 +136,7 @@ def citation_recall(run: RunView) -> float:
 
 # ---- retrieval metrics over the retrieved list ---------------------------------------------
 
+
 def _relevance(run: RunView) -> tuple[list[int], int]:
     """(binary relevance of each retrieved payload in order, size of the relevant set).
 
@@ -152,12 +156,12 @@ def _relevance(run: RunView) -> tuple[list[int], int]:
 
 def hit_at_k(run: RunView) -> float:
     rels, _ = run.relevance
-    return float(any(rels[:run.k]))
+    return float(any(rels[: run.k]))
 
 
 def recall_at_k(run: RunView) -> float:
     rels, total = run.relevance
-    return sum(rels[:run.k]) / total if total else 0.0
+    return sum(rels[: run.k]) / total if total else 0.0
 
 
 def mrr(run: RunView) -> float:

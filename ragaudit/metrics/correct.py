@@ -2,6 +2,7 @@
 and, if it has an answer, some answer segment that cites a matching payload is supported by the
 matching gold anchor text. The reason is written for people: it names what was cited and what
 the gold set expected, so a report reader sees the defect without opening the trace."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,13 +20,17 @@ ATTRIBUTION_MARGIN = 0.10
 @dataclass(frozen=True, slots=True)
 class Agreement:
     """How one answer segment agrees with one gold anchor."""
-    support: float                 # support(segment, [anchor])
-    best_other: float              # max support(segment, [s]) over the other sentences it cites
-    conflicts: list[str]           # quantities and identifiers it states that the anchor lacks
+
+    support: float  # support(segment, [anchor])
+    best_other: float  # max support(segment, [s]) over the other sentences it cites
+    conflicts: list[str]  # quantities and identifiers it states that the anchor lacks
 
     def agrees(self, anchor_support_min: float) -> bool:
-        return (not self.conflicts and self.support >= anchor_support_min
-                and self.support >= self.best_other - ATTRIBUTION_MARGIN)
+        return (
+            not self.conflicts
+            and self.support >= anchor_support_min
+            and self.support >= self.best_other - ATTRIBUTION_MARGIN
+        )
 
     def rank(self, anchor_support_min: float) -> tuple:
         return (self.agrees(anchor_support_min), not self.conflicts, self.support - self.best_other, self.support)
@@ -60,7 +65,7 @@ def anchor_texts(view: RunView) -> list[str]:
         gold = view.gold[i]
         text = gold.text
         if text is None and view.corpus is not None and gold.span.unit == "char" and gold.doc_id in view.corpus:
-            text = view.corpus[gold.doc_id].text[gold.span.start:gold.span.end]
+            text = view.corpus[gold.doc_id].text[gold.span.start : gold.span.end]
         if text and text not in out:
             out.append(text)
     return out
@@ -77,14 +82,19 @@ def _miss(view: RunView) -> str:
     if len(view.gold) > 1:
         expected += f" (or {len(view.gold) - 1} more gold span{'s' if len(view.gold) > 2 else ''})"
     cited = sorted({_where(p.doc_id, p.section_id) for p in view.cited})
-    in_section = [p for p in view.cited if any(p.doc_id == g.doc_id and p.section_id == g.section_id
-                                               for g in view.gold)]
+    in_section = [
+        p for p in view.cited if any(p.doc_id == g.doc_id and p.section_id == g.section_id for g in view.gold)
+    ]
     if in_section:
-        spans = ", ".join(f"{p.snippet_id} {p.span.start}–{p.span.end}" if p.span else f"{p.snippet_id} (bad offsets)"
-                          for p in in_section[:3])
+        spans = ", ".join(
+            f"{p.snippet_id} {p.span.start}–{p.span.end}" if p.span else f"{p.snippet_id} (bad offsets)"
+            for p in in_section[:3]
+        )
         g = gold.span
-        return (f"cites the gold section but not the gold span: {spans}; gold {g.unit} {g.start}–{g.end}"
-                f" (± {view.tolerance})")
+        return (
+            f"cites the gold section but not the gold span: {spans}; gold {g.unit} {g.start}–{g.end}"
+            f" (± {view.tolerance})"
+        )
     return f"cites {', '.join(cited[:3])}{' …' if len(cited) > 3 else ''}, not the gold {expected}"
 
 
@@ -113,12 +123,23 @@ def judge(view: RunView, agreement: Agreement | None, anchor_support_min: float,
         return Verdict(False, f"{hit}, but no answer segment cites it")
     a = agreement
     if a.conflicts:
-        return Verdict(False, f"{hit}, but the answer states {', '.join(a.conflicts[:3])}, which the gold anchor "
-                              "does not", a.support)
+        return Verdict(
+            False,
+            f"{hit}, but the answer states {', '.join(a.conflicts[:3])}, which the gold anchor does not",
+            a.support,
+        )
     if a.support < anchor_support_min:
-        return Verdict(False, f"{hit}, but the answer states something else: the gold anchor supports it "
-                              f"{a.support:.2f} < {anchor_support_min:g}", a.support)
+        return Verdict(
+            False,
+            f"{hit}, but the answer states something else: the gold anchor supports it "
+            f"{a.support:.2f} < {anchor_support_min:g}",
+            a.support,
+        )
     if not a.agrees(anchor_support_min):
-        return Verdict(False, f"{hit}, but the answer states another sentence of it: that sentence supports the "
-                              f"answer {a.best_other:.2f}, the gold anchor {a.support:.2f}", a.support)
+        return Verdict(
+            False,
+            f"{hit}, but the answer states another sentence of it: that sentence supports the "
+            f"answer {a.best_other:.2f}, the gold anchor {a.support:.2f}",
+            a.support,
+        )
     return Verdict(True, f"{hit} and states it (anchor support {a.support:.2f})", a.support)

@@ -1,4 +1,5 @@
 """ΔS: the semantic distance between a query, what was retrieved for it, and the gold anchor."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,7 +29,7 @@ def payload_text(payload: Payload, corpus) -> str:
         return ""
     doc = corpus[payload.doc_id]
     span = corpus.char_span(payload.doc_id, payload.span, get_analyzer(payload.analyzer))
-    return doc.text[span.start:span.end] if span is not None else ""
+    return doc.text[span.start : span.end] if span is not None else ""
 
 
 READINGS = ("nearest", "join")  # what "cited text" means for delta_s_qr; see `ragaudit metrics`
@@ -39,8 +40,15 @@ def join_texts(texts: Sequence[str]) -> str:
     return JOIN.join(texts)
 
 
-def delta_s_runs(encoder, queries: Sequence[str], cited: Sequence[Sequence[str]], top_k: Sequence[str],
-                 anchors: Sequence[str | None], *, reading: str = DEFAULT_READING) -> dict[str, np.ndarray]:
+def delta_s_runs(
+    encoder,
+    queries: Sequence[str],
+    cited: Sequence[Sequence[str]],
+    top_k: Sequence[str],
+    anchors: Sequence[str | None],
+    *,
+    reading: str = DEFAULT_READING,
+) -> dict[str, np.ndarray]:
     """delta_s_qr (query vs the cited text, in the chosen reading), delta_s_topk (query vs the
     joined top-k texts) and delta_s_ra (joined cited texts vs the anchor), for many runs at once;
     each distinct text is encoded once. Runs with nothing to compare get 1.0: a run that cites
@@ -61,14 +69,17 @@ def delta_s_runs(encoder, queries: Sequence[str], cited: Sequence[Sequence[str]]
             owner.append(i)
     ra_runs = [i for i, a in enumerate(anchors) if a and joined[i]]
     topk_runs = [i for i, t in enumerate(top_k) if t]
-    distances = delta_s_pairs(encoder, [*left, *(queries[i] for i in topk_runs), *(joined[i] for i in ra_runs)],
-                              [*right, *(top_k[i] for i in topk_runs), *(anchors[i] for i in ra_runs)])
+    distances = delta_s_pairs(
+        encoder,
+        [*left, *(queries[i] for i in topk_runs), *(joined[i] for i in ra_runs)],
+        [*right, *(top_k[i] for i in topk_runs), *(anchors[i] or "" for i in ra_runs)],  # ra_runs have one
+    )
     n = len(queries)
     qr, topk, ra = np.ones(n), np.ones(n), np.full(n, np.nan)
-    for i, d in zip(owner, distances[:len(left)]):
+    for i, d in zip(owner, distances[: len(left)]):
         qr[i] = min(qr[i], d)
-    topk[topk_runs] = distances[len(left):len(left) + len(topk_runs)]
-    ra[ra_runs] = distances[len(left) + len(topk_runs):]
+    topk[topk_runs] = distances[len(left) : len(left) + len(topk_runs)]
+    ra[ra_runs] = distances[len(left) + len(topk_runs) :]
     for i, a in enumerate(anchors):
         if a and not joined[i]:
             ra[i] = 1.0

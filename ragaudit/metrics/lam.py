@@ -1,4 +1,5 @@
 """λ: does a question converge across its variants and seeds? And does a reasoning chain?"""
+
 from __future__ import annotations
 
 import math
@@ -12,6 +13,7 @@ class RunPoint:
     """What λ needs of one run: the (doc_id, section_id) pairs it cites, whether it is correct
     (citation match and, with an answer, the gold anchor supports what it says), its ΔS, and
     whether it failed (errored, or no citations at all)."""
+
     sections: frozenset[tuple[str | None, str | None]]
     correct: bool
     delta_s: float | None
@@ -54,8 +56,7 @@ def question_lambda(runs: list[RunPoint], *, css_min: float = 0.50) -> Lambda:
     values = [r.delta_s for r in runs if r.delta_s is not None and not math.isnan(r.delta_s)]
     spread = max(values) - min(values) if values else None
     failed = any(r.errored or not r.sections for r in runs)
-    state = lambda_state(runs=len(runs), failed=failed, correct=sum(r.correct for r in runs), css=css,
-                         css_min=css_min)
+    state = lambda_state(runs=len(runs), failed=failed, correct=sum(r.correct for r in runs), css=css, css_min=css_min)
     return Lambda(state, css, spread)
 
 
@@ -66,8 +67,9 @@ def chain_states(distances: list[float]) -> list[str]:
     convergent if Δ ≤ −0.02 and E_t ≤ E_{t−1}; recursive if |Δ| < 0.02 and |E_t − E_{t−1}| < 0.02;
     else divergent. The chain's state is its last step's.
     """
+
     def mean_to(t: int) -> float:  # E_t for 1-based t
-        window = distances[max(0, t - 5):t]
+        window = distances[max(0, t - 5) : t]
         return sum(window) / len(window)
 
     states = []

@@ -9,6 +9,7 @@ versions and codes with digits as written, separators aside (`AES-256` = `AES 25
 `FIDO7`). Number words (`twelve days`) are read in cited texts only: in an answer, "one day" or
 "two main types" are turns of phrase far more often than claims.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,6 +28,7 @@ _BULLET = re.compile(r"^\s*\d+\s*[.)](?=\s|$)", re.MULTILINE)  # read after the 
 class Mention:
     """A quantity, date or identifier at text[start:end]; `key` is what two mentions compare by:
     `1499`, `12 day`, `12 percent`, `2024-03-01`, `2024-03`, `--03-01`, `aes256`, `v3.2`."""
+
     start: int
     end: int
     surface: str
@@ -39,27 +41,63 @@ class Mention:
 # canonical unit: its spellings. Lowercase words of three letters or more match in any case;
 # abbreviations match as written (`5G` is a network, `5 g` five grams; `8 MB` is not `8 mb`).
 _UNITS = {
-    "millisecond": "millisecond milliseconds ms msec", "second": "second seconds sec secs",
-    "minute": "minute minutes min mins", "hour": "hour hours hr hrs h", "day": "day days",
-    "week": "week weeks wk wks", "month": "month months mo mos", "year": "year years yr yrs",
-    "decade": "decade decades", "century": "century centuries",
+    "millisecond": "millisecond milliseconds ms msec",
+    "second": "second seconds sec secs",
+    "minute": "minute minutes min mins",
+    "hour": "hour hours hr hrs h",
+    "day": "day days",
+    "week": "week weeks wk wks",
+    "month": "month months mo mos",
+    "year": "year years yr yrs",
+    "decade": "decade decades",
+    "century": "century centuries",
     "percent": "% percent pct percentage|points percentage|point per|cent",
-    "nm": "nm nanometer nanometers nanometre nanometres", "um": "µm μm micron microns micrometer micrometers",
-    "mm": "mm millimeter millimeters millimetre millimetres", "cm": "cm centimeter centimeters centimetre centimetres",
-    "m": "meter meters metre metres", "km": "km kilometer kilometers kilometre kilometres",
-    "mile": "mile miles", "foot": "foot feet ft", "inch": "inch inches", "yard": "yard yards",
-    "ug": "µg μg mcg microgram micrograms", "mg": "mg milligram milligrams", "g": "g gram grams",
-    "kg": "kg kilogram kilograms kilo kilos", "lb": "lb lbs pound pounds", "oz": "oz ounce ounces",
-    "ton": "ton tons tonne tonnes", "ml": "ml mL milliliter milliliters millilitre millilitres",
-    "l": "L liter liters litre litres", "gallon": "gallon gallons",
-    "bit": "bit bits", "byte": "byte bytes", "kb": "KB kB kilobyte kilobytes", "mb": "MB megabyte megabytes",
-    "gb": "GB gigabyte gigabytes", "tb": "TB terabyte terabytes", "mbps": "Mbps", "gbps": "Gbps",
-    "hz": "Hz hertz", "khz": "kHz kilohertz", "mhz": "MHz megahertz", "ghz": "GHz gigahertz",
+    "nm": "nm nanometer nanometers nanometre nanometres",
+    "um": "µm μm micron microns micrometer micrometers",
+    "mm": "mm millimeter millimeters millimetre millimetres",
+    "cm": "cm centimeter centimeters centimetre centimetres",
+    "m": "meter meters metre metres",
+    "km": "km kilometer kilometers kilometre kilometres",
+    "mile": "mile miles",
+    "foot": "foot feet ft",
+    "inch": "inch inches",
+    "yard": "yard yards",
+    "ug": "µg μg mcg microgram micrograms",
+    "mg": "mg milligram milligrams",
+    "g": "g gram grams",
+    "kg": "kg kilogram kilograms kilo kilos",
+    "lb": "lb lbs pound pounds",
+    "oz": "oz ounce ounces",
+    "ton": "ton tons tonne tonnes",
+    "ml": "ml mL milliliter milliliters millilitre millilitres",
+    "l": "L liter liters litre litres",
+    "gallon": "gallon gallons",
+    "bit": "bit bits",
+    "byte": "byte bytes",
+    "kb": "KB kB kilobyte kilobytes",
+    "mb": "MB megabyte megabytes",
+    "gb": "GB gigabyte gigabytes",
+    "tb": "TB terabyte terabytes",
+    "mbps": "Mbps",
+    "gbps": "Gbps",
+    "hz": "Hz hertz",
+    "khz": "kHz kilohertz",
+    "mhz": "MHz megahertz",
+    "ghz": "GHz gigahertz",
     "celsius": "°C ºC °|C degrees|Celsius degree|Celsius degrees|celsius degree|celsius celsius",
     "fahrenheit": "°F ºF °|F degrees|Fahrenheit degree|Fahrenheit degrees|fahrenheit degree|fahrenheit fahrenheit",
-    "degree": "° degree degrees", "w": "watt watts", "kw": "kW kilowatt kilowatts", "mw": "MW megawatt megawatts",
-    "kwh": "kWh", "v": "volt volts", "mah": "mAh", "mph": "mph", "kmh": "km/h kph", "kcal": "kcal calorie calories",
-    "mmhg": "mmHg", "iu": "IU",
+    "degree": "° degree degrees",
+    "w": "watt watts",
+    "kw": "kW kilowatt kilowatts",
+    "mw": "MW megawatt megawatts",
+    "kwh": "kWh",
+    "v": "volt volts",
+    "mah": "mAh",
+    "mph": "mph",
+    "kmh": "km/h kph",
+    "kcal": "kcal calorie calories",
+    "mmhg": "mmHg",
+    "iu": "IU",
 }
 _ALIASES = [(alias.split("|"), unit) for unit, aliases in _UNITS.items() for alias in aliases.split()]
 
@@ -77,20 +115,52 @@ def _alias_pattern(words: list[str]) -> str:
 _UNIT_OF = {_fold("".join(words)): unit for words, unit in _ALIASES}
 _UNIT = "|".join(_alias_pattern(w) for w, _ in sorted(_ALIASES, key=lambda a: -len("".join(a[0]))))
 _QUALIFIER = r"(?:(?:calendar|business|working|consecutive|full|straight)[\s-])?"
-_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12,
-          "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "mn": 1e6, "bn": 1e9, "b": 1e9, "B": 1e9}
+_SCALE = {
+    "thousand": 1e3,
+    "million": 1e6,
+    "billion": 1e9,
+    "trillion": 1e12,
+    "k": 1e3,
+    "K": 1e3,
+    "m": 1e6,
+    "M": 1e6,
+    "mn": 1e6,
+    "bn": 1e9,
+    "b": 1e9,
+    "B": 1e9,
+}
 _CURRENCY_CODES = ("USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF", "CNY", "INR")
 _CURRENCY = rf"(?:US\$|A\$|C\$|[$€£¥]|(?:{'|'.join(_CURRENCY_CODES)})\s?)"
 _ORDINAL = {"st", "nd", "rd", "th", "s", "x", "X"}  # 21st, 1990s, 3x: still the number
 
-_SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-          "sixteen seventeen eighteen nineteen").split()
+_SMALL = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen"
+).split()
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 _WORD_VALUE = {**{w: i for i, w in enumerate(_SMALL)}, **{w: 10 * i for i, w in enumerate(_TENS, 2)}}
 
-_MONTH_OF = {name: i for i, names in enumerate((
-    "January Jan", "February Feb", "March Mar", "April Apr", "May", "June Jun", "July Jul", "August Aug",
-    "September Sept Sep", "October Oct", "November Nov", "December Dec"), 1) for name in names.split()}
+_MONTH_OF = {
+    name: i
+    for i, names in enumerate(
+        (
+            "January Jan",
+            "February Feb",
+            "March Mar",
+            "April Apr",
+            "May",
+            "June Jun",
+            "July Jul",
+            "August Aug",
+            "September Sept Sep",
+            "October Oct",
+            "November Nov",
+            "December Dec",
+        ),
+        1,
+    )
+    for name in names.split()
+}
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_OF, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 
@@ -107,23 +177,28 @@ _DATES = [
 # an acronym then a number: TLS 1.3, ISO 27001, SEV 1; not a quantity (FDA 12 weeks, USD 500)
 _ACRONYM = re.compile(
     rf"(?<![\w.\-/])(?P<name>[A-Z]{{2,}}(?:[/-][A-Z]{{2,}})*)[ \u00a0](?:(?:v|version)\s?)?"
-    rf"(?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d|,\d{{3}}|[\s-]?{_QUALIFIER}(?:{_UNIT})(?!\w))")
+    rf"(?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d|,\d{{3}}|[\s-]?{_QUALIFIER}(?:{_UNIT})(?!\w))"
+)
 _VERSION = re.compile(r"(?<![\w.\-/])(?:[Vv]ersion\s?|[Vv](?=\d))(?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d)")
 _TOKEN = re.compile(r"(?<![\w.\-/$€£¥])(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*")
 _GLUED = re.compile(r"\d+(?:\.\d+)?(?P<suffix>[A-Za-z]+)")
 _UNIT_RE = re.compile(f"(?:{_UNIT})")
-_TIME = re.compile(r"(?<![\w.:])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::[0-5]\d)?)?"
-                   r"(?:\s?(?P<ampm>[ap]\.?m\.?|[AP]M)(?!\w))?(?![\w:]|\.\d)")
+_TIME = re.compile(
+    r"(?<![\w.:])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::[0-5]\d)?)?"
+    r"(?:\s?(?P<ampm>[ap]\.?m\.?|[AP]M)(?!\w))?(?![\w:]|\.\d)"
+)
 _NUMBER = re.compile(
     rf"(?<![\w.])(?P<cur>{_CURRENCY})?(?P<num>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)*|\.\d+)"
     rf"(?:(?:st|nd|rd|th|s|x|X)(?!\w))?"
     rf"(?:(?P<abbr>k|K|mn|bn|m|M|b|B)(?!\w)|\s(?P<scale>(?i:thousand|million|billion|trillion))\b)?"
-    rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?")
+    rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?"
+)
 _WORDS = re.compile(
     rf"\b(?P<words>(?i:(?:{'|'.join(_TENS)})(?:[\s-](?:{'|'.join(_SMALL[1:10])}))?"
     rf"|{'|'.join(sorted(_SMALL, key=len, reverse=True))})(?:\s(?i:hundred))?)"
     rf"(?:\s(?P<scale>(?i:thousand|million|billion|trillion)))?\b"
-    rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?")
+    rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?"
+)
 # what joins the numbers of a range or list that share one unit: 10-12 days, 10 to 12 days, 3, 6 or 12 months
 _JOIN = re.compile(r"\s*(?:-|–|—|to|or|through|,\s*(?:and|or))\s*")
 _AND = re.compile(r"\s*and\s*")
@@ -131,10 +206,12 @@ _BETWEEN = re.compile(r"\bbetween\s+$", re.IGNORECASE)
 _LIST = re.compile(r"\s*,\s*")
 # in a cited text, a code split by extraction (TiO 2, BiVO 4 from subscripts) still covers TiO2
 _SPLIT_CODE = re.compile(
-    r"(?<![\w.\-/])(?P<name>[A-Za-z][A-Za-z0-9]*)[ \u00a0\-_/](?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d)")
+    r"(?<![\w.\-/])(?P<name>[A-Za-z][A-Za-z0-9]*)[ \u00a0\-_/](?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d)"
+)
 
 
 # ---------------------------------------------------------------- reading one text
+
 
 def _canonical(value: float) -> str:
     text = f"{value:.6f}".rstrip("0").rstrip(".")
@@ -190,8 +267,11 @@ def _token_identifier(m: re.Match):
         start += len(parts.pop(0)) + 1  # mid-2020, top-10, pre-COVID19: a word, then a number or a code
     core = "-".join(parts)
     glued = _GLUED.fullmatch(core)
-    if re.fullmatch(r"\d+(?:\.\d+)*", core) or glued and (
-            glued["suffix"] in _ORDINAL or glued["suffix"] in ("k", "K") or _UNIT_RE.fullmatch(glued["suffix"])):
+    if (
+        re.fullmatch(r"\d+(?:\.\d+)*", core)
+        or glued
+        and (glued["suffix"] in _ORDINAL or glued["suffix"] in ("k", "K") or _UNIT_RE.fullmatch(glued["suffix"]))
+    ):
         return None
     return start, start + len(core), "identifier", _identifier_key(core)
 
@@ -248,10 +328,18 @@ def _scan(text: str, *, words: bool) -> list[Mention]:
     # a range or list shares the unit written after its last number: 10-12 days, between 10 and 12
     # days, 3, 6 or 12 months; not a clause (in 2019, 12 days later) nor a pair (1,499 and 12%)
     for left, right in zip(reversed(found[:-1]), reversed(found[1:])):
-        if left[2] == right[2] == "number" and " " not in left[3] and " " in right[3] and (
+        if (
+            left[2] == right[2] == "number"
+            and " " not in left[3]
+            and " " in right[3]
+            and (
                 _JOIN.fullmatch(masked, left[1], right[0])
-                or _AND.fullmatch(masked, left[1], right[0]) and _BETWEEN.search(masked, 0, left[0])
-                or right[4] and _LIST.fullmatch(masked, left[1], right[0])):
+                or _AND.fullmatch(masked, left[1], right[0])
+                and _BETWEEN.search(masked, 0, left[0])
+                or right[4]
+                and _LIST.fullmatch(masked, left[1], right[0])
+            )
+        ):
             left[3] += " " + right[3].split(" ", 1)[1]
             left[4] = True
     return [Mention(s, e, text[s:e], kind, key) for s, e, kind, key, _ in found]
@@ -264,6 +352,7 @@ def mentions(text: str) -> list[Mention]:
 
 
 # ---------------------------------------------------------------- covering
+
 
 def _needs(m: Mention) -> set[tuple[str, str]]:
     """Any one of these among the cited mentions covers `m`."""

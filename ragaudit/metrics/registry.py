@@ -3,6 +3,7 @@
 `ragaudit metrics` prints this table; the tests check every registered run metric for the shared
 properties (bounded, order-invariant, perfect input gives its best value).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,46 +25,106 @@ class Metric:
         return self.name
 
 
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("coverage", "run", "|(∪ cited spans) ∩ (∪ gold spans)| / |∪ gold spans|, per document, in the gold "
-           "unit; null when units cannot be reconciled", citation.coverage),
-    Metric("citation_match", "run", "1 when a cited payload is in a gold span's doc and section and names its "
-           "expected snippet or overlaps it widened by match_tolerance, and every citation was retrieved; an "
-           "accept = \"any\" item matches when any alternative does",
-           citation.citation_match),
-    Metric("citation_precision", "run", "cited payloads overlapping a gold span / cited payloads",
-           citation.citation_precision),
-    Metric("citation_recall", "run", "gold spans overlapped by a cited payload / gold spans", citation.citation_recall),
-    Metric("hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k),
-    Metric("recall@k", "run", "relevant payloads in the top k / size of the relevant set", citation.recall_at_k),
-    Metric("mrr", "run", "1 / rank of the first relevant payload", citation.mrr),
-    Metric("ndcg@10", "run", "nDCG over the top 10, binary gain, log2 discount", citation.ndcg_at_10),
-    Metric("delta_s_qr", "run", "dS(query, cited text) = clip(1 − cos, 0, 1), cited text = the answer's cited "
-           "payloads (the top-k retrieved without an answer), reading `nearest`: the closest single cited text "
-           "(`[metrics] delta_s = \"join\"` compares with the joined cited texts instead); 1.0 for a run that "
-           "errored or cites nothing; zones stable < 0.40 ≤ transit < 0.60 ≤ risk < 0.85 ≤ danger",
-           higher_is_better=False),
-    Metric("delta_s_topk", "run", "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
-           higher_is_better=False),
-    Metric("delta_s_ra", "run", "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
-           higher_is_better=False),
-    Metric("support", "segment", "how well a segment's cited texts support it (calibrated scorer, or the "
-           "CrossEncoder of [support] model); mean per run"),
-    Metric("grounded_rate", "run", "share of answer segments with support >= support.threshold"),
-    Metric("anchor_support", "run", "best support the matched gold anchor gives an answer segment that cites a "
-           "matching payload; decides, with citation match, whether the run is correct"),
-    Metric("correct", "run", "1 when citation match holds and, with an answer, anchor_support >= "
-           "lambda.anchor_support_min; every run's reason is in the report"),
-    Metric("hallucinations", "run", "quantities and identifiers in answer segments that none of their cited texts "
-           "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
-           higher_is_better=False, bounds=(0.0, float("inf"))),
-    Metric("css", "question", "|∩ S_r| / |∪ S_r| over the question's runs, S_r = the (doc_id, section_id) pairs "
-           "run r cites (citation set stability at section level)"),
-    Metric("delta_s_spread", "question", "max − min delta_s_qr over the question's runs; reported, not part of λ",
-           higher_is_better=False),
-    Metric("lambda", "question", "divergent ← (a run errored or cites nothing) / chaotic × (no run correct) / "
-           "recursive <> (some runs correct, or css < lambda.css_min) / convergent → (every run correct, css >= "
-           "css_min)", bounds=(0.0, 0.0)),
-)}
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "coverage",
+            "run",
+            "|(∪ cited spans) ∩ (∪ gold spans)| / |∪ gold spans|, per document, in the gold "
+            "unit; null when units cannot be reconciled",
+            citation.coverage,
+        ),
+        Metric(
+            "citation_match",
+            "run",
+            "1 when a cited payload is in a gold span's doc and section and names its "
+            "expected snippet or overlaps it widened by match_tolerance, and every citation was retrieved; an "
+            'accept = "any" item matches when any alternative does',
+            citation.citation_match,
+        ),
+        Metric(
+            "citation_precision",
+            "run",
+            "cited payloads overlapping a gold span / cited payloads",
+            citation.citation_precision,
+        ),
+        Metric(
+            "citation_recall", "run", "gold spans overlapped by a cited payload / gold spans", citation.citation_recall
+        ),
+        Metric("hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k),
+        Metric("recall@k", "run", "relevant payloads in the top k / size of the relevant set", citation.recall_at_k),
+        Metric("mrr", "run", "1 / rank of the first relevant payload", citation.mrr),
+        Metric("ndcg@10", "run", "nDCG over the top 10, binary gain, log2 discount", citation.ndcg_at_10),
+        Metric(
+            "delta_s_qr",
+            "run",
+            "dS(query, cited text) = clip(1 − cos, 0, 1), cited text = the answer's cited "
+            "payloads (the top-k retrieved without an answer), reading `nearest`: the closest single cited text "
+            '(`[metrics] delta_s = "join"` compares with the joined cited texts instead); 1.0 for a run that '
+            "errored or cites nothing; zones stable < 0.40 ≤ transit < 0.60 ≤ risk < 0.85 ≤ danger",
+            higher_is_better=False,
+        ),
+        Metric(
+            "delta_s_topk",
+            "run",
+            "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
+            higher_is_better=False,
+        ),
+        Metric(
+            "delta_s_ra",
+            "run",
+            "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
+            higher_is_better=False,
+        ),
+        Metric(
+            "support",
+            "segment",
+            "how well a segment's cited texts support it (calibrated scorer, or the "
+            "CrossEncoder of [support] model); mean per run",
+        ),
+        Metric("grounded_rate", "run", "share of answer segments with support >= support.threshold"),
+        Metric(
+            "anchor_support",
+            "run",
+            "best support the matched gold anchor gives an answer segment that cites a "
+            "matching payload; decides, with citation match, whether the run is correct",
+        ),
+        Metric(
+            "correct",
+            "run",
+            "1 when citation match holds and, with an answer, anchor_support >= "
+            "lambda.anchor_support_min; every run's reason is in the report",
+        ),
+        Metric(
+            "hallucinations",
+            "run",
+            "quantities and identifiers in answer segments that none of their cited texts "
+            "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
+            higher_is_better=False,
+            bounds=(0.0, float("inf")),
+        ),
+        Metric(
+            "css",
+            "question",
+            "|∩ S_r| / |∪ S_r| over the question's runs, S_r = the (doc_id, section_id) pairs "
+            "run r cites (citation set stability at section level)",
+        ),
+        Metric(
+            "delta_s_spread",
+            "question",
+            "max − min delta_s_qr over the question's runs; reported, not part of λ",
+            higher_is_better=False,
+        ),
+        Metric(
+            "lambda",
+            "question",
+            "divergent ← (a run errored or cites nothing) / chaotic × (no run correct) / "
+            "recursive <> (some runs correct, or css < lambda.css_min) / convergent → (every run correct, css >= "
+            "css_min)",
+            bounds=(0.0, 0.0),
+        ),
+    )
+}
 
 RUN_METRICS = tuple(m for m in METRICS.values() if m.compute is not None)

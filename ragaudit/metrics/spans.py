@@ -1,4 +1,5 @@
 """Intervals: union, intersection length, and bringing payload spans into the gold unit."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -43,7 +44,7 @@ def in_unit(payload: Payload, unit: str, corpus: Corpus | None) -> Span | None:
     if span is None or span.unit == unit:
         return span
     analyzer = get_analyzer(payload.analyzer)
-    if corpus is None or analyzer is None or payload.doc_id not in corpus:
+    if corpus is None or analyzer is None or payload.doc_id is None or payload.doc_id not in corpus:
         return None
     if unit == "char":
         return corpus.char_span(payload.doc_id, span, analyzer)

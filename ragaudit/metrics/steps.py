@@ -1,4 +1,5 @@
 """Step attribution for chain-of-thought traces: which sources each reasoning step used."""
+
 from __future__ import annotations
 
 from ragaudit.types import Trace
@@ -14,10 +15,10 @@ def step_attribution(trace: Trace) -> dict:
     """all_sources (unique by doc_id, highest relevance, sorted desc), primary_sources (top 3 with
     relevance > 0.7, else top 3) and usage by step (step number → doc ids, in citation order)."""
     position = {p.snippet_id: (i, p) for i, p in enumerate(trace.retrieved)}
-    best: dict[str, dict] = {}
-    usage: dict[int, list[str]] = {}
+    best: dict[str | None, dict] = {}  # by doc_id; a payload may lack one
+    usage: dict[int, list[str | None]] = {}
     for step in trace.steps:
-        used: list[str] = []
+        used: list[str | None] = []
         for cited in step.citations:
             if cited not in position:
                 continue
@@ -27,8 +28,13 @@ def step_attribution(trace: Trace) -> dict:
                 used.append(payload.doc_id)
             current = best.get(payload.doc_id)
             if current is None or relevance > current["relevance"]:
-                best[payload.doc_id] = {"doc_id": payload.doc_id, "snippet_id": cited, "relevance": relevance,
-                                        "section_id": payload.section_id, "retrieval_rank": rank + 1}
+                best[payload.doc_id] = {
+                    "doc_id": payload.doc_id,
+                    "snippet_id": cited,
+                    "relevance": relevance,
+                    "section_id": payload.section_id,
+                    "retrieval_rank": rank + 1,
+                }
         usage[step.step_number] = used
     all_sources = sorted(best.values(), key=lambda s: (-s["relevance"], s["doc_id"]))
     strong = [s for s in all_sources if s["relevance"] > 0.7]

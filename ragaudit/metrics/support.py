@@ -9,6 +9,7 @@ link live in `support_params.json`, written by `bench/calibrate_support.py` from
 (ExpertQA); plain JSON numbers, so a score can be recomputed by hand. `[support] model` may name
 a local CrossEncoder folder instead (`CrossEncoderScorer`, calibrated by the same script).
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ def clean(text: str) -> str:
 
 def _capitalised(text: str) -> set[str]:
     # capitalised words that do not open a sentence: names, places, organisations, acronyms
-    out = set()
+    out: set[str] = set()
     for sentence in re.split(r"(?<=[.!?:])\s+|\n", text):
         words = _WORD.findall(sentence)
         out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
@@ -83,7 +84,7 @@ def _chunks(text: str) -> list[str]:
     if len(words) <= _CHUNK:
         return [text]
     step = _CHUNK // 2
-    return [" ".join(words[i:i + _CHUNK]) for i in range(0, len(words) - _CHUNK + step, step)]
+    return [" ".join(words[i : i + _CHUNK]) for i in range(0, len(words) - _CHUNK + step, step)]
 
 
 def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
@@ -96,8 +97,16 @@ def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
     ev_units = [u for found in per_text for u in found]
     windows = [a + " " + b for found in per_text for a, b in zip(found, found[1:])]
     seg_sents = [s for s in map(clean, sentences(segment)) if len(s.split()) >= 3]
-    return _Pair(segment, tuple(cited_texts), seg, seg_sents or [seg], passages, ev_units,
-                 windows or ev_units, [c for p in passages for c in _chunks(p)])
+    return _Pair(
+        segment,
+        tuple(cited_texts),
+        seg,
+        seg_sents or [seg],
+        passages,
+        ev_units,
+        windows or ev_units,
+        [c for p in passages for c in _chunks(p)],
+    )
 
 
 def _recall(needles, haystack: set) -> float:
@@ -147,6 +156,7 @@ def _featurise(prepared: list[_Pair | None], encoder: Encoder) -> list[dict[str,
     row = {t: i for i, t in enumerate(distinct)}
 
     def vec(texts: list[str]) -> np.ndarray:
+        assert matrix is not None  # asked only for texts of the pairs, which were encoded
         return matrix[[row[t] for t in texts]]
 
     return [None if p is None else _features(p, vec) for p in prepared]
@@ -166,9 +176,11 @@ def feature_rows(pairs: Sequence[tuple[str, Sequence[str]]], encoder: Encoder) -
 
 # ---------------------------------------------------------------- the calibrated scorer
 
+
 def load_params(path: Path = PARAMS_PATH) -> dict:
     """The shipped calibration, checked against the features this module computes."""
     from ragaudit.io.jsonl import read_json_file
+
     params = read_json_file(Path(path), what="support params file")
     names = params.get("features", [])
     unknown = sorted(set(names) - set(FEATURES))
@@ -275,6 +287,7 @@ def _cross_encoder_config(path: Path) -> dict:
         found = "a folder without config.json"
     else:
         from ragaudit.io.jsonl import read_json_file
+
         try:
             config = read_json_file(config_file, what="model config", expect=object, finite=False)
             found = "a config.json that is not an object"
@@ -285,8 +298,9 @@ def _cross_encoder_config(path: Path) -> dict:
         if not heads or any(h.endswith("ForSequenceClassification") for h in heads):
             return config
         found = f"a {', '.join(heads)} model without a classification head"
-    raise InputError(Problem(str(path), "expected a sentence-transformers CrossEncoder folder (config.json), "
-                                        f"found {found}"))
+    raise InputError(
+        Problem(str(path), f"expected a sentence-transformers CrossEncoder folder (config.json), found {found}")
+    )
 
 
 def _entailment_column(path: Path, config: dict) -> int | None:
@@ -300,16 +314,26 @@ def _entailment_column(path: Path, config: dict) -> int | None:
     for column, name in enumerate(names):
         if name.lower() == "entailment":
             return column
-    raise InputError(Problem(str(path), "expected a one-output model (a reranker) or an NLI model with an "
-                                        f"'entailment' label, found labels {names}"))
+    raise InputError(
+        Problem(
+            str(path),
+            "expected a one-output model (a reranker) or an NLI model with an "
+            f"'entailment' label, found labels {names}",
+        )
+    )
 
 
 def _check_calibration(params: dict, where: str) -> dict:
     if not isinstance(params, dict):
         raise InputError(Problem(where, f"expected a calibration object, found {type(params).__name__}"))
     if params.get("schema") != CROSS_ENCODER_SCHEMA or params.get("kind") != "cross-encoder":
-        raise InputError(Problem(where, f"expected schema {CROSS_ENCODER_SCHEMA!r} and kind 'cross-encoder', "
-                                        f"found {params.get('schema')!r} and {params.get('kind')!r}"))
+        raise InputError(
+            Problem(
+                where,
+                f"expected schema {CROSS_ENCODER_SCHEMA!r} and kind 'cross-encoder', "
+                f"found {params.get('schema')!r} and {params.get('kind')!r}",
+            )
+        )
     for key in ("intercept", "slope"):
         value = params.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -341,6 +365,7 @@ class CrossEncoderScorer:
         with self._lock:
             if self._model is None:
                 from sentence_transformers import CrossEncoder
+
                 # local_files_only reaches the config, the tokenizer and the weights: never the hub
                 self._model = CrossEncoder(str(self.path), device="cpu", local_files_only=True)
         return self._model
@@ -360,8 +385,14 @@ class CrossEncoderScorer:
         probability: dict[tuple[str, str], float] = {}
         if distinct:
             import torch
-            logits = self.model.predict(distinct, batch_size=self.batch_size, activation_fn=torch.nn.Identity(),
-                                        convert_to_numpy=True, show_progress_bar=False)
+
+            logits = self.model.predict(
+                distinct,
+                batch_size=self.batch_size,
+                activation_fn=torch.nn.Identity(),
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
             logits = np.asarray(logits, dtype=np.float64).reshape(len(distinct), -1)
             probability = dict(zip(distinct, self._probabilities(logits).tolist()))
         raw = np.array([max((probability[x] for x in inputs), default=0.0) for inputs in wanted], dtype=np.float64)
@@ -402,7 +433,7 @@ class Memoized:
         if todo:
             fresh = self.scorer.score_many([(seg, list(texts)) for seg, texts in todo])
             self._memo.update(zip(todo, (float(v) for v in fresh)))
-            for old in list(self._memo)[:max(0, len(self._memo) - self.size)]:
+            for old in list(self._memo)[: max(0, len(self._memo) - self.size)]:
                 del self._memo[old]
         return [self._memo[k] for k in keys]
 
@@ -422,6 +453,7 @@ def make_support_scorer(model: str | None, *, params: str | None = None, encoder
     calibration = None
     if params:
         from ragaudit.io.jsonl import read_json_file
+
         calibration = read_json_file(Path(params), what="calibration file")
         _check_calibration(calibration, str(params))
     return CrossEncoderScorer(model, calibration)

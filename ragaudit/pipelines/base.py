@@ -1,5 +1,6 @@
 """What every pipeline is to the runner: given a request, return one trace. Never raise for a
 failed run: a failure becomes a trace with `error` set (a `pipeline_error`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,9 @@ def now() -> str:
 def check_timeout(name: str, timeout_s: Any) -> float:
     """`timeout_s` as a float, or a UsageError naming the pipeline."""
     if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s < float("inf"):
-        raise UsageError(f"pipeline {name!r}: the 'timeout_s' parameter must be a number > 0. "
-                         f"Got {timeout_s!r} instead.")
+        raise UsageError(
+            f"pipeline {name!r}: the 'timeout_s' parameter must be a number > 0. Got {timeout_s!r} instead."
+        )
     return float(timeout_s)
 
 
@@ -89,13 +91,21 @@ def without_surrogates(value: Any) -> Any:
 
 def error_trace(name: str, request: Request, message: str, index: LiveIndex | None = None) -> Trace:
     # A message may quote user text (an exception, a line of output): keep it writable.
-    return Trace(qid=request.qid, variant=request.variant, seed=request.seed,
-                 query=without_surrogates(request.query), config=name, retrieved_at=now(),
-                 index=without_surrogates(index), error=without_surrogates(message))
+    return Trace(
+        qid=request.qid,
+        variant=request.variant,
+        seed=request.seed,
+        query=without_surrogates(request.query),
+        config=name,
+        retrieved_at=now(),
+        index=without_surrogates(index),
+        error=without_surrogates(message),
+    )
 
 
-def trace_from_output(name: str, request: Request, output: Any, *, offset_unit: str = "char",
-                      index: LiveIndex | None = None) -> Trace:
+def trace_from_output(
+    name: str, request: Request, output: Any, *, offset_unit: str = "char", index: LiveIndex | None = None
+) -> Trace:
     """A user pipeline's output (a trace dict) as a canonical Trace keyed by the request.
 
     The request decides qid, variant, seed, query and config; output that is not a trace becomes
@@ -112,8 +122,13 @@ def trace_from_output(name: str, request: Request, output: Any, *, offset_unit: 
         merged["retrieved_at"] = now()
     if index is not None and "index" not in output:
         merged["index"] = without_surrogates(
-            {"index_hash": index.index_hash, "analyzer": index.analyzer,
-             "embed_model": index.embed_model, "store": index.store})
+            {
+                "index_hash": index.index_hash,
+                "analyzer": index.analyzer,
+                "embed_model": index.embed_model,
+                "store": index.store,
+            }
+        )
     parsed = parse_trace(merged, offset_unit=offset_unit)
     if isinstance(parsed, BadLine):
         return error_trace(name, request, f"pipeline output is not a trace: {parsed.path}: {parsed.message}", index)

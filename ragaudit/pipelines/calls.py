@@ -7,6 +7,7 @@ The answer cache is keyed by the pipeline's configuration (kind, factory or comm
 the live index it reports (so a rebuilt index misses), the query, the seed and k. It lives in
 `answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,14 +53,18 @@ class AnswerCache:
         self._lock = threading.Lock()
 
     def key(self, request: Request, index: LiveIndex | None) -> str:
-        body = json.dumps([self.config_key, index and dataclasses.astuple(index), request.query, request.seed,
-                           request.k], sort_keys=True, default=str)
+        body = json.dumps(
+            [self.config_key, index and dataclasses.astuple(index), request.query, request.seed, request.k],
+            sort_keys=True,
+            default=str,
+        )
         return hashlib.sha256(body.encode("utf-8", "replace")).hexdigest()
 
     def get(self, key: str) -> Trace | None:
         import orjson
 
         from ragaudit.io.traces import parse_trace
+
         with self._lock:
             row = self._db.execute("SELECT trace FROM answers WHERE key = ?", (key,)).fetchone()
         if row is None:
@@ -69,6 +74,7 @@ class AnswerCache:
 
     def put(self, key: str, trace: Trace) -> None:
         from ragaudit.io.traces import dump_trace
+
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, dump_trace(trace)))
 
@@ -92,6 +98,7 @@ class CallPolicy:
         self.cache = None
         if options.get("cache"):
             from ragaudit.metrics.embed import cache_dir
+
             self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", config_key(kind, options))
         self._jitter = random.Random(f"{name}:backoff")
         self.active = bool(self.retries or self.slots or self.limiter or self.cache)
@@ -100,8 +107,16 @@ class CallPolicy:
         cache = self.cache
         key = cache.key(request, index) if cache else None
         if cache is not None and key is not None and (hit := cache.get(key)) is not None:
-            return dataclasses.replace(hit, qid=request.qid, variant=request.variant, seed=request.seed,
-                                       query=request.query, config=self.name, file=None, line=None)
+            return dataclasses.replace(
+                hit,
+                qid=request.qid,
+                variant=request.variant,
+                seed=request.seed,
+                query=request.query,
+                config=self.name,
+                file=None,
+                line=None,
+            )
         errors: list[str] = []
         for attempt in range(self.retries + 1):
             if self.limiter:
@@ -114,7 +129,7 @@ class CallPolicy:
             if trace.error is None or attempt == self.retries:
                 break
             errors.append(trace.error)
-            time.sleep(self.backoff * 2 ** attempt * (1 + self._jitter.random()))
+            time.sleep(self.backoff * 2**attempt * (1 + self._jitter.random()))
         if errors:
             trace = dataclasses.replace(trace, attempts=len(errors) + 1, retried=tuple(errors))
         if cache is not None and key is not None and trace.error is None:

@@ -14,6 +14,7 @@ the child, not its own children, and fires when the *thread* that started the ch
 for a child restarted by a worker thread is long before ragaudit does.) `kill()` ends every
 child of a pipeline at once, from a signal handler or another thread.
 """
+
 from __future__ import annotations
 
 import io
@@ -101,8 +102,13 @@ class _Watcher:
         if self._process is not None and self._owner == os.getpid() and self._process.poll() is None:
             return self._process, False
         self._process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _WATCHER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)  # out of reach of ctrl-C and killpg
+            [sys.executable, "-I", "-S", "-c", _WATCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,
+        )  # out of reach of ctrl-C and killpg
         self._owner = os.getpid()
         return self._process, True
 
@@ -117,8 +123,13 @@ class _Child:
         # Python children block-buffer a piped stdout, which would look like a hang.
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-            env=env, start_new_session=os.name == "posix",  # its own group, so a kill reaches its children
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=os.name == "posix",  # its own group, so a kill reaches its children
         )
         stdin, stdout, stderr = self.process.stdin, self.process.stdout, self.process.stderr
         assert stdin is not None and stdout is not None and stderr is not None  # all three opened as pipes
@@ -128,8 +139,10 @@ class _Child:
         self.lines: queue.Queue = queue.Queue()
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._read_stdout, daemon=True),
-                         threading.Thread(target=self._read_stderr, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -243,15 +256,26 @@ def describe_exit(code: int) -> str:
 
 
 class CommandPipeline:
-    def __init__(self, name: str, command: list[str], timeout_s: float = 30.0, cwd: str | None = None,
-                 offset_unit: str = "char", max_start_failures: int = 3):
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        timeout_s: float = 30.0,
+        cwd: str | None = None,
+        offset_unit: str = "char",
+        max_start_failures: int = 3,
+    ):
         if not isinstance(command, (list, tuple)) or not command or not all(isinstance(c, str) for c in command):
-            raise UsageError(f"pipeline {name!r}: the 'command' parameter must be a non-empty list of strings. "
-                             f"Got {command!r} instead.")
+            raise UsageError(
+                f"pipeline {name!r}: the 'command' parameter must be a non-empty list of strings. "
+                f"Got {command!r} instead."
+            )
         timeout_s = check_timeout(name, timeout_s)
         if type(max_start_failures) is not int or max_start_failures < 1:
-            raise UsageError(f"pipeline {name!r}: the 'max_start_failures' parameter must be an int in [1, inf). "
-                             f"Got {max_start_failures!r} instead.")
+            raise UsageError(
+                f"pipeline {name!r}: the 'max_start_failures' parameter must be an int in [1, inf). "
+                f"Got {max_start_failures!r} instead."
+            )
         self.name, self.command, self.timeout_s = name, list(command), timeout_s
         self.cwd, self.offset_unit, self.max_start_failures = cwd, offset_unit, max_start_failures
         self.shown = shlex.join(self.command)
@@ -308,8 +332,9 @@ class CommandPipeline:
             try:
                 trace = self._answer(request, item)
             except Exception as exc:  # a line that breaks the parser fails this run only
-                return error_trace(self.name, request, f"cannot read the answer of {self.shown}: "
-                                                       f"{type(exc).__name__}: {exc}")
+                return error_trace(
+                    self.name, request, f"cannot read the answer of {self.shown}: {type(exc).__name__}: {exc}"
+                )
             if trace is not None:
                 return trace
 
@@ -390,8 +415,12 @@ class CommandPipeline:
         except JsonDefect as exc:
             self._mark_answered()
             where = f" at column {exc.column}" if exc.column else ""
-            return error_trace(self.name, request, f"expected one JSON trace per line on stdout of {self.shown}, "
-                                                   f"found {clip(text, 80)!r} ({exc.syntax or exc.message}{where})")
+            return error_trace(
+                self.name,
+                request,
+                f"expected one JSON trace per line on stdout of {self.shown}, "
+                f"found {clip(text, 80)!r} ({exc.syntax or exc.message}{where})",
+            )
         if isinstance(output, dict) and _answers_other_run(output, request):
             return None
         self._mark_answered()
@@ -409,8 +438,10 @@ class CommandPipeline:
         child = self._child
         assert child is not None  # called about the child that was asked
         self._discard_child(kill=True)
-        message = (f"{self.shown} timed out after {self.timeout_s:g} s without a trace line on stdout "
-                   f"(does it flush stdout after each line?)")
+        message = (
+            f"{self.shown} timed out after {self.timeout_s:g} s without a trace line on stdout "
+            f"(does it flush stdout after each line?)"
+        )
         return self._failed(request, message, child.stderr_tail)
 
     def _lost(self, request: Request, what: str) -> Trace:
@@ -425,15 +456,18 @@ class CommandPipeline:
 
     def _failed(self, request: Request, message: str, tail: str) -> Trace:
         if self._killed:  # the child died of kill(), not of this request: no start failure either
-            return error_trace(self.name, request, f"{self.shown} was killed before answering: "
-                                                   f"pipeline {self.name!r} was stopped")
+            return error_trace(
+                self.name, request, f"{self.shown} was killed before answering: pipeline {self.name!r} was stopped"
+            )
         if tail:
             message += f"; stderr: {tail}"
         if not self._ever_answered:
             self._failures_before_answer += 1
             if self._failures_before_answer >= self.max_start_failures:
-                self._broken = (f"pipeline {self.name!r}: {self.shown} never answered; "
-                                f"{self._failures_before_answer} attempts in a row failed, the last: {message}")
+                self._broken = (
+                    f"pipeline {self.name!r}: {self.shown} never answered; "
+                    f"{self._failures_before_answer} attempts in a row failed, the last: {message}"
+                )
                 raise PipelineStartError(self._broken)
         return error_trace(self.name, request, message)
 
@@ -441,6 +475,8 @@ class CommandPipeline:
 def _answers_other_run(output: dict, request: Request) -> bool:
     """True when the line names a different run: a late answer to an earlier request."""
     qid, variant, seed = output.get("qid"), output.get("variant"), output.get("seed")
-    return ((isinstance(qid, str) and qid != request.qid)
-            or (type(variant) is int and variant != request.variant)
-            or (type(seed) is int and seed != request.seed))
+    return (
+        (isinstance(qid, str) and qid != request.qid)
+        or (type(variant) is int and variant != request.variant)
+        or (type(seed) is int and seed != request.seed)
+    )

@@ -1,4 +1,5 @@
 """Building the configured pipelines and lending their instances to the runner's workers."""
+
 from __future__ import annotations
 
 import queue
@@ -16,23 +17,37 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
     o, unit = spec.options, inputs.config.offset_unit
     if spec.kind == "reference":
         from ragaudit.pipelines.reference import ReferencePipeline
-        return ReferencePipeline(spec.name, inputs.corpus, retriever=o["retriever"], analyzer=o["analyzer"],
-                                 k=o["k"], chunk_size=o["chunk_size"], chunk_overlap=o["chunk_overlap"],
-                                 rerank=o["rerank"], temperature=o["temperature"], encoder=inputs.encoder)
+
+        return ReferencePipeline(
+            spec.name,
+            inputs.corpus,
+            retriever=o["retriever"],
+            analyzer=o["analyzer"],
+            k=o["k"],
+            chunk_size=o["chunk_size"],
+            chunk_overlap=o["chunk_overlap"],
+            rerank=o["rerank"],
+            temperature=o["temperature"],
+            encoder=inputs.encoder,
+        )
     if spec.kind == "replay":
         from ragaudit.pipelines.replay import ReplayPipeline
+
         if o["traces"] is None:
             raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
         return ReplayPipeline(spec.name, o["traces"], offset_unit=unit)
     if spec.kind == "python":
         from ragaudit.pipelines.python import PythonPipeline
+
         if not o["factory"]:
-            raise UsageError(f"pipeline {spec.name!r}: a python pipeline needs `factory = \"module:callable\"`")
+            raise UsageError(f'pipeline {spec.name!r}: a python pipeline needs `factory = "module:callable"`')
         folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
-        return PythonPipeline(spec.name, o["factory"], o["options"], offset_unit=unit, timeout_s=o["timeout_s"],
-                              search_path=folder)
+        return PythonPipeline(
+            spec.name, o["factory"], o["options"], offset_unit=unit, timeout_s=o["timeout_s"], search_path=folder
+        )
     if spec.kind == "command":
         from ragaudit.pipelines.command import CommandPipeline
+
         if not o["command"]:
             raise UsageError(f"pipeline {spec.name!r}: a command pipeline needs `command = [...]`")
         cwd = str(inputs.config.path.parent) if inputs.config.path else None
@@ -68,8 +83,9 @@ class PipelinePool:
                 self.instances.append(build_pipeline(spec, inputs))
             except (SystemExit, KeyboardInterrupt) as exc:
                 self.close()
-                raise PipelineStartError(f"pipeline {spec.name!r}: starting it raised {type(exc).__name__}"
-                                         f"({exc})") from None
+                raise PipelineStartError(
+                    f"pipeline {spec.name!r}: starting it raised {type(exc).__name__}({exc})"
+                ) from None
             except BaseException:
                 self.close()
                 raise

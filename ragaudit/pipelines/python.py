@@ -18,6 +18,7 @@ would build a second copy of whatever the first one holds (an index, a model, a 
 the first is still busy with it. A call that never returns makes every later run of that
 instance time out after `timeout_s`, rather than hang.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,8 +62,10 @@ class _Calls:
         """
         deadline = time.monotonic() + self.timeout_s
         if not self._idle.acquire(timeout=self.timeout_s if wait_for_idle else 0):
-            raise CallTimedOut(f"{what} timed out after {self.timeout_s:g} s waiting for an earlier call "
-                               f"that timed out and is still running")
+            raise CallTimedOut(
+                f"{what} timed out after {self.timeout_s:g} s waiting for an earlier call "
+                f"that timed out and is still running"
+            )
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
@@ -81,8 +84,9 @@ class _Calls:
             self._idle.release()
             return None, exc
         if not done.wait(max(deadline - time.monotonic(), 0)):
-            raise CallTimedOut(f"{what} timed out after {self.timeout_s:g} s; the call was abandoned "
-                               f"and may still be running")
+            raise CallTimedOut(
+                f"{what} timed out after {self.timeout_s:g} s; the call was abandoned and may still be running"
+            )
         return outcome.get("value"), outcome.get("error")
 
 
@@ -96,8 +100,16 @@ def exception_text(exc: BaseException) -> str:
 
 
 class PythonPipeline:
-    def __init__(self, name: str, factory: str, options: dict | None = None, *, offset_unit: str = "char",
-                 timeout_s: float = 30.0, search_path: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        factory: str,
+        options: dict | None = None,
+        *,
+        offset_unit: str = "char",
+        timeout_s: float = 30.0,
+        search_path: str | None = None,
+    ):
         self.name, self.factory, self.offset_unit = name, factory, offset_unit
         self.timeout_s = check_timeout(name, timeout_s)
         make = load_factory(name, factory, search_path=search_path)
@@ -105,11 +117,15 @@ class PythonPipeline:
         try:
             self.target = make(**options)
         except (Exception, SystemExit) as exc:  # a factory calling sys.exit() must not end ragaudit
-            raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} failed when called with "
-                                     f"options {sorted(options)}: {exception_text(exc)}") from exc
+            raise PipelineStartError(
+                f"pipeline {name!r}: factory {factory!r} failed when called with "
+                f"options {sorted(options)}: {exception_text(exc)}"
+            ) from exc
         if not callable(getattr(self.target, "run", None)):
-            raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} must return an object with "
-                                     f"run(query, *, seed, k), found {type(self.target).__name__} without run")
+            raise PipelineStartError(
+                f"pipeline {name!r}: factory {factory!r} must return an object with "
+                f"run(query, *, seed, k), found {type(self.target).__name__} without run"
+            )
         self._calls = _Calls(self.timeout_s, name)
         self._index: LiveIndex | None = None
         self._closed = False
@@ -188,8 +204,10 @@ def as_live_index(value: Any) -> LiveIndex | None:
     elif all(hasattr(value, key) for key in INDEX_KEYS):
         fields = {key: getattr(value, key) for key in INDEX_KEYS}
     else:
-        raise TypeError(f"index_info() must return None, a dict {{{', '.join(INDEX_KEYS)}}} or an object with "
-                        f"those attributes (a LiveIndex or an IndexInfo), found {describe(value)}")
+        raise TypeError(
+            f"index_info() must return None, a dict {{{', '.join(INDEX_KEYS)}}} or an object with "
+            f"those attributes (a LiveIndex or an IndexInfo), found {describe(value)}"
+        )
     for key, field in fields.items():
         if field is not None and not isinstance(field, str):
             raise TypeError(f"index_info() {key} must be a string, found {describe(field)}")
@@ -205,44 +223,46 @@ def load_factory(name: str, factory: str, *, search_path: str | None = None):
     shadows an installed package and leaves the process as it found it.
     """
     if not isinstance(factory, str) or not factory.strip():
-        raise PipelineStartError(f"pipeline {name!r}: factory must be \"module:callable\" or an entry-point "
-                                 f"name in group {ENTRY_POINT_GROUP!r}, found {describe(factory)}")
+        raise PipelineStartError(
+            f'pipeline {name!r}: factory must be "module:callable" or an entry-point '
+            f"name in group {ENTRY_POINT_GROUP!r}, found {describe(factory)}"
+        )
     if ":" in factory:
         make = _from_module(name, factory, search_path)
     else:
         make = _from_entry_point(name, factory)
     if not callable(make):
-        raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} must be callable, "
-                                 f"found {describe(make)}")
+        raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} must be callable, found {describe(make)}")
     return make
 
 
 def _import(module_name: str, search_path: str | None):
-    added = search_path is not None and search_path not in sys.path
-    if added:
-        sys.path.append(search_path)
+    if search_path is None or search_path in sys.path:
+        return importlib.import_module(module_name)
+    sys.path.append(search_path)
     try:
         return importlib.import_module(module_name)
     finally:
-        if added:
-            sys.path.remove(search_path)
+        sys.path.remove(search_path)
 
 
 def _from_module(name: str, factory: str, search_path: str | None = None):
     module_name, _, attribute = factory.partition(":")
     if not module_name or not attribute:
-        raise PipelineStartError(f"pipeline {name!r}: factory must be \"module:callable\", found {factory!r}")
+        raise PipelineStartError(f'pipeline {name!r}: factory must be "module:callable", found {factory!r}')
     try:
         target = _import(module_name, search_path)
     except (Exception, SystemExit) as exc:  # a broken user module can raise anything while importing
-        raise PipelineStartError(f"pipeline {name!r}: cannot import module {module_name!r} for factory "
-                                 f"{factory!r}: {exception_text(exc)}") from exc
+        raise PipelineStartError(
+            f"pipeline {name!r}: cannot import module {module_name!r} for factory {factory!r}: {exception_text(exc)}"
+        ) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise PipelineStartError(f"pipeline {name!r}: module {module_name!r} has no attribute "
-                                     f"{attribute!r} (factory {factory!r})") from None
+            raise PipelineStartError(
+                f"pipeline {name!r}: module {module_name!r} has no attribute {attribute!r} (factory {factory!r})"
+            ) from None
     return target
 
 
@@ -251,12 +271,15 @@ def _from_entry_point(name: str, factory: str):
     matches = [ep for ep in found if ep.name == factory]
     if not matches:
         available = ", ".join(sorted({ep.name for ep in found})) or "none installed"
-        raise PipelineStartError(f"pipeline {name!r}: no entry point {factory!r} in group "
-                                 f"{ENTRY_POINT_GROUP!r} (available: {available}); to import from a module "
-                                 f"write the factory as \"module:callable\"")
+        raise PipelineStartError(
+            f"pipeline {name!r}: no entry point {factory!r} in group "
+            f"{ENTRY_POINT_GROUP!r} (available: {available}); to import from a module "
+            f'write the factory as "module:callable"'
+        )
     entry = matches[0]
     try:
         return entry.load()
     except (Exception, SystemExit) as exc:
-        raise PipelineStartError(f"pipeline {name!r}: cannot load entry point {factory!r} = {entry.value!r}: "
-                                 f"{exception_text(exc)}") from exc
+        raise PipelineStartError(
+            f"pipeline {name!r}: cannot load entry point {factory!r} = {entry.value!r}: {exception_text(exc)}"
+        ) from exc

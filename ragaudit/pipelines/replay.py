@@ -5,6 +5,7 @@ recording's order; a planned run with no recorded trace becomes a `pipeline_erro
 so (`run()`); nothing is invented. The first recording of a run wins. A line that is not a trace
 is an input error naming every such line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,5 +40,8 @@ class ReplayPipeline:
         return None
 
     def run(self, request: Request) -> Trace:
-        return error_trace(self.name, request, f"no recorded run for qid {request.qid!r} variant "
-                           f"{request.variant} seed {request.seed} in {self.path}")
+        return error_trace(
+            self.name,
+            request,
+            f"no recorded run for qid {request.qid!r} variant {request.variant} seed {request.seed} in {self.path}",
+        )

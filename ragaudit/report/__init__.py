@@ -2,6 +2,7 @@
 that `ragaudit report RUN_DIR` rebuilds it identically. Every file is written to a temporary name
 and renamed into place, so a crash or a full disk never leaves half an output; the stored traces
 are only read."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,9 @@ def write_outputs(run_dir: Path, result, subject) -> dict:
     report = report_of(result, subject, manifest)
     write_json(run_dir / "report.json", report)
     states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
-    logs.write_logs(run_dir / "traces.log", run_dir / "rag_traces.sqlite",
-                    logs.rows(result.runs_path, states, result.snippets))
+    logs.write_logs(
+        run_dir / "traces.log", run_dir / "rag_traces.sqlite", logs.rows(result.runs_path, states, result.snippets)
+    )
     junit.write_junit(run_dir / "junit.xml", report)
     markdown.write_summary(run_dir / "summary.md", report)
     html.write_html(run_dir / "report.html", report)

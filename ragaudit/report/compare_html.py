@@ -1,4 +1,5 @@
 """`compare.html`: the comparison as one self-contained page (tables only, no script)."""
+
 from __future__ import annotations
 
 from html import escape
@@ -21,33 +22,44 @@ def _pair(c: dict) -> str:
     rows = []
     for name, m in c["metrics"].items():
         low, high = m["ci95"]
-        rows.append(f"<tr class='{m['verdict']}'><td>{escape(name)}{'' if m['higher_is_better'] else ' (lower is better)'}"
-                    f"</td><td>{_num(m['mean_reference'])}</td><td>{_num(m['mean_other'])}</td>"
-                    f"<td>{m['difference']:+.3f}</td><td>[{low:+.3f}, {high:+.3f}]</td><td>{_num(m['p_value'], 4)}</td>"
-                    f"<td>{_num(m['p_holm'], 4)}</td><td>{m['wins']}/{m['ties']}/{m['losses']}</td>"
-                    f"<td>{escape(m['verdict'])}</td></tr>")
+        rows.append(
+            f"<tr class='{m['verdict']}'><td>{escape(name)}{'' if m['higher_is_better'] else ' (lower is better)'}"
+            f"</td><td>{_num(m['mean_reference'])}</td><td>{_num(m['mean_other'])}</td>"
+            f"<td>{m['difference']:+.3f}</td><td>[{low:+.3f}, {high:+.3f}]</td><td>{_num(m['p_value'], 4)}</td>"
+            f"<td>{_num(m['p_holm'], 4)}</td><td>{m['wins']}/{m['ties']}/{m['losses']}</td>"
+            f"<td>{escape(m['verdict'])}</td></tr>"
+        )
     states = list(c["lambda_transitions"])
-    matrix = "".join(f"<tr><td>{escape(s)}</td>" + "".join(f"<td>{c['lambda_transitions'][s][t]}</td>" for t in states)
-                     + "</tr>" for s in states)
-    return (f"<h2>{escape(c['other'])} vs {escape(c['reference'])}</h2>"
-            f"<p class=note>{c['questions']} paired questions; win/tie/loss within ±{c['tolerance']}; "
-            "p: paired sign-flip permutation test; Holm-adjusted across metrics.</p>"
-            "<table><tr><th>metric</th><th>reference</th><th>other</th><th>difference</th><th>95% CI (bootstrap)</th>"
-            f"<th>p</th><th>p (Holm)</th><th>win/tie/loss</th><th>verdict</th></tr>{''.join(rows)}</table>"
-            "<h3>λ transitions (rows: reference state, columns: other)</h3>"
-            f"<table><tr><th></th>{''.join(f'<th>{escape(t)}</th>' for t in states)}</tr>{matrix}</table>")
+    matrix = "".join(
+        f"<tr><td>{escape(s)}</td>" + "".join(f"<td>{c['lambda_transitions'][s][t]}</td>" for t in states) + "</tr>"
+        for s in states
+    )
+    return (
+        f"<h2>{escape(c['other'])} vs {escape(c['reference'])}</h2>"
+        f"<p class=note>{c['questions']} paired questions; win/tie/loss within ±{c['tolerance']}; "
+        "p: paired sign-flip permutation test; Holm-adjusted across metrics.</p>"
+        "<table><tr><th>metric</th><th>reference</th><th>other</th><th>difference</th><th>95% CI (bootstrap)</th>"
+        f"<th>p</th><th>p (Holm)</th><th>win/tie/loss</th><th>verdict</th></tr>{''.join(rows)}</table>"
+        "<h3>λ transitions (rows: reference state, columns: other)</h3>"
+        f"<table><tr><th></th>{''.join(f'<th>{escape(t)}</th>' for t in states)}</tr>{matrix}</table>"
+    )
 
 
 def render_compare(result: dict) -> str:
     names = result["systems"]
     metrics = list(next(iter(result["means"].values())))
-    means = "".join(f"<tr><td>{escape(n)}</td>" + "".join(f"<td>{_num(result['means'][n][m])}</td>" for m in metrics)
-                    + "</tr>" for n in names)
-    return ("<!doctype html><html lang=en><head><meta charset=utf-8><title>ragaudit comparison</title>"
-            f"<style>{STYLE}</style></head><body><h1>ragaudit comparison</h1>"
-            f"<p>Reference: <b>{escape(names[0])}</b>. Means over questions:</p>"
-            f"<table><tr><th>system</th>{''.join(f'<th>{escape(m)}</th>' for m in metrics)}</tr>{means}</table>"
-            + "".join(_pair(c) for c in result["comparisons"]) + "</body></html>\n")
+    means = "".join(
+        f"<tr><td>{escape(n)}</td>" + "".join(f"<td>{_num(result['means'][n][m])}</td>" for m in metrics) + "</tr>"
+        for n in names
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>ragaudit comparison</title>"
+        f"<style>{STYLE}</style></head><body><h1>ragaudit comparison</h1>"
+        f"<p>Reference: <b>{escape(names[0])}</b>. Means over questions:</p>"
+        f"<table><tr><th>system</th>{''.join(f'<th>{escape(m)}</th>' for m in metrics)}</tr>{means}</table>"
+        + "".join(_pair(c) for c in result["comparisons"])
+        + "</body></html>\n"
+    )
 
 
 def write_compare_html(path: Path, result: dict) -> None:

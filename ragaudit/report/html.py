@@ -4,6 +4,7 @@ Everything that can be static (verdict, cards, charts, tables) is rendered here,
 piece of report text escaped. The question drill-down is built in the browser, with DOM text
 nodes only, from a JSON block that no trace text can close early.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,18 @@ from ragaudit.report import charts
 # The config's gate defaults, used only for a threshold that no gate check in the report carries.
 DEFAULT_GATE = {k: v for k, (_, v) in SCHEMA["gate"].items() if isinstance(v, float)}
 STATES = ("convergent", "recursive", "chaotic", "divergent")
-RUN_METRICS = ("citation_match", "coverage", "delta_s_qr", "delta_s_topk", "delta_s_ra", "citation_precision", "mrr",
-               "support", "anchor_support", "hallucinations")
+RUN_METRICS = (
+    "citation_match",
+    "coverage",
+    "delta_s_qr",
+    "delta_s_topk",
+    "delta_s_ra",
+    "citation_precision",
+    "mrr",
+    "support",
+    "anchor_support",
+    "hallucinations",
+)
 ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
 QUESTION_ROWS = 2_000  # the page stays a few MB however many questions a run has
 
@@ -117,22 +128,40 @@ def _chip(kind: str, text: str) -> str:
 
 # ---- header, verdict, cards ----------------------------------------------------------------
 
+
 def _header(report: dict) -> str:
     meta = report.get("meta") or {}
-    facts = [("run", meta.get("run_id")), ("finished", meta.get("finished")),
-             ("embedder", meta.get("embed_model_id") or meta.get("embed_model")),
-             ("seeds", ", ".join(map(str, meta.get("seeds") or [])) or None), ("variants", meta.get("paraphrases")),
-             ("ragaudit", (meta.get("versions") or {}).get("ragaudit"))]
+    facts = [
+        ("run", meta.get("run_id")),
+        ("finished", meta.get("finished")),
+        ("embedder", meta.get("embed_model_id") or meta.get("embed_model")),
+        ("seeds", ", ".join(map(str, meta.get("seeds") or [])) or None),
+        ("variants", meta.get("paraphrases")),
+        ("ragaudit", (meta.get("versions") or {}).get("ragaudit")),
+    ]
     line = " · ".join(f"{k} <b>{_e(v)}</b>" for k, v in facts if v not in (None, ""))
-    nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("summary", "Summary"), ("charts", "Charts"),
-                  ("sections", "Sections"), ("gate", "Gate"), ("questions", "Questions"), ("issues", "Issues")))
-    return (f'<header class="top"><div class="brand">ragaudit <span>audit report</span></div>'
-            f'<nav aria-label="Sections">{nav}</nav></header><p class="meta">{line}</p>')
+    nav = "".join(
+        f'<a href="#{a}">{t}</a>'
+        for a, t in (
+            ("summary", "Summary"),
+            ("charts", "Charts"),
+            ("sections", "Sections"),
+            ("gate", "Gate"),
+            ("questions", "Questions"),
+            ("issues", "Issues"),
+        )
+    )
+    return (
+        f'<header class="top"><div class="brand">ragaudit <span>audit report</span></div>'
+        f'<nav aria-label="Sections">{nav}</nav></header><p class="meta">{line}</p>'
+    )
 
 
 def _brief(check: dict) -> str:
-    return (f"<b>{_e(check['name'])}</b> {_value(check['value'])} "
-            f"<span class=muted>(threshold {_limit(check['threshold'])})</span>")
+    return (
+        f"<b>{_e(check['name'])}</b> {_value(check['value'])} "
+        f"<span class=muted>(threshold {_limit(check['threshold'])})</span>"
+    )
 
 
 def _banner(report: dict) -> str:
@@ -153,33 +182,46 @@ def _banner(report: dict) -> str:
         if aborted:
             text += f" · <b>aborted</b>: {_e(aborted)}"
         mark = {"pass": "✓", "fail": "✗"}.get(state, "–")
-        lines.append(f'<li class="{state}"><span class="mark" aria-hidden="true">{mark}</span>'
-                     f'<span class="pname">{_e(name)}</span><span>{text}</span></li>')
+        lines.append(
+            f'<li class="{state}"><span class="mark" aria-hidden="true">{mark}</span>'
+            f'<span class="pname">{_e(name)}</span><span>{text}</span></li>'
+        )
     word = {"pass": "Gate passed", "fail": "Gate failed"}.get(verdict, f"Gate {_e(verdict)}")
     failing = sum(1 for n in _pipelines(report) if any(not c["passed"] for c in checks.get(n, [])))
-    note = (f"{failing} of {len(_pipelines(report))} pipelines fail at least one check" if verdict == "fail"
-            else "every gated pipeline meets every threshold")
-    return (f'<section id="verdict" class="verdict {_e(verdict)}" aria-label="Gate verdict">'
-            f'<div class="verdict-head"><h1>{word}</h1><p>{note}</p></div><ul>{"".join(lines)}</ul></section>')
+    note = (
+        f"{failing} of {len(_pipelines(report))} pipelines fail at least one check"
+        if verdict == "fail"
+        else "every gated pipeline meets every threshold"
+    )
+    return (
+        f'<section id="verdict" class="verdict {_e(verdict)}" aria-label="Gate verdict">'
+        f'<div class="verdict-head"><h1>{word}</h1><p>{note}</p></div><ul>{"".join(lines)}</ul></section>'
+    )
 
 
 def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") -> str:
     state = "neutral" if check is None else ("pass" if check["passed"] else "fail")
-    return (f'<div class="kpi {state}" title="{_e(hint or gate)}"><span class="k">{label}</span>'
-            f'<span class="v">{value}</span><span class="g">{gate}</span></div>')
+    return (
+        f'<div class="kpi {state}" title="{_e(hint or gate)}"><span class="k">{label}</span>'
+        f'<span class="v">{value}</span><span class="g">{gate}</span></div>'
+    )
 
 
 def _cards(report: dict, t: dict) -> str:
     s = report["summary"]
     issues = s.get("issues") or {}
-    top = [("Runs", s.get("runs"), ""), ("Questions", s.get("questions"), ""),
-           ("Pipelines", len(s["pipelines"]), ""),
-           ("Errors", issues.get("errors", 0), "bad" if issues.get("errors") else ""),
-           ("Warnings", issues.get("warnings", 0), "warn" if issues.get("warnings") else "")]
+    top = [
+        ("Runs", s.get("runs"), ""),
+        ("Questions", s.get("questions"), ""),
+        ("Pipelines", len(s["pipelines"]), ""),
+        ("Errors", issues.get("errors", 0), "bad" if issues.get("errors") else ""),
+        ("Warnings", issues.get("warnings", 0), "warn" if issues.get("warnings") else ""),
+    ]
     if s.get("unmatched_count", len(s.get("unmatched_runs") or [])):
         top.append(("Unmatched runs", s.get("unmatched_count", len(s.get("unmatched_runs") or [])), "warn"))
-    cards = "".join(f'<div class="stat {cls}"><span class="v">{_num(v)}</span><span class="k">{k}</span></div>'
-                    for k, v, cls in top)
+    cards = "".join(
+        f'<div class="stat {cls}"><span class="v">{_num(v)}</span><span class="k">{k}</span></div>' for k, v, cls in top
+    )
     checks = _checks_by_pipeline(report)
     pipes = report.get("pipelines") or {}
     per = []
@@ -194,29 +236,53 @@ def _cards(report: dict, t: dict) -> str:
         m = p.get("metrics") or {}
         covered = _covered(p, by, t["coverage_min"])
         opts = (pipes.get(name) or {}).get("options") or {}
-        kind = " · ".join(_e(v) for v in ((pipes.get(name) or {}).get("kind"), opts.get("retriever"),
-                                           opts.get("rerank"), f"k={opts['k']}" if opts.get("k") else None) if v)
+        kind = " · ".join(
+            _e(v)
+            for v in (
+                (pipes.get(name) or {}).get("kind"),
+                opts.get("retriever"),
+                opts.get("rerank"),
+                f"k={opts['k']}" if opts.get("k") else None,
+            )
+            if v
+        )
         verdict = ("fail" if any(not c["passed"] for c in by.values()) else "pass") if by else "neutral"
-        kpis = (_kpi("Citation match", _pct(p.get("citation_match_rate")), f"gate ≥ {t['citation_match_min']:.0%}",
-                     by.get("citation_match_min"))
-                + _kpi(f"Coverage ≥ {t['coverage_min']:g}", _pct(covered),
-                       f"gate ≥ {t['coverage_pass_rate']:.0%} · mean {_num(m.get('coverage'))}",
-                       by.get("coverage_pass_rate"),
-                       f"share of runs whose coverage of the gold span is at least {t['coverage_min']:g}")
-                + _kpi("Mean ΔS", _num(m.get("delta_s_qr")), f"gate ≤ {t['delta_s_mean_max']:g}",
-                       by.get("delta_s_mean_max"))
-                + _kpi("λ convergent", _pct(conv), f"gate ≥ {t['lambda_convergent_min']:.0%}",
-                       by.get("lambda_convergent_min")))
-        per.append(f'<article class="pcard {verdict}"><header><h3>{_e(name)}</h3>'
-                   f'{_chip(verdict, verdict if by else "not gated")}</header><p class="muted small">{kind} · '
-                   f'{_num(p.get("runs"))} runs · {_num(p.get("errored"))} errored · '
-                   f'{_num(p.get("hallucinating_runs"))} with hallucinated quantities</p>'
-                   f'<div class="kpis">{kpis}</div></article>')
-    return (f'<section id="summary"><h2>Summary</h2><div class="stats">{cards}</div>'
-            f'<div class="pcards">{"".join(per)}</div></section>')
+        kpis = (
+            _kpi(
+                "Citation match",
+                _pct(p.get("citation_match_rate")),
+                f"gate ≥ {t['citation_match_min']:.0%}",
+                by.get("citation_match_min"),
+            )
+            + _kpi(
+                f"Coverage ≥ {t['coverage_min']:g}",
+                _pct(covered),
+                f"gate ≥ {t['coverage_pass_rate']:.0%} · mean {_num(m.get('coverage'))}",
+                by.get("coverage_pass_rate"),
+                f"share of runs whose coverage of the gold span is at least {t['coverage_min']:g}",
+            )
+            + _kpi(
+                "Mean ΔS", _num(m.get("delta_s_qr")), f"gate ≤ {t['delta_s_mean_max']:g}", by.get("delta_s_mean_max")
+            )
+            + _kpi(
+                "λ convergent", _pct(conv), f"gate ≥ {t['lambda_convergent_min']:.0%}", by.get("lambda_convergent_min")
+            )
+        )
+        per.append(
+            f'<article class="pcard {verdict}"><header><h3>{_e(name)}</h3>'
+            f'{_chip(verdict, verdict if by else "not gated")}</header><p class="muted small">{kind} · '
+            f"{_num(p.get('runs'))} runs · {_num(p.get('errored'))} errored · "
+            f"{_num(p.get('hallucinating_runs'))} with hallucinated quantities</p>"
+            f'<div class="kpis">{kpis}</div></article>'
+        )
+    return (
+        f'<section id="summary"><h2>Summary</h2><div class="stats">{cards}</div>'
+        f'<div class="pcards">{"".join(per)}</div></section>'
+    )
 
 
 # ---- charts and the per-section table --------------------------------------------------------
+
 
 def _covered(summary: dict, checks: dict, minimum: float) -> float | None:
     """The share of runs meeting coverage_min, as the gate counted it (a missing coverage does
@@ -237,8 +303,10 @@ def _charts(report: dict, t: dict) -> str:
         hi = min(upper, 1.0)
         bands.append((lo, hi, f"z-{name}", name))
         lo = hi
-    cov_bands = [(0.0, t["coverage_min"], "c-low", f"< {t['coverage_min']:g}"),
-                 (t["coverage_min"], 1.0, "c-ok", "meets gate")]
+    cov_bands = [
+        (0.0, t["coverage_min"], "c-low", f"< {t['coverage_min']:g}"),
+        (t["coverage_min"], 1.0, "c-ok", "meets gate"),
+    ]
     checks = _checks_by_pipeline(report)
     ds_figs, cov_figs = [], []
     for name in _pipelines(report):
@@ -246,35 +314,60 @@ def _charts(report: dict, t: dict) -> str:
         histograms = p.get("histograms") or {}
         ds = histograms.get("delta_s_qr") or [0]
         worst = next((c["value"] for c in checks.get(name, []) if c["name"] == "delta_s_max"), None)
-        caption = (f"{sum(ds[:-1])} runs · mean {_num((p.get('metrics') or {}).get('delta_s_qr'))} · max {_num(worst)}"
-                   if sum(ds[:-1]) else "no ΔS values")
-        ds_figs.append(f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
-                       + charts.histogram(counts=ds[:-1] or [0] * 40, bands=bands, threshold=t["delta_s_max"],
-                                          label=f"ΔS(query, cited text) per run, {name}") + "</figure>")
+        caption = (
+            f"{sum(ds[:-1])} runs · mean {_num((p.get('metrics') or {}).get('delta_s_qr'))} · max {_num(worst)}"
+            if sum(ds[:-1])
+            else "no ΔS values"
+        )
+        ds_figs.append(
+            f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
+            + charts.histogram(
+                counts=ds[:-1] or [0] * 40,
+                bands=bands,
+                threshold=t["delta_s_max"],
+                label=f"ΔS(query, cited text) per run, {name}",
+            )
+            + "</figure>"
+        )
         cov = histograms.get("coverage") or [0]
         bins = max(len(cov) - 1, 1)
         low = sum(cov[b] for b in range(len(cov) - 1) if (b + 1) / bins <= t["coverage_min"] + 1e-9)
-        caption = (f"{sum(cov[:-1])} runs · {low} below {t['coverage_min']:g}"
-                   + (f" · {cov[-1]} n/a" if cov[-1] else ""))
-        cov_figs.append(f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
-                        + charts.histogram(counts=cov[:-1] or [0] * 20, bands=cov_bands, threshold=t["coverage_min"],
-                                           label=f"coverage per run, {name}") + "</figure>")
-    rows = [(name, [(st, (report["summary"]["pipelines"][name].get("lambda") or {}).get(st, 0)) for st in STATES])
-            for name in _pipelines(report) if name in report["summary"]["pipelines"]]
+        caption = f"{sum(cov[:-1])} runs · {low} below {t['coverage_min']:g}" + (f" · {cov[-1]} n/a" if cov[-1] else "")
+        cov_figs.append(
+            f'<figure class="chart-card"><figcaption><b>{_e(name)}</b><span>{caption}</span></figcaption>'
+            + charts.histogram(
+                counts=cov[:-1] or [0] * 20,
+                bands=cov_bands,
+                threshold=t["coverage_min"],
+                label=f"coverage per run, {name}",
+            )
+            + "</figure>"
+        )
+    rows = [
+        (name, [(st, (report["summary"]["pipelines"][name].get("lambda") or {}).get(st, 0)) for st in STATES])
+        for name in _pipelines(report)
+        if name in report["summary"]["pipelines"]
+    ]
     legend = "".join(f'<span><i class="sw s-{st}"></i>{SYMBOLS[st]} {st}</span>' for st in STATES)
-    lam = charts.stacked_bars(rows, marker=t["lambda_convergent_min"],
-                              marker_label=f"gate {t['lambda_convergent_min']:.0%} convergent",
-                              label="λ states of the questions per pipeline", width=1180)
+    lam = charts.stacked_bars(
+        rows,
+        marker=t["lambda_convergent_min"],
+        marker_label=f"gate {t['lambda_convergent_min']:.0%} convergent",
+        label="λ states of the questions per pipeline",
+        width=1180,
+    )
     zone_legend = "".join(f'<span><i class="sw z-{n}"></i>{n}</span>' for n, _ in ZONES)
-    return ('<section id="charts"><h2>Distributions</h2>'
-            f'<h3>ΔS(query, cited text) per run <span class="legend">{zone_legend}'
-            '<span><i class="sw line"></i>gate delta_s_max</span></span></h3>'
-            f'<div class="chart-grid">{"".join(ds_figs)}</div>'
-            f'<h3>Coverage of the gold span per run <span class="legend"><span><i class="sw c-low"></i>below '
-            f'coverage_min</span><span><i class="sw c-ok"></i>meets it</span></span></h3>'
-            f'<div class="chart-grid">{"".join(cov_figs)}</div>'
-            f'<h3>λ state per question <span class="legend">{legend}</span></h3>'
-            f'<figure class="chart-card wide">{lam}</figure></section>')
+    return (
+        '<section id="charts"><h2>Distributions</h2>'
+        f'<h3>ΔS(query, cited text) per run <span class="legend">{zone_legend}'
+        '<span><i class="sw line"></i>gate delta_s_max</span></span></h3>'
+        f'<div class="chart-grid">{"".join(ds_figs)}</div>'
+        f'<h3>Coverage of the gold span per run <span class="legend"><span><i class="sw c-low"></i>below '
+        f'coverage_min</span><span><i class="sw c-ok"></i>meets it</span></span></h3>'
+        f'<div class="chart-grid">{"".join(cov_figs)}</div>'
+        f'<h3>λ state per question <span class="legend">{legend}</span></h3>'
+        f'<figure class="chart-card wide">{lam}</figure></section>'
+    )
 
 
 def section_result(section: dict, t: dict) -> str:
@@ -313,26 +406,34 @@ def _sections(report: dict, t: dict) -> str:
                 f'title="{_e(n)}: {r}">{_pct(match)}</td>'
                 f'<td class="r-{r}{bad(cov is None or cov >= t["coverage_min"])}">{_pct(cov)}</td>'
                 f'<td class="r-{r}{bad(ds is not None and ds <= t["delta_s_mean_max"])}">{_num(ds)}</td>'
-                f'<td class="r-{r}">{_num(s.get("convergent"))}/{len(s.get("qids") or [])}</td>')
-        body.append(f'<tr><th scope="row" title="{_e(doc)}"><span class="sec">{_e(sec)}</span></th>'
-                    f'{"".join(cells)}</tr>')
-    legend = (f'<p class="legend-note"><span class="chip pass">pass</span> match ≥ {t["citation_match_min"]:g}, '
-              f'coverage ≥ {t["coverage_min"]:g}, mean ΔS ≤ {t["delta_s_mean_max"]:g} and ≥ '
-              f'{t["lambda_convergent_min"]:.0%} of its questions convergent · <span class="chip fail">fail</span> '
-              'match or coverage below its threshold · <span class="chip warn">warn</span> otherwise. '
-              'Bold values miss their threshold.</p>')
+                f'<td class="r-{r}">{_num(s.get("convergent"))}/{len(s.get("qids") or [])}</td>'
+            )
+        body.append(
+            f'<tr><th scope="row" title="{_e(doc)}"><span class="sec">{_e(sec)}</span></th>{"".join(cells)}</tr>'
+        )
+    legend = (
+        f'<p class="legend-note"><span class="chip pass">pass</span> match ≥ {t["citation_match_min"]:g}, '
+        f"coverage ≥ {t['coverage_min']:g}, mean ΔS ≤ {t['delta_s_mean_max']:g} and ≥ "
+        f'{t["lambda_convergent_min"]:.0%} of its questions convergent · <span class="chip fail">fail</span> '
+        'match or coverage below its threshold · <span class="chip warn">warn</span> otherwise. '
+        "Bold values miss their threshold.</p>"
+    )
     if not body:
         return '<section id="sections"><h2>Sections</h2><p class="muted">No per-section results.</p></section>'
-    return (f'<section id="sections"><h2>Sections</h2>{legend}<div class="scroll-x"><table class="sections">'
-            f'<thead><tr><th rowspan="2">section</th>{head1}</tr><tr>{head2}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></div></section>')
+    return (
+        f'<section id="sections"><h2>Sections</h2>{legend}<div class="scroll-x"><table class="sections">'
+        f'<thead><tr><th rowspan="2">section</th>{head1}</tr><tr>{head2}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div></section>"
+    )
 
 
 # ---- gate checks, questions, issues ----------------------------------------------------------
 
+
 def _qlinks(pipeline: str, qids: list[str]) -> str:
-    links = "".join(f'<button type="button" class="qlink" data-p="{_e(pipeline)}" data-q="{_e(q)}">{_e(q)}</button>'
-                    for q in qids)
+    links = "".join(
+        f'<button type="button" class="qlink" data-p="{_e(pipeline)}" data-q="{_e(q)}">{_e(q)}</button>' for q in qids
+    )
     return f"<details><summary>{len(qids)} question{'s' if len(qids) != 1 else ''}</summary>{links}</details>"
 
 
@@ -343,22 +444,36 @@ def _gate_table(report: dict) -> str:
     for _, c in checks:
         state = "pass" if c["passed"] else "fail"
         qs = c.get("questions") or []
-        rows.append(f'<tr class="{state}"><td>{_chip(state, state)}</td><td>{_e(c["pipeline"])}</td>'
-                    f'<td><code>{_e(c["name"])}</code></td><td class="lim">{_limit(c.get("threshold"))}</td>'
-                    f'<td class="num">{_value(c.get("value"))}</td><td>{_qlinks(c["pipeline"], qs) if qs else ""}</td>'
-                    f'<td class="muted">{_e(c.get("detail"))}</td></tr>')
+        rows.append(
+            f'<tr class="{state}"><td>{_chip(state, state)}</td><td>{_e(c["pipeline"])}</td>'
+            f'<td><code>{_e(c["name"])}</code></td><td class="lim">{_limit(c.get("threshold"))}</td>'
+            f'<td class="num">{_value(c.get("value"))}</td><td>{_qlinks(c["pipeline"], qs) if qs else ""}</td>'
+            f'<td class="muted">{_e(c.get("detail"))}</td></tr>'
+        )
     if not rows:
         return '<section id="gate"><h2>Gate checks</h2><p class="muted">No gate checks were run.</p></section>'
     failed = sum(1 for _, c in checks if not c["passed"])
-    return (f'<section id="gate"><h2>Gate checks <span class="count">{failed} of {len(checks)} failed</span></h2>'
-            '<table class="gate"><thead><tr><th>result</th><th>pipeline</th><th>check</th><th>threshold</th>'
-            f'<th>value</th><th>failing questions</th><th>detail</th></tr></thead><tbody>{"".join(rows)}</tbody>'
-            '</table></section>')
+    return (
+        f'<section id="gate"><h2>Gate checks <span class="count">{failed} of {len(checks)} failed</span></h2>'
+        '<table class="gate"><thead><tr><th>result</th><th>pipeline</th><th>check</th><th>threshold</th>'
+        f"<th>value</th><th>failing questions</th><th>detail</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+        "</table></section>"
+    )
 
 
-QUESTION_COLUMNS = (("pipeline", "text"), ("qid", "text"), ("question", "text"), ("section", "text"), ("λ", "text"),
-                    ("correct", "num"), ("css", "num"), ("spread", "num"), ("match", "num"), ("coverage", "num"),
-                    ("ΔS", "num"))
+QUESTION_COLUMNS = (
+    ("pipeline", "text"),
+    ("qid", "text"),
+    ("question", "text"),
+    ("section", "text"),
+    ("λ", "text"),
+    ("correct", "num"),
+    ("css", "num"),
+    ("spread", "num"),
+    ("match", "num"),
+    ("coverage", "num"),
+    ("ΔS", "num"),
+)
 
 
 def _question_row(i: int, q: dict, t: dict) -> str:
@@ -368,23 +483,30 @@ def _question_row(i: int, q: dict, t: dict) -> str:
     search = " ".join(str(q.get(k) or "") for k in ("pipeline", "qid", "question", "section_id", "doc_id")).lower()
     num = lambda v, cls="": f'<td class="num{cls}" data-v="{"" if v is None else v}">{_num(v)}</td>'  # noqa: E731
     zone = _zone(ds)
-    return (f'<tr data-i="{i}" data-p="{_e(q["pipeline"])}" data-l="{_e(state)}" data-s="{_e(search)}" tabindex="0">'
-            f'<td>{_e(q["pipeline"])}</td><td class="qid">{_e(q["qid"])}</td>'
-            f'<td class="qtext" title="{_e(q.get("question"))}">{_e(q.get("question"))}</td>'
-            f'<td class="sec" title="{_e(q.get("doc_id"))}">{_e(q.get("section_id"))}</td>'
-            f'<td><span class="lam s-{_e(state)}">{_e(lam.get("symbol"))} {_e(state)}</span></td>'
-            + _correct_cell(q) + num(lam.get("css")) + num(lam.get("spread"))
-            + num(match, "" if match is None or match >= t["citation_match_min"] else " bad")
-            + num(cov, "" if cov is None or cov >= t["coverage_min"] else " bad")
-            + f'<td class="num" data-v="{"" if ds is None else ds}">'
-            + (f'<span class="zone z-{zone}" title="{zone}">{_num(ds)}</span>' if zone else "–") + "</td></tr>")
+    return (
+        f'<tr data-i="{i}" data-p="{_e(q["pipeline"])}" data-l="{_e(state)}" data-s="{_e(search)}" tabindex="0">'
+        f'<td>{_e(q["pipeline"])}</td><td class="qid">{_e(q["qid"])}</td>'
+        f'<td class="qtext" title="{_e(q.get("question"))}">{_e(q.get("question"))}</td>'
+        f'<td class="sec" title="{_e(q.get("doc_id"))}">{_e(q.get("section_id"))}</td>'
+        f'<td><span class="lam s-{_e(state)}">{_e(lam.get("symbol"))} {_e(state)}</span></td>'
+        + _correct_cell(q)
+        + num(lam.get("css"))
+        + num(lam.get("spread"))
+        + num(match, "" if match is None or match >= t["citation_match_min"] else " bad")
+        + num(cov, "" if cov is None or cov >= t["coverage_min"] else " bad")
+        + f'<td class="num" data-v="{"" if ds is None else ds}">'
+        + (f'<span class="zone z-{zone}" title="{zone}">{_num(ds)}</span>' if zone else "–")
+        + "</td></tr>"
+    )
 
 
 def _correct_cell(q: dict) -> str:
     runs, correct = (q.get("stats") or {}).get("runs"), q.get("correct")
     share = correct / runs if runs and correct is not None else None
-    return (f'<td class="num{"" if share in (None, 1.0) else " bad"}" data-v="{"" if share is None else share}">'
-            f'{_e(correct)}/{_e(runs)}</td>')
+    return (
+        f'<td class="num{"" if share in (None, 1.0) else " bad"}" data-v="{"" if share is None else share}">'
+        f"{_e(correct)}/{_e(runs)}</td>"
+    )
 
 
 def shown_questions(report: dict) -> list[dict]:
@@ -393,34 +515,44 @@ def shown_questions(report: dict) -> list[dict]:
     questions = report.get("questions", [])
     if len(questions) <= QUESTION_ROWS:
         return questions
+
     def worst(q):
         stats = q.get("stats") or {}
         return ("runs" not in q, (q.get("correct") or 0) / max(stats.get("runs") or 1, 1), q["pipeline"], q["qid"])
+
     return sorted(questions, key=worst)[:QUESTION_ROWS]
 
 
 def _question_table(report: dict, t: dict) -> str:
     questions = shown_questions(report)
     total = len(report.get("questions", []))
-    hidden = (f'<p class="muted small">The {len(questions)} questions that need attention most are shown; '
-              f'report.json lists all {total}, runs.parquet holds every run.</p>' if total > len(questions) else "")
+    hidden = (
+        f'<p class="muted small">The {len(questions)} questions that need attention most are shown; '
+        f"report.json lists all {total}, runs.parquet holds every run.</p>"
+        if total > len(questions)
+        else ""
+    )
     pipes = "".join(f'<option value="{_e(n)}">{_e(n)}</option>' for n in _pipelines(report))
     states = "".join(f'<option value="{s}">{SYMBOLS[s]} {s}</option>' for s in STATES)
-    heads = "".join(f'<th aria-sort="none"><button type="button" data-col="{i}" data-type="{kind}">{label}</button>'
-                    '</th>' for i, (label, kind) in enumerate(QUESTION_COLUMNS))
+    heads = "".join(
+        f'<th aria-sort="none"><button type="button" data-col="{i}" data-type="{kind}">{label}</button></th>'
+        for i, (label, kind) in enumerate(QUESTION_COLUMNS)
+    )
     rows = "".join(_question_row(i, q, t) for i, q in enumerate(questions))
-    return ('<section id="questions"><h2>Questions</h2>'
-            '<div class="controls"><input id="qfilter" type="search" placeholder="Filter by qid, question, section…" '
-            'aria-label="Filter questions" autocomplete="off">'
-            f'<select id="qpipeline" aria-label="Pipeline"><option value="">All pipelines</option>{pipes}</select>'
-            f'<select id="qlambda" aria-label="λ state"><option value="">All λ states</option>{states}</select>'
-            f'<span id="qcount" class="muted" aria-live="polite">{len(questions)} of {len(questions)}</span></div>'
-            '<p class="muted small">Values are means over the question\'s runs (an errored run counts 0, and ΔS 1.0); '
-            'ΔS is ΔS(query, cited text), coloured by zone; correct = runs that cite the gold span and state it. '
-            'Click a row (or press Enter on it) for its runs, why each is or is not correct, and the cited spans.</p>'
-            f'<div class="table-scroll"><table id="qtable" class="questions"><thead><tr>{heads}</tr></thead>'
-            f'<tbody>{rows}</tbody></table></div>'
-            f'{hidden}<section id="drill" aria-live="polite" hidden></section></section>')
+    return (
+        '<section id="questions"><h2>Questions</h2>'
+        '<div class="controls"><input id="qfilter" type="search" placeholder="Filter by qid, question, section…" '
+        'aria-label="Filter questions" autocomplete="off">'
+        f'<select id="qpipeline" aria-label="Pipeline"><option value="">All pipelines</option>{pipes}</select>'
+        f'<select id="qlambda" aria-label="λ state"><option value="">All λ states</option>{states}</select>'
+        f'<span id="qcount" class="muted" aria-live="polite">{len(questions)} of {len(questions)}</span></div>'
+        '<p class="muted small">Values are means over the question\'s runs (an errored run counts 0, and ΔS 1.0); '
+        "ΔS is ΔS(query, cited text), coloured by zone; correct = runs that cite the gold span and state it. "
+        "Click a row (or press Enter on it) for its runs, why each is or is not correct, and the cited spans.</p>"
+        f'<div class="table-scroll"><table id="qtable" class="questions"><thead><tr>{heads}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+        f'{hidden}<section id="drill" aria-live="polite" hidden></section></section>'
+    )
 
 
 def _issues(report: dict) -> str:
@@ -436,22 +568,33 @@ def _issues(report: dict) -> str:
         rows = []
         for i in items[:ISSUES_SHOWN]:
             where = ":".join(str(x) for x in (i.get("file"), i.get("line")) if x is not None)
-            rows.append(f'<tr><td>{_e(i.get("pipeline"))}</td><td class="qid">{_e(i.get("qid"))}</td>'
-                        f'<td class="num">{_num(i.get("variant"))}</td><td class="num">{_num(i.get("seed"))}</td>'
-                        f'<td class="num">{_num(i.get("seg"))}</td><td><code>{_e(i.get("path"))}</code>'
-                        f'{"<br><span class=muted>" + _e(where) + "</span>" if where else ""}</td>'
-                        f'<td>{_e(i.get("message"))}</td></tr>')
-        more = (f'<p class="muted small">{len(items) - ISSUES_SHOWN} more in issues.jsonl</p>'
-                if len(items) > ISSUES_SHOWN else "")
-        parts.append(f'<details class="issue-group {_e(sev)}"{" open" if len(order) <= 3 else ""}><summary>'
-                     f'{_chip(_e(sev), _e(sev))}<code>{_e(code)}</code><span class="count">{len(items)}</span>'
-                     f'<span class="fix"><b>Fix:</b> {_e(fix)}</span></summary>'
-                     '<table class="issues"><thead><tr><th>pipeline</th><th>qid</th><th>variant</th><th>seed</th>'
-                     f'<th>seg</th><th>where</th><th>message</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
-                     f'{more}</details>')
+            rows.append(
+                f'<tr><td>{_e(i.get("pipeline"))}</td><td class="qid">{_e(i.get("qid"))}</td>'
+                f'<td class="num">{_num(i.get("variant"))}</td><td class="num">{_num(i.get("seed"))}</td>'
+                f'<td class="num">{_num(i.get("seg"))}</td><td><code>{_e(i.get("path"))}</code>'
+                f"{'<br><span class=muted>' + _e(where) + '</span>' if where else ''}</td>"
+                f"<td>{_e(i.get('message'))}</td></tr>"
+            )
+        more = (
+            f'<p class="muted small">{len(items) - ISSUES_SHOWN} more in issues.jsonl</p>'
+            if len(items) > ISSUES_SHOWN
+            else ""
+        )
+        parts.append(
+            f'<details class="issue-group {_e(sev)}"{" open" if len(order) <= 3 else ""}><summary>'
+            f'{_chip(_e(sev), _e(sev))}<code>{_e(code)}</code><span class="count">{len(items)}</span>'
+            f'<span class="fix"><b>Fix:</b> {_e(fix)}</span></summary>'
+            '<table class="issues"><thead><tr><th>pipeline</th><th>qid</th><th>variant</th><th>seed</th>'
+            f"<th>seg</th><th>where</th><th>message</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"{more}</details>"
+        )
     unmatched = report["summary"].get("unmatched_runs") or []
-    note = (f'<p class="muted">{len(unmatched)} runs matched no gold question: '
-            f'<code>{_e(", ".join(map(str, unmatched[:50])))}</code></p>' if unmatched else "")
+    note = (
+        f'<p class="muted">{len(unmatched)} runs matched no gold question: '
+        f"<code>{_e(', '.join(map(str, unmatched[:50])))}</code></p>"
+        if unmatched
+        else ""
+    )
     if not parts:
         parts.append('<p class="ok-note">No validator issues: every record and citation payload passed every rule.</p>')
     return f'<section id="issues"><h2>Validator issues</h2>{"".join(parts)}{note}</section>'
@@ -461,12 +604,15 @@ def _footer(report: dict) -> str:
     meta = report.get("meta") or {}
     inputs = meta.get("inputs") or {}
     hashes = " · ".join(f"{_e(k)} <code>{_e(str(v)[:12])}</code>" for k, v in sorted(inputs.items()))
-    return (f'<footer><span>{_e(report.get("schema_version"))}</span>'
-            f'{"<span>inputs: " + hashes + "</span>" if hashes else ""}'
-            f'{"<span>started " + _e(meta["started"]) + "</span>" if meta.get("started") else ""}</footer>')
+    return (
+        f"<footer><span>{_e(report.get('schema_version'))}</span>"
+        f"{'<span>inputs: ' + hashes + '</span>' if hashes else ''}"
+        f"{'<span>started ' + _e(meta['started']) + '</span>' if meta.get('started') else ''}</footer>"
+    )
 
 
 # ---- embedded data and the page --------------------------------------------------------------
+
 
 def _some(mapping: dict, keys) -> dict:
     """The keys that have a value, floats cut to 4 decimals: the drill-down reads a missing key as null."""
@@ -480,11 +626,15 @@ def drill_data(report: dict, t: dict) -> dict:
     for q in shown_questions(report):
         runs = []
         for r in q.get("runs") or []:
-            spans = [_some(s, ("ref", "snippet_id", "k_pos", "k_final", "score_norm", "rerank_score", "cited"))
-                     for s in r.get("spans") or []]
+            spans = [
+                _some(s, ("ref", "snippet_id", "k_pos", "k_final", "score_norm", "rerank_score", "cited"))
+                for s in r.get("spans") or []
+            ]
             used.update(s["ref"] for s in spans if s.get("ref"))
-            segments = [_some(s, ("seg", "text", "citations", "support", "grounded", "hallucinated"))
-                        for s in r.get("segments") or []]
+            segments = [
+                _some(s, ("seg", "text", "citations", "support", "grounded", "hallucinated"))
+                for s in r.get("segments") or []
+            ]
             run = _some(r, ("variant", "seed", "query", "error", "zone", "correct", "why", "errored"))
             # The segments carry the answer's text; the whole answer is kept only when there are none.
             run.update(metrics=_some(r.get("metrics") or {}, RUN_METRICS), segments=segments, spans=spans)
@@ -495,13 +645,24 @@ def drill_data(report: dict, t: dict) -> dict:
             if not segments and r.get("answer") is not None:
                 run["answer"] = r["answer"]
             runs.append(run)
-        questions.append({"pipeline": q["pipeline"], "qid": q["qid"], "question": q.get("question"),
-                          "section_id": q.get("section_id"),
-                          "lambda": {k: _round(v) for k, v in (q.get("lambda") or {}).items()},
-                          "gold": q.get("gold"), "runs": runs, **({"more": q["runs_omitted"]} if q.get("runs_omitted") else {})})
+        questions.append(
+            {
+                "pipeline": q["pipeline"],
+                "qid": q["qid"],
+                "question": q.get("question"),
+                "section_id": q.get("section_id"),
+                "lambda": {k: _round(v) for k, v in (q.get("lambda") or {}).items()},
+                "gold": q.get("gold"),
+                "runs": runs,
+                **({"more": q["runs_omitted"]} if q.get("runs_omitted") else {}),
+            }
+        )
     snippets = report.get("snippets") or {}
-    return {"questions": questions, "snippets": {ref: snippets[ref] for ref in sorted(used) if ref in snippets},
-            "thresholds": t}
+    return {
+        "questions": questions,
+        "snippets": {ref: snippets[ref] for ref in sorted(used) if ref in snippets},
+        "thresholds": t,
+    }
 
 
 def script_json(value) -> str:
@@ -513,12 +674,28 @@ def script_json(value) -> str:
 def render_html(report: dict) -> str:
     t = thresholds(report)
     verdict = (report.get("gate") or {}).get("verdict") or report["summary"].get("verdict") or "unknown"
-    body = "".join((_header(report), '<main>', _banner(report), _cards(report, t), _charts(report, t),
-                    _sections(report, t), _gate_table(report), _question_table(report, t), _issues(report),
-                    '</main>', _footer(report)))
+    body = "".join(
+        (
+            _header(report),
+            "<main>",
+            _banner(report),
+            _cards(report, t),
+            _charts(report, t),
+            _sections(report, t),
+            _gate_table(report),
+            _question_table(report, t),
+            _issues(report),
+            "</main>",
+            _footer(report),
+        )
+    )
     return Template(_asset("report.html")).substitute(
-        title=_e(f"ragaudit · {verdict.upper()}"), style=_asset("report.css"), body=body,
-        data=script_json(drill_data(report, t)), script=_asset("report.js"))
+        title=_e(f"ragaudit · {verdict.upper()}"),
+        style=_asset("report.css"),
+        body=body,
+        data=script_json(drill_data(report, t)),
+        script=_asset("report.js"),
+    )
 
 
 def write_html(path: Path, report: dict) -> None:

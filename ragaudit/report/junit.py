@@ -3,6 +3,7 @@
 XML 1.0 cannot hold most control characters (nor lone surrogates), even escaped; text that comes
 from traces passes through `xml_safe` so one stray byte in a qid cannot make the file invalid.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,7 +12,7 @@ from xml.etree import ElementTree as ET
 
 from ragaudit.io.files import atomic_path
 
-_NOT_XML = re.compile("[^\u0009\u000A\u000D\u0020-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_safe(text) -> str:
@@ -39,18 +40,29 @@ def write_junit(path: Path, report: dict) -> None:
             lam = q["lambda"]
             failure = ET.SubElement(case, "failure", message=f"failed gate checks: {', '.join(reasons)}")
             wrong = [f"v{r['variant']} s{r['seed']}: {r['why']}" for r in q.get("runs", []) if not r.get("correct")]
-            failure.text = "\n".join([
-                f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
-                + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None),
-                *wrong[:12], *([f"... {len(wrong) - 12} more runs not correct"] if len(wrong) > 12 else [])])
+            failure.text = "\n".join(
+                [
+                    f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
+                    + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None),
+                    *wrong[:12],
+                    *([f"... {len(wrong) - 12} more runs not correct"] if len(wrong) > 12 else []),
+                ]
+            )
     gate = ET.SubElement(root, "testsuite", name="gate")
     for check in checks:
         case = ET.SubElement(gate, "testcase", classname=f"ragaudit.gate.{check['pipeline']}", name=check["name"])
         if not check["passed"]:
-            failure = ET.SubElement(case, "failure", message=f"{check['name']}: value {_fmt(check['value'])}, "
-                                                             f"threshold {_fmt(check['threshold'])}")
-            failure.text = " ".join(filter(None, [check.get("detail"), "questions: " + ", ".join(check["questions"])
-                                                  if check["questions"] else ""]))
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"{check['name']}: value {_fmt(check['value'])}, threshold {_fmt(check['threshold'])}",
+            )
+            failure.text = " ".join(
+                filter(
+                    None,
+                    [check.get("detail"), "questions: " + ", ".join(check["questions"]) if check["questions"] else ""],
+                )
+            )
     for suite in (questions, gate):
         cases = suite.findall("testcase")
         suite.set("tests", str(len(cases)))

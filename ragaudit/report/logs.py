@@ -4,6 +4,7 @@ traces.log is logfmt: `key=value` pairs separated by spaces, one line per row. A
 a space, `=`, a quote, a backslash or any control or non-printable character is written as a
 JSON string, so no field of a trace can start a new line or forge a key.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,20 +16,71 @@ import orjson
 
 from ragaudit.io.files import atomic_path
 
-COLUMNS = ("ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda_state", "store", "index_hash",
-           "embed_model", "analyzer", "section_id", "rev", "citations", "scores", "kpos", "kfinal")
+COLUMNS = (
+    "ts",
+    "pipeline",
+    "qid",
+    "variant",
+    "seed",
+    "seg",
+    "deltaS",
+    "lambda_state",
+    "store",
+    "index_hash",
+    "embed_model",
+    "analyzer",
+    "section_id",
+    "rev",
+    "citations",
+    "scores",
+    "kpos",
+    "kfinal",
+)
 LOG_NAMES = {"lambda_state": "lambda", "embed_model": "embed"}
-LOG_ORDER = ("ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda_state", "k", "store", "index_hash",
-             "embed_model", "analyzer", "section_id", "rev", "citations", "scores", "kpos", "kfinal")
+LOG_ORDER = (
+    "ts",
+    "pipeline",
+    "qid",
+    "variant",
+    "seed",
+    "seg",
+    "deltaS",
+    "lambda_state",
+    "k",
+    "store",
+    "index_hash",
+    "embed_model",
+    "analyzer",
+    "section_id",
+    "rev",
+    "citations",
+    "scores",
+    "kpos",
+    "kfinal",
+)
 _PLAIN = re.compile(r"[A-Za-z0-9_.,:;/@#%+\-\[\]()|*!?~^&$']*\Z")
-LOG_SOURCE = ["pipeline", "qid", "variant", "seed", "ts", "store", "index_hash", "embed_model", "analyzer",
-              "m.delta_s_qr", "citations", "segments", "spans"]
+LOG_SOURCE = [
+    "pipeline",
+    "qid",
+    "variant",
+    "seed",
+    "ts",
+    "store",
+    "index_hash",
+    "embed_model",
+    "analyzer",
+    "m.delta_s_qr",
+    "citations",
+    "segments",
+    "spans",
+]
 
 
 def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, dict]) -> Iterator[dict]:
     """The rows of both outputs, in stored run order, read from runs.parquet a batch at a time; a
     run without segments gives one row with seg null."""
     from ragaudit.runstore import iter_runs
+
     for batch in iter_runs(runs_path, columns=LOG_SOURCE):
         for run in batch:
             spans = {s["snippet_id"]: s for s in orjson.loads(run["spans"] or "[]")}
@@ -38,14 +90,25 @@ def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str
                 cited = [spans[c] for c in ids if c in spans]
                 first = snippets.get(cited[0]["ref"], {}) if cited else {}
                 yield {
-                    "ts": run["ts"], "pipeline": run["pipeline"], "qid": run["qid"], "variant": run["variant"],
-                    "seed": run["seed"], "seg": segment["seg"] if segment else None,
-                    "deltaS": run["m.delta_s_qr"], "lambda_state": states.get((run["pipeline"], run["qid"])),
-                    "k": len(spans), "store": run["store"], "index_hash": run["index_hash"],
-                    "embed_model": run["embed_model"], "analyzer": run["analyzer"],
-                    "section_id": first.get("section_id"), "rev": first.get("rev"),
-                    "citations": [s["snippet_id"] for s in cited], "scores": [s["score_norm"] for s in cited],
-                    "kpos": [s["k_pos"] for s in cited], "kfinal": [s["k_final"] for s in cited],
+                    "ts": run["ts"],
+                    "pipeline": run["pipeline"],
+                    "qid": run["qid"],
+                    "variant": run["variant"],
+                    "seed": run["seed"],
+                    "seg": segment["seg"] if segment else None,
+                    "deltaS": run["m.delta_s_qr"],
+                    "lambda_state": states.get((run["pipeline"], run["qid"])),
+                    "k": len(spans),
+                    "store": run["store"],
+                    "index_hash": run["index_hash"],
+                    "embed_model": run["embed_model"],
+                    "analyzer": run["analyzer"],
+                    "section_id": first.get("section_id"),
+                    "rev": first.get("rev"),
+                    "citations": [s["snippet_id"] for s in cited],
+                    "scores": [s["score_norm"] for s in cited],
+                    "kpos": [s["k_pos"] for s in cited],
+                    "kfinal": [s["k_final"] for s in cited],
                 }
 
 
@@ -69,8 +132,12 @@ def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None
     """traces.log and rag_traces.sqlite from one pass over the rows."""
     import itertools
     import sqlite3
-    with atomic_path(log_path) as log_tmp, atomic_path(sqlite_path) as db_tmp, \
-            open(log_tmp, "w", encoding="utf-8") as out:
+
+    with (
+        atomic_path(log_path) as log_tmp,
+        atomic_path(sqlite_path) as db_tmp,
+        open(log_tmp, "w", encoding="utf-8") as out,
+    ):
         db_tmp.unlink()
         db = sqlite3.connect(db_tmp)
         try:
@@ -78,19 +145,24 @@ def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None
                 db.execute(CREATE)
                 rows = iter(table)
                 while chunk := list(itertools.islice(rows, 5000)):
-                    out.write("".join(" ".join(f"{LOG_NAMES.get(c, c)}={log_value(r[c])}" for c in LOG_ORDER) + "\n"
-                                      for r in chunk))
+                    out.write(
+                        "".join(
+                            " ".join(f"{LOG_NAMES.get(c, c)}={log_value(r[c])}" for c in LOG_ORDER) + "\n"
+                            for r in chunk
+                        )
+                    )
                     db.executemany(INSERT, [_sql_row(r) for r in chunk])
         finally:
             db.close()
 
 
-CREATE = ("CREATE TABLE rag_traces (ts TEXT, pipeline TEXT, qid TEXT, variant INTEGER, seed INTEGER, seg INTEGER, "
-          "deltaS REAL, lambda_state TEXT, store TEXT, index_hash TEXT, embed_model TEXT, analyzer TEXT, "
-          "section_id TEXT, rev TEXT, citations TEXT, scores TEXT, kpos TEXT, kfinal TEXT)")
+CREATE = (
+    "CREATE TABLE rag_traces (ts TEXT, pipeline TEXT, qid TEXT, variant INTEGER, seed INTEGER, seg INTEGER, "
+    "deltaS REAL, lambda_state TEXT, store TEXT, index_hash TEXT, embed_model TEXT, analyzer TEXT, "
+    "section_id TEXT, rev TEXT, citations TEXT, scores TEXT, kpos TEXT, kfinal TEXT)"
+)
 INSERT = f"INSERT INTO rag_traces VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
 def _sql_row(r: dict) -> tuple:
     return tuple(orjson.dumps(r[c]).decode() if isinstance(r[c], list) else r[c] for c in COLUMNS)
-

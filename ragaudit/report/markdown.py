@@ -1,4 +1,5 @@
 """`summary.md`: the verdict and the failing checks, for a pull-request comment or a CI summary."""
+
 from __future__ import annotations
 
 import re
@@ -32,28 +33,39 @@ def render_summary(report: dict) -> str:
     gate = report["gate"]
     lines = [f"# ragaudit: gate {'passed ✅' if gate['verdict'] == 'pass' else 'FAILED ❌'}", ""]
     s = report["summary"]
-    lines.append(f"{s['runs']} runs over {s['questions']} questions; "
-                 f"{s['issues']['errors']} validation errors, {s['issues']['warnings']} warnings.")
+    lines.append(
+        f"{s['runs']} runs over {s['questions']} questions; "
+        f"{s['issues']['errors']} validation errors, {s['issues']['warnings']} warnings."
+    )
     gold = s.get("gold_check") or {}
     if gold.get("errors") or gold.get("warnings"):
         lines.append(f"Gold check: {gold.get('errors', 0)} errors, {gold.get('warnings', 0)} warnings.")
-    lines += ["", "| pipeline | gate | " + " | ".join(SHOWN) + " | errored runs | hallucinating runs | λ convergent |",
-              "|---" * (len(SHOWN) + 5) + "|"]
+    lines += [
+        "",
+        "| pipeline | gate | " + " | ".join(SHOWN) + " | errored runs | hallucinating runs | λ convergent |",
+        "|---" * (len(SHOWN) + 5) + "|",
+    ]
     for name, p in s["pipelines"].items():
         lam = p["lambda"]
         mine = [c for c in gate["checks"] if c["pipeline"] == name]
         verdict = "not gated" if not mine else "passed" if all(c["passed"] for c in mine) else "failed"
-        lines.append(f"| {md(name)} | {verdict} | " + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
-                     + f" | {p.get('errored', 0)} | {p.get('hallucinating_runs', 0)} | {lam['convergent']}/{p['questions']} |")
+        lines.append(
+            f"| {md(name)} | {verdict} | "
+            + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
+            + f" | {p.get('errored', 0)} | {p.get('hallucinating_runs', 0)} | {lam['convergent']}/{p['questions']} |"
+        )
     failed = [c for c in gate["checks"] if not c["passed"]]
     if failed:
         lines += ["", "## Failing checks", ""]
         for c in failed:
             qs = c["questions"]
             shown = ", ".join(md(q) for q in qs[:10]) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
-            lines.append(f"- **{md(c['pipeline'])} · {md(c['name'])}**: value {md(_fmt(c['value']))}, threshold "
-                         f"{md(_fmt(c['threshold']))}" + (f"; questions: {shown}" if qs else "")
-                         + (f" ({md(c['detail'])})" if c.get("detail") else ""))
+            lines.append(
+                f"- **{md(c['pipeline'])} · {md(c['name'])}**: value {md(_fmt(c['value']))}, threshold "
+                f"{md(_fmt(c['threshold']))}"
+                + (f"; questions: {shown}" if qs else "")
+                + (f" ({md(c['detail'])})" if c.get("detail") else "")
+            )
     missing = [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
     if missing:
         lines += ["", f"Not in the baseline (no drift checks): {', '.join(md(p) for p in missing)}."]

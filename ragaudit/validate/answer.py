@@ -1,4 +1,5 @@
 """Rules on the answer: dangling and late citations, segments without or across sections."""
+
 from __future__ import annotations
 
 import re
@@ -37,21 +38,29 @@ def _dangling_issues(trace, retrieved: set):
     for k, step in enumerate(trace.steps):
         for j, cited in enumerate(step.citations):
             if cited not in retrieved:
-                yield issue("dangling_citation", f"expected a retrieved snippet_id in step {step.step_number}, "
-                            f"found {cited!r}", **where(trace, f"$.steps[{k}].citations[{j}]", citation=cited))
+                yield issue(
+                    "dangling_citation",
+                    f"expected a retrieved snippet_id in step {step.step_number}, found {cited!r}",
+                    **where(trace, f"$.steps[{k}].citations[{j}]", citation=cited),
+                )
     if trace.answer is None:
         return
     for k, segment in enumerate(trace.answer.segments):
         for j, cited in enumerate(segment.citations):
             if cited not in retrieved:
-                yield issue("dangling_citation", f"expected a retrieved snippet_id, found {cited!r}",
-                            **where(trace, f"$.answer.segments[{k}].citations[{j}]",
-                                    seg=segment.seg, citation=cited))
+                yield issue(
+                    "dangling_citation",
+                    f"expected a retrieved snippet_id, found {cited!r}",
+                    **where(trace, f"$.answer.segments[{k}].citations[{j}]", seg=segment.seg, citation=cited),
+                )
     if not trace.answer.segments:
         for cited in trace.answer.citations:
             if cited not in retrieved:
-                yield issue("dangling_citation", f"expected a retrieved snippet_id, found {cited!r}",
-                            **where(trace, "$.answer.raw", citation=cited))
+                yield issue(
+                    "dangling_citation",
+                    f"expected a retrieved snippet_id, found {cited!r}",
+                    **where(trace, "$.answer.raw", citation=cited),
+                )
 
 
 def citations_trail(text: str) -> bool:
@@ -59,7 +68,7 @@ def citations_trail(text: str) -> bool:
     markers = list(CITATION_MARKER.finditer(text))
     if not markers:
         return False
-    before = text[:markers[0].start()].rstrip()
+    before = text[: markers[0].start()].rstrip()
     if not before or not before.endswith(_SENTENCE_END):
         return False
     # After the first marker, only markers and what is not a word may follow.
@@ -79,11 +88,22 @@ def cite_first(trace, ctx):
     keys = answer.raw_keys
     if "citations" in keys and "answer" in keys:
         if keys.index("citations") > keys.index("answer"):
-            return [issue("cite_after_answer", "expected the `citations` key before `answer` in answer.raw, "
-                          "found it after", **where(trace, "$.answer.raw"))]
+            return [
+                issue(
+                    "cite_after_answer",
+                    "expected the `citations` key before `answer` in answer.raw, found it after",
+                    **where(trace, "$.answer.raw"),
+                )
+            ]
     elif answer.text and citations_trail(answer.text):
-        return [issue("cite_after_answer", "expected citation markers within or before the sentences they "
-                      "support, found them all after the last sentence", **where(trace, "$.answer.text"))]
+        return [
+            issue(
+                "cite_after_answer",
+                "expected citation markers within or before the sentences they "
+                "support, found them all after the last sentence",
+                **where(trace, "$.answer.text"),
+            )
+        ]
     return ()
 
 
@@ -104,12 +124,20 @@ def _segment_issues(trace, ctx):
     for i, segment in enumerate(trace.answer.segments):
         at = f"$.answer.segments[{i}]"
         if not segment.citations:
-            yield issue("uncited_segment", f"expected at least one citation, found none for {segment.text[:60]!r}",
-                        **where(trace, f"{at}.citations", seg=segment.seg))
+            yield issue(
+                "uncited_segment",
+                f"expected at least one citation, found none for {segment.text[:60]!r}",
+                **where(trace, f"{at}.citations", seg=segment.seg),
+            )
             continue
         sections = {section_of[c] for c in segment.citations if c in section_of}
-        if len(sections) > 1 and not ctx.allow_cross_section and not any(
-                sections <= group for group in ctx.cross_section_whitelist):
-            yield issue("cross_section_reuse",
-                        f"expected one section per segment, found {len(sections)}: {sorted(sections)}",
-                        **where(trace, f"{at}.citations", seg=segment.seg))
+        if (
+            len(sections) > 1
+            and not ctx.allow_cross_section
+            and not any(sections <= group for group in ctx.cross_section_whitelist)
+        ):
+            yield issue(
+                "cross_section_reuse",
+                f"expected one section per segment, found {len(sections)}: {sorted(sections)}",
+                **where(trace, f"{at}.citations", seg=segment.seg),
+            )

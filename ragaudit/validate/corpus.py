@@ -1,4 +1,5 @@
 """Rules that check payloads against the corpus: documents, sections, spans, text, revisions, tokens."""
+
 from __future__ import annotations
 
 from ragaudit.analyzers import get_analyzer
@@ -6,8 +7,15 @@ from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import rule, where
 
 
-@rule("unknown_document", "unknown_section", "span_out_of_bounds", "span_text_mismatch",
-      "section_mismatch", "rev_mismatch", needs_corpus=True)
+@rule(
+    "unknown_document",
+    "unknown_section",
+    "span_out_of_bounds",
+    "span_text_mismatch",
+    "section_mismatch",
+    "rev_mismatch",
+    needs_corpus=True,
+)
 def against_corpus(trace, ctx):
     corpus = ctx.corpus
     documents = corpus.documents
@@ -18,18 +26,33 @@ def against_corpus(trace, ctx):
             continue
         doc = documents.get(doc_id)
         if doc is None:
-            found.append(issue("unknown_document", f"expected a doc_id of the corpus, found {doc_id!r}",
-                               **where(trace, f"$.retrieved[{i}].doc_id", citation=p.snippet_id)))
+            found.append(
+                issue(
+                    "unknown_document",
+                    f"expected a doc_id of the corpus, found {doc_id!r}",
+                    **where(trace, f"$.retrieved[{i}].doc_id", citation=p.snippet_id),
+                )
+            )
             continue
         if p.rev is not None and p.rev != doc.rev:
-            found.append(issue("rev_mismatch", f"expected rev {doc.rev!r} (corpus), found {p.rev!r}",
-                               **where(trace, f"$.retrieved[{i}].rev", citation=p.snippet_id)))
+            found.append(
+                issue(
+                    "rev_mismatch",
+                    f"expected rev {doc.rev!r} (corpus), found {p.rev!r}",
+                    **where(trace, f"$.retrieved[{i}].rev", citation=p.snippet_id),
+                )
+            )
         section = None
         if p.section_id is not None:
             section = corpus.section(doc_id, p.section_id)
             if section is None:
-                found.append(issue("unknown_section", f"expected a section of {doc_id!r}, found {p.section_id!r}",
-                                   **where(trace, f"$.retrieved[{i}].section_id", citation=p.snippet_id)))
+                found.append(
+                    issue(
+                        "unknown_section",
+                        f"expected a section of {doc_id!r}, found {p.section_id!r}",
+                        **where(trace, f"$.retrieved[{i}].section_id", citation=p.snippet_id),
+                    )
+                )
         span = p.span
         if span is None:
             continue
@@ -40,20 +63,33 @@ def against_corpus(trace, ctx):
         chars = span if span.unit == "char" else corpus.char_span(doc_id, span, analyzer)
         if chars is None or chars.end > len(text):
             limit = len(text) if span.unit == "char" else len(corpus.token_spans(doc_id, analyzer))
-            found.append(issue("span_out_of_bounds",
-                               f"expected end <= {limit} ({span.unit}s in {doc_id!r}), found end {span.end}",
-                               **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id)))
+            found.append(
+                issue(
+                    "span_out_of_bounds",
+                    f"expected end <= {limit} ({span.unit}s in {doc_id!r}), found end {span.end}",
+                    **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id),
+                )
+            )
             continue
         start, end = chars.start, chars.end
         # Compared in place: copying the slice of a long document for every payload costs.
         if p.text is not None and not (len(p.text) == end - start and text.startswith(p.text, start)):
-            found.append(issue("span_text_mismatch", text_difference(text[start:end], p.text, start),
-                               **where(trace, f"$.retrieved[{i}].text", citation=p.snippet_id)))
+            found.append(
+                issue(
+                    "span_text_mismatch",
+                    text_difference(text[start:end], p.text, start),
+                    **where(trace, f"$.retrieved[{i}].text", citation=p.snippet_id),
+                )
+            )
         if section is not None and not (section.start <= start and end <= section.end):
-            found.append(issue("section_mismatch",
-                               f"expected a span inside section {section.section_id!r} "
-                               f"[{section.start}, {section.end}), found [{start}, {end}) chars",
-                               **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id)))
+            found.append(
+                issue(
+                    "section_mismatch",
+                    f"expected a span inside section {section.section_id!r} "
+                    f"[{section.start}, {section.end}), found [{start}, {end}) chars",
+                    **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id),
+                )
+            )
     return found
 
 
@@ -74,15 +110,19 @@ def token_count(trace, ctx):
         if span.unit == "token":
             expected = len(span)
         elif documents is not None and (doc := documents.get(p.doc_id)) is not None and span.end <= len(doc.text):
-            expected = analyzer.count(doc.text[span.start:span.end])
+            expected = analyzer.count(doc.text[span.start : span.end])
         elif p.text is not None:
             expected = analyzer.count(p.text)
         else:
             continue
         if p.tokens != expected:
-            found.append(issue("tokens_mismatch",
-                               f"expected tokens {expected} (span under {p.analyzer!r}), found {p.tokens}",
-                               **where(trace, f"$.retrieved[{i}].tokens", citation=p.snippet_id)))
+            found.append(
+                issue(
+                    "tokens_mismatch",
+                    f"expected tokens {expected} (span under {p.analyzer!r}), found {p.tokens}",
+                    **where(trace, f"$.retrieved[{i}].tokens", citation=p.snippet_id),
+                )
+            )
     return found
 
 
@@ -95,9 +135,11 @@ def text_difference(expected: str, found: str, start: int, name: str = "text") -
     differ late would otherwise show the same truncated prefix twice."""
     at = next((i for i, (a, b) in enumerate(zip(expected, found)) if a != b), min(len(expected), len(found)))
     lengths = "" if len(expected) == len(found) else f"; the slice has {len(expected)} chars, the text {len(found)}"
-    return (f"expected {name} == document slice [{start}, {start + len(expected)}), found a difference at char {at} "
-            f"of the slice (document char {start + at}): slice {_window(expected, at)}, text {_window(found, at)}"
-            f"{lengths}")
+    return (
+        f"expected {name} == document slice [{start}, {start + len(expected)}), found a difference at char {at} "
+        f"of the slice (document char {start + at}): slice {_window(expected, at)}, text {_window(found, at)}"
+        f"{lengths}"
+    )
 
 
 def _window(text: str, at: int) -> str:
@@ -105,4 +147,4 @@ def _window(text: str, at: int) -> str:
         return repr(text)
     before = "..." if at > WINDOW else ""
     after = "..." if at + WINDOW < len(text) else ""
-    return before + repr(text[max(0, at - WINDOW):at + WINDOW]) + after
+    return before + repr(text[max(0, at - WINDOW) : at + WINDOW]) + after

@@ -1,4 +1,5 @@
 """Runs the registered rules over traces, streaming: one trace in memory at a time."""
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,12 @@ def _active_rules(ctx: Context) -> tuple[list[Rule], list[Rule]]:
 def _plan(ctx: Context) -> tuple[tuple[Check, ...], tuple[Check, ...], tuple[Check, ...]]:
     """The checks to run: aborting ones, the rest, and those that still run on an aborted trace."""
     aborting, rest = _active_rules(ctx)
-    return (tuple(r.check for r in aborting), tuple(r.check for r in rest),
-            # wrong types still explain the failure; nothing else is meaningful for an aborted run
-            tuple(r.check for r in rest if r.name == "field_types"))
+    return (
+        tuple(r.check for r in aborting),
+        tuple(r.check for r in rest),
+        # wrong types still explain the failure; nothing else is meaningful for an aborted run
+        tuple(r.check for r in rest if r.name == "field_types"),
+    )
 
 
 def validate_trace(trace: Trace, ctx: Context = Context()) -> list[Issue]:
@@ -48,13 +52,14 @@ def _check(trace: Trace, ctx: Context, plan) -> list[Issue]:
 
 
 def malformed(bad: BadLine) -> Issue:
-    return issue("malformed_record", bad.message, qid=None, variant=None, seed=None,
-                 path=bad.path, file=bad.file, line=bad.line)
+    return issue(
+        "malformed_record", bad.message, qid=None, variant=None, seed=None, path=bad.path, file=bad.file, line=bad.line
+    )
 
 
 def bad_line_of(found: Issue) -> BadLine:
     """The BadLine a `malformed_record` issue was made from (the inverse of `malformed`)."""
-    return BadLine(found.file, found.line, found.message, found.path)
+    return BadLine(found.file or "<trace>", found.line or 0, found.message, found.path)
 
 
 class Validator:
@@ -103,6 +108,7 @@ class Validator:
         work goes to its cluster the same way."""
         if workers > 1 or client is not None:
             from ragaudit.validate.shards import check_sharded
+
             yield from check_sharded(self, list(paths), workers=workers, client=client)
             return
         for path in paths:
@@ -128,6 +134,7 @@ def aborted_pipelines(traces: Iterable[Trace], ctx: Context) -> dict[str, str]:
     """Pipelines stopped by analyzer parity: name -> its first mismatch, in the traces' order."""
     out: dict[str, str] = {}
     for trace in traces:
-        if trace.config not in out and (failure := parity_failure(trace, ctx)):
-            out[trace.config] = failure
+        name = trace.config or ""
+        if name not in out and (failure := parity_failure(trace, ctx)):
+            out[name] = failure
     return out

@@ -1,4 +1,5 @@
 """Rules on the retrieved list as a ranking: tie-break order, final ranks, duplicates."""
+
 from __future__ import annotations
 
 from ragaudit.validate.codes import issue
@@ -65,10 +66,12 @@ def _tiebreak_issues(trace, name: str):
     for i in range(1, len(payloads)):
         a, b = payloads[i - 1], payloads[i]
         if getattr(a, name) == getattr(b, name) and tiebreak_key(a) > tiebreak_key(b):
-            yield issue("tiebreak_violation",
-                        f"expected payloads {i - 1} and {i} (equal {name} {getattr(a, name)!r}) ordered by "
-                        f"(section_id, snippet_id) ascending, found {tiebreak_key(a)} before {tiebreak_key(b)}",
-                        **where(trace, f"$.retrieved[{i}]", citation=b.snippet_id))
+            yield issue(
+                "tiebreak_violation",
+                f"expected payloads {i - 1} and {i} (equal {name} {getattr(a, name)!r}) ordered by "
+                f"(section_id, snippet_id) ascending, found {tiebreak_key(a)} before {tiebreak_key(b)}",
+                **where(trace, f"$.retrieved[{i}]", citation=b.snippet_id),
+            )
 
 
 @rule("rank_mismatch")
@@ -85,8 +88,13 @@ def final_ranks(trace, ctx):
         return ()
     expected = list(range(1, len(ranks) + 1))
     first = next(i for i, (r, e) in enumerate(zip(ranks, expected)) if r != e)
-    return [issue("rank_mismatch", f"expected k_final {expected} in list order, found {ranks}",
-                  **where(trace, f"$.retrieved[{first}].k_final"))]
+    return [
+        issue(
+            "rank_mismatch",
+            f"expected k_final {expected} in list order, found {ranks}",
+            **where(trace, f"$.retrieved[{first}].k_final"),
+        )
+    ]
 
 
 @rule("duplicate_snippet")
@@ -103,8 +111,10 @@ def _duplicate_issues(trace):
         if p.snippet_id is None:
             continue
         if p.snippet_id in first:
-            yield issue("duplicate_snippet",
-                        f"expected each snippet_id once, found {p.snippet_id!r} at payloads {first[p.snippet_id]} and {i}",
-                        **where(trace, f"$.retrieved[{i}].snippet_id", citation=p.snippet_id))
+            yield issue(
+                "duplicate_snippet",
+                f"expected each snippet_id once, found {p.snippet_id!r} at payloads {first[p.snippet_id]} and {i}",
+                **where(trace, f"$.retrieved[{i}].snippet_id", citation=p.snippet_id),
+            )
         else:
             first[p.snippet_id] = i

@@ -6,6 +6,7 @@ second, so a rule usually asks first, in one plain loop that stops at the first 
 it has anything to say, returns `()` when not, and only then builds its issues (in a generator
 that walks the trace again). Creating a generator per rule and trace costs more than that check.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from ragaudit.validate.codes import CODES
 @dataclass(frozen=True)
 class Context:
     """What the rules may know besides the trace: the corpus and the config's section policy."""
+
     corpus: Corpus | None = None
     allow_cross_section: bool = False
     cross_section_whitelist: tuple[frozenset[str], ...] = ()
@@ -43,10 +45,19 @@ def rule(*codes: str, needs_corpus: bool = False, aborts: bool = False):
     def register(check):
         RULES.append(Rule(check.__name__, codes, check, needs_corpus, aborts))
         return check
+
     return register
 
 
 def where(trace: Trace, path: str = "$", **extra) -> dict:
     """The location fields of an issue about `trace`."""
-    return dict(qid=trace.qid, variant=trace.variant, seed=trace.seed, path=path,
-                file=trace.file, line=trace.line, pipeline=trace.config, **extra)
+    return dict(
+        qid=trace.qid,
+        variant=trace.variant,
+        seed=trace.seed,
+        path=path,
+        file=trace.file,
+        line=trace.line,
+        pipeline=trace.config,
+        **extra,
+    )

@@ -13,6 +13,7 @@ Workers are started with `spawn` (the parent may hold threads, which `fork` woul
 unknown state) and each talks to the parent through its own pipe: when the parent dies for any
 reason, the worker's next read fails and it exits.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,13 +34,13 @@ from ragaudit.io.traces import trace_lines, traces_in
 from ragaudit.types import Issue
 from ragaudit.validate.engine import Validator, bad_line_of
 
-MIN_BYTES = 32 << 20      # below this much input, starting workers costs more than they save (measured)
+MIN_BYTES = 32 << 20  # below this much input, starting workers costs more than they save (measured)
 MIN_JOB_BYTES = 4 << 20
 MAX_JOB_BYTES = 16 << 20  # small enough that the last job leaves no core idle for long
-JOBS_PER_WORKER = 4       # ... and enough jobs that uneven ones even out
-AHEAD_PER_WORKER = 3      # jobs dispatched beyond the one being emitted, per worker
+JOBS_PER_WORKER = 4  # ... and enough jobs that uneven ones even out
+AHEAD_PER_WORKER = 3  # jobs dispatched beyond the one being emitted, per worker
 MAX_WORKERS = 8
-CHUNK = 512               # issues per pickled chunk of a spool file
+CHUNK = 512  # issues per pickled chunk of a spool file
 
 _ISSUE_FIELDS = tuple(f.name for f in fields(Issue))
 _LINE = _ISSUE_FIELDS.index("line")
@@ -59,6 +60,7 @@ def default_workers() -> int:
 class Piece:
     """A whole file (`whole`), or the lines starting in bytes [start, end) of input `file`
     (its position in the input list; `end=None`: to the end of the file)."""
+
     path: str
     file: int
     whole: bool = True
@@ -79,11 +81,12 @@ class PieceResult:
     records: int
     lines: int
     issues: int
-    problems: tuple[Problem, ...] = ()  # why the file could not be read, when it could not
+    problems: tuple[Problem | str, ...] = ()  # why the file could not be read, when it could not
 
 
-def plan(paths: list[str], *, workers: int, min_bytes: int | None = None,
-         job_bytes: int | None = None) -> list[Job] | None:
+def plan(
+    paths: list[str], *, workers: int, min_bytes: int | None = None, job_bytes: int | None = None
+) -> list[Job] | None:
     """The jobs for these inputs, in order, or None when they are too small to share out
     (`min_bytes`, default MIN_BYTES). Jobs are about `job_bytes` long (default: the input shared
     in JOBS_PER_WORKER jobs a worker, within MIN_JOB_BYTES and MAX_JOB_BYTES)."""
@@ -135,8 +138,16 @@ def _regular_size(path: str) -> int | None:
 
 # ---- the parent ---------------------------------------------------------------------------------
 
-def check_sharded(validator: Validator, paths: list, *, workers: int, min_bytes: int | None = None,
-                  job_bytes: int | None = None, client=None) -> Iterator[Issue]:
+
+def check_sharded(
+    validator: Validator,
+    paths: list,
+    *,
+    workers: int,
+    min_bytes: int | None = None,
+    job_bytes: int | None = None,
+    client=None,
+) -> Iterator[Issue]:
     """`validator.check_paths(paths)` on `workers` processes, updating `validator` as it would;
     `min_bytes` and `job_bytes` as in `plan`. With a Dask `client`, the jobs run on its cluster
     instead (the inputs must be readable at the same paths there), however small they are."""
@@ -179,13 +190,15 @@ def check_sharded(validator: Validator, paths: list, *, workers: int, min_bytes:
 @dataclass
 class _FileState:
     """How far the parent has stitched one file read in ranges."""
+
     lines: int = 0
     records: int = 0
     failed: bool = False
 
 
-def _emit_piece(validator: Validator, piece: Piece, result: PieceResult, issues: Iterator[tuple],
-                files: dict[int, _FileState]) -> Iterator[Issue]:
+def _emit_piece(
+    validator: Validator, piece: Piece, result: PieceResult, issues: Iterator[tuple], files: dict[int, _FileState]
+) -> Iterator[Issue]:
     offset = 0
     if not piece.whole:
         state = files.setdefault(piece.file, _FileState())
@@ -200,15 +213,21 @@ def _emit_piece(validator: Validator, piece: Piece, result: PieceResult, issues:
     counts = validator.counts
     for values in issues:
         if offset and values[_LINE] is not None:
-            values = values[:_LINE] + (values[_LINE] + offset,) + values[_LINE + 1:]
+            values = values[:_LINE] + (values[_LINE] + offset,) + values[_LINE + 1 :]
         found = Issue(*values)
         counts[found.code] += 1
         if found.code == "malformed_record":
             validator.bad_lines.append(bad_line_of(found))
         yield found
     if result.problems:
-        validator.unreadable.append(InputError([
-            replace(p, line=p.line + offset) if p.line is not None and offset else p for p in result.problems]))
+        validator.unreadable.append(
+            InputError(
+                [
+                    replace(p, line=p.line + offset) if isinstance(p, Problem) and p.line is not None and offset else p
+                    for p in result.problems
+                ]
+            )
+        )
         if not piece.whole:
             state.failed = True
     elif not piece.whole and piece.last and state.records == 0:
@@ -234,14 +253,19 @@ class _Workers:
 
     def __init__(self, count: int, context_file: str, spool_dir: str, offset_unit: str):
         import multiprocessing
+
         mp = multiprocessing.get_context("spawn")
         self.spool_dir = spool_dir
         self.processes, self.pipes = [], []
         try:
             for _ in range(count):
                 ours, theirs = mp.Pipe()
-                process = mp.Process(target=_serve, args=(theirs, context_file, spool_dir, offset_unit),
-                                     name="ragaudit-validate", daemon=True)
+                process = mp.Process(
+                    target=_serve,
+                    args=(theirs, context_file, spool_dir, offset_unit),
+                    name="ragaudit-validate",
+                    daemon=True,
+                )
                 process.start()
                 theirs.close()  # so that the worker alone holds its end, and sees ours close
                 self.processes.append(process)
@@ -259,6 +283,7 @@ class _Workers:
     def run(self, jobs: list[Job], *, ahead: int) -> Iterator[tuple[Job, list[PieceResult] | None, Iterator]]:
         """(job, its piece results, its issues) in job order; local jobs come with None, for the caller."""
         from multiprocessing.connection import wait
+
         waiting = deque(job for job in jobs if not job.local)
         idle = list(self.pipes)
         busy: dict[Any, int] = {}  # pipe -> index of the job it works on
@@ -337,8 +362,9 @@ class _DaskJobs:
                 continue
             while waiting and waiting[0].index <= job.index + ahead:
                 sent = waiting.popleft()
-                submitted[sent.index] = self.client.submit(_run_job_returning, sent, self.ctx, self.offset_unit,
-                                                           pure=False)
+                submitted[sent.index] = self.client.submit(
+                    _run_job_returning, sent, self.ctx, self.offset_unit, pure=False
+                )
             future = submitted.pop(job.index)
             results, issues = future.result()
             future.release()
@@ -358,9 +384,11 @@ def _run_job_returning(job: Job, ctx, offset_unit: str) -> tuple[list[PieceResul
 
 # ---- a worker -----------------------------------------------------------------------------------
 
+
 def _serve(pipe, context_file: str, spool_dir: str, offset_unit: str) -> None:
     """A worker's life: load the context once, then run jobs until told to stop or orphaned."""
     import traceback
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is for the parent, which stops us
     with open(context_file, "rb") as handle:
         ctx = pickle.load(handle)
@@ -391,9 +419,12 @@ def run_job(job: Job, ctx, offset_unit: str, spool: str) -> list[PieceResult]:
         for piece in job.pieces:
             validator = Validator(ctx, offset_unit=offset_unit, keep_bad_lines=False)
             lines = None if piece.whole else trace_lines(piece.path, piece.start, piece.end)
-            issues = (validator.check_files([piece.path]) if lines is None
-                      else validator.check(traces_in(lines, offset_unit=offset_unit)))
-            count, problems = 0, tuple[Problem, ...]()
+            issues = (
+                validator.check_files([piece.path])
+                if lines is None
+                else validator.check(traces_in(lines, offset_unit=offset_unit))
+            )
+            count, problems = 0, tuple[Problem | str, ...]()
             try:
                 for found in issues:
                     chunk.append(_issue_values(found))

@@ -1,5 +1,6 @@
 """An append-only sequence that keeps only its most recent items in memory and the rest in a
 temporary file, so that memory stays flat however many bad lines or issues a run finds."""
+
 from __future__ import annotations
 
 import pickle

@@ -1,4 +1,5 @@
 """Shared by the stack adapter tests: the handbook corpus, an index description, and an audit."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,9 @@ from ragaudit.types import Trace
 from ragaudit.validate import Context, validate_trace
 
 HANDBOOK = Path(__file__).resolve().parents[2] / "gold_sets" / "handbook" / "corpus"
-INDEX = IndexInfo(index_hash="sha256:0f3a9c", analyzer="lowercase+ascii_fold",
-                  embed_model="fake-embedding:64", store="memory")
+INDEX = IndexInfo(
+    index_hash="sha256:0f3a9c", analyzer="lowercase+ascii_fold", embed_model="fake-embedding:64", store="memory"
+)
 
 
 @cache
@@ -50,7 +52,7 @@ def assert_spans_match(payloads, corpus=None) -> None:
         if "offsets" in p:
             o = p["offsets"]
             assert 0 <= o["start"] < o["end"], p
-            assert corpus[p["doc_id"]].text[o["start"]:o["end"]] == p["text"], p["snippet_id"]
+            assert corpus[p["doc_id"]].text[o["start"] : o["end"]] == p["text"], p["snippet_id"]
 
 
 _CANNED_LLM = []

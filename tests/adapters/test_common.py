@@ -18,13 +18,22 @@ from ragaudit.adapters.common import (
 )
 
 
-@pytest.mark.parametrize("kind, raw, expected", [
-    ("similarity", 0.42, 0.42),
-    ("cosine", -1.0, 0.0), ("cosine", 0.5, 0.75), ("cosine", 1.0, 1.0),
-    ("cosine_distance", 0.0, 1.0), ("cosine_distance", 0.5, 0.75), ("cosine_distance", 2.0, 0.0),
-    ("l2_distance", 0.0, 1.0), ("l2_distance", 1.0, 0.5), ("l2_distance", 3.0, 0.25),
-    ("raw", 17.3, None),
-])
+@pytest.mark.parametrize(
+    "kind, raw, expected",
+    [
+        ("similarity", 0.42, 0.42),
+        ("cosine", -1.0, 0.0),
+        ("cosine", 0.5, 0.75),
+        ("cosine", 1.0, 1.0),
+        ("cosine_distance", 0.0, 1.0),
+        ("cosine_distance", 0.5, 0.75),
+        ("cosine_distance", 2.0, 0.0),
+        ("l2_distance", 0.0, 1.0),
+        ("l2_distance", 1.0, 0.5),
+        ("l2_distance", 3.0, 0.25),
+        ("raw", 17.3, None),
+    ],
+)
 def test_score_kinds(kind, raw, expected):
     assert normalize_score(raw, kind) == expected
 
@@ -48,7 +57,7 @@ def test_score_kind_is_never_guessed():
 def test_locate_finds_only_a_single_occurrence():
     text = "alpha beta. gamma beta. delta"
     assert locate("gamma", text) == (12, 17)
-    assert locate("beta", text) is None           # ambiguous
+    assert locate("beta", text) is None  # ambiguous
     assert locate("omega", text) is None
     assert locate("  ", text) is None
     assert locate("beta", text, within=(12, 23)) == (18, 22)
@@ -93,8 +102,7 @@ def test_tokens_use_the_named_analyzer_else_whitespace_words():
 
 def test_segments_attach_point_marks_to_their_sentence():
     text = "Keys rotate yearly. Passwords never rotate.\nSee the policy."
-    segs = segments(text, [(len("Keys rotate yearly."), len("Keys rotate yearly."), ["k"]),
-                           (20, 43, ["p1", "p2"])])
+    segs = segments(text, [(len("Keys rotate yearly."), len("Keys rotate yearly."), ["k"]), (20, 43, ["p1", "p2"])])
     assert segs == [
         {"seg": 1, "text": "Keys rotate yearly.", "citations": ["k"]},
         {"seg": 2, "text": "Passwords never rotate.", "citations": ["p1", "p2"]},
@@ -105,12 +113,20 @@ def test_segments_attach_point_marks_to_their_sentence():
 def test_make_trace_parses_and_validates_cleanly():
     corpus = handbook()
     sentence = "Administrator hardware keys are rotated every 12 months."
-    payloads = build_payloads([Hit(sentence, "key-management", score=0.3)], index=INDEX, sources=corpus,
-                              score_kind="cosine_distance")
-    trace = make_trace("KM-1", "How often are admin keys rotated?", payloads,
-                       answer_text=f"{sentence[:-1]} [{payloads[0]['snippet_id']}].",
-                       segments=[{"seg": 1, "text": sentence, "citations": [payloads[0]["snippet_id"]]}],
-                       index=INDEX, variant=1, seed=7, config="mine")
+    payloads = build_payloads(
+        [Hit(sentence, "key-management", score=0.3)], index=INDEX, sources=corpus, score_kind="cosine_distance"
+    )
+    trace = make_trace(
+        "KM-1",
+        "How often are admin keys rotated?",
+        payloads,
+        answer_text=f"{sentence[:-1]} [{payloads[0]['snippet_id']}].",
+        segments=[{"seg": 1, "text": sentence, "citations": [payloads[0]["snippet_id"]]}],
+        index=INDEX,
+        variant=1,
+        seed=7,
+        config="mine",
+    )
     assert (trace["variant"], trace["seed"], trace["config"]) == (1, 7, "mine")
     assert payloads[0]["score_norm"] == pytest.approx(0.85) and payloads[0]["score_raw"] == 0.3
     assert audit(trace) == []
@@ -128,18 +144,21 @@ def test_doc_ids_from_paths(tmp_path):
 
 
 def test_missing_fields_are_left_for_ragaudit_to_report():
-    payloads = build_payloads([Hit("free text not in any document", "nowhere", score=1.0)],
-                              index=INDEX, score_kind="similarity")
+    payloads = build_payloads(
+        [Hit("free text not in any document", "nowhere", score=1.0)], index=INDEX, score_kind="similarity"
+    )
     codes = {code for code, _ in errors(audit(make_trace("Q", "q", payloads, index=INDEX)))}
     assert codes == {"missing_offsets", "missing_rev", "unknown_document"}
 
 
 def test_ragaudit_imports_without_the_stack_libraries():
     blocked = ["langchain_core", "langchain_text_splitters", "llama_index", "haystack", "anthropic", "openai"]
-    code = ("import sys\n"
-            f"for name in {blocked!r}: sys.modules[name] = None\n"
-            "import ragaudit.cli\n"
-            "from ragaudit.adapters import common, langchain, llamaindex, haystack, anthropic, openai\n")
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "import ragaudit.cli\n"
+        "from ragaudit.adapters import common, langchain, llamaindex, haystack, anthropic, openai\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -150,14 +169,18 @@ def test_a_text_mapping_places_hits_as_the_corpus_does():
     from_corpus = build_payloads(hits, index=INDEX, sources=corpus)
     from_texts = build_payloads(hits, index=INDEX, sources={"key-management": corpus["key-management"].text})
     assert "offsets" in from_texts[0] and "offsets" not in from_texts[1]
-    assert ([{k: v for k, v in p.items() if k != "source_url"} for p in from_corpus]
-            == [{k: v for k, v in p.items() if k != "source_url"} for p in from_texts])
-    assert [p["source_url"] for p in from_texts] == ["urn:ragaudit:doc:key-management#key-management/hardware-keys",
-                                                      "urn:ragaudit:doc:key-management#_preamble"]
+    assert [{k: v for k, v in p.items() if k != "source_url"} for p in from_corpus] == [
+        {k: v for k, v in p.items() if k != "source_url"} for p in from_texts
+    ]
+    assert [p["source_url"] for p in from_texts] == [
+        "urn:ragaudit:doc:key-management#key-management/hardware-keys",
+        "urn:ragaudit:doc:key-management#_preamble",
+    ]
 
 
 def test_make_trace_records_when_it_was_made_unless_told():
     from datetime import datetime, timedelta, timezone
+
     before = datetime.now(timezone.utc).replace(microsecond=0)
     stamp = make_trace("Q", "q", [], index=INDEX)["retrieved_at"]
     after = datetime.now(timezone.utc)

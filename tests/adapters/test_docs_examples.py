@@ -4,6 +4,7 @@ Only what needs a network or a model is replaced: the LlamaIndex embedding model
 Anthropic and OpenAI clients, which answer with objects built by the SDKs' own types from the
 request the example sends.
 """
+
 import json
 import re
 from pathlib import Path
@@ -41,16 +42,23 @@ def repo_root(tmp_path, monkeypatch):
 def run_example(title: str, root: Path) -> list[dict]:
     exec(compile(examples()[title], f"{DOC}:{title}", "exec"), {"__name__": "__example__"})
     lines = (root / "traces.jsonl").read_text(encoding="utf-8").splitlines()
-    result = CliRunner().invoke(main, ["validate", "traces.jsonl", "--corpus", "gold_sets/handbook/corpus",
-                                       "--format", "json"])
+    result = CliRunner().invoke(
+        main, ["validate", "traces.jsonl", "--corpus", "gold_sets/handbook/corpus", "--format", "json"]
+    )
     report = json.loads(result.output)
     assert result.exit_code == 0, report
     return [json.loads(line) for line in lines]
 
 
 def test_every_stack_has_an_example():
-    assert set(examples()) == {"LangChain", "LlamaIndex", "Haystack", "Anthropic citations",
-                               "OpenAI file search", "GraphRAG"}
+    assert set(examples()) == {
+        "LangChain",
+        "LlamaIndex",
+        "Haystack",
+        "Anthropic citations",
+        "OpenAI file search",
+        "GraphRAG",
+    }
 
 
 def test_langchain_example(repo_root):
@@ -88,16 +96,29 @@ class FakeAnthropic:
 
     def create(self, *, messages, **kwargs):
         from anthropic.types import Message
+
         document = messages[0]["content"][0]
         start = document["source"]["data"].index(ROTATED)
-        citation = {"type": "char_location", "cited_text": ROTATED, "document_index": 0,
-                    "document_title": document["title"], "start_char_index": start,
-                    "end_char_index": start + len(ROTATED)}
-        return Message.model_validate({
-            "id": "msg_01", "type": "message", "role": "assistant", "model": kwargs["model"],
-            "content": [{"type": "text", "text": "Every 12 months.", "citations": [citation]}],
-            "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 900, "output_tokens": 12}})
+        citation = {
+            "type": "char_location",
+            "cited_text": ROTATED,
+            "document_index": 0,
+            "document_title": document["title"],
+            "start_char_index": start,
+            "end_char_index": start + len(ROTATED),
+        }
+        return Message.model_validate(
+            {
+                "id": "msg_01",
+                "type": "message",
+                "role": "assistant",
+                "model": kwargs["model"],
+                "content": [{"type": "text", "text": "Every 12 months.", "citations": [citation]}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 900, "output_tokens": 12},
+            }
+        )
 
 
 def test_anthropic_example(repo_root, monkeypatch):
@@ -117,21 +138,63 @@ class FakeOpenAI:
 
     def create(self, *, model, input, tools, include):
         from openai.types.responses import Response
+
         assert include == ["file_search_call.results"]
         answer = "Administrator keys are rotated every 12 months."
-        return Response.model_validate({
-            "id": "resp_01", "object": "response", "created_at": 1763800000, "status": "completed",
-            "model": model, "parallel_tool_calls": True, "tool_choice": "auto", "tools": tools,
-            "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
-            "output": [
-                {"type": "file_search_call", "id": "fs_01", "status": "completed", "queries": [input],
-                 "results": [{"file_id": "file-KM", "filename": "key-management.md", "score": 0.88,
-                              "text": ROTATED, "attributes": {}}]},
-                {"type": "message", "id": "msg_01", "role": "assistant", "status": "completed",
-                 "content": [{"type": "output_text", "text": answer, "logprobs": [],
-                              "annotations": [{"type": "file_citation", "file_id": "file-KM",
-                                               "filename": "key-management.md", "index": len(answer)}]}]},
-            ]})
+        return Response.model_validate(
+            {
+                "id": "resp_01",
+                "object": "response",
+                "created_at": 1763800000,
+                "status": "completed",
+                "model": model,
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": tools,
+                "error": None,
+                "incomplete_details": None,
+                "instructions": None,
+                "metadata": {},
+                "output": [
+                    {
+                        "type": "file_search_call",
+                        "id": "fs_01",
+                        "status": "completed",
+                        "queries": [input],
+                        "results": [
+                            {
+                                "file_id": "file-KM",
+                                "filename": "key-management.md",
+                                "score": 0.88,
+                                "text": ROTATED,
+                                "attributes": {},
+                            }
+                        ],
+                    },
+                    {
+                        "type": "message",
+                        "id": "msg_01",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [
+                            {
+                                "type": "output_text",
+                                "text": answer,
+                                "logprobs": [],
+                                "annotations": [
+                                    {
+                                        "type": "file_citation",
+                                        "file_id": "file-KM",
+                                        "filename": "key-management.md",
+                                        "index": len(answer),
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                ],
+            }
+        )
 
 
 def test_openai_example(repo_root, monkeypatch):
@@ -147,12 +210,18 @@ def test_openai_example(repo_root, monkeypatch):
 @pytest.mark.model
 def test_graphrag_example(repo_root, capsys):
     from helpers import shared_path
+
     (repo_root / "output").symlink_to(shared_path("graphrag", "v3-christmas-carol"), target_is_directory=True)
     exec(compile(examples()["GraphRAG"], f"{DOC}:GraphRAG", "exec"), {"__name__": "__example__"})
     printed = capsys.readouterr().out.splitlines()
-    assert re.fullmatch(r"A Christmas Carol was written by Charles Dickens \[1[✓✗],2[✓✗]\]\. "
-                        r"This edition was illustrated by Arthur Rackham \[3[✓✗],4[✓✗],\+more\]\.", printed[0])
-    assert printed[1:] == [f"{n} {kind} {key} ['a-christmas-carol.txt'] " for n, kind, key in
-                           [(1, "Entities", 1), (2, "Sources", 0), (3, "Entities", 2), (4, "Relationships", 1)]]
+    assert re.fullmatch(
+        r"A Christmas Carol was written by Charles Dickens \[1[✓✗],2[✓✗]\]\. "
+        r"This edition was illustrated by Arthur Rackham \[3[✓✗],4[✓✗],\+more\]\.",
+        printed[0],
+    )
+    assert printed[1:] == [
+        f"{n} {kind} {key} ['a-christmas-carol.txt'] "
+        for n, kind, key in [(1, "Entities", 1), (2, "Sources", 0), (3, "Entities", 2), (4, "Relationships", 1)]
+    ]
     written = json.loads((repo_root / "graphrag-trace.json").read_text(encoding="utf-8"))
     assert written["verified"] and len(written["sources"]) == 4

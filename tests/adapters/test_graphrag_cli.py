@@ -21,13 +21,16 @@ def answer(tmp_path):
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
         return path
+
     return write
 
 
 def test_markdown_and_exit_0_when_every_citation_resolves(answer):
     result = run(FIXTURES / "v3", "--answer", answer(GOOD))
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == f"""\
+    assert (
+        result.stdout
+        == f"""\
 # GraphRAG trace
 
 - output: `{FIXTURES / "v3"}` (layout v3)
@@ -47,6 +50,7 @@ Scrooge was a miser [1,2].
 2. **Entities (0)** SCROOGE
    - alpha.txt: text unit 0 (`tu-a`); page 3
 """
+    )
 
 
 def test_json_and_exit_1_when_an_id_dangles(answer):
@@ -54,14 +58,24 @@ def test_json_and_exit_1_when_an_id_dangles(answer):
     assert result.exit_code == 1
     document = json.loads(result.stdout)
     assert document["layout"] == "v1" and document["counts"]["dangling"] == 1
-    assert document["answers"][0]["dangling"] == [{"number": 3, "kind": "Entities", "id": 9, "reason": "unknown_id",
-                                                   "message": "no row of entities has human_readable_id 9"}]
+    assert document["answers"][0]["dangling"] == [
+        {
+            "number": 3,
+            "kind": "Entities",
+            "id": 9,
+            "reason": "unknown_id",
+            "message": "no row of entities has human_readable_id 9",
+        }
+    ]
 
 
-@pytest.mark.parametrize("args, message", [
-    (("nope", "--answer", "answer.md"), "expected a GraphRAG output folder, found nothing"),
-    ((FIXTURES / "v3", "--answer", "missing.md"), "unreadable answer file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("nope", "--answer", "answer.md"), "expected a GraphRAG output folder, found nothing"),
+        ((FIXTURES / "v3", "--answer", "missing.md"), "unreadable answer file"),
+    ],
+)
 def test_unreadable_inputs_exit_3(answer, tmp_path, args, message):
     answer(GOOD)
     args = [tmp_path / a if a in ("nope", "answer.md", "missing.md") else a for a in args]

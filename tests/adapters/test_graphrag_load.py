@@ -17,14 +17,18 @@ def shared(*parts: str) -> Path:
 
 # ---------------------------------------------------------------- layouts
 
+
 @pytest.mark.parametrize("layout", ["v0", "v1", "v2", "v3"])
 def test_each_layout_is_detected_and_keyed_by_its_citation_ids(layout):
     index = load_index(FIXTURES / layout)
     assert index.layout == layout and index.missing == ()
     assert [u.id for u in index.text_units] == ["tu-a", "tu-b", "tu-c"]
     assert {k: sorted(v) for k, v in index.records.items()} == {
-        "Entities": [0, 1, 2], "Relationships": [0], "Reports": [0, 1],
-        "Claims": [1] if layout in ("v1", "v2") else [0]}
+        "Entities": [0, 1, 2],
+        "Relationships": [0],
+        "Reports": [0, 1],
+        "Claims": [1] if layout in ("v1", "v2") else [0],
+    }
     assert index.records["Entities"][2].title == "BOB CRATCHIT"
     assert [d.title for d in index.documents.values()] == ["alpha.txt", "beta.txt"]
 
@@ -70,6 +74,7 @@ def test_absent_tables_are_named_and_their_citations_dangle(tmp_path):
 
 # ---------------------------------------------------------------- unreadable input
 
+
 def test_a_missing_folder_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="expected a GraphRAG output folder, found nothing"):
         load_index(tmp_path / "nope")
@@ -97,6 +102,7 @@ def test_a_table_without_its_id_column_is_an_input_error(tmp_path):
 
 # ---------------------------------------------------------------- the real outputs
 
+
 @pytest.mark.shared
 def test_operation_dulce_is_a_v1_layout():
     # graphrag 2.0.0 shipped these example tables unchanged from 1.x: create_final_* names and
@@ -105,11 +111,17 @@ def test_operation_dulce_is_a_v1_layout():
     assert index.layout == "v1" and index.missing == () and index.notes == []
     assert len(index.text_units) == 38 and len(index.documents) == 2
     assert {k: len(v) for k, v in index.records.items()} == {
-        "Entities": 373, "Relationships": 812, "Claims": 178, "Reports": 72}
+        "Entities": 373,
+        "Relationships": 812,
+        "Claims": 178,
+        "Reports": 72,
+    }
     assert [u.human_readable_id for u in index.text_units] == list(range(1, 39))
     assert index.records["Reports"][65].title == "Galactic Orchestra and Interstellar Duet"
     assert {d.title for d in index.documents.values()} == {
-        "dulce.txt", "Behind the Tech_Episode 29_Collier_Bloomberg_Transcript.txt"}
+        "dulce.txt",
+        "Behind the Tech_Episode 29_Collier_Bloomberg_Transcript.txt",
+    }
 
 
 @pytest.mark.shared
@@ -118,7 +130,11 @@ def test_christmas_carol_is_a_v3_layout():
     assert index.layout == "v3" and index.missing == ()
     assert len(index.text_units) == 42
     assert {k: len(v) for k, v in index.records.items()} == {
-        "Entities": 529, "Relationships": 978, "Claims": 406, "Reports": 122}
+        "Entities": 529,
+        "Relationships": 978,
+        "Claims": 406,
+        "Reports": 122,
+    }
     assert [u.human_readable_id for u in index.text_units] == list(range(42))
     assert [d.title for d in index.documents.values()] == ["a-christmas-carol.txt"]
     assert all(u.document_ids == (next(iter(index.documents)),) for u in index.text_units)

@@ -40,13 +40,15 @@ def by_kind(traces) -> dict[str, tuple[int, int]]:
 
 # ---------------------------------------------------------------- acceptance: the recorded answers
 
+
 @pytest.mark.shared
 def test_every_citation_of_the_local_search_answers_resolves(dulce):
     traces = trace_file(dulce, notebook("local_search"))
     assert [t.origin for t in traces] == ["local_search.ipynb cell 22", "local_search.ipynb cell 23"]
     assert [by_kind([t]) for t in traces] == [
         {"Entities": (4, 0), "Relationships": (2, 0)},
-        {"Claims": (11, 0), "Entities": (9, 0), "Relationships": (7, 0)}]
+        {"Claims": (11, 0), "Entities": (9, 0), "Relationships": (7, 0)},
+    ]
     assert all(not t.dangling and not any(s.warnings for s in t.sources) for t in traces)
 
 
@@ -57,7 +59,10 @@ def test_every_citation_of_the_global_search_answer_resolves(dulce):
     assert by_kind([trace]) == {"Reports": (4, 0)}
     (report,) = trace.sources
     assert (report.title, report.via, [u.position for u in report.units]) == (
-        "Galactic Orchestra and Interstellar Duet", "community", [36])
+        "Galactic Orchestra and Interstellar Duet",
+        "community",
+        [36],
+    )
     assert [d.title for d in report.documents] == ["dulce.txt"]
 
 
@@ -81,6 +86,7 @@ def test_all_873_citations_of_the_three_notebooks_resolve(dulce):
 
 # ---------------------------------------------------------------- the mapping, checked against what the model saw
 
+
 def drift_contexts() -> list[dict[str, dict[int, str]]]:
     """Per DRIFT node, the `reports` (id → title) and `sources` (id → text start) tables it was given."""
     raw = json.loads(notebook("drift_search").read_text(encoding="utf-8"))
@@ -96,7 +102,7 @@ def drift_contexts() -> list[dict[str, dict[int, str]]]:
 def _frame_rows(node: str, name: str) -> dict[int, str]:
     found = re.search(rf"'{name}':(.*?)(?:\n\s*'\w+':|\}}\}},|\Z)", node, re.S)
     rows: dict[int, str] = {}
-    for line in (found.group(1).split("\n") if found else []):
+    for line in found.group(1).split("\n") if found else []:
         row = re.match(r"^\s*(\d+)\s+(\d+)\s{1,3}(.*?)\s*(?:,|\}\})?$", line)
         if row and int(row.group(1)) == len(rows):
             rows[int(row.group(2))] = row.group(3)
@@ -156,11 +162,14 @@ def test_local_search_answers_were_recorded_against_another_index(dulce):
 
 # ---------------------------------------------------------------- v3 and every id of both outputs
 
+
 @pytest.mark.shared
 def test_christmas_carol_citations_resolve_to_the_book():
     index = load_index(shared_path("graphrag", "v3-christmas-carol"))
-    answer = ("Dickens wrote the book [Data: Entities (1); Relationships (0); Claims (0)]. "
-              "Project Gutenberg publishes it [Data: Reports (120); Entities (0, +more); Sources (0, 41)].")
+    answer = (
+        "Dickens wrote the book [Data: Entities (1); Relationships (0); Claims (0)]. "
+        "Project Gutenberg publishes it [Data: Reports (120); Entities (0, +more); Sources (0, 41)]."
+    )
     trace = trace_answer(index, answer)
     assert trace.layout == "v3" and not trace.dangling
     assert [(s.kind, s.key, s.title) for s in trace.sources] == [
@@ -170,7 +179,8 @@ def test_christmas_carol_citations_resolve_to_the_book():
         ("Reports", 120, "Project Gutenberg Digital Library Community"),
         ("Entities", 0, "PROJECT GUTENBERG"),
         ("Sources", 0, "text unit 0"),
-        ("Sources", 41, "text unit 41")]
+        ("Sources", 41, "text unit 41"),
+    ]
     assert {d.title for s in trace.sources for d in s.documents} == {"a-christmas-carol.txt"}
     assert trace.sources[2].units[0].position == 0  # the claim's text_unit_id is the first chunk
     assert trace.counts()["more"] == 1
@@ -190,13 +200,16 @@ def test_every_record_of_both_outputs_reaches_a_document(folder):
 
 # ---------------------------------------------------------------- dangling ids
 
+
 def test_dangling_ids_are_reported_with_kind_id_and_reason():
-    answer = ("A [Data: Entities (2, 99); Sources (3)]. B [Data: Widgets (1); Claims (ALEX)]. "
-              "C [Data: Reports (1)].")
+    answer = "A [Data: Entities (2, 99); Sources (3)]. B [Data: Widgets (1); Claims (ALEX)]. C [Data: Reports (1)]."
     trace = trace_answer(FIXTURES / "v3", answer)
     assert [(n, s.kind, s.key, s.reason) for n, s in trace.dangling] == [
-        (2, "Entities", 99, "unknown_id"), (3, "Sources", 3, "unknown_id"),
-        (4, "Widgets", 1, "unknown_kind"), (5, "Claims", "ALEX", "bad_id")]
+        (2, "Entities", 99, "unknown_id"),
+        (3, "Sources", 3, "unknown_id"),
+        (4, "Widgets", 1, "unknown_kind"),
+        (5, "Claims", "ALEX", "bad_id"),
+    ]
     assert trace.dangling[0][1].message == "no row of entities has human_readable_id 99"
     counts = trace.counts()
     assert (counts["citations"], counts["resolved"], counts["dangling"]) == (6, 2, 4)
@@ -211,8 +224,10 @@ def test_a_broken_link_is_a_warning_not_a_dangling_id():
 
 # ---------------------------------------------------------------- verification
 
+
 class WordScorer:
     """Deterministic stand-in for the support scorer: share of the claim's long words in the evidence."""
+
     threshold = 0.5
 
     def __init__(self):
@@ -228,8 +243,10 @@ class WordScorer:
         return np.array(out)
 
 
-ANSWER = ("Scrooge was a miser who kept his counting-house cold [Data: Sources (0); Entities (2)]. "
-          "Marley had died seven years before [Data: Entities (1); Reports (7)].\n\nUncited closing line.")
+ANSWER = (
+    "Scrooge was a miser who kept his counting-house cold [Data: Sources (0); Entities (2)]. "
+    "Marley had died seven years before [Data: Entities (1); Reports (7)].\n\nUncited closing line."
+)
 
 
 def test_each_claim_is_scored_against_each_of_its_sources():
@@ -241,8 +258,10 @@ def test_each_claim_is_scored_against_each_of_its_sources():
     assert [pair[1] for pair in scorer.calls[0]][1] == ["Bob Cratchit earned fifteen shillings a week as a clerk."]
     first, second, third = trace.claims
     assert first.support == {1: 1.0, 2: 0.0} and second.support == {3: 0.75} and third.support is None
-    assert marked_answer(trace) == ("Scrooge was a miser who kept his counting-house cold [1✓,2✗]. "
-                                    "Marley had died seven years before [3✓,4?].\n\nUncited closing line.")
+    assert marked_answer(trace) == (
+        "Scrooge was a miser who kept his counting-house cold [1✓,2✗]. "
+        "Marley had died seven years before [3✓,4?].\n\nUncited closing line."
+    )
     counts = trace.counts()
     assert (counts["checked"], counts["supported"], counts["cited_claims"]) == (3, 2, 2)
 
@@ -264,8 +283,10 @@ def test_the_real_support_scorer_tells_a_true_source_from_a_wrong_one():
     support = pytest.importorskip("ragaudit.metrics.support")
     if not hasattr(support, "SupportScorer"):
         pytest.skip("ragaudit.metrics.support has no SupportScorer yet")
-    answer = "Scrooge was a miser who kept his counting-house cold [Data: Sources (0)]. " \
-             "Scrooge was a miser who kept his counting-house cold [Data: Sources (2)]."
+    answer = (
+        "Scrooge was a miser who kept his counting-house cold [Data: Sources (0)]. "
+        "Scrooge was a miser who kept his counting-house cold [Data: Sources (2)]."
+    )
     trace = trace_answer(FIXTURES / "v3", answer, verify=True)
     right, wrong = trace.claims[0].support[1], trace.claims[1].support[2]
     assert 0.0 <= wrong < right <= 1.0
@@ -274,9 +295,12 @@ def test_the_real_support_scorer_tells_a_true_source_from_a_wrong_one():
 
 # ---------------------------------------------------------------- rendering and answer files
 
+
 def test_markdown_lists_numbered_sources_with_documents_text_units_and_pages():
     trace = trace_answer(FIXTURES / "v3", ANSWER, origin="answer.md")
-    assert to_markdown([trace], output_dir="out", layout="v3") == """\
+    assert (
+        to_markdown([trace], output_dir="out", layout="v3")
+        == """\
 # GraphRAG trace
 
 - output: `out` (layout v3)
@@ -305,50 +329,83 @@ Uncited closing line.
 
 - [4] Reports (7): unknown_id — no row of community_reports has community 7
 """
+    )
 
 
 def test_json_is_one_structured_document():
     trace = trace_answer(FIXTURES / "v3", ANSWER, scorer=WordScorer(), origin="answer.md")
     document = json.loads(json.dumps(to_json([trace], output_dir="out", layout="v3")))
     assert document["schema"] == "ragaudit.graphrag.trace/1"
-    assert document["counts"] == {"answers": 1, "citations": 4, "resolved": 3, "dangling": 1, "by_kind": {
-        "Entities": {"citations": 2, "resolved": 2, "dangling": 0},
-        "Reports": {"citations": 1, "resolved": 0, "dangling": 1},
-        "Sources": {"citations": 1, "resolved": 1, "dangling": 0}}}
+    assert document["counts"] == {
+        "answers": 1,
+        "citations": 4,
+        "resolved": 3,
+        "dangling": 1,
+        "by_kind": {
+            "Entities": {"citations": 2, "resolved": 2, "dangling": 0},
+            "Reports": {"citations": 1, "resolved": 0, "dangling": 1},
+            "Sources": {"citations": 1, "resolved": 1, "dangling": 0},
+        },
+    }
     (answer,) = document["answers"]
     assert answer["claims"][0]["sources"] == [1, 2] and answer["claims"][0]["marks"] == {"1": "✓", "2": "✗"}
     assert answer["sources"][0]["documents"] == [{"id": "doc-1", "title": "alpha.txt", "pages": [3], "text_units": [0]}]
-    assert answer["dangling"] == [{"number": 4, "kind": "Reports", "id": 7, "reason": "unknown_id",
-                                   "message": "no row of community_reports has community 7"}]
+    assert answer["dangling"] == [
+        {
+            "number": 4,
+            "kind": "Reports",
+            "id": 7,
+            "reason": "unknown_id",
+            "message": "no row of community_reports has community 7",
+        }
+    ]
 
 
 def test_answers_are_read_from_text_json_and_notebooks(tmp_path):
     (tmp_path / "a.md").write_text("One [Data: Sources (0)].", encoding="utf-8")
-    (tmp_path / "a.json").write_text(json.dumps([{"query": "q?", "response": "R [Data: Sources (1)]"}, "S"]),
-                                     encoding="utf-8")
+    (tmp_path / "a.json").write_text(
+        json.dumps([{"query": "q?", "response": "R [Data: Sources (1)]"}, "S"]), encoding="utf-8"
+    )
     assert [(a.text, a.origin) for a in read_answers(tmp_path / "a.md")] == [("One [Data: Sources (0)].", "a.md")]
     assert [(a.text, a.origin, a.query) for a in read_answers(tmp_path / "a.json")] == [
-        ("R [Data: Sources (1)]", "a.json [0]", "q?"), ("S", "a.json [1]", None)]
+        ("R [Data: Sources (1)]", "a.json [0]", "q?"),
+        ("S", "a.json [1]", None),
+    ]
 
 
 def test_a_notebook_answer_is_stdout_or_a_shown_string_never_a_log(tmp_path):
-    cells = [{"cell_type": "code", "outputs": [
-        {"output_type": "stream", "name": "stdout", "text": ["Entity count: 3\n"]},
-        {"output_type": "stream", "name": "stderr", "text": ["failed: [Data: Sources (9)]"]},
-        {"output_type": "stream", "name": "stdout", "text": ["Answer [Data: ", "Sources (0)].\n"]},
-        {"output_type": "execute_result", "data": {"text/plain": [
-            "{'nodes': [{'query': 'Why?',\n", "   'answer': \"It's [Data: Sources (1)]\",\n",
-            "   'score': 1}, {'query': 'x', 'answer': None}]}"]}},
-        {"output_type": "execute_result", "data": {"text/plain": ["\"It's [Data: Sources (1)]\""]}},
-    ]}]
+    cells = [
+        {
+            "cell_type": "code",
+            "outputs": [
+                {"output_type": "stream", "name": "stdout", "text": ["Entity count: 3\n"]},
+                {"output_type": "stream", "name": "stderr", "text": ["failed: [Data: Sources (9)]"]},
+                {"output_type": "stream", "name": "stdout", "text": ["Answer [Data: ", "Sources (0)].\n"]},
+                {
+                    "output_type": "execute_result",
+                    "data": {
+                        "text/plain": [
+                            "{'nodes': [{'query': 'Why?',\n",
+                            "   'answer': \"It's [Data: Sources (1)]\",\n",
+                            "   'score': 1}, {'query': 'x', 'answer': None}]}",
+                        ]
+                    },
+                },
+                {"output_type": "execute_result", "data": {"text/plain": ['"It\'s [Data: Sources (1)]"']}},
+            ],
+        }
+    ]
     (tmp_path / "n.ipynb").write_text(json.dumps({"cells": cells, "nbformat": 4}), encoding="utf-8")
     assert [(a.text, a.origin, a.query) for a in read_answers(tmp_path / "n.ipynb")] == [
         ("Answer [Data: Sources (0)].", "n.ipynb cell 0", None),
-        ("It's [Data: Sources (1)]", "n.ipynb cell 0 answer 0", "Why?")]
+        ("It's [Data: Sources (1)]", "n.ipynb cell 0 answer 0", "Why?"),
+    ]
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "expected JSON"), ('{"cells": []}', "found none"), ('{"x": 1}', "expected a Jupyter notebook")])
+@pytest.mark.parametrize(
+    "content, message",
+    [("{not json", "expected JSON"), ('{"cells": []}', "found none"), ('{"x": 1}', "expected a Jupyter notebook")],
+)
 def test_unusable_answer_files_are_input_errors(tmp_path, content, message):
     (tmp_path / "n.ipynb").write_text(content, encoding="utf-8")
     with pytest.raises(InputError, match=message):

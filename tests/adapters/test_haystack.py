@@ -56,8 +56,14 @@ def test_bm25_results_audit_clean(scale, kind):
     assert [p["score_raw"] for p in payloads] == [d.score for d in results]
     assert all(("score_norm" in p) == scale for p in payloads)
     cited = payloads[0]["snippet_id"]
-    trace = make_trace("HS-1", "q", payloads, answer_text=f"Every 12 months [{cited}].",
-                       segments=[{"seg": 1, "text": "Every 12 months.", "citations": [cited]}], index=INDEX)
+    trace = make_trace(
+        "HS-1",
+        "q",
+        payloads,
+        answer_text=f"Every 12 months [{cited}].",
+        segments=[{"seg": 1, "text": "Every 12 months.", "citations": [cited]}],
+        index=INDEX,
+    )
     assert audit(trace) == []
 
 
@@ -67,29 +73,37 @@ def test_sentence_splits_from_a_local_splitting_function():
     payloads = from_haystack(splits, index=INDEX, sources=handbook())
     assert_spans_match(payloads)
     assert errors(audit(make_trace("HS-2", "q", payloads, index=INDEX))) == [
-        ("missing_score", p["snippet_id"]) for p in payloads]
+        ("missing_score", p["snippet_id"]) for p in payloads
+    ]
 
 
 def normalised_sections(text: str) -> list[str]:
     """A splitting function that tidies whitespace: its splits are no longer in the source."""
-    return [" ".join(text[s.start:s.end].split()) for s in markdown_sections(text)]
+    return [" ".join(text[s.start : s.end].split()) for s in markdown_sections(text)]
 
 
 def test_rewritten_splits_get_a_fallback_offset_that_ragaudit_reports():
-    splits = [replace(d, score=0.5)  # only the offsets are under test
-              for d in split(DocumentSplitter(split_by="function", splitting_function=normalised_sections))]
-    payloads = from_haystack(splits, index=INDEX, sources=handbook(), score_kind="similarity",
-                             doc_id=lambda d: d.meta["doc_id"])
+    splits = [
+        replace(d, score=0.5)  # only the offsets are under test
+        for d in split(DocumentSplitter(split_by="function", splitting_function=normalised_sections))
+    ]
+    payloads = from_haystack(
+        splits, index=INDEX, sources=handbook(), score_kind="similarity", doc_id=lambda d: d.meta["doc_id"]
+    )
     issues = audit(make_trace("HS-3", "q", payloads, index=INDEX))
     mismatched = {c for code, c in errors(issues) if code == "span_text_mismatch"}
-    assert mismatched == {p["snippet_id"] for p in payloads
-                          if handbook()[p["doc_id"]].text[p["offsets"]["start"]:p["offsets"]["end"]] != p["text"]}
+    assert mismatched == {
+        p["snippet_id"]
+        for p in payloads
+        if handbook()[p["doc_id"]].text[p["offsets"]["start"] : p["offsets"]["end"]] != p["text"]
+    }
     assert mismatched
 
 
 def test_converter_metadata_names_the_document():
-    doc = Document(content="Backups are encrypted.", meta={"file_path": "/srv/handbook/backups.md", "page_number": 3},
-                   score=0.7)
+    doc = Document(
+        content="Backups are encrypted.", meta={"file_path": "/srv/handbook/backups.md", "page_number": 3}, score=0.7
+    )
     [p] = from_haystack([doc], index=INDEX, score_kind="similarity")
     assert (p["doc_id"], p["page"], p["source_url"]) == ("backups", 3, "file:///srv/handbook/backups.md")
 
@@ -99,13 +113,17 @@ def test_without_any_url_the_source_url_names_the_document_and_section():
     splits = passages()
     payloads = from_haystack(splits, index=INDEX, sources=texts)
     assert payloads and all(p["source_url"] == f"urn:ragaudit:doc:{p['doc_id']}#{p['section_id']}" for p in payloads)
-    assert "missing_source_url" not in {code for code, _ in errors(audit(make_trace("HS-4", "q", payloads, index=INDEX)))}
+    assert "missing_source_url" not in {
+        code for code, _ in errors(audit(make_trace("HS-4", "q", payloads, index=INDEX)))
+    }
     [bare] = from_haystack([Document(content="Backups are encrypted.", meta={"doc_id": "ops/back ups"})], index=INDEX)
     assert bare["source_url"] == "urn:ragaudit:doc:ops/back%20ups#_preamble"
 
 
 def test_a_fetched_page_keeps_its_url():
-    doc = Document(content="Backups are encrypted.", meta={"doc_id": "backups", "url": "https://wiki.example.com/backups",
-                                                           "file_path": "/srv/handbook/backups.md"})
+    doc = Document(
+        content="Backups are encrypted.",
+        meta={"doc_id": "backups", "url": "https://wiki.example.com/backups", "file_path": "/srv/handbook/backups.md"},
+    )
     [p] = from_haystack([doc], index=INDEX)
     assert p["source_url"] == "https://wiki.example.com/backups"

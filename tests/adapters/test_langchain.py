@@ -15,13 +15,16 @@ from ragaudit.adapters.langchain import from_langchain
 
 def loaded() -> list[Document]:
     """The handbook as LangChain's TextLoader gives it: one Document per file, `source` = its path."""
-    return [Document(page_content=p.read_text(encoding="utf-8"), metadata={"source": str(p)})
-            for p in sorted(HANDBOOK.glob("*.md"))]
+    return [
+        Document(page_content=p.read_text(encoding="utf-8"), metadata={"source": str(p)})
+        for p in sorted(HANDBOOK.glob("*.md"))
+    ]
 
 
 def markdown_chunks() -> list[Document]:
     splitter = RecursiveCharacterTextSplitter.from_language(
-        Language.MARKDOWN, chunk_size=200, chunk_overlap=0, add_start_index=True)
+        Language.MARKDOWN, chunk_size=200, chunk_overlap=0, add_start_index=True
+    )
     return splitter.split_documents(loaded())
 
 
@@ -50,9 +53,14 @@ def test_vector_store_results_audit_clean():
     assert all(0.0 <= p["score_norm"] <= 1.0 for p in payloads)
     assert [p["score_raw"] for p in payloads] == [score for _, score in results]
     cited = payloads[0]["snippet_id"]
-    trace = make_trace("LC-1", query, payloads, answer_text=f"As the handbook says [{cited}].",
-                       segments=[{"seg": 1, "text": "As the handbook says.", "citations": [cited]}],
-                       index=INDEX)
+    trace = make_trace(
+        "LC-1",
+        query,
+        payloads,
+        answer_text=f"As the handbook says [{cited}].",
+        segments=[{"seg": 1, "text": "As the handbook says.", "citations": [cited]}],
+        index=INDEX,
+    )
     assert errors(audit(trace)) == []
 
 
@@ -61,8 +69,13 @@ def regex_separator_chunks(source_docs):
     # merged chunks are not in the source; the splitter's running offset then also loses chunks
     # that are. Both get start_index -1.
     splitter = RecursiveCharacterTextSplitter(
-        separators=[r"\n\s*\n", " "], is_separator_regex=True, keep_separator=False,
-        chunk_size=250, chunk_overlap=0, add_start_index=True)
+        separators=[r"\n\s*\n", " "],
+        is_separator_regex=True,
+        keep_separator=False,
+        chunk_size=250,
+        chunk_overlap=0,
+        add_start_index=True,
+    )
     return splitter.split_documents(source_docs)
 
 
@@ -83,8 +96,11 @@ def test_start_index_minus_one_is_recovered_from_the_source_or_left_missing():
         start = texts[chunk.metadata["source"]].index(chunk.page_content)
         assert by_text[chunk.page_content]["offsets"]["start"] == start
     assert all("offsets" not in by_text[c.page_content] for c in garbled)
-    reported = [cited for code, cited in errors(audit(make_trace("LC-2", "q", payloads, index=INDEX)))
-                if code == "missing_offsets"]
+    reported = [
+        cited
+        for code, cited in errors(audit(make_trace("LC-2", "q", payloads, index=INDEX)))
+        if code == "missing_offsets"
+    ]
     assert reported == [p["snippet_id"] for p in payloads if "offsets" not in p]
 
     # without the source text nothing can be recovered, and nothing negative is emitted
@@ -112,17 +128,24 @@ def test_distance_scores_are_converted_by_the_named_rule():
 
 def test_relevance_scores_are_similarities():
     chunks = markdown_chunks()[:2]
-    payloads = from_langchain(list(zip(chunks, [0.91, 0.34])), index=INDEX, sources=handbook(),
-                              score_kind="similarity")
+    payloads = from_langchain(list(zip(chunks, [0.91, 0.34])), index=INDEX, sources=handbook(), score_kind="similarity")
     assert [p["score_norm"] for p in payloads] == [0.91, 0.34]
     assert errors(audit(make_trace("LC-3", "q", payloads, index=INDEX))) == []
 
 
 def test_metadata_overrides_and_pdf_pages():
-    chunk = Document(page_content="Some text", id="chunk-7",
-                     metadata={"doc_id": "backups", "section_id": "custom", "page": 0, "rev": "abc"})
+    chunk = Document(
+        page_content="Some text",
+        id="chunk-7",
+        metadata={"doc_id": "backups", "section_id": "custom", "page": 0, "rev": "abc"},
+    )
     [p] = from_langchain([chunk], index=INDEX)
-    assert (p["doc_id"], p["snippet_id"], p["section_id"], p["page"], p["rev"]) == \
-        ("backups", "chunk-7", "custom", 1, "abc")
+    assert (p["doc_id"], p["snippet_id"], p["section_id"], p["page"], p["rev"]) == (
+        "backups",
+        "chunk-7",
+        "custom",
+        1,
+        "abc",
+    )
     [q] = from_langchain([chunk], index=INDEX, doc_id=lambda d: "vendor-management")
     assert q["doc_id"] == "vendor-management"

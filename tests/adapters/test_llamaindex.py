@@ -39,8 +39,7 @@ def documents() -> list[Document]:
 
 
 def splitter(chunk_size: int) -> SentenceSplitter:
-    return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=0, tokenizer=words,
-                            chunking_tokenizer_fn=sentences)
+    return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=0, tokenizer=words, chunking_tokenizer_fn=sentences)
 
 
 class FixedRetriever(BaseRetriever):
@@ -67,8 +66,9 @@ def test_sentence_splitter_nodes_keep_their_offsets():
         assert by_id[n.node_id]["offsets"]["start"] == n.start_char_idx
         assert by_id[n.node_id]["doc_id"] == n.ref_doc_id
     # chunks that run over a heading really leave their section: exactly those are reported
-    reported = {c for code, c in errors(audit(make_trace("LI-1", "q", payloads, index=INDEX)))
-                if code == "section_mismatch"}
+    reported = {
+        c for code, c in errors(audit(make_trace("LI-1", "q", payloads, index=INDEX))) if code == "section_mismatch"
+    }
     assert reported == {n.node_id for n in nodes if crosses_a_heading(n.ref_doc_id, n.start_char_idx, n.end_char_idx)}
     assert {code for code, _ in errors(audit(make_trace("LI-1", "q", payloads, index=INDEX)))} <= {"section_mismatch"}
 
@@ -86,8 +86,7 @@ def test_vector_index_results_with_tied_scores_follow_the_tiebreak():
 
 
 def citation_engine(nodes, answer: str) -> CitationQueryEngine:
-    return CitationQueryEngine(retriever=FixedRetriever(nodes), llm=canned_llm(answer),
-                               text_splitter=splitter(20))
+    return CitationQueryEngine(retriever=FixedRetriever(nodes), llm=canned_llm(answer), text_splitter=splitter(20))
 
 
 def section_nodes(*sections: tuple[str, str]) -> list[NodeWithScore]:
@@ -101,8 +100,10 @@ def section_nodes(*sections: tuple[str, str]) -> list[NodeWithScore]:
     return chosen
 
 
-ANSWER = ("Every administrator gets two YubiKey 5 hardware keys, rotated every 12 months [1]. "
-          "Keys are only shipped to the registered home address [2].")
+ANSWER = (
+    "Every administrator gets two YubiKey 5 hardware keys, rotated every 12 months [1]. "
+    "Keys are only shipped to the registered home address [2]."
+)
 
 
 def test_citation_query_engine_response_audits_clean():
@@ -111,8 +112,14 @@ def test_citation_query_engine_response_audits_clean():
     assert len(response.source_nodes) >= 2
     assert all(n.node.text.startswith(f"Source {k}:\n") for k, n in enumerate(response.source_nodes, 1))
 
-    trace = from_llamaindex_response(response, qid="KM-1", query="How often are admin keys rotated?",
-                                     index=INDEX, sources=handbook(), score_kind="cosine")
+    trace = from_llamaindex_response(
+        response,
+        qid="KM-1",
+        query="How often are admin keys rotated?",
+        index=INDEX,
+        sources=handbook(),
+        score_kind="cosine",
+    )
     payloads = trace["retrieved"]
     assert_spans_match(payloads)
     parent = retrieved[0].node
@@ -120,18 +127,35 @@ def test_citation_query_engine_response_audits_clean():
         assert parent.start_char_idx <= p["offsets"]["start"] < p["offsets"]["end"] <= parent.end_char_idx
         assert p["snippet_id"] == f"key-management:{p['offsets']['start']}-{p['offsets']['end']}"
     assert len({p["snippet_id"] for p in payloads}) == len(payloads)
-    source = {k: f"key-management:{s}-{e}" for k, (s, e) in enumerate(
-        [(p["offsets"]["start"], p["offsets"]["end"]) for p in sorted(payloads, key=lambda p: p["offsets"]["start"])], 1)}
+    source = {
+        k: f"key-management:{s}-{e}"
+        for k, (s, e) in enumerate(
+            [
+                (p["offsets"]["start"], p["offsets"]["end"])
+                for p in sorted(payloads, key=lambda p: p["offsets"]["start"])
+            ],
+            1,
+        )
+    }
     assert trace["answer"]["text"] == ANSWER
     assert trace["answer"]["segments"] == [
-        {"seg": 1, "text": "Every administrator gets two YubiKey 5 hardware keys, rotated every 12 months.",
-         "citations": [source[1]]},
+        {
+            "seg": 1,
+            "text": "Every administrator gets two YubiKey 5 hardware keys, rotated every 12 months.",
+            "citations": [source[1]],
+        },
         {"seg": 2, "text": "Keys are only shipped to the registered home address.", "citations": [source[2]]},
     ]
     assert audit(trace) == []
 
-    again = from_llamaindex_response(citation_engine(retrieved, ANSWER).query("q"), qid="KM-1", query="q",
-                                     index=INDEX, sources=handbook(), score_kind="cosine")
+    again = from_llamaindex_response(
+        citation_engine(retrieved, ANSWER).query("q"),
+        qid="KM-1",
+        query="q",
+        index=INDEX,
+        sources=handbook(),
+        score_kind="cosine",
+    )
     assert [p["snippet_id"] for p in again["retrieved"]] == [p["snippet_id"] for p in payloads]
 
 
@@ -148,15 +172,18 @@ def legacy_citation_nodes(nodes: list[NodeWithScore], text_splitter) -> list[Nod
 
 
 def test_legacy_source_nodes_get_their_own_ids_and_offsets():
-    retrieved = section_nodes(("backups", "backups-and-disaster-recovery/restore-testing"),
-                              ("key-management", "key-management/hardware-keys"))
+    retrieved = section_nodes(
+        ("backups", "backups-and-disaster-recovery/restore-testing"), ("key-management", "key-management/hardware-keys")
+    )
     legacy = legacy_citation_nodes(retrieved, splitter(20))
     assert len({n.node.node_id for n in legacy}) == 2 < len(legacy)  # ids repeat within a parent
     payloads = from_llamaindex(legacy, index=INDEX, sources=handbook(), score_kind="cosine")
     assert_spans_match(payloads)
     assert len({p["snippet_id"] for p in payloads}) == len(payloads)
-    assert all(p["offsets"] != {"start": n.node.start_char_idx, "end": n.node.end_char_idx, "unit": "char"}
-               for p, n in zip(payloads, legacy))
+    assert all(
+        p["offsets"] != {"start": n.node.start_char_idx, "end": n.node.end_char_idx, "unit": "char"}
+        for p, n in zip(payloads, legacy)
+    )
     assert audit(make_trace("LI-3", "q", payloads, index=INDEX)) == []
 
     # without the source text the parent's offsets are not passed off as the chunk's
@@ -169,10 +196,10 @@ def test_chained_parsers_give_parent_relative_offsets_which_ragaudit_reports():
     nodes = IngestionPipeline(transformations=[MarkdownNodeParser(), splitter(40)]).run(documents=documents())
     placed = [n for n in nodes if n.start_char_idx is not None]
     payloads = from_llamaindex(nodes, index=INDEX, sources=handbook())
-    mismatched = {c for code, c in errors(audit(make_trace("LI-4", "q", payloads, index=INDEX)))
-                  if code == "span_text_mismatch"}
-    wrong = {n.node_id for n in placed
-             if handbook()[n.ref_doc_id].text[n.start_char_idx:n.end_char_idx] != n.text}
+    mismatched = {
+        c for code, c in errors(audit(make_trace("LI-4", "q", payloads, index=INDEX))) if code == "span_text_mismatch"
+    }
+    wrong = {n.node_id for n in placed if handbook()[n.ref_doc_id].text[n.start_char_idx : n.end_char_idx] != n.text}
     assert wrong and mismatched == wrong
     # nodes the parser could not place are found in the source instead
     unplaced = {n.node_id for n in nodes if n.start_char_idx is None}

@@ -10,27 +10,50 @@ from ragaudit.adapters.openai import from_openai
 
 KEYS = handbook()["key-management"].text
 HARDWARE = handbook().section("key-management", "key-management/hardware-keys")
-PARAGRAPHS = [p for p in KEYS[HARDWARE.start:HARDWARE.end].split("\n\n") if not p.startswith("#")]
-ANSWER = ("Administrator hardware keys are rotated every 12 months. "
-          "New keys are activated during a video call with the help desk.")
+PARAGRAPHS = [p for p in KEYS[HARDWARE.start : HARDWARE.end].split("\n\n") if not p.startswith("#")]
+ANSWER = (
+    "Administrator hardware keys are rotated every 12 months. "
+    "New keys are activated during a video call with the help desk."
+)
 FIRST_STOP = ANSWER.index(".") + 1
 
 
 def response(results: list[dict] | None, annotations: list[dict], text: str = ANSWER) -> Response:
     """A Response as the API returns it, with `include=["file_search_call.results"]` when results are given."""
-    return Response.model_validate({
-        "id": "resp_68c1f2a9", "object": "response", "created_at": 1763800000, "status": "completed",
-        "model": "gpt-4.1-mini-2025-04-14", "parallel_tool_calls": True, "tool_choice": "auto",
-        "tools": [{"type": "file_search", "vector_store_ids": ["vs_handbook"]}],
-        "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
-        "temperature": 1.0, "top_p": 1.0,
-        "output": [
-            {"type": "file_search_call", "id": "fs_68c1f2b0", "status": "completed",
-             "queries": ["admin hardware key rotation"], "results": results},
-            {"type": "message", "id": "msg_68c1f2c4", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": text, "annotations": annotations, "logprobs": []}]},
-        ],
-    })
+    return Response.model_validate(
+        {
+            "id": "resp_68c1f2a9",
+            "object": "response",
+            "created_at": 1763800000,
+            "status": "completed",
+            "model": "gpt-4.1-mini-2025-04-14",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [{"type": "file_search", "vector_store_ids": ["vs_handbook"]}],
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "metadata": {},
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "output": [
+                {
+                    "type": "file_search_call",
+                    "id": "fs_68c1f2b0",
+                    "status": "completed",
+                    "queries": ["admin hardware key rotation"],
+                    "results": results,
+                },
+                {
+                    "type": "message",
+                    "id": "msg_68c1f2c4",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": annotations, "logprobs": []}],
+                },
+            ],
+        }
+    )
 
 
 def result(text: str, score: float, file_id: str = "file-KM1", filename: str = "key-management.md", **attrs) -> dict:
@@ -43,10 +66,14 @@ def cite(index: int, file_id: str = "file-KM1", filename: str = "key-management.
 
 def test_file_search_results_and_annotations_audit_clean():
     # a vector store holding one file per section, tagged with the corpus doc_id
-    sections = [result(p, s, file_id="file-KMHW", filename="km-hardware-keys.txt", doc_id="key-management")
-                for p, s in zip(PARAGRAPHS, (0.93, 0.71, 0.71))]
-    r = response(sections, [cite(FIRST_STOP, "file-KMHW", "km-hardware-keys.txt"),
-                            cite(len(ANSWER), "file-KMHW", "km-hardware-keys.txt")])
+    sections = [
+        result(p, s, file_id="file-KMHW", filename="km-hardware-keys.txt", doc_id="key-management")
+        for p, s in zip(PARAGRAPHS, (0.93, 0.71, 0.71))
+    ]
+    r = response(
+        sections,
+        [cite(FIRST_STOP, "file-KMHW", "km-hardware-keys.txt"), cite(len(ANSWER), "file-KMHW", "km-hardware-keys.txt")],
+    )
     assert isinstance(r.output[1].content[0].annotations[0], AnnotationFileCitation)
     trace = from_openai(r, qid="KM-1", query="How often are admin keys rotated?", index=INDEX, sources=handbook())
     payloads = trace["retrieved"]
@@ -59,7 +86,8 @@ def test_file_search_results_and_annotations_audit_clean():
     assert trace["answer"]["text"] == ANSWER
     assert [(s["text"], sorted(s["citations"])) for s in trace["answer"]["segments"]] == [
         ("Administrator hardware keys are rotated every 12 months.", ids),
-        ("New keys are activated during a video call with the help desk.", ids)]
+        ("New keys are activated during a video call with the help desk.", ids),
+    ]
     assert audit(trace) == []
 
 
@@ -91,8 +119,10 @@ def test_a_chunk_not_found_verbatim_has_no_offsets():
 
 
 def test_an_annotation_cites_every_chunk_of_its_file_and_a_citation_after_the_stop_stays_put():
-    results = [result(PARAGRAPHS[0], 0.9), result(PARAGRAPHS[1], 0.6, file_id="file-X", filename="x.md",
-                                                  doc_id="key-management")]
+    results = [
+        result(PARAGRAPHS[0], 0.9),
+        result(PARAGRAPHS[1], 0.6, file_id="file-X", filename="x.md", doc_id="key-management"),
+    ]
     r = response(results, [cite(FIRST_STOP, "file-X", "x.md")])
     trace = from_openai(r, qid="KM-1", query="q", index=INDEX, sources=handbook())
     second = trace["retrieved"][1]["snippet_id"]

@@ -1,5 +1,6 @@
 """The config reader: defaults, ranges, per-kind pipeline keys, finite numbers, and every problem
 reported at once on its own line. Expected line numbers are counted by hand from the literal TOML."""
+
 import pytest
 from click.testing import CliRunner
 
@@ -22,7 +23,9 @@ def problems(path) -> list[str]:
 
 
 def test_paths_are_relative_to_the_config(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 [audit]
 gold = "../gold/gold.jsonl"
 corpus = "../gold/corpus"
@@ -36,7 +39,8 @@ coverage_min = 0.5
 name = "bm25"
 kind = "reference"
 retriever = "bm25"
-""")
+""",
+    )
     config = load_config(path)
     assert config.gold == path.parent.parent / "gold" / "gold.jsonl"
     assert config.out == path.parent / "reports"
@@ -47,18 +51,40 @@ retriever = "bm25"
     assert config.metrics == {"k": 5, "match_tolerance": 30, "delta_s": "nearest"}
     assert config.support == {"threshold": 0.5, "model": None, "params": None}
     [pipeline] = config.pipelines
-    assert (pipeline.name, pipeline.kind, pipeline.options["retriever"], pipeline.options["k"]) == ("bm25", "reference", "bm25", 5)
+    assert (pipeline.name, pipeline.kind, pipeline.options["retriever"], pipeline.options["k"]) == (
+        "bm25",
+        "reference",
+        "bm25",
+        5,
+    )
 
 
 # what every pipeline's options held before the schema: one shape for every kind
-OPTION_DEFAULTS = {"retriever": "bm25", "analyzer": "lowercase+ascii_fold", "k": 5, "rerank": None, "chunk_size": 64,
-                   "chunk_overlap": 0, "temperature": 0.0, "traces": None, "factory": None, "command": None,
-                   "timeout_s": 30.0, "options": {}, "max_in_flight": None, "rate_limit": None, "retries": 0,
-                   "retry_backoff_s": 0.5, "cache": False}
+OPTION_DEFAULTS = {
+    "retriever": "bm25",
+    "analyzer": "lowercase+ascii_fold",
+    "k": 5,
+    "rerank": None,
+    "chunk_size": 64,
+    "chunk_overlap": 0,
+    "temperature": 0.0,
+    "traces": None,
+    "factory": None,
+    "command": None,
+    "timeout_s": 30.0,
+    "options": {},
+    "max_in_flight": None,
+    "rate_limit": None,
+    "retries": 0,
+    "retry_backoff_s": 0.5,
+    "cache": False,
+}
 
 
 def test_every_kind_keeps_every_option_key_with_its_default(tmp_path):
-    path = write(tmp_path, """[[pipelines]]
+    path = write(
+        tmp_path,
+        """[[pipelines]]
 name = "ref"
 kind = "reference"
 
@@ -78,7 +104,8 @@ name = "node"
 kind = "command"
 command = ["node", "rag.js"]
 timeout_s = 10
-""")
+""",
+    )
     ref, replay, python, command = load_config(path).pipelines
     assert ref.options == OPTION_DEFAULTS
     assert replay.options == {**OPTION_DEFAULTS, "traces": path.parent / "recorded" / "traces.jsonl"}
@@ -87,13 +114,18 @@ timeout_s = 10
 
 
 def test_rerank_none_means_no_reranker(tmp_path):
-    path = write(tmp_path, '[[pipelines]]\nname = "a"\nkind = "reference"\nrerank = "none"\n\n'
-                           '[[pipelines]]\nname = "b"\nkind = "reference"\nrerank = "mmr"\n')
+    path = write(
+        tmp_path,
+        '[[pipelines]]\nname = "a"\nkind = "reference"\nrerank = "none"\n\n'
+        '[[pipelines]]\nname = "b"\nkind = "reference"\nrerank = "mmr"\n',
+    )
     assert [p.options["rerank"] for p in load_config(path).pipelines] == [None, "mmr"]
 
 
 def test_every_bad_key_is_reported_with_its_line(tmp_path):
-    path = write(tmp_path, """[audit]
+    path = write(
+        tmp_path,
+        """[audit]
 paraphrases = "three"
 seeds = [1, "2"]
 colour = "blue"
@@ -101,7 +133,8 @@ colour = "blue"
 [[pipelines]]
 name = "x"
 kind = "magic"
-""")
+""",
+    )
     assert problems(path) == [
         f"{path}:2: $.audit.paraphrases: expected an integer, found string 'three'",
         f"{path}:3: $.audit.seeds[1]: expected an integer, found string '2'",
@@ -118,49 +151,136 @@ OUT_OF_RANGE = [
     ("[audit]\nseeds = []\n", 2, "$.audit.seeds", "expected a non-empty array, found array of 0"),
     ("[audit]\nseeds = [1, 2, 1]\n", 2, "$.audit.seeds[2]", "expected distinct seeds, found seed 1 again"),
     ("[audit]\nseeds = [-1]\n", 2, "$.audit.seeds[0]", "expected an integer >= 0, found number -1"),
-    ("[audit]\noffset_unit = \"byte\"\n", 2, "$.audit.offset_unit", "expected 'char' or 'token', found string 'byte'"),
+    ('[audit]\noffset_unit = "byte"\n', 2, "$.audit.offset_unit", "expected 'char' or 'token', found string 'byte'"),
     ("[metrics]\nk = -5\n", 2, "$.metrics.k", "expected an integer >= 1, found number -5"),
-    ("[metrics]\nmatch_tolerance = -100\n", 2, "$.metrics.match_tolerance", "expected an integer >= 0, found number -100"),
-    ("[metrics]\ndelta_s = \"far\"\n", 2, "$.metrics.delta_s", "expected 'nearest' or 'join', found string 'far'"),
+    (
+        "[metrics]\nmatch_tolerance = -100\n",
+        2,
+        "$.metrics.match_tolerance",
+        "expected an integer >= 0, found number -100",
+    ),
+    ('[metrics]\ndelta_s = "far"\n', 2, "$.metrics.delta_s", "expected 'nearest' or 'join', found string 'far'"),
     ("[gate]\ndelta_s_max = 1.2\n", 2, "$.gate.delta_s_max", "expected a number in [0, 1], found number 1.2"),
-    ("[gate]\ndelta_s_mean_max = -0.1\n", 2, "$.gate.delta_s_mean_max", "expected a number in [0, 1], found number -0.1"),
+    (
+        "[gate]\ndelta_s_mean_max = -0.1\n",
+        2,
+        "$.gate.delta_s_mean_max",
+        "expected a number in [0, 1], found number -0.1",
+    ),
     ("[gate]\ncoverage_min = 70\n", 2, "$.gate.coverage_min", "expected a number in [0, 1], found number 70"),
-    ("[gate]\ncoverage_pass_rate = 1.5\n", 2, "$.gate.coverage_pass_rate", "expected a number in [0, 1], found number 1.5"),
-    ("[gate]\ncitation_match_min = 1.01\n", 2, "$.gate.citation_match_min", "expected a number in [0, 1], found number 1.01"),
-    ("[gate]\nlambda_convergent_min = -1\n", 2, "$.gate.lambda_convergent_min", "expected a number in [0, 1], found number -1"),
+    (
+        "[gate]\ncoverage_pass_rate = 1.5\n",
+        2,
+        "$.gate.coverage_pass_rate",
+        "expected a number in [0, 1], found number 1.5",
+    ),
+    (
+        "[gate]\ncitation_match_min = 1.01\n",
+        2,
+        "$.gate.citation_match_min",
+        "expected a number in [0, 1], found number 1.01",
+    ),
+    (
+        "[gate]\nlambda_convergent_min = -1\n",
+        2,
+        "$.gate.lambda_convergent_min",
+        "expected a number in [0, 1], found number -1",
+    ),
     ("[gate]\nhallucination_max = -1\n", 2, "$.gate.hallucination_max", "expected an integer >= 0, found number -1"),
     ("[gate]\nmax_errors = -3\n", 2, "$.gate.max_errors", "expected an integer >= 0, found number -3"),
-    ("[gate]\nlambda_forbid = [\"chaotic\", \"wobbly\"]\n", 2, "$.gate.lambda_forbid[1]",
-     "expected 'convergent', 'recursive', 'chaotic' or 'divergent', found string 'wobbly'"),
+    (
+        '[gate]\nlambda_forbid = ["chaotic", "wobbly"]\n',
+        2,
+        "$.gate.lambda_forbid[1]",
+        "expected 'convergent', 'recursive', 'chaotic' or 'divergent', found string 'wobbly'",
+    ),
     ("[lambda]\ncss_min = 2\n", 2, "$.lambda.css_min", "expected a number in [0, 1], found number 2"),
-    ("[lambda]\nanchor_support_min = -0.5\n", 2, "$.lambda.anchor_support_min", "expected a number in [0, 1], found number -0.5"),
+    (
+        "[lambda]\nanchor_support_min = -0.5\n",
+        2,
+        "$.lambda.anchor_support_min",
+        "expected a number in [0, 1], found number -0.5",
+    ),
     ("[support]\nthreshold = 1.5\n", 2, "$.support.threshold", "expected a number in [0, 1], found number 1.5"),
-    ("[embedder]\nmodel = \"\"\n", 2, "$.embedder.model", "expected a non-empty string, found string ''"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nretriever = "bm26"\n', 4, "$.pipelines[0].retriever",
-     "expected 'bm25', 'tfidf', 'dense' or 'hybrid', found string 'bm26'"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nrerank = "cohere"\n', 4, "$.pipelines[0].rerank",
-     "expected 'none' or 'mmr', found string 'cohere'"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nanalyzer = "stemmed"\n', 4, "$.pipelines[0].analyzer",
-     "expected 'whitespace', 'lowercase' or 'lowercase+ascii_fold', found string 'stemmed'"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nk = 0\n', 4, "$.pipelines[0].k", "expected an integer >= 1, found number 0"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nchunk_size = 0\n', 4, "$.pipelines[0].chunk_size",
-     "expected an integer >= 1, found number 0"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nchunk_size = 32\nchunk_overlap = 32\n', 5,
-     "$.pipelines[0].chunk_overlap", "expected chunk_overlap < chunk_size (32), found number 32"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\nchunk_overlap = 64\n', 4,
-     "$.pipelines[0].chunk_overlap", "expected chunk_overlap < chunk_size (64), found number 64"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\ntemperature = -0.5\n', 4, "$.pipelines[0].temperature",
-     "expected a number >= 0, found number -0.5"),
-    ('[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\ntimeout_s = 0\n', 5, "$.pipelines[0].timeout_s",
-     "expected a number > 0, found number 0"),
-    ('[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t.jsonl"\ntimeout_s = -1.5\n', 5, "$.pipelines[0].timeout_s",
-     "expected a number > 0, found number -1.5"),
-    ('[[pipelines]]\nname = "p"\nkind = "command"\ncommand = []\n', 4, "$.pipelines[0].command",
-     "expected a non-empty array, found array of 0"),
-    ('[[pipelines]]\nname = ""\nkind = "replay"\ntraces = "t"\n', 2, "$.pipelines[0].name",
-     "expected a non-empty string, found string ''"),
-    ('[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\n\n[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "u"\n',
-     2, "$.pipelines[0].name", "expected unique pipeline names, found 'p' 2 times"),
+    ('[embedder]\nmodel = ""\n', 2, "$.embedder.model", "expected a non-empty string, found string ''"),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nretriever = "bm26"\n',
+        4,
+        "$.pipelines[0].retriever",
+        "expected 'bm25', 'tfidf', 'dense' or 'hybrid', found string 'bm26'",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nrerank = "cohere"\n',
+        4,
+        "$.pipelines[0].rerank",
+        "expected 'none' or 'mmr', found string 'cohere'",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nanalyzer = "stemmed"\n',
+        4,
+        "$.pipelines[0].analyzer",
+        "expected 'whitespace', 'lowercase' or 'lowercase+ascii_fold', found string 'stemmed'",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nk = 0\n',
+        4,
+        "$.pipelines[0].k",
+        "expected an integer >= 1, found number 0",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nchunk_size = 0\n',
+        4,
+        "$.pipelines[0].chunk_size",
+        "expected an integer >= 1, found number 0",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nchunk_size = 32\nchunk_overlap = 32\n',
+        5,
+        "$.pipelines[0].chunk_overlap",
+        "expected chunk_overlap < chunk_size (32), found number 32",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\nchunk_overlap = 64\n',
+        4,
+        "$.pipelines[0].chunk_overlap",
+        "expected chunk_overlap < chunk_size (64), found number 64",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\ntemperature = -0.5\n',
+        4,
+        "$.pipelines[0].temperature",
+        "expected a number >= 0, found number -0.5",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\ntimeout_s = 0\n',
+        5,
+        "$.pipelines[0].timeout_s",
+        "expected a number > 0, found number 0",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t.jsonl"\ntimeout_s = -1.5\n',
+        5,
+        "$.pipelines[0].timeout_s",
+        "expected a number > 0, found number -1.5",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "command"\ncommand = []\n',
+        4,
+        "$.pipelines[0].command",
+        "expected a non-empty array, found array of 0",
+    ),
+    (
+        '[[pipelines]]\nname = ""\nkind = "replay"\ntraces = "t"\n',
+        2,
+        "$.pipelines[0].name",
+        "expected a non-empty string, found string ''",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\n\n[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "u"\n',
+        2,
+        "$.pipelines[0].name",
+        "expected unique pipeline names, found 'p' 2 times",
+    ),
 ]
 
 
@@ -171,10 +291,15 @@ def test_out_of_range_values_are_config_errors(tmp_path, text, line, at, message
 
 
 def test_duplicate_pipeline_names_are_reported_on_each(tmp_path):
-    path = write(tmp_path, '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\n\n'
-                           '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "u"\n')
-    assert problems(path) == [f"{path}:2: $.pipelines[0].name: expected unique pipeline names, found 'p' 2 times",
-                              f"{path}:7: $.pipelines[1].name: expected unique pipeline names, found 'p' 2 times"]
+    path = write(
+        tmp_path,
+        '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\n\n'
+        '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "u"\n',
+    )
+    assert problems(path) == [
+        f"{path}:2: $.pipelines[0].name: expected unique pipeline names, found 'p' 2 times",
+        f"{path}:7: $.pipelines[1].name: expected unique pipeline names, found 'p' 2 times",
+    ]
 
 
 NON_FINITE = [
@@ -185,16 +310,36 @@ NON_FINITE = [
     ("[support]\nthreshold = nan\n", 2, "$.support.threshold", "expected a finite number, found number nan"),
     ("[metrics]\nk = inf\n", 2, "$.metrics.k", "expected an integer, found number inf"),
     ("[gate]\nmax_errors = nan\n", 2, "$.gate.max_errors", "expected an integer, found number nan"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\ntemperature = nan\n', 4, "$.pipelines[0].temperature",
-     "expected a finite number, found number nan"),
-    ('[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\ntimeout_s = inf\n', 5,
-     "$.pipelines[0].timeout_s", "expected a finite number, found number inf"),
-    ('[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\noptions = { alpha = 1, beta = { gamma = [0.5, nan] } }\n',
-     5, "$.pipelines[0].options.beta.gamma[1]", "expected a finite number, found number nan"),
-    ('[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\n\n[pipelines.options]\nscale = -inf\n',
-     7, "$.pipelines[0].options.scale", "expected a finite number, found number -inf"),
-    ('[[pipelines]]\nname = "p"\nkind = "wizard"\nk = nan\n', 4, "$.pipelines[0].k",
-     "expected a finite number, found number nan"),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\ntemperature = nan\n',
+        4,
+        "$.pipelines[0].temperature",
+        "expected a finite number, found number nan",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\ntimeout_s = inf\n',
+        5,
+        "$.pipelines[0].timeout_s",
+        "expected a finite number, found number inf",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\noptions = { alpha = 1, beta = { gamma = [0.5, nan] } }\n',
+        5,
+        "$.pipelines[0].options.beta.gamma[1]",
+        "expected a finite number, found number nan",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\n\n[pipelines.options]\nscale = -inf\n',
+        7,
+        "$.pipelines[0].options.scale",
+        "expected a finite number, found number -inf",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "wizard"\nk = nan\n',
+        4,
+        "$.pipelines[0].k",
+        "expected a finite number, found number nan",
+    ),
 ]
 
 
@@ -206,26 +351,58 @@ def test_nan_and_infinity_are_config_errors_anywhere(tmp_path, text, line, at, m
 
 REFERENCE_KEYS = "analyzer, chunk_overlap, chunk_size, k, kind, name, rerank, retriever, temperature, timeout_s"
 PER_KIND = [
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\ncommand = ["rag"]\n', 4, "$.pipelines[0].command",
-     f"expected one of {REFERENCE_KEYS} (a reference pipeline), found key 'command', which only command pipelines take"),
-    ('[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\nretriever = "bm25"\n', 5, "$.pipelines[0].retriever",
-     "expected one of k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
-     "which only reference pipelines take"),
-    ('[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\nfactory = "m:f"\n', 5, "$.pipelines[0].factory",
-     "expected one of cache, command, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
-     "which only python pipelines take"),
-    ('[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\ntemperature = 0.2\n', 5, "$.pipelines[0].temperature",
-     "expected one of cache, factory, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
-     "which only reference pipelines take"),
-    ('[[pipelines]]\nname = "p"\nkind = "reference"\ncolour = "blue"\n', 4, "$.pipelines[0].colour",
-     f"expected one of {REFERENCE_KEYS} (a reference pipeline), found unknown key 'colour'"),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\ncommand = ["rag"]\n',
+        4,
+        "$.pipelines[0].command",
+        f"expected one of {REFERENCE_KEYS} (a reference pipeline), found key 'command', which only command pipelines take",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\nretriever = "bm25"\n',
+        5,
+        "$.pipelines[0].retriever",
+        "expected one of k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
+        "which only reference pipelines take",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\nfactory = "m:f"\n',
+        5,
+        "$.pipelines[0].factory",
+        "expected one of cache, command, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
+        "which only python pipelines take",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\ntemperature = 0.2\n',
+        5,
+        "$.pipelines[0].temperature",
+        "expected one of cache, factory, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
+        "which only reference pipelines take",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "reference"\ncolour = "blue"\n',
+        4,
+        "$.pipelines[0].colour",
+        f"expected one of {REFERENCE_KEYS} (a reference pipeline), found unknown key 'colour'",
+    ),
     # a missing required key points at its table's header
-    ('[audit]\nseeds = [1]\n\n[[pipelines]]\nname = "p"\nkind = "replay"\n', 4, "$.pipelines[0].traces",
-     "expected key 'traces' (required), found none"),
-    ('[[pipelines]]\nname = "p"\nkind = "python"\n', 1, "$.pipelines[0].factory",
-     "expected key 'factory' (required), found none"),
-    ('[[pipelines]]\nname = "p"\nkind = "command"\ntimeout_s = 5\n', 1, "$.pipelines[0].command",
-     "expected key 'command' (required), found none"),
+    (
+        '[audit]\nseeds = [1]\n\n[[pipelines]]\nname = "p"\nkind = "replay"\n',
+        4,
+        "$.pipelines[0].traces",
+        "expected key 'traces' (required), found none",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "python"\n',
+        1,
+        "$.pipelines[0].factory",
+        "expected key 'factory' (required), found none",
+    ),
+    (
+        '[[pipelines]]\nname = "p"\nkind = "command"\ntimeout_s = 5\n',
+        1,
+        "$.pipelines[0].command",
+        "expected key 'command' (required), found none",
+    ),
 ]
 
 
@@ -236,7 +413,9 @@ def test_each_kind_takes_its_own_keys(tmp_path, text, line, at, message):
 
 
 def test_an_error_in_the_second_pipeline_points_into_the_second_block(tmp_path):
-    path = write(tmp_path, """[metrics]
+    path = write(
+        tmp_path,
+        """[metrics]
 k = 5
 
 [[pipelines]]
@@ -252,7 +431,8 @@ k = -1
 [[pipelines]]
 kind = "replay"
 name = "third"
-""")
+""",
+    )
     assert problems(path) == [
         f"{path}:12: $.pipelines[1].k: expected an integer >= 1, found number -1",
         f"{path}:14: $.pipelines[2].traces: expected key 'traces' (required), found none",
@@ -261,18 +441,44 @@ name = "third"
 
 MISSING_LINES = [
     # (TOML, line, path, message): cases that used to have no line at all
-    ('[[pipelines]]\nkind = "replay"\ntraces = "t"\n', 1, "$.pipelines[0].name", "expected key 'name' (required), found none"),
-    ('[gate]\nk = 1\n\n[[pipelines]]\nname = "p"\ntraces = "t"\n', 4, "$.pipelines[0].kind",
-     "expected kind one of reference, replay, python, command, found none"),
-    ('[audit]\nseeds = [1]\n\n[colour]\nred = 1\n', 4, "$.colour",
-     "expected one of audit, embedder, executor, gate, lambda, metrics, pipelines, support, found unknown table [colour]"),
-    ('title = "x"\n', 1, "$.title",
-     "expected one of audit, embedder, executor, gate, lambda, metrics, pipelines, support, found unknown key 'title'"),
-    ('[audit]\nseeds = [1]\n\n[pipelines]\nname = "p"\n', 4, "$.pipelines", "expected [[pipelines]] entries, found a single table"),
-    ('gate = 3\n', 1, "$.gate", "expected a table, found number 3"),
-    ('pipelines = [\n  { name = "a", kind = "replay", traces = "t" },\n  3,\n]\n', 3, "$.pipelines[1]",
-     "expected a table, found number 3"),
-    ('[audit]\ngold = 12\n', 2, "$.audit.gold", "expected a path string, found number 12"),
+    (
+        '[[pipelines]]\nkind = "replay"\ntraces = "t"\n',
+        1,
+        "$.pipelines[0].name",
+        "expected key 'name' (required), found none",
+    ),
+    (
+        '[gate]\nk = 1\n\n[[pipelines]]\nname = "p"\ntraces = "t"\n',
+        4,
+        "$.pipelines[0].kind",
+        "expected kind one of reference, replay, python, command, found none",
+    ),
+    (
+        "[audit]\nseeds = [1]\n\n[colour]\nred = 1\n",
+        4,
+        "$.colour",
+        "expected one of audit, embedder, executor, gate, lambda, metrics, pipelines, support, found unknown table [colour]",
+    ),
+    (
+        'title = "x"\n',
+        1,
+        "$.title",
+        "expected one of audit, embedder, executor, gate, lambda, metrics, pipelines, support, found unknown key 'title'",
+    ),
+    (
+        '[audit]\nseeds = [1]\n\n[pipelines]\nname = "p"\n',
+        4,
+        "$.pipelines",
+        "expected [[pipelines]] entries, found a single table",
+    ),
+    ("gate = 3\n", 1, "$.gate", "expected a table, found number 3"),
+    (
+        'pipelines = [\n  { name = "a", kind = "replay", traces = "t" },\n  3,\n]\n',
+        3,
+        "$.pipelines[1]",
+        "expected a table, found number 3",
+    ),
+    ("[audit]\ngold = 12\n", 2, "$.audit.gold", "expected a path string, found number 12"),
 ]
 
 
@@ -283,7 +489,9 @@ def test_every_problem_has_a_line(tmp_path, text, line, at, message):
 
 
 def test_all_problems_of_a_file_are_reported_together(tmp_path):
-    path = write(tmp_path, """[audit]
+    path = write(
+        tmp_path,
+        """[audit]
 workers = 0
 
 [metrics]
@@ -297,7 +505,8 @@ pipelines = ["ghost"]
 name = "bm25"
 kind = "reference"
 command = ["rag"]
-""")
+""",
+    )
     expected = [
         f"{path}:2: $.audit.workers: expected an integer >= 1, found number 0",
         f"{path}:5: $.metrics.k: expected an integer >= 1, found number -5",
@@ -313,12 +522,16 @@ command = ["rag"]
 
 
 def test_gate_pipelines_must_be_configured(tmp_path):
-    pipelines = '[[pipelines]]\nname = "bm25"\nkind = "reference"\n\n[[pipelines]]\nname = "dense"\nkind = "reference"\n'
+    pipelines = (
+        '[[pipelines]]\nname = "bm25"\nkind = "reference"\n\n[[pipelines]]\nname = "dense"\nkind = "reference"\n'
+    )
     accepted = write(tmp_path, '[gate]\npipelines = ["dense"]\n\n' + pipelines)
     assert load_config(accepted).gate["pipelines"] == ["dense"]
     rejected = write(tmp_path, '[gate]\npipelines = ["dense", "sparse", "hybrid"]\n\n' + pipelines)
-    assert problems(rejected) == [f"{rejected}:2: $.gate.pipelines[1]: expected names of configured pipelines "
-                                  "(bm25, dense), found 'sparse', 'hybrid', not configured"]
+    assert problems(rejected) == [
+        f"{rejected}:2: $.gate.pipelines[1]: expected names of configured pipelines "
+        "(bm25, dense), found 'sparse', 'hybrid', not configured"
+    ]
 
 
 def test_a_gate_only_config_leaves_gated_names_to_the_gate(tmp_path):

@@ -1,5 +1,6 @@
 """The config schema as a source: the gate-defaults table, and line numbers that survive any TOML
 layout. Each generated config records its expected lines while it is written, not by asking the reader."""
+
 import re
 import subprocess
 import sys
@@ -16,9 +17,18 @@ from ragaudit.io.config import SCHEMA, default_config, load_config
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT.parent / "shared" / "SPEC.md"
 
-SPEC_GATE = {"delta_s_max": 0.60, "delta_s_mean_max": 0.40, "coverage_min": 0.70, "coverage_pass_rate": 0.90,
-             "citation_match_min": 0.95, "lambda_convergent_min": 0.80, "lambda_forbid": ["divergent", "chaotic"],
-             "hallucination_max": 0, "max_errors": 0, "pipelines": []}
+SPEC_GATE = {
+    "delta_s_max": 0.60,
+    "delta_s_mean_max": 0.40,
+    "coverage_min": 0.70,
+    "coverage_pass_rate": 0.90,
+    "citation_match_min": 0.95,
+    "lambda_convergent_min": 0.80,
+    "lambda_forbid": ["divergent", "chaotic"],
+    "hallucination_max": 0,
+    "max_errors": 0,
+    "pipelines": [],
+}
 
 
 def test_the_gate_section_keeps_its_shape_and_defaults():
@@ -26,7 +36,8 @@ def test_the_gate_section_keeps_its_shape_and_defaults():
     assert all(isinstance(entry, tuple) and len(entry) == 2 for entry in SCHEMA["gate"].values())
     assert default_config().gate == SPEC_GATE
     assert {k: v for k, (_, v) in SCHEMA["gate"].items() if isinstance(v, float)} == {
-        k: v for k, v in SPEC_GATE.items() if isinstance(v, float)}
+        k: v for k, v in SPEC_GATE.items() if isinstance(v, float)
+    }
 
 
 def test_the_schema_matches_the_spec_table():
@@ -75,7 +86,7 @@ kind = "replay"
 
 
 def test_dotted_keys_inline_tables_and_subtables(tmp_path):
-    text = '''gate.coverage_min = 2
+    text = """gate.coverage_min = 2
 metrics = { k = 0, match_tolerance = 3 }
 pipelines = [
   { name = "inline", kind = "replay", traces = "t" },
@@ -84,7 +95,7 @@ pipelines = [
 
 [lambda]
 "css_min" = 1.5
-'''
+"""
     assert problems(tmp_path, text) == [
         "1: $.gate.coverage_min: expected a number in [0, 1], found number 2",
         "2: $.metrics.k: expected an integer >= 1, found number 0",
@@ -94,7 +105,7 @@ pipelines = [
 
 
 def test_subtables_of_the_nth_pipeline(tmp_path):
-    text = '''[[pipelines]]
+    text = """[[pipelines]]
 name = "a"
 kind = "python"
 factory = "m:f"
@@ -108,19 +119,21 @@ factory = "m:f"
 
 [pipelines.options]
 bad = nan
-'''
+"""
     assert problems(tmp_path, text) == ["14: $.pipelines[1].options.bad: expected a finite number, found number nan"]
 
 
 def test_windows_line_endings(tmp_path):
-    text = '[audit]\r\nworkers = 1\r\n\r\n[[pipelines]]\r\nname = "a"\r\nkind = "replay"\r\ntraces = "t"\r\n\r\n' \
-           '[[pipelines]]\r\nname = "b"\r\nkind = "replay"\r\ntraces = "t"\r\nk = 0\r\n'
+    text = (
+        '[audit]\r\nworkers = 1\r\n\r\n[[pipelines]]\r\nname = "a"\r\nkind = "replay"\r\ntraces = "t"\r\n\r\n'
+        '[[pipelines]]\r\nname = "b"\r\nkind = "replay"\r\ntraces = "t"\r\nk = 0\r\n'
+    )
     assert problems(tmp_path, text) == ["13: $.pipelines[1].k: expected an integer >= 1, found number 0"]
 
 
 FILLERS = ["", "# a comment with [[pipelines]] and [gate]", "   "]
-GOOD_KEYS = ['k = 3', 'timeout_s = 5', 'retriever = "tfidf"', 'chunk_size = 32', 'temperature = 0.1']
-DECOY = ['[audit]', 'gold = """', '[[pipelines]]', 'k = 0', '"""', 'seeds = [1]', '']
+GOOD_KEYS = ["k = 3", "timeout_s = 5", 'retriever = "tfidf"', "chunk_size = 32", "temperature = 0.1"]
+DECOY = ["[audit]", 'gold = """', "[[pipelines]]", "k = 0", '"""', "seeds = [1]", ""]
 
 
 @st.composite
@@ -154,8 +167,11 @@ def test_a_bad_key_is_found_on_its_line_in_any_layout(tmp_path, layout):
 
 
 def test_reading_a_config_imports_no_numerical_library():
-    code = ("import sys; from ragaudit.io.config import load_config; load_config(sys.argv[1]); "
-            "print(sorted(m for m in ('numpy', 'torch', 'sklearn', 'pandas') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "configs" / "default.toml")],
-                         capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; from ragaudit.io.config import load_config; load_config(sys.argv[1]); "
+        "print(sorted(m for m in ('numpy', 'torch', 'sklearn', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "configs" / "default.toml")], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

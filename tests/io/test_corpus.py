@@ -16,10 +16,14 @@ def test_directory_doc_ids_sections_and_rev(corpus):
     assert sorted(corpus.documents) == ["policies", "team/on-call"]
     doc = corpus["policies"]
     assert [s.section_id for s in doc.sections] == [
-        "policies", "policies/security", "policies/security/keys", "policies/security/passwords"]
+        "policies",
+        "policies/security",
+        "policies/security/keys",
+        "policies/security/passwords",
+    ]
     keys = corpus.section("policies", "policies/security/keys")
-    assert doc.text[keys.start:].startswith("### Keys")
-    assert doc.text[keys.end:].startswith("### Passwords")
+    assert doc.text[keys.start :].startswith("### Keys")
+    assert doc.text[keys.end :].startswith("### Passwords")
     assert doc.rev == revision(doc.text) and len(doc.rev) == 12
     assert doc.source_url.startswith("file:///") and doc.source_url.endswith("policies.md")
 
@@ -58,14 +62,27 @@ def test_directory_duplicate_doc_ids(tmp_path):
 
 def test_jsonl_corpus_reports_every_defect(tmp_path):
     path = tmp_path / "corpus.jsonl"
-    path.write_text("\n".join([
-        json.dumps({"doc_id": "a", "text": "alpha beta", "sections": [{"section_id": "s", "start": 0, "end": 5}],
-                    "pages": [[0, 5], [5, 10]], "rev": "r1"}),
-        json.dumps({"doc_id": "a", "text": "again"}),
-        "{not json",
-        json.dumps({"doc_id": 3, "text": "x"}),
-        json.dumps({"doc_id": "b", "text": "short", "sections": [{"section_id": "s", "start": 2, "end": 50}]}),
-    ]) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps(
+                    {
+                        "doc_id": "a",
+                        "text": "alpha beta",
+                        "sections": [{"section_id": "s", "start": 0, "end": 5}],
+                        "pages": [[0, 5], [5, 10]],
+                        "rev": "r1",
+                    }
+                ),
+                json.dumps({"doc_id": "a", "text": "again"}),
+                "{not json",
+                json.dumps({"doc_id": 3, "text": "x"}),
+                json.dumps({"doc_id": "b", "text": "short", "sections": [{"section_id": "s", "start": 2, "end": 50}]}),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError) as caught:
         load_corpus(path)
     messages = [str(p) for p in caught.value.problems]
@@ -78,17 +95,31 @@ def test_jsonl_corpus_reports_every_defect(tmp_path):
 
 def test_jsonl_corpus_fields(tmp_path):
     path = tmp_path / "corpus.jsonl"
-    path.write_text(json.dumps({"doc_id": "a", "text": "alpha beta", "rev": "r1", "pages": [[0, 5], [5, 10]]}) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps({"doc_id": "a", "text": "alpha beta", "rev": "r1", "pages": [[0, 5], [5, 10]]}) + "\n",
+        encoding="utf-8",
+    )
     doc = load_corpus(path)["a"]
     assert doc.rev == "r1" and doc.page_of(7) == 2 and doc.sections[0].section_id == PREAMBLE
 
 
 def test_jsonl_corpus_titles_of_document_and_sections(tmp_path):
     path = tmp_path / "corpus.jsonl"
-    path.write_text(json.dumps({"doc_id": "a", "text": "alpha beta", "title": "Doc", "sections": [
-        {"section_id": "s1", "start": 0, "end": 5, "title": "First"}, {"section_id": "s2", "start": 6, "end": 10}]})
-        + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "doc_id": "a",
+                "text": "alpha beta",
+                "title": "Doc",
+                "sections": [
+                    {"section_id": "s1", "start": 0, "end": 5, "title": "First"},
+                    {"section_id": "s2", "start": 6, "end": 10},
+                ],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     doc = load_corpus(path)["a"]
     assert doc.title == "Doc" and [(s.section_id, s.title) for s in doc.sections] == [("s1", "First"), ("s2", "")]
 
@@ -105,6 +136,7 @@ def test_missing_and_empty_corpus(tmp_path):
 
 # ---- hostile corpora --------------------------------------------------------------------------
 
+
 def corpus_problems(tmp_path, *documents) -> list[str]:
     path = tmp_path / "corpus.jsonl"
     path.write_bytes(b"\n".join(d if isinstance(d, bytes) else json.dumps(d).encode() for d in documents) + b"\n")
@@ -119,9 +151,23 @@ def section(sid, start, end):
 
 def test_sections_must_be_ordered_disjoint_unique_and_inside_the_text(tmp_path):
     text = "0123456789" * 3
-    problems = corpus_problems(tmp_path, {"doc_id": "a", "text": text, "sections": [
-        section("s1", 0, 10), section("s2", 5, 15), section("s1", 10, 20), section("s3", 25, 31),
-        section("s4", 20, 30), section("s5", 2, 4), section("s6", True, 4), section("s7", 0.0, 4)]})
+    problems = corpus_problems(
+        tmp_path,
+        {
+            "doc_id": "a",
+            "text": text,
+            "sections": [
+                section("s1", 0, 10),
+                section("s2", 5, 15),
+                section("s1", 10, 20),
+                section("s3", 25, 31),
+                section("s4", 20, 30),
+                section("s5", 2, 4),
+                section("s6", True, 4),
+                section("s7", 0.0, 4),
+            ],
+        },
+    )
     assert problems == [
         "1: $.sections[1]: expected sections in text order without overlap (starting at or after 10, "
         "the end of 's1'), found [5, 15]",
@@ -135,8 +181,10 @@ def test_sections_must_be_ordered_disjoint_unique_and_inside_the_text(tmp_path):
 
 
 def test_pages_must_be_ordered_disjoint_and_inside_the_text(tmp_path):
-    problems = corpus_problems(tmp_path, {"doc_id": "a", "text": "x" * 20, "pages": [
-        [0, 10], [5, 12], [10, 25], [10, 20], [1.5, 3], "p", [3, 1]]})
+    problems = corpus_problems(
+        tmp_path,
+        {"doc_id": "a", "text": "x" * 20, "pages": [[0, 10], [5, 12], [10, 25], [10, 20], [1.5, 3], "p", [3, 1]]},
+    )
     assert problems == [
         "1: $.pages[1]: expected pages in text order without overlap (starting at or after 10, where the page "
         "before ends), found [5, 12]",
@@ -149,7 +197,9 @@ def test_pages_must_be_ordered_disjoint_and_inside_the_text(tmp_path):
 
 def test_jsonl_corpus_nan_duplicate_keys_and_deep_lines(tmp_path):
     good = {"doc_id": "a", "text": "alpha", "sections": [section("s", 0, 5)]}
-    nan = json.dumps({"doc_id": "b", "text": "beta", "sections": [section("s", 0, 4)]}).replace('"start": 0', '"start": NaN')
+    nan = json.dumps({"doc_id": "b", "text": "beta", "sections": [section("s", 0, 4)]}).replace(
+        '"start": 0', '"start": NaN'
+    )
     dup = b'{"doc_id": "c", "text": "x", "doc_id": "d"}'
     deep = b'{"doc_id": "e", "text": "y", "meta": ' + b'{"k": ' * 2_000 + b"1" + b"}" * 2_000 + b"}"
     assert corpus_problems(tmp_path, good, nan.encode(), dup, deep, b"[1, 2]") == [
@@ -182,6 +232,9 @@ def test_directory_files_that_are_not_utf8_are_located(tmp_path):
 
 def test_a_single_markdown_file_is_not_a_corpus(tmp_path):
     (tmp_path / "a.md").write_text("# A\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"expected a directory of \.md/\.txt files or a corpus\.jsonl, found one "
-                                         r"\.md file"):
+    with pytest.raises(
+        InputError,
+        match=r"expected a directory of \.md/\.txt files or a corpus\.jsonl, found one "
+        r"\.md file",
+    ):
         load_corpus(tmp_path / "a.md")

@@ -9,28 +9,37 @@ SENTENCE = "Hardware keys are rotated every 12 months."
 
 
 def item(qid="K1", **extra) -> dict:
-    return {"qid": qid, "question": "How often are keys rotated?", "doc_id": "policies",
-            "section_id": "policies/security/keys",
-            "anchor": {"start": 10, "end": 10 + len(SENTENCE), "unit": "char", "text": SENTENCE}, **extra}
+    return {
+        "qid": qid,
+        "question": "How often are keys rotated?",
+        "doc_id": "policies",
+        "section_id": "policies/security/keys",
+        "anchor": {"start": 10, "end": 10 + len(SENTENCE), "unit": "char", "text": SENTENCE},
+        **extra,
+    }
 
 
 def read(tmp_path, *lines) -> tuple[list, list[str]]:
     path = tmp_path / "gold.jsonl"
-    path.write_bytes(b"\n".join(line if isinstance(line, bytes) else json.dumps(line).encode() for line in lines)
-                     + b"\n")
+    path.write_bytes(
+        b"\n".join(line if isinstance(line, bytes) else json.dumps(line).encode() for line in lines) + b"\n"
+    )
     items, problems = read_gold(path)
     return items, [str(p).removeprefix(f"{path}:") for p in problems]
 
 
-@pytest.mark.parametrize("start, end, message", [
-    (10.0, 52, "$.anchor.start: expected an integer, found number 10.0"),
-    (True, 52, "$.anchor.start: expected an integer, found boolean true"),
-    (10, "52", "$.anchor.end: expected an integer, found string '52'"),
-    (10, None, "$.anchor.end: expected an integer, found null"),
-    (52, 10, "$.anchor: expected 0 <= start < end, found [52, 10)"),
-    (-1, 10, "$.anchor: expected 0 <= start < end, found [-1, 10)"),
-    (10, [52], "$.anchor.end: expected an integer, found array of 1"),
-])
+@pytest.mark.parametrize(
+    "start, end, message",
+    [
+        (10.0, 52, "$.anchor.start: expected an integer, found number 10.0"),
+        (True, 52, "$.anchor.start: expected an integer, found boolean true"),
+        (10, "52", "$.anchor.end: expected an integer, found string '52'"),
+        (10, None, "$.anchor.end: expected an integer, found null"),
+        (52, 10, "$.anchor: expected 0 <= start < end, found [52, 10)"),
+        (-1, 10, "$.anchor: expected 0 <= start < end, found [-1, 10)"),
+        (10, [52], "$.anchor.end: expected an integer, found array of 1"),
+    ],
+)
 def test_anchor_offsets_of_the_wrong_kind_are_located_problems(tmp_path, start, end, message):
     anchor = {"start": start, "end": end, "unit": "char", "text": SENTENCE}
     items, problems = read(tmp_path, item(), item("K2", anchor=anchor))
@@ -40,10 +49,11 @@ def test_anchor_offsets_of_the_wrong_kind_are_located_problems(tmp_path, start, 
 def test_expected_citation_offsets_are_checked_too(tmp_path):
     cite = {"doc_id": "policies", "start": False, "end": 2.5}
     _, problems = read(tmp_path, item(expected_citations=[cite, "x"]))
-    assert problems == ["1: $.expected_citations[0].start: expected an integer, found boolean false",
-                        "1: $.expected_citations[0].end: expected an integer, found number 2.5",
-                        "1: $.expected_citations[1]: expected a citation object {doc_id, start, end, unit}, "
-                        "found string 'x'"]
+    assert problems == [
+        "1: $.expected_citations[0].start: expected an integer, found boolean false",
+        "1: $.expected_citations[0].end: expected an integer, found number 2.5",
+        "1: $.expected_citations[1]: expected a citation object {doc_id, start, end, unit}, found string 'x'",
+    ]
 
 
 def test_nan_duplicate_keys_deep_nesting_and_wrong_top_level(tmp_path):

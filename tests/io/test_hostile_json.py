@@ -2,6 +2,7 @@
 duplicate keys, wrong top-level types, random bytes and truncated lines. Whatever comes in,
 only located problems may come out (a BadLine, a Problem, an InputError), never another
 exception, and whatever is read can be written back as strict JSON in UTF-8."""
+
 import json
 
 import orjson
@@ -19,26 +20,105 @@ from ragaudit.io.traces import dump_trace, read_trace_file, read_traces
 from ragaudit.types import Corpus, Trace
 from ragaudit.validate import Context, Validator
 
-SETTINGS = settings(max_examples=150, derandomize=True, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=150,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # Keys the readers look for, so that generated objects reach deep into them.
-VOCABULARY = ["qid", "retrieved", "doc_id", "section_id", "snippet_id", "offsets", "start", "end", "unit", "text",
-              "score_norm", "score_raw", "rerank_score", "k_pos", "k_final", "tokens", "window", "answer", "raw",
-              "segments", "citations", "seg", "steps", "confidence_score", "index", "analyzer", "error", "variant",
-              "seed", "question", "anchor", "paraphrases", "expected_citations", "sections", "pages", "cells",
-              "outputs", "data", "text/plain", "response", "summary", "gate", "questions", "schema"]
-TOKENS = [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-2E400", b"9" * 400, b"-" + b"9" * 320,
-          b"18446744073709551616", b'"\\ud800"', b'"x\\udfffy"', b'"\\ud83d\\ude00"', b'"\\u0000\\u001f"',
-          b'"\\u003a"', b'"ragaudit.trace/1"', b'"char"', b'"token"', b"-0", b"1E5", b"0.5", b"true", b"null"]
+VOCABULARY = [
+    "qid",
+    "retrieved",
+    "doc_id",
+    "section_id",
+    "snippet_id",
+    "offsets",
+    "start",
+    "end",
+    "unit",
+    "text",
+    "score_norm",
+    "score_raw",
+    "rerank_score",
+    "k_pos",
+    "k_final",
+    "tokens",
+    "window",
+    "answer",
+    "raw",
+    "segments",
+    "citations",
+    "seg",
+    "steps",
+    "confidence_score",
+    "index",
+    "analyzer",
+    "error",
+    "variant",
+    "seed",
+    "question",
+    "anchor",
+    "paraphrases",
+    "expected_citations",
+    "sections",
+    "pages",
+    "cells",
+    "outputs",
+    "data",
+    "text/plain",
+    "response",
+    "summary",
+    "gate",
+    "questions",
+    "schema",
+]
+TOKENS = [
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e999",
+    b"-2E400",
+    b"9" * 400,
+    b"-" + b"9" * 320,
+    b"18446744073709551616",
+    b'"\\ud800"',
+    b'"x\\udfffy"',
+    b'"\\ud83d\\ude00"',
+    b'"\\u0000\\u001f"',
+    b'"\\u003a"',
+    b'"ragaudit.trace/1"',
+    b'"char"',
+    b'"token"',
+    b"-0",
+    b"1E5",
+    b"0.5",
+    b"true",
+    b"null",
+]
 
-KEYS = st.one_of(st.sampled_from(VOCABULARY), st.text(max_size=4),
-                 st.sampled_from(['"\\ud800"', '"k\\u0065y"', '"a\\u003ab"']).map(lambda raw: ("raw", raw)))
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
-                    st.text(max_size=12), st.sampled_from(TOKENS).map(lambda raw: ("raw", raw.decode())))
-NODES = st.recursive(SCALARS, lambda kids: st.one_of(
-    st.lists(kids, max_size=5).map(lambda items: ("array", items)),
-    st.lists(st.tuples(KEYS, kids), max_size=6).map(lambda pairs: ("object", pairs))), max_leaves=25)
+KEYS = st.one_of(
+    st.sampled_from(VOCABULARY),
+    st.text(max_size=4),
+    st.sampled_from(['"\\ud800"', '"k\\u0065y"', '"a\\u003ab"']).map(lambda raw: ("raw", raw)),
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=12),
+    st.sampled_from(TOKENS).map(lambda raw: ("raw", raw.decode())),
+)
+NODES = st.recursive(
+    SCALARS,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=5).map(lambda items: ("array", items)),
+        st.lists(st.tuples(KEYS, kids), max_size=6).map(lambda pairs: ("object", pairs)),
+    ),
+    max_leaves=25,
+)
 
 
 def render(node, spaced: bool) -> str:
@@ -48,9 +128,16 @@ def render(node, spaced: bool) -> str:
     if isinstance(node, tuple) and node[0] == "array":
         return "[" + (", " if spaced else ",").join(render(n, spaced) for n in node[1]) + "]"
     if isinstance(node, tuple):
-        return "{" + (", " if spaced else ",").join(
-            render(k if isinstance(k, tuple) else json.dumps(k), spaced) + (": " if spaced else ":") + render(v, spaced)
-            for k, v in node[1]) + "}"
+        return (
+            "{"
+            + (", " if spaced else ",").join(
+                render(k if isinstance(k, tuple) else json.dumps(k), spaced)
+                + (": " if spaced else ":")
+                + render(v, spaced)
+                for k, v in node[1]
+            )
+            + "}"
+        )
     return json.dumps(node)  # float infinity renders as Infinity: one more hostile token
 
 
@@ -60,20 +147,28 @@ def deep(depth: int, kind: str) -> bytes:
 
 
 TRACE_LIKE = st.fixed_dictionaries(
-    {"qid": SCALARS, "retrieved": st.lists(st.lists(st.tuples(st.sampled_from(VOCABULARY), NODES), max_size=8)
-                                             .map(lambda pairs: ("object", pairs)), max_size=3)},
+    {
+        "qid": SCALARS,
+        "retrieved": st.lists(
+            st.lists(st.tuples(st.sampled_from(VOCABULARY), NODES), max_size=8).map(lambda pairs: ("object", pairs)),
+            max_size=3,
+        ),
+    },
     optional={"answer": NODES, "steps": NODES, "index": NODES, "variant": SCALARS, "error": NODES},
 ).map(lambda d: ("object", list(d.items())))
 LINES = st.one_of(
     st.tuples(st.one_of(NODES, TRACE_LIKE), st.booleans()).map(lambda t: render(*t).encode()),
     st.tuples(st.integers(200, 3_000), st.sampled_from(["array", "object", "mixed"])).map(lambda t: deep(*t)),
-    st.tuples(TRACE_LIKE, st.integers(0, 400)).map(lambda t: render(t[0], False).encode()[:t[1]]),
+    st.tuples(TRACE_LIKE, st.integers(0, 400)).map(lambda t: render(t[0], False).encode()[: t[1]]),
     st.binary(max_size=80).map(lambda b: b.replace(b"\n", b" ")),
 )
 FILES = st.tuples(st.lists(LINES, min_size=0, max_size=5), st.booleans(), st.booleans()).map(
-    lambda t: (b"\xef\xbb\xbf" if t[2] else b"") + b"\n".join(t[0]) + (b"\n" if t[1] else b""))
+    lambda t: (b"\xef\xbb\xbf" if t[2] else b"") + b"\n".join(t[0]) + (b"\n" if t[1] else b"")
+)
 
-CORPUS = Corpus({"policies": text_document("policies", POLICIES), "team/on-call": text_document("team/on-call", ONCALL)})
+CORPUS = Corpus(
+    {"policies": text_document("policies", POLICIES), "team/on-call": text_document("team/on-call", ONCALL)}
+)
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +220,7 @@ def test_every_reader(workdir, data, expect):
         writable([item.qid, item.question, item.anchor.text, list(item.paraphrases)])
 
     corpus = input_error(lambda: load_corpus(workdir / "corpus.jsonl"))
-    for doc in (corpus.documents.values() if corpus else ()):
+    for doc in corpus.documents.values() if corpus else ():
         doc.text.encode("utf-8")
         assert all(0 <= s.start < s.end <= len(doc.text) for s in doc.sections if s.section_id != "_preamble")
         assert all(a.end <= b.start for a, b in zip(doc.sections, doc.sections[1:]))

@@ -36,6 +36,7 @@ def defect(data: bytes, **kw) -> JsonDefect:
 
 # ---- nesting ----------------------------------------------------------------------------------
 
+
 def test_nesting_up_to_the_limit_is_read_and_one_more_is_a_located_defect():
     value, _ = decode(nested(LIMIT))
     depth = 1
@@ -48,7 +49,12 @@ def test_nesting_up_to_the_limit_is_read_and_one_more_is_a_located_defect():
 
 @pytest.mark.parametrize("depth", [1_024, 1_025, 5_000, 100_000])
 def test_nesting_that_crashed_the_standard_parser_is_a_defect(depth):
-    for data in (nested(depth), b'{"a":' * depth + b"1" + b"}" * depth, b"[" * depth, b'{"a": NaN, "b": ' + nested(depth) + b"}"):
+    for data in (
+        nested(depth),
+        b'{"a":' * depth + b"1" + b"}" * depth,
+        b"[" * depth,
+        b'{"a": NaN, "b": ' + nested(depth) + b"}",
+    ):
         assert "nested at most" in defect(data).message
 
 
@@ -70,24 +76,31 @@ def test_deep_nesting_in_a_whole_file_names_its_line(tmp_path):
 
 # ---- duplicate keys ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, key, path", [
-    ('{"a":1,"a":2}', "a", "$.a"),
-    ('{"a": 1, "b": {"c": [1, {"d": 1, "d": 1}]}}', "d", "$.b.c[1].d"),
-    ('{"a": "x:y", "b": "\\u003a", "b": 2}', "b", "$.b"),       # an escaped colon would hide it from counting
-    ('{"k\\u0061": 1, "ka": 2}', "ka", "$.ka"),                  # the same key, spelt two ways
-    ('{"a": {"a": 1}, "a": {"a": 1}}', "a", "$.a"),
-    ('{"x y": 1, "x y": 2}', "x y", '$["x y"]'),
-])
+
+@pytest.mark.parametrize(
+    "text, key, path",
+    [
+        ('{"a":1,"a":2}', "a", "$.a"),
+        ('{"a": 1, "b": {"c": [1, {"d": 1, "d": 1}]}}', "d", "$.b.c[1].d"),
+        ('{"a": "x:y", "b": "\\u003a", "b": 2}', "b", "$.b"),  # an escaped colon would hide it from counting
+        ('{"k\\u0061": 1, "ka": 2}', "ka", "$.ka"),  # the same key, spelt two ways
+        ('{"a": {"a": 1}, "a": {"a": 1}}', "a", "$.a"),
+        ('{"x y": 1, "x y": 2}', "x y", '$["x y"]'),
+    ],
+)
 def test_duplicate_keys_are_defects_naming_key_and_path(text, key, path):
     found = defect(text.encode())
     assert found.message == f"expected each key once in an object, found {key!r} twice" and found.path == path
 
 
-@pytest.mark.parametrize("text", [
-    '{"a": "x:y:z", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}',
-    '{"a": "\\u003a\\u003A", "b": 1}',
-    '{"url": "file:///a#b:c", "t": "10:00:00", "k\\":": 1}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "x:y:z", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}',
+        '{"a": "\\u003a\\u003A", "b": 1}',
+        '{"url": "file:///a#b:c", "t": "10:00:00", "k\\":": 1}',
+    ],
+)
 def test_no_false_duplicates(text):
     assert decode(text.encode())[0] == json.loads(text)
 
@@ -100,25 +113,50 @@ def test_duplicate_key_in_a_whole_file_names_its_line(tmp_path):
     assert str(caught.value) == f"{path}:4: $.inputs.gold: expected each key once in an object, found 'gold' twice"
 
 
-KEYS = st.sampled_from(["a", "b", "a:", ":", "k\"", "é"])
-SCALARS = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
-                    st.none(), st.text(alphabet="ab:\"\\é \n", max_size=6))
-TREES = st.recursive(SCALARS, lambda kids: st.one_of(
-    st.lists(kids, max_size=4).map(lambda items: ("array", items)),
-    st.lists(st.tuples(KEYS, kids), max_size=4).map(lambda pairs: ("object", pairs))), max_leaves=12)
+KEYS = st.sampled_from(["a", "b", "a:", ":", 'k"', "é"])
+SCALARS = st.one_of(
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.text(alphabet='ab:"\\é \n', max_size=6),
+)
+TREES = st.recursive(
+    SCALARS,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4).map(lambda items: ("array", items)),
+        st.lists(st.tuples(KEYS, kids), max_size=4).map(lambda pairs: ("object", pairs)),
+    ),
+    max_leaves=12,
+)
 
 
 def render(node, *, item: str, colon: str, ascii_only: bool, escape_colons: bool) -> str:
     """JSON text of a tree whose objects are pair lists, so that a key may occur twice."""
+
     def string(value: str) -> str:
         text = json.dumps(value, ensure_ascii=ascii_only)
         return text.replace(":", "\\u003a") if escape_colons else text
+
     if isinstance(node, tuple) and node[0] == "array":
-        return "[" + item.join(render(k, item=item, colon=colon, ascii_only=ascii_only, escape_colons=escape_colons)
-                               for k in node[1]) + "]"
+        return (
+            "["
+            + item.join(
+                render(k, item=item, colon=colon, ascii_only=ascii_only, escape_colons=escape_colons) for k in node[1]
+            )
+            + "]"
+        )
     if isinstance(node, tuple):
-        return "{" + item.join(string(k) + colon + render(v, item=item, colon=colon, ascii_only=ascii_only,
-                                                          escape_colons=escape_colons) for k, v in node[1]) + "}"
+        return (
+            "{"
+            + item.join(
+                string(k)
+                + colon
+                + render(v, item=item, colon=colon, ascii_only=ascii_only, escape_colons=escape_colons)
+                for k, v in node[1]
+            )
+            + "}"
+        )
     return string(node) if isinstance(node, str) else json.dumps(node)
 
 
@@ -128,6 +166,7 @@ def has_duplicate(text: str) -> bool:
     def pairs(items):
         found.append(len({k for k, _ in items}) < len(items))
         return dict(items)
+
     json.loads(text, object_pairs_hook=pairs)
     return any(found)
 
@@ -144,8 +183,18 @@ def test_duplicate_detection_agrees_with_the_standard_parser(tree, item, colon, 
 
 # ---- NaN, Infinity and numbers beyond a double --------------------------------------------------
 
-@pytest.mark.parametrize("token, found", [("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"),
-                                          ("1e999", "1e999"), ("-2.5E400", "-2.5E400"), ("9" * 400, "9" * 21 + "...")])
+
+@pytest.mark.parametrize(
+    "token, found",
+    [
+        ("NaN", "NaN"),
+        ("Infinity", "Infinity"),
+        ("-Infinity", "-Infinity"),
+        ("1e999", "1e999"),
+        ("-2.5E400", "-2.5E400"),
+        ("9" * 400, "9" * 21 + "..."),
+    ],
+)
 def test_non_finite_numbers(token, found):
     data = ('{"a": [1, {"b": %s}]}' % token).encode()
     strict = defect(data)
@@ -154,13 +203,15 @@ def test_non_finite_numbers(token, found):
     assert value == {"a": [1, {"b": None}]}
     [note] = notes
     assert note.path == "$.a[1].b" and note.expected == "a finite number"
-    assert note.found == {"NaN": "NaN", "-Infinity": "-Infinity"}.get(token, "-Infinity" if token[0] == "-" else "Infinity")
+    assert note.found == {"NaN": "NaN", "-Infinity": "-Infinity"}.get(
+        token, "-Infinity" if token[0] == "-" else "Infinity"
+    )
 
 
 def test_large_but_finite_numbers_are_kept_alike_on_both_paths():
     big = "9" * 300
-    expected = [float(big), 1e308, 5e-324, 2**64 - 1, float(2**64), -2**63]
-    text = f"[{big}, 1e308, 5e-324, {2**64 - 1}, {2**64}, {-2**63}"
+    expected = [float(big), 1e308, 5e-324, 2**64 - 1, float(2**64), -(2**63)]
+    text = f"[{big}, 1e308, 5e-324, {2**64 - 1}, {2**64}, {-(2**63)}"
     fast = decode(f"{text}]".encode())
     slow = decode(f"{text}, NaN]".encode(), finite=False)
     assert fast == (expected, ()) and slow[0] == expected + [None]
@@ -185,12 +236,13 @@ def test_dump_line_refuses_to_write_nan():
 
 # ---- lone surrogates --------------------------------------------------------------------------
 
+
 def test_lone_surrogates_become_replacement_characters_with_a_note():
     value, notes = decode(b'{"a": "x\\ud800y", "\\udfffk": ["\\ud83d\\ude00", "\\udc00"]}')
-    assert value == {"a": "x\ufffdy", "\ufffdk": ["\U0001F600", "\ufffd"]}
+    assert value == {"a": "x\ufffdy", "\ufffdk": ["\U0001f600", "\ufffd"]}
     assert list(value) == ["a", "\ufffdk"]  # key order kept
     assert notes == (
-        FieldError('$.a', "Unicode text", "lone surrogate U+D800 (read as U+FFFD)"),
+        FieldError("$.a", "Unicode text", "lone surrogate U+D800 (read as U+FFFD)"),
         FieldError('$["\ufffdk"]', "Unicode text", "a key with lone surrogate U+DFFF (read as U+FFFD)"),
         FieldError('$["\ufffdk"][1]', "Unicode text", "lone surrogate U+DC00 (read as U+FFFD)"),
     )
@@ -227,6 +279,7 @@ def test_scrub_survives_cycles_and_depth():
 
 # ---- whole files --------------------------------------------------------------------------------
 
+
 def test_read_json_file_reads_objects_and_honours_expect(tmp_path):
     path = tmp_path / "r.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"summary": {"x": 1}}).encode() + b"\n")
@@ -236,15 +289,18 @@ def test_read_json_file_reads_objects_and_honours_expect(tmp_path):
     assert read_json_file(path, what="anything", expect=object) == [1, 2]
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"[]", "expected a report object, found an array"),
-    (b'"text"', "expected a report object, found a string"),
-    (b"null", "expected a report object, found null"),
-    (b"true", "expected a report object, found a boolean"),
-    (b"3", "expected a report object, found an integer"),
-    (b"", "expected a report in JSON, found an empty file"),
-    (b" \n\n", "expected a report in JSON, found an empty file"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"[]", "expected a report object, found an array"),
+        (b'"text"', "expected a report object, found a string"),
+        (b"null", "expected a report object, found null"),
+        (b"true", "expected a report object, found a boolean"),
+        (b"3", "expected a report object, found an integer"),
+        (b"", "expected a report in JSON, found an empty file"),
+        (b" \n\n", "expected a report in JSON, found an empty file"),
+    ],
+)
 def test_read_json_file_top_level(tmp_path, content, message):
     path = tmp_path / "report.json"
     path.write_bytes(content)
@@ -253,11 +309,14 @@ def test_read_json_file_top_level(tmp_path, content, message):
     assert str(caught.value) == f"{path}: {message}"
 
 
-@pytest.mark.parametrize("content, message", [
-    (b'{\n  "a": 1,\n  "b": \n}', "4: expected a JSON value, found invalid JSON (Expecting value at column 1)"),
-    (b'{\n  "a": "\xff"\n}', "2: expected UTF-8 text, found byte 0xff at column 9"),
-    (b'{\n  "a": [1, 2', "2: expected a JSON value, found invalid JSON (Expecting ',' delimiter at column 13)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'{\n  "a": 1,\n  "b": \n}', "4: expected a JSON value, found invalid JSON (Expecting value at column 1)"),
+        (b'{\n  "a": "\xff"\n}', "2: expected UTF-8 text, found byte 0xff at column 9"),
+        (b'{\n  "a": [1, 2', "2: expected a JSON value, found invalid JSON (Expecting ',' delimiter at column 13)"),
+    ],
+)
 def test_read_json_file_locates_bad_content(tmp_path, content, message):
     path = tmp_path / "report.json"
     path.write_bytes(content)
@@ -275,9 +334,12 @@ def test_read_json_file_missing_and_directory(tmp_path):
 
 # ---- lines ----------------------------------------------------------------------------------------
 
+
 def test_lines_go_on_after_every_kind_of_defect(tmp_path):
     path = tmp_path / "x.jsonl"
-    path.write_bytes(b"\xef\xbb\xbf{\"a\": 1}\n" + nested(2_000) + b'\n{"a": NaN}\n{"a":1,"a":2}\n\n{"b": "\\ud800"}\n[1,')
+    path.write_bytes(
+        b'\xef\xbb\xbf{"a": 1}\n' + nested(2_000) + b'\n{"a": NaN}\n{"a":1,"a":2}\n\n{"b": "\\ud800"}\n[1,'
+    )
     items = list(iter_json_lines(path))
     assert [n for n, _ in items] == [1, 2, 3, 4, 6, 7]
     assert items[0][1] == {"a": 1} and items[4][1] == {"b": "\ufffd"}
@@ -300,8 +362,10 @@ def test_orjson_and_the_fallback_give_the_same_values():
 # ---- byte ranges ------------------------------------------------------------------------------------
 
 # Every way a line can end or be empty, a byte order mark, a defect and a torn last line.
-RANGED = (b'\xef\xbb\xbf{"a": 1}\r\n\n{"b": [1, 2]}\n   \n{"c": "x\\ny"}\r\n{"d": NaN}\nnot json\r\n\r\n'
-          b'{"e": {"f": "\\u003a"}}\n{"g":1,"g":2}\n{"h": "\xc3\xa9"}\n{"i": tru')
+RANGED = (
+    b'\xef\xbb\xbf{"a": 1}\r\n\n{"b": [1, 2]}\n   \n{"c": "x\\ny"}\r\n{"d": NaN}\nnot json\r\n\r\n'
+    b'{"e": {"f": "\\u003a"}}\n{"g":1,"g":2}\n{"h": "\xc3\xa9"}\n{"i": tru'
+)
 
 
 def read_in_ranges(path, cuts: list[int]) -> tuple[list, int]:

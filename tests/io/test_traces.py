@@ -34,12 +34,15 @@ def test_answer_citations_and_raw_key_order(valid_trace):
     assert parse_trace(valid_trace).answer.citations == ("x", "y")
 
 
-@pytest.mark.parametrize("line,message", [
-    ("[1, 2]", "expected a trace object, found array of 2"),
-    ('{"schema": "other/2", "qid": "q"}', "expected schema 'ragaudit.trace/1', found string 'other/2'"),
-    ('{"retrieved": []}', "expected a trace object with a string qid, found no qid"),
-    ('{"qid": "q", "retrieved": {}}', "expected retrieved to be an array of payloads, found object"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("[1, 2]", "expected a trace object, found array of 2"),
+        ('{"schema": "other/2", "qid": "q"}', "expected schema 'ragaudit.trace/1', found string 'other/2'"),
+        ('{"retrieved": []}', "expected a trace object with a string qid, found no qid"),
+        ('{"qid": "q", "retrieved": {}}', "expected retrieved to be an array of payloads, found object"),
+    ],
+)
 def test_not_a_trace_object(line, message):
     bad = parse_trace(json.loads(line), file="f", line=3)
     assert isinstance(bad, BadLine) and bad.message == message and bad.line == 3
@@ -85,8 +88,11 @@ def test_non_utf8_line(tmp_path):
 
 # ---- hostile JSON in trace files ----------------------------------------------------------------
 
+
 def write_lines(path, *lines) -> None:
-    path.write_bytes(b"\n".join(line if isinstance(line, bytes) else json.dumps(line).encode() for line in lines) + b"\n")
+    path.write_bytes(
+        b"\n".join(line if isinstance(line, bytes) else json.dumps(line).encode() for line in lines) + b"\n"
+    )
 
 
 def test_deep_nesting_is_a_malformed_record_and_the_rest_is_checked(tmp_path, valid_trace):
@@ -97,12 +103,16 @@ def test_deep_nesting_is_a_malformed_record_and_the_rest_is_checked(tmp_path, va
     issues = list(validator.check_files([path]))
     assert validator.records == 3
     assert [(i.code, i.line, i.message) for i in issues] == [
-        ("malformed_record", 2, "expected JSON nested at most 254 deep, found deeper")]
+        ("malformed_record", 2, "expected JSON nested at most 254 deep, found deeper")
+    ]
 
 
 def test_nan_in_a_number_field_is_wrong_type_and_dropped(tmp_path, valid_trace):
-    line = json.dumps(valid_trace).replace('"score_norm": 0.9', '"score_norm": NaN').replace(
-        '"score_raw": 9.0', '"score_raw": Infinity')
+    line = (
+        json.dumps(valid_trace)
+        .replace('"score_norm": 0.9', '"score_norm": NaN')
+        .replace('"score_raw": 9.0', '"score_raw": Infinity')
+    )
     assert "NaN" in line and "Infinity" in line
     path = tmp_path / "t.jsonl"
     path.write_text(line + "\n", encoding="utf-8")
@@ -111,7 +121,8 @@ def test_nan_in_a_number_field_is_wrong_type_and_dropped(tmp_path, valid_trace):
     assert payload.score_norm is None and payload.score_raw is None
     assert [(e.path, e.expected, e.found) for e in trace.field_errors] == [
         ("$.retrieved[0].score_norm", "a finite number", "NaN"),
-        ("$.retrieved[0].score_raw", "a finite number", "Infinity")]
+        ("$.retrieved[0].score_raw", "a finite number", "Infinity"),
+    ]
     messages = [(i.code, i.path, i.message) for i in validate_trace(trace)]
     assert ("wrong_type", "$.retrieved[0].score_norm", "expected a finite number, found NaN") in messages
     written = dump_trace(trace)
@@ -124,7 +135,9 @@ def test_nan_from_a_pipeline_object_is_caught_at_parse_time(valid_trace):
     valid_trace["retrieved"][1]["window"] = {"pre": float("-inf")}
     trace = parse_trace(valid_trace)
     assert [(e.path, e.found) for e in trace.field_errors] == [
-        ("$.retrieved[0].offsets.start", "NaN"), ("$.retrieved[1].window.pre", "-Infinity")]
+        ("$.retrieved[0].offsets.start", "NaN"),
+        ("$.retrieved[1].window.pre", "-Infinity"),
+    ]
     assert valid_trace["retrieved"][0]["offsets"]["start"] != valid_trace["retrieved"][0]["offsets"]["start"]
     orjson.loads(dump_trace(trace))  # strict JSON
 
@@ -149,13 +162,24 @@ def test_duplicate_key_is_a_malformed_record(tmp_path, valid_trace):
     bad, good = list(read_traces(path))
     assert isinstance(bad, BadLine) and isinstance(good, Trace)
     assert (bad.line, bad.path, bad.message) == (
-        1, "$.retrieved[0].doc_id", "expected each key once in an object, found 'doc_id' twice")
+        1,
+        "$.retrieved[0].doc_id",
+        "expected each key once in an object, found 'doc_id' twice",
+    )
 
 
 def test_every_payload_field_lands_in_its_own_attribute(valid_trace):
     raw = valid_trace["retrieved"][0]
-    raw.update(window={"pre": 1, "post": 2}, page=3, score_raw=4.5, score_norm=0.5, rerank_score=6.5, k_pos=7,
-               k_final=1, text="Hardware keys are rotated every 12 months.")
+    raw.update(
+        window={"pre": 1, "post": 2},
+        page=3,
+        score_raw=4.5,
+        score_norm=0.5,
+        rerank_score=6.5,
+        k_pos=7,
+        k_final=1,
+        text="Hardware keys are rotated every 12 months.",
+    )
     payload = parse_trace(valid_trace).retrieved[0]
     for key, value in raw.items():
         got = getattr(payload, key)

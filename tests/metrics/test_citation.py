@@ -1,4 +1,5 @@
 """Hand-computed fixtures for each formula, and a cross-check of the retrieval metrics with ir_measures."""
+
 import ir_measures
 import pytest
 from helpers import ANCHOR, ITEM, KEYS_SENTENCE, POLICIES
@@ -17,15 +18,25 @@ def view(trace: dict, item=ITEM, corpus=None, k=5) -> RunView:
 
 
 def scores(run: RunView) -> dict:
-    return {name: getattr(citation, fn)(run) for name, fn in (
-        ("coverage", "coverage"), ("match", "citation_match"), ("precision", "citation_precision"),
-        ("recall", "citation_recall"), ("hit", "hit_at_k"), ("recall@k", "recall_at_k"), ("mrr", "mrr"),
-        ("ndcg", "ndcg_at_10"))}
+    return {
+        name: getattr(citation, fn)(run)
+        for name, fn in (
+            ("coverage", "coverage"),
+            ("match", "citation_match"),
+            ("precision", "citation_precision"),
+            ("recall", "citation_recall"),
+            ("hit", "hit_at_k"),
+            ("recall@k", "recall_at_k"),
+            ("mrr", "mrr"),
+            ("ndcg", "ndcg_at_10"),
+        )
+    }
 
 
 def test_perfect_run(valid_trace):
-    assert scores(view(valid_trace)) == {k: 1.0 for k in
-                                         ("coverage", "match", "precision", "recall", "hit", "recall@k", "mrr", "ndcg")}
+    assert scores(view(valid_trace)) == {
+        k: 1.0 for k in ("coverage", "match", "precision", "recall", "hit", "recall@k", "mrr", "ndcg")
+    }
 
 
 def test_citing_the_decoy(valid_trace):
@@ -42,8 +53,9 @@ def test_partial_overlap_coverage(valid_trace):
 
 
 def test_overlapping_citations_are_not_double_counted(valid_trace):
-    valid_trace["retrieved"][1].update(offsets={"start": ANCHOR.start, "end": ANCHOR.start + 20, "unit": "char"},
-                                       section_id="policies/security/keys")
+    valid_trace["retrieved"][1].update(
+        offsets={"start": ANCHOR.start, "end": ANCHOR.start + 20, "unit": "char"}, section_id="policies/security/keys"
+    )
     valid_trace["answer"]["segments"][0]["citations"] = ["pol-keys-1", "pol-pw-1"]
     assert citation.coverage(view(valid_trace)) == 1.0
 
@@ -63,8 +75,14 @@ def test_match_needs_every_citation_retrieved(valid_trace):
 
 
 def test_match_by_expected_snippet_id(valid_trace):
-    item = GoldItem(ITEM.qid, ITEM.question, ITEM.doc_id, ITEM.section_id, ITEM.anchor,
-                    expected_citations=(ExpectedCitation("policies", Span(0, 5), "pol-keys-1"),))
+    item = GoldItem(
+        ITEM.qid,
+        ITEM.question,
+        ITEM.doc_id,
+        ITEM.section_id,
+        ITEM.anchor,
+        expected_citations=(ExpectedCitation("policies", Span(0, 5), "pol-keys-1"),),
+    )
     valid_trace["retrieved"][0]["offsets"] = {"start": 400, "end": 420, "unit": "char"}
     assert citation.citation_match(view(valid_trace, item)) == 1.0
 
@@ -83,8 +101,14 @@ def test_empty_run_scores_zero(valid_trace):
 
 def test_rank_two_and_unretrieved_gold(valid_trace):
     valid_trace["retrieved"].reverse()
-    item = GoldItem(ITEM.qid, ITEM.question, ITEM.doc_id, ITEM.section_id, ITEM.anchor, expected_citations=(
-        ExpectedCitation("policies", ANCHOR), ExpectedCitation("team/on-call", Span(0, 10))))
+    item = GoldItem(
+        ITEM.qid,
+        ITEM.question,
+        ITEM.doc_id,
+        ITEM.section_id,
+        ITEM.anchor,
+        expected_citations=(ExpectedCitation("policies", ANCHOR), ExpectedCitation("team/on-call", Span(0, 10))),
+    )
     got = scores(view(valid_trace, item))
     assert got["mrr"] == 0.5 and got["recall@k"] == 0.5 and got["recall"] == 0.5
     assert got["ndcg"] == pytest.approx((1 / 1.5849625007211563) / (1 + 1 / 1.5849625007211563))
@@ -92,6 +116,7 @@ def test_rank_two_and_unretrieved_gold(valid_trace):
 
 def test_token_units_are_reconciled_with_the_corpus(valid_trace, corpus):
     from ragaudit.analyzers import ANALYZERS
+
     spans = ANALYZERS["lowercase"].spans(POLICIES)
     first = next(i for i, (a, _) in enumerate(spans) if a == ANCHOR.start)
     valid_trace["retrieved"][0]["offsets"] = {"start": first, "end": first + 7, "unit": "token"}  # 7 words
@@ -109,11 +134,22 @@ spans = st.tuples(st.integers(0, 300), st.integers(1, 40)).map(lambda t: (t[0], 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(spans, min_size=0, max_size=12), st.lists(spans, min_size=1, max_size=3), st.integers(1, 6))
 def test_retrieval_metrics_agree_with_ir_measures(retrieved, gold_spans, k):
-    trace = {"qid": "q", "retrieved": [
-        {"doc_id": "d", "section_id": "s", "snippet_id": f"s{i}", "offsets": list(s), "score_norm": 1.0 - i / 100}
-        for i, s in enumerate(retrieved)], "answer": None}
-    item = GoldItem("q", "q", "d", "s", Anchor(Span(*gold_spans[0]), "x"),
-                    expected_citations=tuple(ExpectedCitation("d", Span(*g)) for g in gold_spans))
+    trace = {
+        "qid": "q",
+        "retrieved": [
+            {"doc_id": "d", "section_id": "s", "snippet_id": f"s{i}", "offsets": list(s), "score_norm": 1.0 - i / 100}
+            for i, s in enumerate(retrieved)
+        ],
+        "answer": None,
+    }
+    item = GoldItem(
+        "q",
+        "q",
+        "d",
+        "s",
+        Anchor(Span(*gold_spans[0]), "x"),
+        expected_citations=tuple(ExpectedCitation("d", Span(*g)) for g in gold_spans),
+    )
     run = RunView(parse_trace(trace), item, None, k, 30)
     rels, _ = run.relevance
     matched = {i for p in run.trace.retrieved for i in run.overlapping(p)}

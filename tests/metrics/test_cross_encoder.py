@@ -1,4 +1,5 @@
 """The pluggable support model, on tiny randomly initialised CrossEncoders built here: plumbing, not quality."""
+
 import importlib.util
 import json
 import math
@@ -18,9 +19,11 @@ from ragaudit.metrics.support import (
     make_support_scorer,
 )
 
-WORDS = ("hardware keys are rotated every twelve months by the security team policy administrators keep two "
-         "registered lost reported to service desk within one day cafeteria serves tomato soup on fridays "
-         "passwords ninety days reuse is blocked").split()
+WORDS = (
+    "hardware keys are rotated every twelve months by the security team policy administrators keep two "
+    "registered lost reported to service desk within one day cafeteria serves tomato soup on fridays "
+    "passwords ninety days reuse is blocked"
+).split()
 SEGMENT = "hardware keys are rotated every twelve months"
 CITED = ["policy keys are rotated every twelve months", "the cafeteria serves tomato soup on fridays"]
 NLI_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
@@ -34,13 +37,22 @@ def _build(folder, num_labels: int, id2label: dict | None = None, *, head: bool 
         BertModel,
         BertTokenizer,
     )
+
     folder.mkdir(parents=True)
     vocab = folder.parent / f"{folder.name}-vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n", encoding="utf-8")
     labels = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
-    config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=num_labels,
-                        id2label=labels, label2id={v: k for k, v in labels.items()})
+    config = BertConfig(
+        vocab_size=5 + len(WORDS),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        num_labels=num_labels,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+    )
     torch.manual_seed(seed)
     model = (BertForSequenceClassification if head else BertModel)(config)
     model.save_pretrained(folder)
@@ -64,6 +76,7 @@ def _logits(folder, pairs: list[tuple[str, str]]) -> np.ndarray:
     """The model's logits computed with transformers directly, independently of the scorer."""
     import torch
     from transformers import BertForSequenceClassification, BertTokenizer
+
     tokenizer = BertTokenizer.from_pretrained(folder, local_files_only=True)
     model = BertForSequenceClassification.from_pretrained(folder, local_files_only=True).eval()
     with torch.no_grad():
@@ -79,6 +92,7 @@ def _inputs(segment, cited):
 def no_network(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the scorer tried to reach the network")
+
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
 
@@ -138,10 +152,13 @@ def test_no_model_gives_the_bundled_scorer(tmp_path):
     shipped = json.loads(PARAMS_PATH.read_text())
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps({**shipped, "intercept": shipped["intercept"] + 1.0}))
-    assert make_support_scorer(None, params=str(edited), encoder=encoder).params["intercept"] == shipped["intercept"] + 1.0
+    assert (
+        make_support_scorer(None, params=str(edited), encoder=encoder).params["intercept"] == shipped["intercept"] + 1.0
+    )
     calibration = tmp_path / "cross-encoder.json"
-    calibration.write_text(json.dumps({"schema": "ragaudit.support_params/1", "kind": "cross-encoder",
-                                       "intercept": 0.0, "slope": 1.0}))
+    calibration.write_text(
+        json.dumps({"schema": "ragaudit.support_params/1", "kind": "cross-encoder", "intercept": 0.0, "slope": 1.0})
+    )
     with pytest.raises(InputError, match="cross-encoder.json: expected support params for the bundled scorer"):
         make_support_scorer(None, params=str(calibration))
 
@@ -189,14 +206,30 @@ def test_the_calibration_script_writes_params_the_scorer_reads(models, tmp_path,
     # six questions in three fields, each with supported and unsupported claims, in ExpertQA's shape
     records = []
     for q in range(6):
-        claims = [{"claim_string": SEGMENT, "evidence": [f"[1] https://example.org/{q}\n\n{CITED[0]}"],
-                   "support": "Complete"},
-                  {"claim_string": "passwords ninety days reuse is blocked",
-                   "evidence": [f"[2] https://x/{q}\n\n{CITED[1]}"], "support": "Incomplete" if q % 2 else "Partial"},
-                  {"claim_string": "the security team keeps two keys", "evidence": ["[3] https://only-a-url"],
-                   "support": "Complete"}]
-        records.append({"question": f"question {q}", "metadata": {"field": ["Law", "Music", "Biology"][q % 3]},
-                        "answers": {"system": {"claims": claims}}})
+        claims = [
+            {
+                "claim_string": SEGMENT,
+                "evidence": [f"[1] https://example.org/{q}\n\n{CITED[0]}"],
+                "support": "Complete",
+            },
+            {
+                "claim_string": "passwords ninety days reuse is blocked",
+                "evidence": [f"[2] https://x/{q}\n\n{CITED[1]}"],
+                "support": "Incomplete" if q % 2 else "Partial",
+            },
+            {
+                "claim_string": "the security team keeps two keys",
+                "evidence": ["[3] https://only-a-url"],
+                "support": "Complete",
+            },
+        ]
+        records.append(
+            {
+                "question": f"question {q}",
+                "metadata": {"field": ["Law", "Music", "Biology"][q % 3]},
+                "answers": {"system": {"claims": claims}},
+            }
+        )
     data = tmp_path / "claims.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     out = tmp_path / "ce.json"
@@ -221,7 +254,9 @@ def test_a_run_scores_support_with_the_configured_cross_encoder(models, tmp_path
     from helpers import BM25, invoke, run_dir_of, write_config
 
     config = write_config(tmp_path, BM25, items=2, seeds="[1]")
-    config.write_text(config.read_text().replace("[embedder]", f'[support]\nmodel = "{models["reranker"]}"\n\n[embedder]'))
+    config.write_text(
+        config.read_text().replace("[embedder]", f'[support]\nmodel = "{models["reranker"]}"\n\n[embedder]')
+    )
     result = invoke("run", config, "--no-gate")
     assert result.exit_code == 0, result.output
     report = _json.loads((run_dir_of(result) / "report.json").read_text())

@@ -47,8 +47,11 @@ def test_hashing_encoder_is_deterministic_and_normalised():
 @pytest.mark.model
 def test_real_model_delta_s():
     encoder = SentenceTransformerEncoder()
-    d = delta_s_pairs(encoder, ["How often are hardware keys rotated?", "How often are hardware keys rotated?"],
-                      ["How often are hardware keys rotated?", "The cafeteria serves soup on Fridays."])
+    d = delta_s_pairs(
+        encoder,
+        ["How often are hardware keys rotated?", "How often are hardware keys rotated?"],
+        ["How often are hardware keys rotated?", "The cafeteria serves soup on Fridays."],
+    )
     assert d[0] == pytest.approx(0.0, abs=1e-5)
     assert 0.6 < d[1] <= 1.0
     vectors = encoder.encode(["a", "b"])
@@ -89,6 +92,7 @@ class _FolderEncoder(HashingEncoder):
 
 def test_the_cache_tells_apart_two_models_in_folders_of_the_same_name(tmp_path):
     from ragaudit.metrics.embed import CachedEncoder
+
     a, b = tmp_path / "one" / "model", tmp_path / "two" / "model"
     for folder, weights in ((a, b"\x01" * 64), (b, b"\x02" * 64)):
         folder.mkdir(parents=True)
@@ -120,6 +124,7 @@ class _Recording(HashingEncoder):
 
 def test_misses_are_encoded_in_one_call_longest_first_and_written_in_one_transaction(tmp_path):
     from ragaudit.metrics.embed import CachedEncoder
+
     inner = _Recording()
     cache = CachedEncoder(inner, tmp_path / "e.sqlite")
     statements = []
@@ -138,6 +143,7 @@ def test_misses_are_encoded_in_one_call_longest_first_and_written_in_one_transac
 
 def test_each_text_is_hashed_once_when_missed_and_never_when_warm(tmp_path, monkeypatch):
     from ragaudit.metrics import embed
+
     hashed = []
     real = embed._sha
     monkeypatch.setattr(embed, "_sha", lambda text: hashed.append(text) or real(text))
@@ -178,9 +184,12 @@ def test_a_failed_write_leaves_no_row_of_the_call(tmp_path):
     import sqlite3
 
     from ragaudit.metrics.embed import CachedEncoder, _sha
+
     cache = CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
-    cache._db.execute(f"CREATE TRIGGER full BEFORE INSERT ON vectors WHEN NEW.sha = '{_sha('bb')}' "
-                      "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    cache._db.execute(
+        f"CREATE TRIGGER full BEFORE INSERT ON vectors WHEN NEW.sha = '{_sha('bb')}' "
+        "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    )
     with pytest.raises(sqlite3.IntegrityError, match="disk full"):
         cache.encode(["aaa", "bb"])  # "aaa" is written first, then "bb" fails
     assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (0,)

@@ -1,5 +1,6 @@
 """The evaluation of whole runs: errored runs count, anchor agreement decides correctness, λ by
 section-level css, accept = "any" items, both ΔS readings and the unit_mismatch note."""
+
 import copy
 import dataclasses
 
@@ -17,9 +18,14 @@ ENCODER = HashingEncoder()
 ADMINS = "Administrators keep two registered keys."
 SEV1 = "A SEV1 page must be acknowledged within 5 minutes."
 KEYS_AT = POLICIES.index(KEYS_SENTENCE)
-ITEM = GoldItem("SEC-KEYS-1", "How often are hardware keys rotated?", "policies", "policies/security/keys",
-                Anchor(Span(KEYS_AT, KEYS_AT + len(KEYS_SENTENCE)), KEYS_SENTENCE),
-                paraphrases=("What is the rotation period for hardware keys?", "When are hardware keys replaced?"))
+ITEM = GoldItem(
+    "SEC-KEYS-1",
+    "How often are hardware keys rotated?",
+    "policies",
+    "policies/security/keys",
+    Anchor(Span(KEYS_AT, KEYS_AT + len(KEYS_SENTENCE)), KEYS_SENTENCE),
+    paraphrases=("What is the rotation period for hardware keys?", "When are hardware keys replaced?"),
+)
 
 
 def run(valid_trace, variant=0, seed=1, **changes):
@@ -31,11 +37,16 @@ def run(valid_trace, variant=0, seed=1, **changes):
 def answered(valid_trace, sentence, **kw):
     """The valid trace with its answer stating `sentence`, citing the whole keys section."""
     trace = copy.deepcopy(valid_trace)
-    section = POLICIES[KEYS_AT:POLICIES.index(ADMINS) + len(ADMINS)]
-    trace["retrieved"][0].update(offsets={"start": KEYS_AT, "end": KEYS_AT + len(section), "unit": "char"},
-                                 text=section, tokens=len(section.split()))
-    trace["answer"] = {"text": f"{sentence} [pol-keys-1]", "segments": [{"seg": 1, "text": sentence,
-                                                                       "citations": ["pol-keys-1"]}]}
+    section = POLICIES[KEYS_AT : POLICIES.index(ADMINS) + len(ADMINS)]
+    trace["retrieved"][0].update(
+        offsets={"start": KEYS_AT, "end": KEYS_AT + len(section), "unit": "char"},
+        text=section,
+        tokens=len(section.split()),
+    )
+    trace["answer"] = {
+        "text": f"{sentence} [pol-keys-1]",
+        "segments": [{"seg": 1, "text": sentence, "citations": ["pol-keys-1"]}],
+    }
     return run(trace, **kw)
 
 
@@ -71,8 +82,10 @@ def test_an_answer_with_a_changed_number_is_not_correct_and_hallucinates(valid_t
 
 def test_errored_runs_lower_every_rate(valid_trace, corpus):
     good = every_run(valid_trace, KEYS_SENTENCE)[:2]
-    failed = [run(valid_trace, variant=1, error="TimeoutError: no answer in 30 s", retrieved=[], answer=None),
-              run(valid_trace, variant=2, retrieved=[], answer=None)]  # empty citations count as failed too
+    failed = [
+        run(valid_trace, variant=1, error="TimeoutError: no answer in 30 s", retrieved=[], answer=None),
+        run(valid_trace, variant=2, retrieved=[], answer=None),
+    ]  # empty citations count as failed too
     clean = evaluated(good, corpus).pipelines["bm25-k5"]
     mixed = evaluated(good + failed, corpus)
     worse = mixed.pipelines["bm25-k5"]
@@ -102,14 +115,27 @@ def test_delta_s_readings(valid_trace, corpus):
 def test_accept_any_matches_one_alternative(valid_trace, corpus):
     on_call = corpus["team/on-call"].text
     sev1 = Span(on_call.index(SEV1), on_call.index(SEV1) + len(SEV1))
-    item = GoldItem(ITEM.qid, "What must happen fast?", "policies", "policies/security/keys", ITEM.anchor,
-                    expected_citations=(ExpectedCitation("policies", ITEM.anchor.span),
-                                        ExpectedCitation("team/on-call", sev1, section_id="on-call/paging")),
-                    accept="any")
+    item = GoldItem(
+        ITEM.qid,
+        "What must happen fast?",
+        "policies",
+        "policies/security/keys",
+        ITEM.anchor,
+        expected_citations=(
+            ExpectedCitation("policies", ITEM.anchor.span),
+            ExpectedCitation("team/on-call", sev1, section_id="on-call/paging"),
+        ),
+        accept="any",
+    )
     trace = copy.deepcopy(valid_trace)
-    trace["retrieved"][0].update(doc_id="team/on-call", section_id="on-call/paging", snippet_id="oc-1",
-                                 offsets={"start": sev1.start, "end": sev1.end, "unit": "char"}, text=SEV1,
-                                 rev=corpus["team/on-call"].rev)
+    trace["retrieved"][0].update(
+        doc_id="team/on-call",
+        section_id="on-call/paging",
+        snippet_id="oc-1",
+        offsets={"start": sev1.start, "end": sev1.end, "unit": "char"},
+        text=SEV1,
+        rev=corpus["team/on-call"].rev,
+    )
     trace["answer"] = {"text": SEV1, "segments": [{"seg": 1, "text": SEV1, "citations": ["oc-1"]}]}
     r = evaluated([parse_trace(trace)], corpus, item).runs[0]
     m = r["metrics"]

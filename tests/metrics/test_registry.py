@@ -1,4 +1,5 @@
 """Properties every registered run metric shares (in the manner of scikit-learn's test_common)."""
+
 import copy
 import random
 

@@ -40,6 +40,7 @@ def test_clean_drops_markers_and_markup():
 
 # ---------------------------------------------------------------- scorer (fake encoder)
 
+
 class CountingEncoder(HashingEncoder):
     def __init__(self):
         super().__init__()
@@ -52,8 +53,13 @@ class CountingEncoder(HashingEncoder):
 
 def test_scores_are_probabilities_and_empty_evidence_scores_zero():
     scorer = SupportScorer(HashingEncoder())
-    pairs = [(KEYS, KEYS_EVIDENCE), (KEYS, []), (KEYS, ["", "  "]), ("[3]", KEYS_EVIDENCE),
-             ("The cafeteria serves soup on Fridays.", KEYS_EVIDENCE)]
+    pairs = [
+        (KEYS, KEYS_EVIDENCE),
+        (KEYS, []),
+        (KEYS, ["", "  "]),
+        ("[3]", KEYS_EVIDENCE),
+        ("The cafeteria serves soup on Fridays.", KEYS_EVIDENCE),
+    ]
     scores = scorer.score_many(pairs)
     assert scores.shape == (5,) and np.all((scores >= 0) & (scores <= 1))
     assert scores[1] == scores[2] == scores[3] == 0.0
@@ -65,8 +71,13 @@ def test_score_many_encodes_each_distinct_text_once_longest_first():
     encoder = CountingEncoder()
     scorer = SupportScorer(encoder)
     long_evidence = [" ".join(f"Clause {i} says keys are rotated every {i} months." for i in range(1, 9))]
-    pairs = [(KEYS, KEYS_EVIDENCE), (KEYS, KEYS_EVIDENCE), ("Keys rotate yearly.", KEYS_EVIDENCE),
-             ("Keys rotate every 3 months.", long_evidence), (KEYS, [])]
+    pairs = [
+        (KEYS, KEYS_EVIDENCE),
+        (KEYS, KEYS_EVIDENCE),
+        ("Keys rotate yearly.", KEYS_EVIDENCE),
+        ("Keys rotate every 3 months.", long_evidence),
+        (KEYS, []),
+    ]
     scorer.score_many(pairs)
     (sent,) = encoder.calls
     assert len(sent) == len(set(sent))
@@ -78,10 +89,14 @@ def test_score_many_encodes_each_distinct_text_once_longest_first():
 
 
 def test_number_recall_reads_units_and_identifiers():
-    rows = feature_rows([("Keys rotate every 12 weeks.", ["Keys rotate every 12 days."]),
-                         ("FIDO2 keys rotate every 12 days.", ["FIDO7 keys rotate every 12 days."]),
-                         ("FIDO2 keys rotate every twelve days.", ["FIDO2 keys rotate every 12 days."])],
-                        HashingEncoder())
+    rows = feature_rows(
+        [
+            ("Keys rotate every 12 weeks.", ["Keys rotate every 12 days."]),
+            ("FIDO2 keys rotate every 12 days.", ["FIDO7 keys rotate every 12 days."]),
+            ("FIDO2 keys rotate every twelve days.", ["FIDO2 keys rotate every 12 days."]),
+        ],
+        HashingEncoder(),
+    )
     assert [r["number_recall"] for r in rows] == [0.0, 0.5, 1.0]
 
 
@@ -110,6 +125,7 @@ def test_module_level_support_score_of_empty_evidence_is_zero():
 
 
 # ---------------------------------------------------------------- shipped parameters
+
 
 def test_shipped_params_match_the_code():
     params = load_params()
@@ -171,10 +187,12 @@ def test_expertqa_claims_carry_their_field():
 
 
 def test_label_check_counts_disagreeing_labels():
-    F = {"word_recall": np.array([1.0, 0.95, 0.9, 0.5, 1.0]),
-         "bigram_recall": np.array([0.9, 0.7, 0.8, 0.1, 0.9]),
-         "number_recall": np.array([1.0, 1.0, 1.0, 1.0, 0.5]),
-         "cos_max": np.array([0.9, 0.8, 0.35, 0.2, 0.3])}
+    F = {
+        "word_recall": np.array([1.0, 0.95, 0.9, 0.5, 1.0]),
+        "bigram_recall": np.array([0.9, 0.7, 0.8, 0.1, 0.9]),
+        "number_recall": np.array([1.0, 1.0, 1.0, 1.0, 0.5]),
+        "cos_max": np.array([0.9, 0.8, 0.35, 0.2, 0.3]),
+    }
     y = np.array([1, 0, 0, 1, 0])
     copied, unrelated = _bench().label_check(F, y)
     assert ": 3, of which 2 labelled Partial/Incomplete (67%; 60% of all claims)" in copied
@@ -186,26 +204,39 @@ def test_expertqa_claims_are_read_as_documented():
     bench = _bench()
     claims = bench.load_claims(shared_path("expertqa", "rand_val.jsonl"))
     assert len(claims) == 741 and sum(c.label for c in claims) == 534
-    assert all(c.passages and not any(p.startswith("[") and "http" in p.split("\n")[0] for p in c.passages)
-               for c in claims)
+    assert all(
+        c.passages and not any(p.startswith("[") and "http" in p.split("\n")[0] for p in c.passages) for c in claims
+    )
 
 
 # ---------------------------------------------------------------- the real model
 
+
 @pytest.mark.model
 def test_real_model_prefers_the_supported_claim():
     scorer = SupportScorer()
-    evidence = ["Hardware security keys must be rotated every 12 months. Administrators keep two registered "
-                "keys. Lost keys are reported to the service desk within one day."]
-    supported, unrelated = scorer.score_many([
-        ("Hardware keys are rotated every 12 months [1].", evidence),
-        ("The cafeteria serves tomato soup on Fridays [1].", evidence)])
+    evidence = [
+        "Hardware security keys must be rotated every 12 months. Administrators keep two registered "
+        "keys. Lost keys are reported to the service desk within one day."
+    ]
+    supported, unrelated = scorer.score_many(
+        [
+            ("Hardware keys are rotated every 12 months [1].", evidence),
+            ("The cafeteria serves tomato soup on Fridays [1].", evidence),
+        ]
+    )
     assert supported > 0.5 > unrelated
-    wrong_number, unknown_name = scorer.score_many([
-        ("Hardware keys are rotated every 6 months [1].", evidence),
-        ("Hardware keys are rotated every 12 months by Microsoft [1].", evidence)])
+    wrong_number, unknown_name = scorer.score_many(
+        [
+            ("Hardware keys are rotated every 6 months [1].", evidence),
+            ("Hardware keys are rotated every 12 months by Microsoft [1].", evidence),
+        ]
+    )
     assert wrong_number < supported and unknown_name < supported
     assert support.support_score("Hardware keys are rotated every 12 months [1].", evidence) == pytest.approx(supported)
-    assert support.support_scores([("Hardware keys are rotated every 12 months [1].", evidence),
-                                   ("Hardware keys are rotated every 6 months [1].", evidence)]) == pytest.approx(
-        [supported, wrong_number])
+    assert support.support_scores(
+        [
+            ("Hardware keys are rotated every 12 months [1].", evidence),
+            ("Hardware keys are rotated every 6 months [1].", evidence),
+        ]
+    ) == pytest.approx([supported, wrong_number])

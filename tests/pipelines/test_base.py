@@ -27,9 +27,14 @@ def test_every_surrogate_anywhere_becomes_one_replacement_character():
 
 
 def test_a_trace_and_its_parts_are_cleaned():
-    trace = parse_trace({"qid": "Q\ud800", "retrieved": [{"doc_id": "d", "text": "t\udc00", "offsets": [0, 2]}],
-                         "answer": {"text": "a\ud800", "segments": [{"seg": 1, "text": "s\ud800", "citations": ["c\ud800"]}]},
-                         "steps": [{"step_number": 1, "question": "?\ud800"}]})
+    trace = parse_trace(
+        {
+            "qid": "Q\ud800",
+            "retrieved": [{"doc_id": "d", "text": "t\udc00", "offsets": [0, 2]}],
+            "answer": {"text": "a\ud800", "segments": [{"seg": 1, "text": "s\ud800", "citations": ["c\ud800"]}]},
+            "steps": [{"step_number": 1, "question": "?\ud800"}],
+        }
+    )
     cleaned = without_surrogates(trace)
     assert (cleaned.qid, cleaned.retrieved[0].text, cleaned.answer.text) == ("Q\ufffd", "t\ufffd", "a\ufffd")
     assert cleaned.answer.segments[0].citations == ("c\ufffd",) and cleaned.steps[0].question == "?\ufffd"

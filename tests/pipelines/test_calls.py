@@ -1,5 +1,6 @@
 """Pipelines that call services: retries with backoff (kept in the trace), a rate limit, a cap on
 calls in flight, and the opt-in answer cache that makes an unchanged re-run free."""
+
 import json
 import sys
 import time
@@ -23,8 +24,9 @@ def fixtures_on_path():
 def flaky(tmp_path, *, options: str = "", **policy):
     """A config with the flaky pipeline; `options` go to its factory, `policy` to the pipeline."""
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in policy.items())  # JSON scalars are TOML scalars
-    pipeline = (f'[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "flaky_rag:make"\n{keys}'
-                f'options = {{{options}}}\n')
+    pipeline = (
+        f'[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "flaky_rag:make"\n{keys}options = {{{options}}}\n'
+    )
     return write_config(tmp_path, pipeline, items=2, seeds="[1]")
 
 
@@ -35,6 +37,7 @@ def test_retries_with_backoff_are_kept_in_the_trace():
         calls.append(time.monotonic())
         error = "ConnectionError: busy" if len(calls) < 3 else None
         return Trace(request.qid, request.variant, request.seed, config="svc", error=error)
+
     policy = CallPolicy("svc", "python", {"retries": 3, "retry_backoff_s": 0.05})
     trace = policy.call(run, Request("q", 0, 1, "query", 5))
     assert trace.error is None and trace.attempts == 3 and trace.retried == ("ConnectionError: busy",) * 2
@@ -65,6 +68,7 @@ def test_retried_runs_are_recorded_end_to_end(tmp_path, fixtures_on_path):
 
 def test_max_in_flight_caps_concurrent_calls(tmp_path, fixtures_on_path):
     import flaky_rag
+
     flaky_rag.FlakyRag.most_in_flight = 0
     config = flaky(tmp_path, max_in_flight=1, options="delay = 0.02")
     assert invoke("run", config, "--no-gate", "--workers", "4").exit_code == 0
@@ -77,6 +81,7 @@ def test_max_in_flight_caps_concurrent_calls(tmp_path, fixtures_on_path):
 
 def test_the_answer_cache_makes_an_unchanged_rerun_free(tmp_path, fixtures_on_path, monkeypatch):
     from flaky_rag import calls
+
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
     log = tmp_path / "calls.tsv"
     config = flaky(tmp_path, cache=True, options=f'calls = "{log}"')

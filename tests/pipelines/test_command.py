@@ -89,8 +89,9 @@ def test_a_crash_is_an_error_trace_with_exit_code_and_stderr_then_a_restart(star
     assert pipeline.run(request("Q1")).error is None
     trace = pipeline.run(request("BOOM"))
     assert trace.qid == "BOOM"
-    assert trace.error == (f"{sys.executable} {RAG} --crash-on BOOM stopped before answering: it exited with "
-                           "code 3; stderr: boom on BOOM")
+    assert trace.error == (
+        f"{sys.executable} {RAG} --crash-on BOOM stopped before answering: it exited with code 3; stderr: boom on BOOM"
+    )
     after = pipeline.run(request("Q2", query="next"))
     assert after.error is None and after.answer.text == "echo: next"
 
@@ -112,11 +113,16 @@ def test_a_second_answer_to_one_request_is_not_taken_for_the_next(start):
         assert trace.error is None and trace.answer.text == f"echo: {query}"
 
 
-@pytest.mark.parametrize("line,message", [
-    ("[1, 2]", "expected a trace object, found array of 2"),
-    ('{"retrieved": {}}', "pipeline output is not a trace: $.retrieved: expected retrieved to be an array "
-                          "of payloads, found object"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("[1, 2]", "expected a trace object, found array of 2"),
+        (
+            '{"retrieved": {}}',
+            "pipeline output is not a trace: $.retrieved: expected retrieved to be an array of payloads, found object",
+        ),
+    ],
+)
 def test_json_that_is_not_a_trace_is_an_error_trace(start, line, message):
     pipeline = start(command=python(f"import sys\nfor _ in sys.stdin: print({line!r}, flush=True)"))
     trace = pipeline.run(request())
@@ -140,8 +146,9 @@ def test_a_child_that_does_not_read_its_input_cannot_block_the_write(start):
 
 
 def test_a_child_that_exits_after_answering_is_replaced_quietly(start):
-    pipeline = start(command=python(
-        "import json, sys\nr = json.loads(sys.stdin.readline())\nprint(json.dumps({'qid': r['qid']}))"))
+    pipeline = start(
+        command=python("import json, sys\nr = json.loads(sys.stdin.readline())\nprint(json.dumps({'qid': r['qid']}))")
+    )
     assert pipeline.run(request("Q1")).error is None
     pipeline._child.process.wait(timeout=5)
     assert pipeline.run(request("Q2")).error is None
@@ -156,8 +163,10 @@ def test_a_child_that_never_answers_cannot_start(start):
     with pytest.raises(PipelineStartError) as caught:
         pipeline.run(request("Q3"))
     message = str(caught.value)
-    assert message.startswith(f"pipeline 'node-svc': {sys.executable} {RAG} --exit-at-start never answered; "
-                              "3 attempts in a row failed, the last: ")
+    assert message.startswith(
+        f"pipeline 'node-svc': {sys.executable} {RAG} --exit-at-start never answered; "
+        "3 attempts in a row failed, the last: "
+    )
     assert message.endswith("it exited with code 1; stderr: cannot load the index: /nowhere/index.faiss")
     assert caught.value.exit_code == 4
     with pytest.raises(PipelineStartError):
@@ -174,8 +183,9 @@ def test_timeouts_before_any_answer_also_count_as_start_failures(start):
 def test_a_missing_executable_cannot_start():
     with pytest.raises(PipelineStartError) as caught:
         CommandPipeline("node-svc", ["no-such-rag-binary", "--serve"])
-    assert str(caught.value) == ("pipeline 'node-svc': cannot start no-such-rag-binary --serve: "
-                                 "No such file or directory: 'no-such-rag-binary'")
+    assert str(caught.value) == (
+        "pipeline 'node-svc': cannot start no-such-rag-binary --serve: No such file or directory: 'no-such-rag-binary'"
+    )
     assert caught.value.exit_code == 4
 
 
@@ -188,7 +198,9 @@ def test_a_file_that_is_not_executable_cannot_start(tmp_path):
 
 
 def test_a_missing_cwd_cannot_start(tmp_path):
-    with pytest.raises(PipelineStartError, match="cannot start .* in " + re.escape(str(tmp_path / "gone")) + ": No such file"):
+    with pytest.raises(
+        PipelineStartError, match="cannot start .* in " + re.escape(str(tmp_path / "gone")) + ": No such file"
+    ):
         CommandPipeline("node-svc", [sys.executable, str(RAG)], cwd=str(tmp_path / "gone"))
 
 
@@ -217,8 +229,9 @@ def test_a_timeout_also_ends_the_processes_the_child_started(start, tmp_path):
 
 def test_close_kills_a_child_that_ignores_end_of_input(start, monkeypatch):
     monkeypatch.setattr("ragaudit.pipelines.command.CLOSE_GRACE_S", 0.2)
-    pipeline = start(command=python("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                                    "time.sleep(60)"))
+    pipeline = start(
+        command=python("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)")
+    )
     pid = pipeline.pid
     pipeline.close()
     assert not alive(pid)
@@ -231,11 +244,14 @@ def test_instances_keep_their_own_children(start):
     assert two.run(request("BOOM")).error is None
 
 
-@pytest.mark.parametrize("options,message", [
-    ({"command": []}, "the 'command' parameter must be a non-empty list of strings. Got [] instead."),
-    ({"timeout_s": 0}, "the 'timeout_s' parameter must be a number > 0. Got 0 instead."),
-    ({"max_start_failures": 0}, "the 'max_start_failures' parameter must be an int in [1, inf). Got 0 instead."),
-])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"command": []}, "the 'command' parameter must be a non-empty list of strings. Got [] instead."),
+        ({"timeout_s": 0}, "the 'timeout_s' parameter must be a number > 0. Got 0 instead."),
+        ({"max_start_failures": 0}, "the 'max_start_failures' parameter must be an int in [1, inf). Got 0 instead."),
+    ],
+)
 def test_invalid_parameters_are_usage_errors(options, message):
     arguments = {"command": [sys.executable, str(RAG)], **options}
     with pytest.raises(UsageError) as caught:

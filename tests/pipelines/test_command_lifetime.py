@@ -1,5 +1,6 @@
 """Command children die with ragaudit, however it dies, and `kill()` ends them at once; odd JSON on
 their stdout (lone surrogates, NaN) stays inside the run."""
+
 import math
 import os
 import signal
@@ -158,8 +159,9 @@ def test_close_reports_a_failure_instead_of_raising(family, monkeypatch):
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr("ragaudit.pipelines.command._Child.stop", broken_stop)
-    assert pipeline.close() == ("pipeline 'hung': closing " + pipeline.shown +
-                                " failed: OSError: [Errno 5] Input/output error")
+    assert pipeline.close() == (
+        "pipeline 'hung': closing " + pipeline.shown + " failed: OSError: [Errno 5] Input/output error"
+    )
     assert wait_until(lambda: not alive(child) and not alive(grandchild), 3)
     assert pipeline.close() is None
 
@@ -181,9 +183,11 @@ def test_a_lone_surrogate_on_stdout_is_replaced_and_the_trace_stays_writable():
 
 
 def test_nan_and_infinity_on_stdout_do_not_break_the_run():
-    payload = ('{"doc_id": "d", "section_id": "s", "snippet_id": "x", "source_url": "u", "offsets": [0, 1], '
-               '"tokens": 1, "index_hash": "h", "embed_model": "e", "analyzer": "a", "rev": "r", '
-               '"score_norm": NaN, "score_raw": Infinity, "k_pos": 1}')
+    payload = (
+        '{"doc_id": "d", "section_id": "s", "snippet_id": "x", "source_url": "u", "offsets": [0, 1], '
+        '"tokens": 1, "index_hash": "h", "embed_model": "e", "analyzer": "a", "rev": "r", '
+        '"score_norm": NaN, "score_raw": Infinity, "k_pos": 1}'
+    )
     with CommandPipeline("svc", echo('{"retrieved": [%s], "variant": -Infinity}' % payload), timeout_s=10) as pipeline:
         trace = pipeline.run(request("Q1"))
         again = pipeline.run(request("Q2"))

@@ -49,9 +49,11 @@ def test_output_that_is_not_a_trace_becomes_an_error_trace():
 def test_a_bad_index_info_fails_the_run_not_the_runner():
     pipeline = PythonPipeline("mine", "toy_rag:make", {"index": ["sha256:x"]})
     trace = pipeline.run(request())
-    assert trace.error == ("TypeError: index_info() must return None, a dict {index_hash, analyzer, embed_model, "
-                           "store} or an object with those attributes (a LiveIndex or an IndexInfo), "
-                           "found array of 1")
+    assert trace.error == (
+        "TypeError: index_info() must return None, a dict {index_hash, analyzer, embed_model, "
+        "store} or an object with those attributes (a LiveIndex or an IndexInfo), "
+        "found array of 1"
+    )
     assert pipeline.index_info() is None
 
 
@@ -63,20 +65,35 @@ def test_close_closes_the_target_and_keeps_the_last_index():
     assert pipeline.target.closed and pipeline.index_info() == TOY_INDEX
 
 
-@pytest.mark.parametrize("factory,message", [
-    ("no_such_module_xyz:make", "pipeline 'mine': cannot import module 'no_such_module_xyz' for factory "
-                                "'no_such_module_xyz:make': ModuleNotFoundError: No module named 'no_such_module_xyz'"),
-    ("toy_rag:missing", "pipeline 'mine': module 'toy_rag' has no attribute 'missing' (factory 'toy_rag:missing')"),
-    ("toy_rag:NOT_CALLABLE", "pipeline 'mine': factory 'toy_rag:NOT_CALLABLE' must be callable, found number 3"),
-    ("toy_rag:make_broken", "pipeline 'mine': factory 'toy_rag:make_broken' failed when called with options []: "
-                            "ConnectionError: vector store at localhost:6333 refused the connection"),
-    ("toy_rag:make_without_run", "pipeline 'mine': factory 'toy_rag:make_without_run' must return an object "
-                                 "with run(query, *, seed, k), found object without run"),
-    (":make", "pipeline 'mine': factory must be \"module:callable\", found ':make'"),
-    ("toy_rag:", "pipeline 'mine': factory must be \"module:callable\", found 'toy_rag:'"),
-    ("", "pipeline 'mine': factory must be \"module:callable\" or an entry-point name in group "
-         "'ragaudit.pipelines', found string ''"),
-])
+@pytest.mark.parametrize(
+    "factory,message",
+    [
+        (
+            "no_such_module_xyz:make",
+            "pipeline 'mine': cannot import module 'no_such_module_xyz' for factory "
+            "'no_such_module_xyz:make': ModuleNotFoundError: No module named 'no_such_module_xyz'",
+        ),
+        ("toy_rag:missing", "pipeline 'mine': module 'toy_rag' has no attribute 'missing' (factory 'toy_rag:missing')"),
+        ("toy_rag:NOT_CALLABLE", "pipeline 'mine': factory 'toy_rag:NOT_CALLABLE' must be callable, found number 3"),
+        (
+            "toy_rag:make_broken",
+            "pipeline 'mine': factory 'toy_rag:make_broken' failed when called with options []: "
+            "ConnectionError: vector store at localhost:6333 refused the connection",
+        ),
+        (
+            "toy_rag:make_without_run",
+            "pipeline 'mine': factory 'toy_rag:make_without_run' must return an object "
+            "with run(query, *, seed, k), found object without run",
+        ),
+        (":make", "pipeline 'mine': factory must be \"module:callable\", found ':make'"),
+        ("toy_rag:", "pipeline 'mine': factory must be \"module:callable\", found 'toy_rag:'"),
+        (
+            "",
+            "pipeline 'mine': factory must be \"module:callable\" or an entry-point name in group "
+            "'ragaudit.pipelines', found string ''",
+        ),
+    ],
+)
 def test_bad_factories_cannot_start(factory, message):
     with pytest.raises(PipelineStartError) as caught:
         PythonPipeline("mine", factory)
@@ -91,12 +108,14 @@ def test_options_the_factory_does_not_take_cannot_start():
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
     """A real distribution on sys.path declaring `ragaudit.pipelines` entry points."""
+
     def install(entry_points: str) -> None:
         dist = tmp_path / "fake_pkg-0.1.dist-info"
         dist.mkdir()
         (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-pkg\nVersion: 0.1\n", encoding="utf-8")
         (dist / "entry_points.txt").write_text(f"[ragaudit.pipelines]\n{entry_points}\n", encoding="utf-8")
         monkeypatch.syspath_prepend(str(tmp_path))
+
     return install
 
 
@@ -117,6 +136,7 @@ def test_an_unknown_entry_point_lists_the_installed_ones(installed):
 
 def test_an_entry_point_that_cannot_load_cannot_start(installed):
     installed("broken = no_such_module_xyz:make")
-    with pytest.raises(PipelineStartError, match="cannot load entry point 'broken' = 'no_such_module_xyz:make': "
-                                                 "ModuleNotFoundError"):
+    with pytest.raises(
+        PipelineStartError, match="cannot load entry point 'broken' = 'no_such_module_xyz:make': ModuleNotFoundError"
+    ):
         PythonPipeline("p", "broken")

@@ -1,5 +1,6 @@
 """A python pipeline's user code cannot end ragaudit: exits, interrupts, hangs, close() failures,
 odd index objects and unwritable strings all stay inside the run they happen in (SPEC §5)."""
+
 import math
 import os
 import signal
@@ -70,16 +71,20 @@ def test_a_real_ctrl_c_while_waiting_for_user_code_is_not_swallowed(hostile):
 def test_a_factory_that_exits_cannot_start():
     with pytest.raises(PipelineStartError) as caught:
         PythonPipeline("mine", "hostile_rag:make_exiting")
-    assert str(caught.value) == ("pipeline 'mine': factory 'hostile_rag:make_exiting' failed when called with "
-                                 "options []: SystemExit: 2")
+    assert str(caught.value) == (
+        "pipeline 'mine': factory 'hostile_rag:make_exiting' failed when called with options []: SystemExit: 2"
+    )
 
 
-@pytest.mark.parametrize("raises, warning", [
-    ("exit", "pipeline 'mine': close() raised SystemExit: 3"),
-    ("interrupt", "pipeline 'mine': close() raised KeyboardInterrupt"),
-    ("error", "pipeline 'mine': close() raised OSError: index file is locked"),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "raises, warning",
+    [
+        ("exit", "pipeline 'mine': close() raised SystemExit: 3"),
+        ("interrupt", "pipeline 'mine': close() raised KeyboardInterrupt"),
+        ("error", "pipeline 'mine': close() raised OSError: index file is locked"),
+        (None, None),
+    ],
+)
 def test_close_never_raises_and_returns_what_went_wrong(hostile, raises, warning):
     pipeline = hostile(close_raises=raises)
     assert pipeline.run(request("fine")).error is None
@@ -93,8 +98,9 @@ def test_a_close_that_hangs_is_given_up_after_the_timeout(hostile):
     began = time.monotonic()
     warning = pipeline.close()
     assert time.monotonic() - began < TIMEOUT + 1.5
-    assert warning == ("pipeline 'mine': close() timed out after 0.5 s; the call was abandoned and may still "
-                       "be running")
+    assert warning == (
+        "pipeline 'mine': close() timed out after 0.5 s; the call was abandoned and may still be running"
+    )
 
 
 def test_a_slow_run_times_out_and_the_next_run_waits_for_it_then_goes_on(hostile):
@@ -102,8 +108,9 @@ def test_a_slow_run_times_out_and_the_next_run_waits_for_it_then_goes_on(hostile
     began = time.monotonic()
     slow = pipeline.run(request("sleep 0.9", qid="SLOW"))
     took = time.monotonic() - began
-    assert slow.qid == "SLOW" and slow.error == ("run() timed out after 0.6 s; the call was abandoned "
-                                                 "and may still be running")
+    assert slow.qid == "SLOW" and slow.error == (
+        "run() timed out after 0.6 s; the call was abandoned and may still be running"
+    )
     assert 0.6 <= took < 0.9  # it stopped waiting before the call returned
     # The abandoned call ends at about 0.9 s, inside the next run's budget (0.6 .. 1.2 s).
     nxt = pipeline.run(request("fine", qid="NEXT"))
@@ -119,8 +126,9 @@ def test_a_run_that_never_returns_costs_each_later_run_one_timeout(hostile):
         began = time.monotonic()
         trace = pipeline.run(request("fine", qid=qid))
         assert time.monotonic() - began < TIMEOUT + 0.5
-        assert trace.qid == qid and trace.error == ("run() timed out after 0.5 s waiting for an earlier call that "
-                                                    "timed out and is still running")
+        assert trace.qid == qid and trace.error == (
+            "run() timed out after 0.5 s waiting for an earlier call that timed out and is still running"
+        )
     assert pipeline.target.most_inside == 1
     pipeline.target.release.set()
     deadline = time.monotonic() + 5
@@ -144,12 +152,16 @@ def test_timeout_s_must_be_a_positive_number(timeout_s):
         PythonPipeline("mine", "hostile_rag:make", timeout_s=timeout_s)
 
 
-@pytest.mark.parametrize("index", [
-    IndexInfo(index_hash="sha256:a", analyzer="lowercase", embed_model="minilm", store="faiss"),
-    LiveIndex("sha256:a", "lowercase", "minilm", "faiss"),
-    SimpleNamespace(index_hash="sha256:a", analyzer="lowercase", embed_model="minilm", store="faiss"),
-    {"index_hash": "sha256:a", "analyzer": "lowercase", "embed_model": "minilm", "store": "faiss"},
-], ids=["adapters-IndexInfo", "LiveIndex", "any-object", "dict"])
+@pytest.mark.parametrize(
+    "index",
+    [
+        IndexInfo(index_hash="sha256:a", analyzer="lowercase", embed_model="minilm", store="faiss"),
+        LiveIndex("sha256:a", "lowercase", "minilm", "faiss"),
+        SimpleNamespace(index_hash="sha256:a", analyzer="lowercase", embed_model="minilm", store="faiss"),
+        {"index_hash": "sha256:a", "analyzer": "lowercase", "embed_model": "minilm", "store": "faiss"},
+    ],
+    ids=["adapters-IndexInfo", "LiveIndex", "any-object", "dict"],
+)
 def test_index_info_accepts_every_documented_shape(index):
     pipeline = PythonPipeline("mine", "toy_rag:make", {"index": index})
     expected = LiveIndex(index_hash="sha256:a", analyzer="lowercase", embed_model="minilm", store="faiss")

@@ -1,4 +1,5 @@
 """The reference RAG: chunks, index hash, retrievers, rerank, answerer — and every payload validates."""
+
 import hashlib
 import json
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_chunks_stay_in_their_section_and_respect_the_size(demo):
     for c in chunks:
         section = corpus.section(c.doc_id, c.section_id)
         assert section.start <= c.start < c.end <= section.end
-        assert corpus[c.doc_id].text[c.start:c.end] == c.text
+        assert corpus[c.doc_id].text[c.start : c.end] == c.text
         assert c.tokens == analyzer.count(c.text)
         assert c.tokens <= 20 or len(sentence_spans(c.text)) == 1  # only a lone long sentence may exceed
 
@@ -58,19 +59,24 @@ def test_overlap_repeats_sentences(demo):
 
 def test_index_hash_depends_on_what_defines_the_index(demo):
     corpus, _ = demo
-    hashes = {ReferencePipeline("p", corpus, retriever="bm25", chunk_size=size, analyzer=analyzer).index_info().index_hash
-              for size in (32, 64) for analyzer in ("lowercase", "whitespace")}
+    hashes = {
+        ReferencePipeline("p", corpus, retriever="bm25", chunk_size=size, analyzer=analyzer).index_info().index_hash
+        for size in (32, 64)
+        for analyzer in ("lowercase", "whitespace")
+    }
     assert len(hashes) == 4
     again = ReferencePipeline("p", corpus, retriever="bm25", chunk_size=32, analyzer="lowercase").index_info()
     assert again.index_hash in hashes and again.index_hash.startswith("sha256:")
 
 
-@pytest.mark.parametrize("retriever,rerank", [("bm25", None), ("tfidf", None), ("dense", None), ("hybrid", "mmr"),
-                                              ("tfidf", "mmr")])
+@pytest.mark.parametrize(
+    "retriever,rerank", [("bm25", None), ("tfidf", None), ("dense", None), ("hybrid", "mmr"), ("tfidf", "mmr")]
+)
 def test_every_payload_validates_against_the_corpus(demo, retriever, rerank):
     corpus, items = demo
-    pipeline = ReferencePipeline("p", corpus, retriever=retriever, rerank=rerank, encoder=HashingEncoder(),
-                                 temperature=0.7)
+    pipeline = ReferencePipeline(
+        "p", corpus, retriever=retriever, rerank=rerank, encoder=HashingEncoder(), temperature=0.7
+    )
     ctx = Context(corpus=corpus)
     for item in items[:20]:
         for variant, query in enumerate(item.variants):
@@ -101,8 +107,10 @@ def test_temperature_makes_the_seed_matter_and_zero_does_not(demo):
     corpus, items = demo
     hot = ReferencePipeline("p", corpus, retriever="bm25", temperature=2.0)
     cold = ReferencePipeline("p", corpus, retriever="bm25", temperature=0.0)
+
     def answers(pipeline, seed):
         return [pipeline.run(Request(i.qid, 0, seed, i.question, 5)).answer.text for i in items[:30]]
+
     assert answers(cold, 1) == answers(cold, 2)
     assert answers(hot, 1) == answers(hot, 1)
     assert answers(hot, 1) != answers(hot, 2)
@@ -110,12 +118,14 @@ def test_temperature_makes_the_seed_matter_and_zero_does_not(demo):
 
 def test_bad_parameters_are_usage_errors(demo):
     from ragaudit.errors import UsageError
+
     corpus, _ = demo
     with pytest.raises(UsageError, match="expected retriever one of bm25, tfidf, dense, hybrid, found 'splade'"):
         ReferencePipeline("p", corpus, retriever="splade")
 
 
 # --- Selection without a full sort: checked against a full Python sort of every chunk ------------
+
 
 def full_order(scores, keys) -> list[int]:
     """Every index best first by (-score, section_id, snippet_id): the SPEC §2 order, spelled out."""
@@ -204,25 +214,38 @@ def _expected_retrieval(pipeline, query, k):
         vectors = (retriever if isinstance(retriever, Dense) else retriever.parts[1]).matrix
     else:
         vectors = TfIdf(texts, pipeline.analyzer).matrix.toarray()
-    candidates = order[:max(3 * k, 20)]
+    candidates = order[: max(3 * k, 20)]
     chosen = _by_definition_mmr(vectors, candidates, norm, k=k)
-    return [(pipeline.chunks[i].snippet_id, candidates.index(i) + 1, final, raw[i], norm[i], score)
-            for final, (i, score) in enumerate(chosen, start=1)]
+    return [
+        (pipeline.chunks[i].snippet_id, candidates.index(i) + 1, final, raw[i], norm[i], score)
+        for final, (i, score) in enumerate(chosen, start=1)
+    ]
 
 
-@pytest.mark.parametrize("options", [
-    {"retriever": "bm25"}, {"retriever": "tfidf"}, {"retriever": "dense"}, {"retriever": "hybrid"},
-    {"retriever": "bm25", "rerank": "mmr", "chunk_size": 32}, {"retriever": "tfidf", "rerank": "mmr"},
-    {"retriever": "dense", "rerank": "mmr"}, {"retriever": "hybrid", "rerank": "mmr", "k": 3},
-], ids=lambda o: "-".join(map(str, o.values())))
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"retriever": "bm25"},
+        {"retriever": "tfidf"},
+        {"retriever": "dense"},
+        {"retriever": "hybrid"},
+        {"retriever": "bm25", "rerank": "mmr", "chunk_size": 32},
+        {"retriever": "tfidf", "rerank": "mmr"},
+        {"retriever": "dense", "rerank": "mmr"},
+        {"retriever": "hybrid", "rerank": "mmr", "k": 3},
+    ],
+    ids=lambda o: "-".join(map(str, o.values())),
+)
 def test_retrieval_equals_a_full_sort_of_every_chunk(demo, options):
     corpus, items = demo
     pipeline = ReferencePipeline("p", corpus, encoder=HashingEncoder(), **options)
     k = pipeline.k
     queries = [q for item in items for q in item.variants] + ["zzzz unknown words", ""]
     for query in queries:
-        found = [(p.snippet_id, p.k_pos, p.k_final, p.score_raw, p.score_norm, p.rerank_score)
-                 for p in pipeline.retrieve(query, k)]
+        found = [
+            (p.snippet_id, p.k_pos, p.k_final, p.score_raw, p.score_norm, p.rerank_score)
+            for p in pipeline.retrieve(query, k)
+        ]
         assert found == _expected_retrieval(pipeline, query, k), query  # exact floats, not approximate
     wide = [p.snippet_id for p in pipeline.retrieve("zzzz unknown words", len(pipeline.chunks) + 5)]
     assert len(wide) == len(pipeline.chunks)
@@ -231,21 +254,27 @@ def test_retrieval_equals_a_full_sort_of_every_chunk(demo, options):
 def _digest(pipeline, items) -> str:
     def text(x):
         return None if x is None else f"{x:.10g}"
+
     h = hashlib.sha256()
     for item in items:
         for variant, query in enumerate(item.variants):
             for seed in (1, 2):
                 trace = pipeline.run(Request(item.qid, variant, seed, query, 5))
-                rows = [[p.snippet_id, p.k_pos, p.k_final, text(p.score_raw), text(p.score_norm), text(p.rerank_score)]
-                        for p in trace.retrieved]
+                rows = [
+                    [p.snippet_id, p.k_pos, p.k_final, text(p.score_raw), text(p.score_norm), text(p.rerank_score)]
+                    for p in trace.retrieved
+                ]
                 h.update(json.dumps([rows, trace.answer.raw if trace.answer else None]).encode())
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("options,expected", [
-    ({"retriever": "bm25"}, "1fc6cf4b9646f9b8128e93b4472f457a7411191f3a247501f3f96e03b885f68d"),
-    ({"retriever": "tfidf", "rerank": "mmr"}, "d7267ba9d3884e382b48c0f94d8e7e55bdb6c56a3e72726d6baf601f8e5004f3"),
-])
+@pytest.mark.parametrize(
+    "options,expected",
+    [
+        ({"retriever": "bm25"}, "1fc6cf4b9646f9b8128e93b4472f457a7411191f3a247501f3f96e03b885f68d"),
+        ({"retriever": "tfidf", "rerank": "mmr"}, "d7267ba9d3884e382b48c0f94d8e7e55bdb6c56a3e72726d6baf601f8e5004f3"),
+    ],
+)
 def test_handbook_traces_are_those_of_the_full_sort_implementation(demo, options, expected):
     """sha256 of every run's retrieved list, scores (10 significant digits) and answer on the
     handbook, as the implementation that sorted every chunk in Python gave them. A deliberate

@@ -13,7 +13,8 @@ def test_a_recording_with_a_lone_surrogate_or_nan_replays_writably(tmp_path):
     recorded.write_text(
         '{"qid": "S", "variant": 0, "seed": 1, "answer": {"text": "bad \\ud800 text"}, "retrieved": []}\n'
         '{"qid": "N", "variant": 0, "seed": 1, "retrieved": [{"doc_id": "d", "score_norm": NaN, "score_raw": -Infinity}]}\n',
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     pipeline = ReplayPipeline("prod-log", recorded)
     surrogate, nan = list(pipeline.recorded())
     assert surrogate.error is None and surrogate.answer.text == "bad \ufffd text" and surrogate.config == "prod-log"

@@ -1,6 +1,7 @@
 """A large run's report stays bounded: report.json carries every question's row but only the
 flagged questions' runs (a few each, failing first), report.html at most QUESTION_ROWS rows, and
 runs.parquet every run. The limits are lowered here so that a small run is a "large" one."""
+
 import json
 from collections import Counter
 

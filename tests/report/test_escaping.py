@@ -1,5 +1,6 @@
 """Text from traces and gold sets cannot forge a log line or a key, break junit.xml, or become
 markup in summary.md and `ragaudit cite` output."""
+
 import json
 import re
 import sqlite3
@@ -45,9 +46,30 @@ def test_rag_traces_has_the_spec_columns(hostile):
     with sqlite3.connect(hostile / "rag_traces.sqlite") as db:
         columns = [row[1] for row in db.execute("PRAGMA table_info(rag_traces)")]
         rows = db.execute("SELECT pipeline, qid, variant, seed FROM rag_traces").fetchall()
-    assert tuple(columns) == COLUMNS == ("ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda_state",
-                                         "store", "index_hash", "embed_model", "analyzer", "section_id", "rev",
-                                         "citations", "scores", "kpos", "kfinal")
+    assert (
+        tuple(columns)
+        == COLUMNS
+        == (
+            "ts",
+            "pipeline",
+            "qid",
+            "variant",
+            "seed",
+            "seg",
+            "deltaS",
+            "lambda_state",
+            "store",
+            "index_hash",
+            "embed_model",
+            "analyzer",
+            "section_id",
+            "rev",
+            "citations",
+            "scores",
+            "kpos",
+            "kfinal",
+        )
+    )
     assert (("bm25", EVIL, 0, 1) in rows) and all(isinstance(r[2], int) and isinstance(r[3], int) for r in rows)
 
 

@@ -1,4 +1,5 @@
 """report.html: self-contained, escaped, and working in a real headless Chromium."""
+
 from __future__ import annotations
 
 import copy
@@ -20,25 +21,45 @@ from ragaudit.report.html import (
 )
 
 PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1"></script>'
-DOC = ("# Policies\n\nEvery rule here applies to all staff.\n\n## Keys\n\n"
-       "Hardware keys are rotated every 12 months. Admins keep two keys.\n\n## Passwords\n\n"
-       f"Passwords rotate every 90 days. {PAYLOAD}\n")
+DOC = (
+    "# Policies\n\nEvery rule here applies to all staff.\n\n## Keys\n\n"
+    "Hardware keys are rotated every 12 months. Admins keep two keys.\n\n## Passwords\n\n"
+    f"Passwords rotate every 90 days. {PAYLOAD}\n"
+)
 GOLD_TEXT = "Hardware keys are rotated every 12 months."
 KEYS_TEXT = "## Keys\n\n" + GOLD_TEXT + " Admins keep two keys."
 PWD_TEXT = f"## Passwords\n\nPasswords rotate every 90 days. {PAYLOAD}"
-METRICS = ("citation_match", "citation_precision", "citation_recall", "coverage", "delta_s_qr", "delta_s_ra",
-           "grounded_rate", "hallucinations", "hit@k", "mrr", "ndcg@10", "recall@k", "support")
+METRICS = (
+    "citation_match",
+    "citation_precision",
+    "citation_recall",
+    "coverage",
+    "delta_s_qr",
+    "delta_s_ra",
+    "grounded_rate",
+    "hallucinations",
+    "hit@k",
+    "mrr",
+    "ndcg@10",
+    "recall@k",
+    "support",
+)
 
 
 def _context(start: int, end: int) -> dict:
-    return {"before": DOC[max(0, start - 40):start], "after": DOC[end:end + 40]}
+    return {"before": DOC[max(0, start - 40) : start], "after": DOC[end : end + 40]}
 
 
 def _snippet(snippet_id: str, section: str, text: str) -> dict:
     start = DOC.index(text)
-    return {"snippet_id": snippet_id, "doc_id": "policies", "section_id": section,
-            "offsets": {"start": start, "end": start + len(text), "unit": "char"}, "text": text,
-            "context": _context(start, start + len(text))}
+    return {
+        "snippet_id": snippet_id,
+        "doc_id": "policies",
+        "section_id": section,
+        "offsets": {"start": start, "end": start + len(text), "unit": "char"},
+        "text": text,
+        "context": _context(start, start + len(text)),
+    }
 
 
 def _metrics(match: float, ds: float) -> dict:
@@ -49,16 +70,43 @@ def _metrics(match: float, ds: float) -> dict:
 
 def _run(pipeline: str, qid: str, variant: int, cited: str, ds: float, match: float) -> dict:
     segment = f"Keys rotate yearly. {PAYLOAD}" if qid == "PWD-1" else "Keys rotate every 12 months."
-    return {"pipeline": pipeline, "qid": qid, "variant": variant, "seed": 1, "error": None,
-            "query": f"{qid} variant {variant} {PAYLOAD}", "zone": "stable" if ds < 0.4 else "transit",
-            "metrics": _metrics(match, ds), "citations": [cited],
-            "answer": f"{segment} [{cited}]",
-            "segments": [{"seg": 1, "text": segment, "citations": [cited], "support": 0.8, "grounded": True,
-                          "hallucinated": []}],
-            "spans": [{"ref": "keys", "snippet_id": "policies:0002", "score_norm": 0.9, "score_raw": 3.1,
-                       "rerank_score": None, "k_pos": 1, "k_final": None, "cited": cited == "policies:0002"},
-                      {"ref": "pwd", "snippet_id": "policies:0003", "score_norm": 0.4, "score_raw": 1.2,
-                       "rerank_score": None, "k_pos": 2, "k_final": None, "cited": cited == "policies:0003"}]}
+    return {
+        "pipeline": pipeline,
+        "qid": qid,
+        "variant": variant,
+        "seed": 1,
+        "error": None,
+        "query": f"{qid} variant {variant} {PAYLOAD}",
+        "zone": "stable" if ds < 0.4 else "transit",
+        "metrics": _metrics(match, ds),
+        "citations": [cited],
+        "answer": f"{segment} [{cited}]",
+        "segments": [
+            {"seg": 1, "text": segment, "citations": [cited], "support": 0.8, "grounded": True, "hallucinated": []}
+        ],
+        "spans": [
+            {
+                "ref": "keys",
+                "snippet_id": "policies:0002",
+                "score_norm": 0.9,
+                "score_raw": 3.1,
+                "rerank_score": None,
+                "k_pos": 1,
+                "k_final": None,
+                "cited": cited == "policies:0002",
+            },
+            {
+                "ref": "pwd",
+                "snippet_id": "policies:0003",
+                "score_norm": 0.4,
+                "score_raw": 1.2,
+                "rerank_score": None,
+                "k_pos": 2,
+                "k_final": None,
+                "cited": cited == "policies:0003",
+            },
+        ],
+    }
 
 
 def _question(pipeline: str, qid: str, state: str, ds: float) -> dict:
@@ -66,50 +114,115 @@ def _question(pipeline: str, qid: str, state: str, ds: float) -> dict:
     match = 1.0 if qid == "KEYS-1" else 0.0
     cited = "policies:0002" if qid == "KEYS-1" else "policies:0003"
     start = DOC.index(GOLD_TEXT)
-    return {"pipeline": pipeline, "qid": qid, "doc_id": "policies", "section_id": section,
-            "question": f"How often are keys rotated? {PAYLOAD}" if qid == "PWD-1" else "How often are keys rotated?",
-            "lambda": {"state": state, "symbol": {"convergent": "→", "chaotic": "×"}[state], "css": 1.0,
-                       "spread": 0.02},
-            "metrics": _metrics(match, ds),
-            "gold": {"doc_id": "policies", "section_id": "policies/keys",
-                     "anchor": {"start": start, "end": start + len(GOLD_TEXT), "unit": "char", "text": GOLD_TEXT},
-                     "context": _context(start, start + len(GOLD_TEXT)), "reference_answer": "Every 12 months.",
-                     "decoy": None},
-            "runs": [_run(pipeline, qid, v, cited, ds + v / 100, match) for v in (0, 1)]}
+    return {
+        "pipeline": pipeline,
+        "qid": qid,
+        "doc_id": "policies",
+        "section_id": section,
+        "question": f"How often are keys rotated? {PAYLOAD}" if qid == "PWD-1" else "How often are keys rotated?",
+        "lambda": {"state": state, "symbol": {"convergent": "→", "chaotic": "×"}[state], "css": 1.0, "spread": 0.02},
+        "metrics": _metrics(match, ds),
+        "gold": {
+            "doc_id": "policies",
+            "section_id": "policies/keys",
+            "anchor": {"start": start, "end": start + len(GOLD_TEXT), "unit": "char", "text": GOLD_TEXT},
+            "context": _context(start, start + len(GOLD_TEXT)),
+            "reference_answer": "Every 12 months.",
+            "decoy": None,
+        },
+        "runs": [_run(pipeline, qid, v, cited, ds + v / 100, match) for v in (0, 1)],
+    }
 
 
 def tiny_report() -> dict:
     """Two pipelines × two questions × two runs, with markup-like trace text everywhere it can go."""
-    questions = [_question(p, q, "convergent" if q == "KEYS-1" else "chaotic", ds)
-                 for p, base in (("alpha", 0.30), ("beta", 0.50))
-                 for q, ds in (("KEYS-1", base), ("PWD-1", base + 0.1))]
-    summary_pipe = {"runs": 4, "questions": 2, "errors": 1, "metrics": _metrics(0.5, 0.4), "citation_match_rate": 0.5,
-                    "lambda": {"convergent": 1, "recursive": 0, "chaotic": 1, "divergent": 0},
-                    "zones": {"stable": 2, "transit": 2, "risk": 0, "danger": 0}}
-    checks = [{"pipeline": p, "name": "citation_match_min", "threshold": 0.95, "value": 0.5, "passed": False,
-               "questions": ["PWD-1"], "detail": PAYLOAD} for p in ("alpha", "beta")]
-    checks.insert(0, {"pipeline": "alpha", "name": "max_errors", "threshold": 0, "value": 0, "passed": True,
-                      "questions": [], "detail": ""})
-    issue = {"code": "dangling_citation", "severity": "error", "qid": "PWD-1", "variant": 0, "seed": 1,
-             "path": "$.answer.segments[0]", "message": f"cites {PAYLOAD} which is not retrieved",
-             "fix": "cite only retrieved snippets", "pipeline": "alpha", "file": "traces.jsonl", "line": 3}
+    questions = [
+        _question(p, q, "convergent" if q == "KEYS-1" else "chaotic", ds)
+        for p, base in (("alpha", 0.30), ("beta", 0.50))
+        for q, ds in (("KEYS-1", base), ("PWD-1", base + 0.1))
+    ]
+    summary_pipe = {
+        "runs": 4,
+        "questions": 2,
+        "errors": 1,
+        "metrics": _metrics(0.5, 0.4),
+        "citation_match_rate": 0.5,
+        "lambda": {"convergent": 1, "recursive": 0, "chaotic": 1, "divergent": 0},
+        "zones": {"stable": 2, "transit": 2, "risk": 0, "danger": 0},
+    }
+    checks = [
+        {
+            "pipeline": p,
+            "name": "citation_match_min",
+            "threshold": 0.95,
+            "value": 0.5,
+            "passed": False,
+            "questions": ["PWD-1"],
+            "detail": PAYLOAD,
+        }
+        for p in ("alpha", "beta")
+    ]
+    checks.insert(
+        0,
+        {
+            "pipeline": "alpha",
+            "name": "max_errors",
+            "threshold": 0,
+            "value": 0,
+            "passed": True,
+            "questions": [],
+            "detail": "",
+        },
+    )
+    issue = {
+        "code": "dangling_citation",
+        "severity": "error",
+        "qid": "PWD-1",
+        "variant": 0,
+        "seed": 1,
+        "path": "$.answer.segments[0]",
+        "message": f"cites {PAYLOAD} which is not retrieved",
+        "fix": "cite only retrieved snippets",
+        "pipeline": "alpha",
+        "file": "traces.jsonl",
+        "line": 3,
+    }
     return {
         "schema_version": "ragaudit.report/1",
-        "meta": {"run_id": "tiny", "finished": "2026-01-01T00:00:00Z", "seeds": [1], "paraphrases": 2,
-                 "versions": {"ragaudit": "0.1.0"}, "inputs": {"gold": "ab" * 32}},
-        "summary": {"verdict": "fail", "runs": 8, "questions": 2,
-                    "issues": {"errors": 1, "warnings": 0, "by_code": {"dangling_citation": 1}},
-                    "pipelines": {"alpha": copy.deepcopy(summary_pipe), "beta": copy.deepcopy(summary_pipe)},
-                    "sections": [{"pipeline": p, "doc_id": "policies", "section_id": s, "qids": [q], "convergent": c,
-                                  "metrics": _metrics(m, 0.3)}
-                                 for p in ("alpha", "beta")
-                                 for s, q, c, m in (("policies/keys", "KEYS-1", 1, 1.0),
-                                                    ("policies/passwords", "PWD-1", 0, 0.0))],
-                    "unmatched_runs": []},
+        "meta": {
+            "run_id": "tiny",
+            "finished": "2026-01-01T00:00:00Z",
+            "seeds": [1],
+            "paraphrases": 2,
+            "versions": {"ragaudit": "0.1.0"},
+            "inputs": {"gold": "ab" * 32},
+        },
+        "summary": {
+            "verdict": "fail",
+            "runs": 8,
+            "questions": 2,
+            "issues": {"errors": 1, "warnings": 0, "by_code": {"dangling_citation": 1}},
+            "pipelines": {"alpha": copy.deepcopy(summary_pipe), "beta": copy.deepcopy(summary_pipe)},
+            "sections": [
+                {
+                    "pipeline": p,
+                    "doc_id": "policies",
+                    "section_id": s,
+                    "qids": [q],
+                    "convergent": c,
+                    "metrics": _metrics(m, 0.3),
+                }
+                for p in ("alpha", "beta")
+                for s, q, c, m in (("policies/keys", "KEYS-1", 1, 1.0), ("policies/passwords", "PWD-1", 0, 0.0))
+            ],
+            "unmatched_runs": [],
+        },
         "gate": {"verdict": "fail", "pipelines": ["alpha", "beta"], "checks": checks},
         "questions": questions,
-        "snippets": {"keys": _snippet("policies:0002", "policies/keys", KEYS_TEXT),
-                     "pwd": _snippet("policies:0003", "policies/passwords", PWD_TEXT)},
+        "snippets": {
+            "keys": _snippet("policies:0002", "policies/keys", KEYS_TEXT),
+            "pwd": _snippet("policies:0003", "policies/passwords", PWD_TEXT),
+        },
         "issues": [issue],
         "pipelines": {p: {"kind": "replay", "options": {}, "index": None, "aborted": None} for p in ("alpha", "beta")},
     }
@@ -122,6 +235,7 @@ def _data_block(page: str) -> str:
 
 
 # ---- without a browser ---------------------------------------------------------------------
+
 
 def test_page_is_self_contained():
     page = render_html(tiny_report())
@@ -169,10 +283,12 @@ def test_drill_data_keeps_only_what_the_page_shows():
 
 def test_verdict_comes_first_and_failing_checks_lead_the_gate_table():
     page = render_html(tiny_report())
-    order = [page.index(f'id="{part}"') for part in ("verdict", "summary", "charts", "sections", "gate", "questions",
-                                                       "issues")]
+    order = [
+        page.index(f'id="{part}"')
+        for part in ("verdict", "summary", "charts", "sections", "gate", "questions", "issues")
+    ]
     assert order == sorted(order)
-    gate = page[page.index('<table class="gate">'):]
+    gate = page[page.index('<table class="gate">') :]
     assert gate.index('<tr class="fail">') < gate.index('<tr class="pass">')
     assert "Gate failed" in page
 
@@ -180,10 +296,20 @@ def test_verdict_comes_first_and_failing_checks_lead_the_gate_table():
 def test_issues_are_grouped_by_code_with_their_fix():
     report = tiny_report()
     report["issues"].append({**report["issues"][0], "qid": "KEYS-1"})
-    report["issues"].append({"code": "uncited_segment", "severity": "warning", "qid": "KEYS-1", "variant": 1,
-                             "seed": 1, "path": "$", "message": "segment 2 cites nothing", "fix": "cite every segment"})
+    report["issues"].append(
+        {
+            "code": "uncited_segment",
+            "severity": "warning",
+            "qid": "KEYS-1",
+            "variant": 1,
+            "seed": 1,
+            "path": "$",
+            "message": "segment 2 cites nothing",
+            "fix": "cite every segment",
+        }
+    )
     page = render_html(report)
-    issues = page[page.index('id="issues"'):]
+    issues = page[page.index('id="issues"') :]
     assert issues.count('class="issue-group') == 2
     assert issues.index("dangling_citation") < issues.index("uncited_segment")  # errors first
     assert "cite only retrieved snippets" in issues and "cite every segment" in issues
@@ -192,8 +318,16 @@ def test_issues_are_grouped_by_code_with_their_fix():
 
 def test_thresholds_are_read_back_from_the_gate():
     report = tiny_report()
-    report["gate"]["checks"].append({"pipeline": "alpha", "name": "coverage_pass_rate", "passed": True, "value": 1.0,
-                                     "threshold": {"coverage_min": 0.5, "pass_rate": 0.8}, "questions": []})
+    report["gate"]["checks"].append(
+        {
+            "pipeline": "alpha",
+            "name": "coverage_pass_rate",
+            "passed": True,
+            "value": 1.0,
+            "threshold": {"coverage_min": 0.5, "pass_rate": 0.8},
+            "questions": [],
+        }
+    )
     t = thresholds(report)
     assert t["citation_match_min"] == 0.95 and t["coverage_min"] == 0.5 and t["coverage_pass_rate"] == 0.8
     assert thresholds({"summary": {}, "gate": None})["delta_s_max"] == 0.60
@@ -214,8 +348,9 @@ def test_sparse_report_renders():
     report = tiny_report()
     report["gate"] = {"verdict": "pass", "pipelines": [], "checks": []}
     report["summary"]["sections"] = []
-    report["snippets"] = {"keys": {**report["snippets"]["keys"], "context": None,
-                                   "offsets": {"start": 3, "end": 9, "unit": "token"}}}
+    report["snippets"] = {
+        "keys": {**report["snippets"]["keys"], "context": None, "offsets": {"start": 3, "end": 9, "unit": "token"}}
+    }
     run = report["questions"][0]["runs"][0]
     run.update(error=f"boom {PAYLOAD}", answer=None, segments=[], metrics=dict.fromkeys(METRICS), zone=None)
     report["questions"][0]["lambda"] = {"state": "divergent", "symbol": "←", "css": None, "spread": None}
@@ -233,8 +368,9 @@ def test_write_html_is_deterministic(tmp_path):
 
 def test_histogram_bins_and_bands():
     assert charts.bin_counts([0.0, 0.1, 0.4, 0.999, 1.0], 4) == [2, 1, 0, 2]
-    svg = charts.histogram([0.1, 0.5, 0.5], bins=10, bands=[(0, 0.4, "z-stable", "stable <b>")], threshold=0.45,
-                           label="a <label>")
+    svg = charts.histogram(
+        [0.1, 0.5, 0.5], bins=10, bands=[(0, 0.4, "z-stable", "stable <b>")], threshold=0.45, label="a <label>"
+    )
     assert svg.count('class="bar"') == 2 and 'class="band z-stable"' in svg
     assert "<b>" not in svg and "&lt;label&gt;" in svg
     bars = charts.stacked_bars([("p<1>", [("convergent", 3), ("chaotic", 1)])], marker=0.8, marker_label="gate")
@@ -268,9 +404,17 @@ def driver():
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)  # Debian's build: Selenium Manager never downloads one
     profile = tempfile.TemporaryDirectory()
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
-                f"--user-data-dir={profile.name}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile.name}",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     browser = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
@@ -363,8 +507,13 @@ def test_reasoning_chains_are_shown_in_the_drill_down(driver, tmp_path):
 
     from ragaudit.cli import main
 
-    config = write_config(tmp_path, f'[[pipelines]]\nname = "cot"\nkind = "python"\nfactory = "cot_rag:make"\n'
-                                    f'options = {{corpus = "{DEMO / "corpus"}"}}\n', items=2, seeds="[1]")
+    config = write_config(
+        tmp_path,
+        f'[[pipelines]]\nname = "cot"\nkind = "python"\nfactory = "cot_rag:make"\n'
+        f'options = {{corpus = "{DEMO / "corpus"}"}}\n',
+        items=2,
+        seeds="[1]",
+    )
     sys.path.insert(0, str(FIXTURES))
     try:
         result = CliRunner().invoke(main, ["run", str(config), "--no-gate"])

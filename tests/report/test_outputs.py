@@ -1,5 +1,6 @@
 """Every output of a run directory, the CLI exit codes for pass, fail, drift and changed inputs,
 and the golden report of the built-in demo."""
+
 import json
 import math
 import os
@@ -36,9 +37,27 @@ def test_traces_log_lines(run):
     lines = (run_dir / "traces.log").read_text().splitlines()
     assert len(lines) == sum(len(r["segments"]) or 1 for q in report["questions"] for r in q["runs"])
     first = lines[0].split(" ")
-    assert [f.split("=")[0] for f in first] == ["ts", "pipeline", "qid", "variant", "seed", "seg", "deltaS", "lambda",
-                                                "k", "store", "index_hash", "embed", "analyzer", "section_id", "rev",
-                                                "citations", "scores", "kpos", "kfinal"]
+    assert [f.split("=")[0] for f in first] == [
+        "ts",
+        "pipeline",
+        "qid",
+        "variant",
+        "seed",
+        "seg",
+        "deltaS",
+        "lambda",
+        "k",
+        "store",
+        "index_hash",
+        "embed",
+        "analyzer",
+        "section_id",
+        "rev",
+        "citations",
+        "scores",
+        "kpos",
+        "kfinal",
+    ]
     stored = json.loads((run_dir / "traces.jsonl").read_text().splitlines()[0])  # rows follow the stored runs
     assert first[2] == f"qid={stored['qid']}" and first[9] == "store=bm25"
 
@@ -73,9 +92,16 @@ def test_summary_states_the_verdict(run):
 def test_gate_exit_codes(run, tmp_path):
     config, run_dir, _ = run
     loose = tmp_path / "loose.toml"
-    loose.write_text(config.read_text().replace("[embedder]", "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\n"
-                     "coverage_min = 0.0\ncoverage_pass_rate = 0.0\ncitation_match_min = 0.0\nlambda_convergent_min = 0.0\n"
-                     "lambda_forbid = []\n\n[embedder]").replace('"gold.jsonl"', f'"{config.parent / "gold.jsonl"}"'))
+    loose.write_text(
+        config.read_text()
+        .replace(
+            "[embedder]",
+            "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\n"
+            "coverage_min = 0.0\ncoverage_pass_rate = 0.0\ncitation_match_min = 0.0\nlambda_convergent_min = 0.0\n"
+            "lambda_forbid = []\n\n[embedder]",
+        )
+        .replace('"gold.jsonl"', f'"{config.parent / "gold.jsonl"}"')
+    )
     strict = tmp_path / "strict.toml"
     strict.write_text(loose.read_text().replace("delta_s_max = 1.0", "delta_s_max = 0.0"))
     assert invoke("gate", run_dir / "report.json", "--config", loose).exit_code == 0
@@ -88,21 +114,25 @@ def test_drift_fails_the_gate(run, tmp_path):
     config, run_dir, report = run
     worse = json.loads(json.dumps(report))
     for p in worse["summary"]["pipelines"].values():
-        p["metrics"]["delta_s_qr"] -= 0.2   # the baseline was much better
+        p["metrics"]["delta_s_qr"] -= 0.2  # the baseline was much better
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps(worse))
     loose = tmp_path / "loose.toml"
-    loose.write_text(config.read_text().replace("[embedder]", "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\n"
-                     "coverage_min = 0.0\ncoverage_pass_rate = 0.0\ncitation_match_min = 0.0\nlambda_convergent_min = 0.0\n"
-                     "lambda_forbid = []\n\n[embedder]"))
+    loose.write_text(
+        config.read_text().replace(
+            "[embedder]",
+            "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\n"
+            "coverage_min = 0.0\ncoverage_pass_rate = 0.0\ncitation_match_min = 0.0\nlambda_convergent_min = 0.0\n"
+            "lambda_forbid = []\n\n[embedder]",
+        )
+    )
     result = invoke("gate", run_dir / "report.json", "--config", loose, "--baseline", baseline, "--format", "json")
     assert result.exit_code == 1
     assert [c["name"] for c in json.loads(result.output)["checks"] if not c["passed"]] == ["drift_delta_s_mean"]
 
 
 def test_run_exit_code_follows_the_gate(tmp_path):
-    config = write_config(tmp_path, BM25, items=3, seeds="[1]",
-                          extra="")
+    config = write_config(tmp_path, BM25, items=3, seeds="[1]", extra="")
     config.write_text(config.read_text().replace("[embedder]", "[gate]\ndelta_s_max = 0.0\n\n[embedder]"))
     assert invoke("run", config).exit_code == 1
     assert invoke("run", config, "--no-gate").exit_code == 0
@@ -141,8 +171,11 @@ def _close(a, b, path="$"):
 
 def golden_view(report: dict) -> dict:
     """What the golden file pins: summary, gate and every question's λ and metrics."""
-    return {"summary": report["summary"], "gate": report["gate"],
-            "questions": [{k: q[k] for k in ("pipeline", "qid", "lambda", "metrics")} for q in report["questions"]]}
+    return {
+        "summary": report["summary"],
+        "gate": report["gate"],
+        "questions": [{k: q[k] for k in ("pipeline", "qid", "lambda", "metrics")} for q in report["questions"]],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -184,8 +217,12 @@ def test_the_demo_fault_matrix_is_clean(demo, tmp_path):
     the gate, detection >= 0.8 and false flags <= 0.15 for every fault (bench/faults.py prints this)."""
     run_dir, _ = demo
     config = tmp_path / "dense.toml"
-    config.write_text((ROOT / "configs" / "default.toml").read_text().replace("../", f"{ROOT}/")
-                      .replace("max_errors = 0", 'max_errors = 0\npipelines = ["dense-k5"]'))
+    config.write_text(
+        (ROOT / "configs" / "default.toml")
+        .read_text()
+        .replace("../", f"{ROOT}/")
+        .replace("max_errors = 0", 'max_errors = 0\npipelines = ["dense-k5"]')
+    )
     result = invoke("faults", run_dir, "--config", config, "--out", tmp_path)
     assert result.exit_code == 0, result.output
     matrix = json.loads((tmp_path / "faults.json").read_text())

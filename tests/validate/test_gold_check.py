@@ -9,9 +9,15 @@ from ragaudit.validate.gold import check_gold
 
 def item(qid, sentence=KEYS_SENTENCE, section="policies/security/keys", **extra):
     start = POLICIES.index(sentence)
-    return {"qid": qid, "question": f"What does the handbook say: {sentence}",
-            "paraphrases": ["p1", "p2"], "doc_id": "policies", "section_id": section,
-            "anchor": {"start": start, "end": start + len(sentence), "unit": "char", "text": sentence}, **extra}
+    return {
+        "qid": qid,
+        "question": f"What does the handbook say: {sentence}",
+        "paraphrases": ["p1", "p2"],
+        "doc_id": "policies",
+        "section_id": section,
+        "anchor": {"start": start, "end": start + len(sentence), "unit": "char", "text": sentence},
+        **extra,
+    }
 
 
 def run(tmp_path, corpus, items, **options):
@@ -31,12 +37,20 @@ def test_each_finding(tmp_path, corpus):
     bad_text["anchor"]["text"] = "Hardware keys are rotated every 24 months."
     outside = item("O1", section="policies/security/passwords")
     far = dict(item("F1"), question="zzz qqq")
-    items = [item("K1"), item("K1"), bad_text, outside, far,
-             dict(item("V1"), paraphrases=[]),
-             dict(item("D1"), doc_id="nope"), dict(item("S1"), section_id="policies/nope"),
-             dict(item("B1"), anchor={"start": 10, "end": 10**6, "unit": "char", "text": "x"}),
-             dict(item("E1"), expected_citations=[{"doc_id": "gone", "start": 0, "end": 4, "unit": "char"}]),
-             '{"qid": 5}', "not json"]
+    items = [
+        item("K1"),
+        item("K1"),
+        bad_text,
+        outside,
+        far,
+        dict(item("V1"), paraphrases=[]),
+        dict(item("D1"), doc_id="nope"),
+        dict(item("S1"), section_id="policies/nope"),
+        dict(item("B1"), anchor={"start": 10, "end": 10**6, "unit": "char", "text": "x"}),
+        dict(item("E1"), expected_citations=[{"doc_id": "gone", "start": 0, "end": 4, "unit": "char"}]),
+        '{"qid": 5}',
+        "not json",
+    ]
     found = run(tmp_path, corpus, items, encoder=HashingEncoder())
     by_code = {}
     for f in found:
@@ -71,16 +85,28 @@ def test_section_counts_warn_outside_three_to_five(tmp_path, corpus):
 def alternative(sentence, section, doc="policies", text=None):
     source = POLICIES if doc == "policies" else None
     start = source.index(sentence)
-    return {"doc_id": doc, "start": start, "end": start + len(sentence), "unit": "char", "section_id": section,
-            "text": sentence if text is None else text}
+    return {
+        "doc_id": doc,
+        "start": start,
+        "end": start + len(sentence),
+        "unit": "char",
+        "section_id": section,
+        "text": sentence if text is None else text,
+    }
 
 
 def test_accept_any_items_are_read_and_checked(tmp_path, corpus):
     keys, passwords = ("policies/security/keys", "policies/security/passwords")
-    good = dict(item("A1"), accept="any", expected_citations=[alternative(KEYS_SENTENCE, keys),
-                                                              alternative(PASSWORDS_SENTENCE, passwords)])
-    stale = dict(item("A2"), accept="any", expected_citations=[alternative(KEYS_SENTENCE, keys, text="old words"),
-                                                               alternative(PASSWORDS_SENTENCE, keys)])
+    good = dict(
+        item("A1"),
+        accept="any",
+        expected_citations=[alternative(KEYS_SENTENCE, keys), alternative(PASSWORDS_SENTENCE, passwords)],
+    )
+    stale = dict(
+        item("A2"),
+        accept="any",
+        expected_citations=[alternative(KEYS_SENTENCE, keys, text="old words"), alternative(PASSWORDS_SENTENCE, keys)],
+    )
     path = tmp_path / "gold.jsonl"
     path.write_text("\n".join(json.dumps(i) for i in (good, stale)) + "\n")
     items, problems = read_gold(path)
@@ -95,17 +121,22 @@ def test_accept_any_items_are_read_and_checked(tmp_path, corpus):
 
 def test_accept_must_be_all_or_any_and_name_its_alternatives(tmp_path, corpus):
     found = run(tmp_path, corpus, [dict(item("X1"), accept="some"), dict(item("X2"), accept="any")])
-    assert [(f.code, f.path) for f in found] == [("gold_malformed", "$.accept"),
-                                                 ("gold_malformed", "$.expected_citations")]
+    assert [(f.code, f.path) for f in found] == [
+        ("gold_malformed", "$.accept"),
+        ("gold_malformed", "$.expected_citations"),
+    ]
 
 
 def test_anchor_text_that_differs_late_shows_where(tmp_path, corpus):
     start = POLICIES.index(KEYS_SENTENCE)
-    long_text = POLICIES[start:start + 80]  # the keys sentence and the next one
+    long_text = POLICIES[start : start + 80]  # the keys sentence and the next one
     wrong = long_text[:70] + "X" + long_text[71:]
     gold = item("L1", anchor={"start": start, "end": start + 80, "unit": "char", "text": wrong})
-    [found] = [f for f in run(tmp_path, corpus, [gold, item("L2"), item("L3")]) if f.code == "gold_anchor_text_mismatch"]
+    [found] = [
+        f for f in run(tmp_path, corpus, [gold, item("L2"), item("L3")]) if f.code == "gold_anchor_text_mismatch"
+    ]
     assert found.message == (
         f"expected anchor.text == document slice [{start}, {start + 80}), found a difference at char 70 of the slice "
-        f"(document char {start + 70}): slice ...{long_text[46:94]!r}, text ...{wrong[46:94]!r}")
+        f"(document char {start + 70}): slice ...{long_text[46:94]!r}, text ...{wrong[46:94]!r}"
+    )
     assert long_text[46:94] != wrong[46:94] and found.path == "$.anchor.text"

@@ -1,4 +1,5 @@
 """Property tests: offsets, units and the tie-break."""
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,15 +10,30 @@ from ragaudit.validate.ranking import tiebreak_key
 
 
 def payload(i, *, offsets=(0, 10), unit="char", score=0.5, section="s", snippet=None):
-    return {"doc_id": "d", "section_id": section, "snippet_id": snippet or f"p{i}", "source_url": "u",
-            "offsets": {"start": offsets[0], "end": offsets[1], "unit": unit}, "tokens": 1,
-            "index_hash": "h", "embed_model": "m", "analyzer": "custom", "rev": "r",
-            "score_norm": score, "k_pos": i + 1}
+    return {
+        "doc_id": "d",
+        "section_id": section,
+        "snippet_id": snippet or f"p{i}",
+        "source_url": "u",
+        "offsets": {"start": offsets[0], "end": offsets[1], "unit": unit},
+        "tokens": 1,
+        "index_hash": "h",
+        "embed_model": "m",
+        "analyzer": "custom",
+        "rev": "r",
+        "score_norm": score,
+        "k_pos": i + 1,
+    }
 
 
 def trace(payloads):
-    return {"qid": "Q", "variant": 0, "seed": 0, "retrieved": payloads,
-            "index": {"index_hash": "h", "analyzer": "custom", "embed_model": "m"}}
+    return {
+        "qid": "Q",
+        "variant": 0,
+        "seed": 0,
+        "retrieved": payloads,
+        "index": {"index_hash": "h", "analyzer": "custom", "embed_model": "m"},
+    }
 
 
 def codes(t):
@@ -46,8 +62,14 @@ def test_unknown_units_are_bad_offsets(unit):
     assert ("bad_offsets" in found) == (unit not in ("char", "token"))
 
 
-@given(st.lists(st.tuples(st.sampled_from([0.2, 0.5, 0.9]), st.sampled_from("abc"), st.text("xyz", min_size=1, max_size=3)),
-                min_size=1, max_size=8, unique_by=lambda t: t[2]))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0.2, 0.5, 0.9]), st.sampled_from("abc"), st.text("xyz", min_size=1, max_size=3)),
+        min_size=1,
+        max_size=8,
+        unique_by=lambda t: t[2],
+    )
+)
 @settings(max_examples=200)
 def test_spec_order_never_violates_and_a_swapped_tie_always_does(items):
     ordered = sorted(items, key=lambda t: (-t[0], t[1], t[2]))

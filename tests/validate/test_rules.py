@@ -1,4 +1,5 @@
 """Every trace code: one case where it fires (and nothing else does), and silence on a valid trace."""
+
 import pytest
 from helpers import PASSWORDS_SENTENCE, POLICIES
 
@@ -25,6 +26,7 @@ def both(*changes):
     def apply(t):
         for change in changes:
             change(t)
+
     return apply
 
 
@@ -48,9 +50,12 @@ CASES = {
     **{f"missing_{f}": [drop(f, 1)] for f in REQUIRED_PAYLOAD_FIELDS if f not in ("tokens", "offsets")},
     "missing_tokens": [drop("tokens")],
     "missing_offsets": [drop("offsets")],
-    "bad_offsets": [setp("offsets", [10, 5]), setp("offsets", {"start": -1, "end": 3, "unit": "char"}),
-                    setp("offsets", {"start": 1.5, "end": 3, "unit": "char"}),
-                    setp("offsets", {"start": 1, "end": 3, "unit": "word"})],
+    "bad_offsets": [
+        setp("offsets", [10, 5]),
+        setp("offsets", {"start": -1, "end": 3, "unit": "char"}),
+        setp("offsets", {"start": 1.5, "end": 3, "unit": "char"}),
+        setp("offsets", {"start": 1, "end": 3, "unit": "word"}),
+    ],
     "mixed_offset_units": [lambda t: t["retrieved"][1].update(offsets=token_span(PASSWORDS_SENTENCE), text=None)],
     "cross_section_reuse": [lambda t: t["answer"]["segments"][0].__setitem__("citations", ["pol-keys-1", "pol-pw-1"])],
     "analyzer_mismatch": [lambda t: t["index"].__setitem__("analyzer", "whitespace")],
@@ -63,19 +68,27 @@ CASES = {
     "score_out_of_range": [setp("score_norm", 1.2), setp("score_norm", -0.01)],
     "tiebreak_violation": [lambda t: t["retrieved"].reverse() or [p.update(score_norm=0.5) for p in t["retrieved"]]],
     "rank_mismatch": [both(setp("k_final", 2), setp("k_final", 1, 1))],
-    "dangling_citation": [lambda t: t["answer"]["segments"][0].__setitem__("citations", ["nope-1"]),
-                          lambda t: t.__setitem__("steps", [{"step_number": 1, "question": "q", "citations": ["nope-2"]}])],
-    "cite_after_answer": [set_answer(raw='{"answer": "Every 12 months.", "citations": ["pol-keys-1"]}'),
-                          set_answer(raw=None, text="Keys rotate every 12 months. Admins keep two. [pol-keys-1]")],
+    "dangling_citation": [
+        lambda t: t["answer"]["segments"][0].__setitem__("citations", ["nope-1"]),
+        lambda t: t.__setitem__("steps", [{"step_number": 1, "question": "q", "citations": ["nope-2"]}]),
+    ],
+    "cite_after_answer": [
+        set_answer(raw='{"answer": "Every 12 months.", "citations": ["pol-keys-1"]}'),
+        set_answer(raw=None, text="Keys rotate every 12 months. Admins keep two. [pol-keys-1]"),
+    ],
     "unknown_document": [setp("doc_id", "policies-old")],
     "unknown_section": [setp("section_id", "policies/security/tokens")],
-    "span_out_of_bounds": [lambda t: t["retrieved"][0].update(offsets={"start": 10, "end": 100000, "unit": "char"}, text=None)],
+    "span_out_of_bounds": [
+        lambda t: t["retrieved"][0].update(offsets={"start": 10, "end": 100000, "unit": "char"}, text=None)
+    ],
     "span_text_mismatch": [setp("text", "Hardware keys are rotated every 24 months.")],
     "section_mismatch": [setp("section_id", "policies/security/passwords")],
     "missing_live_index": [lambda t: t.pop("index")],
     "tokens_mismatch": [setp("tokens", 3)],
     "duplicate_snippet": [setp("snippet_id", "pol-keys-1", 1)],
-    "uncited_segment": [lambda t: t["answer"]["segments"].append({"seg": 2, "text": "They are kept in a safe.", "citations": []})],
+    "uncited_segment": [
+        lambda t: t["answer"]["segments"].append({"seg": 2, "text": "They are kept in a safe.", "citations": []})
+    ],
 }
 # Codes that cannot arise from a parsed trace object: they are about the line itself.
 LINE_CODES = {"malformed_record"}
@@ -106,7 +119,11 @@ def test_wrong_type_names_path_expected_and_found(mutate):
     trace = mutate(setp("doc_id", 7))
     [found] = validate_trace(parse_trace(trace, file="t.jsonl", line=4))
     assert (found.path, found.message, found.file, found.line) == (
-        "$.retrieved[0].doc_id", "expected string, found number 7", "t.jsonl", 4)
+        "$.retrieved[0].doc_id",
+        "expected string, found number 7",
+        "t.jsonl",
+        4,
+    )
 
 
 def test_corpus_rules_need_a_corpus(mutate):
@@ -122,6 +139,7 @@ def test_text_mismatch_message_shows_both_texts(mutate, corpus):
 
 def test_text_mismatch_late_in_long_texts_shows_where_they_differ(tmp_path, mutate):
     from ragaudit.io.corpus import load_corpus
+
     words = " ".join(f"w{i:03d}" for i in range(60))  # 299 chars: w000 w001 ... w059
     path = tmp_path / "corpus.jsonl"
     path.write_text('{"doc_id": "policies", "text": "%s"}\n' % words, encoding="utf-8")
@@ -133,19 +151,24 @@ def test_text_mismatch_late_in_long_texts_shows_where_they_differ(tmp_path, muta
         p = t["retrieved"][0]
         t["retrieved"] = [p]
         p.update(section_id="_preamble", text=changed, offsets={"start": 0, "end": len(words), "unit": "char"})
-    [found] = [i for i in validate_trace(parse_trace(mutate(change)), Context(corpus=corpus))
-               if i.code == "span_text_mismatch"]
+
+    [found] = [
+        i for i in validate_trace(parse_trace(mutate(change)), Context(corpus=corpus)) if i.code == "span_text_mismatch"
+    ]
     assert found.message == (
         "expected text == document slice [0, 299), found a difference at char 201 of the slice (document char 201): "
-        f"slice ...{words[177:225]!r}..., text ...{changed[177:225]!r}...")
+        f"slice ...{words[177:225]!r}..., text ...{changed[177:225]!r}..."
+    )
     assert "slice ...'35 w036 w037 w038 w039 w040 w041" in found.message and "w039 wX40 w041" in found.message
 
 
 def test_text_mismatch_of_different_lengths_says_so():
     from ragaudit.validate.corpus import text_difference
+
     assert text_difference("abc", "abcd", 7) == (
         "expected text == document slice [7, 10), found a difference at char 3 of the slice (document char 10): "
-        "slice 'abc', text 'abcd'; the slice has 3 chars, the text 4")
+        "slice 'abc', text 'abcd'; the slice has 3 chars, the text 4"
+    )
 
 
 def test_pipeline_error_aborts_other_checks(mutate, corpus):
@@ -173,6 +196,7 @@ def test_list_offsets_take_the_trace_unit(valid_trace, corpus):
 
 def test_token_offsets_checked_against_the_document(valid_trace, corpus):
     from ragaudit.analyzers import ANALYZERS
+
     doc = corpus["policies"]
     spans = ANALYZERS["lowercase"].spans(doc.text)
     for p in valid_trace["retrieved"]:
@@ -180,7 +204,7 @@ def test_token_offsets_checked_against_the_document(valid_trace, corpus):
         first = next(i for i, (a, _) in enumerate(spans) if a == s)
         last = next(i for i, (_, b) in enumerate(spans) if b == e - 1)  # the sentence ends with "."
         p["offsets"] = {"start": first, "end": last + 1, "unit": "token"}
-        p["text"] = doc.text[spans[first][0]:spans[last][1]]
+        p["text"] = doc.text[spans[first][0] : spans[last][1]]
         p["tokens"] = last + 1 - first
     assert codes_of(valid_trace, corpus) == []
     valid_trace["retrieved"][0]["offsets"]["end"] = len(spans) + 3
@@ -195,9 +219,13 @@ def test_tie_in_order_is_silent(mutate, corpus):
 
 def test_primary_score_prefers_rerank_when_every_payload_has_one(mutate, corpus):
     # equal score_norm, out of order; but rerank scores differ, so there is no tie
-    trace = mutate(lambda t: (t["retrieved"].reverse(),
-                              [p.update(score_norm=0.5, k_pos=i + 1) for i, p in enumerate(t["retrieved"])],
-                              [p.update(rerank_score=r, k_final=i + 1) for i, (p, r) in enumerate(zip(t["retrieved"], (0.9, 0.2)))]))
+    trace = mutate(
+        lambda t: (
+            t["retrieved"].reverse(),
+            [p.update(score_norm=0.5, k_pos=i + 1) for i, p in enumerate(t["retrieved"])],
+            [p.update(rerank_score=r, k_final=i + 1) for i, (p, r) in enumerate(zip(t["retrieved"], (0.9, 0.2)))],
+        )
+    )
     assert codes_of(trace, corpus) == []
 
 

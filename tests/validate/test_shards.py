@@ -1,6 +1,7 @@
 """Validation shared out to worker processes gives exactly the output of one process: the same
 issues in the same order with the same line numbers, the same counts, bad lines, unreadable
 files and exit codes, wherever the cuts fall."""
+
 import copy
 import json
 import os
@@ -31,8 +32,15 @@ def cut_kinds(data: bytes, job_bytes: int) -> set[str]:
     parts = -(-len(data) // job_bytes)
     kinds = set()
     for cut in (len(data) * k // parts for k in range(1, parts)):
-        kinds.add("line start" if data[cut - 1:cut] == b"\n" else "newline" if data[cut:cut + 1] == b"\n"
-                  else "carriage return" if data[cut:cut + 1] == b"\r" else "mid-line")
+        kinds.add(
+            "line start"
+            if data[cut - 1 : cut] == b"\n"
+            else "newline"
+            if data[cut : cut + 1] == b"\n"
+            else "carriage return"
+            if data[cut : cut + 1] == b"\r"
+            else "mid-line"
+        )
     return kinds
 
 
@@ -70,8 +78,15 @@ def test_many_small_files_and_unreadable_ones_give_the_sequential_output(tmp_pat
         paths.append(write(tmp_path / f"t{k}.jsonl", lines, torn=k % 3 == 0))
     (tmp_path / "empty.jsonl").write_bytes(b"")
     (tmp_path / "blank.jsonl").write_bytes(b"\n  \n")
-    inputs = [*paths[:5], tmp_path / "missing.jsonl", tmp_path / "empty.jsonl", *paths[5:],
-              tmp_path, tmp_path / "blank.jsonl", paths[0]]
+    inputs = [
+        *paths[:5],
+        tmp_path / "missing.jsonl",
+        tmp_path / "empty.jsonl",
+        *paths[5:],
+        tmp_path,
+        tmp_path / "blank.jsonl",
+        paths[0],
+    ]
     expected = sequential(inputs)
     assert len(expected["unreadable"]) == 4
     for job_bytes in (10**6, 8_000, 1_500):  # all files in one job, a few a job, each cut into ranges
@@ -97,11 +112,23 @@ def test_plan_splits_large_files_batches_small_ones_and_leaves_others_to_the_par
         path.write_bytes(b"y" * 150)
     names = [str(small[0]), str(big), str(tmp_path / "missing"), *map(str, small[1:])]
     jobs = plan(names, workers=2, min_bytes=0, job_bytes=300)
-    assert [(len(j.pieces), j.local) for j in jobs] == [(1, False), (1, False), (1, False), (1, False),
-                                                        (1, False), (1, True), (2, False), (1, False)]
+    assert [(len(j.pieces), j.local) for j in jobs] == [
+        (1, False),
+        (1, False),
+        (1, False),
+        (1, False),
+        (1, False),
+        (1, True),
+        (2, False),
+        (1, False),
+    ]
     ranges = [(p.start, p.end, p.last, p.whole) for j in jobs[1:5] for p in j.pieces]
-    assert ranges == [(0, 250, False, False), (250, 500, False, False), (500, 750, False, False),
-                      (750, None, True, False)]
+    assert ranges == [
+        (0, 250, False, False),
+        (250, 500, False, False),
+        (500, 750, False, False),
+        (750, None, True, False),
+    ]
     assert [j.index for j in jobs] == list(range(len(jobs)))
     assert plan(names, workers=1, min_bytes=0) is None
     assert plan(names, workers=2) is None  # too little to be worth starting processes
@@ -127,15 +154,25 @@ def small_jobs(monkeypatch):
 def test_cli_one_worker_and_two_print_the_same(tmp_path, valid_trace, corpus_dir, small_jobs, fmt):
     big = write(tmp_path / "big.jsonl", trace_lines(valid_trace, 60, seed=5), torn=True)
     small = write(tmp_path / "small.jsonl", trace_lines(valid_trace, 5, seed=6), newline=b"\r\n")
-    args = ["validate", str(big), str(tmp_path / "missing.jsonl"), str(small), "--corpus", str(corpus_dir),
-            "--format", fmt]
+    args = [
+        "validate",
+        str(big),
+        str(tmp_path / "missing.jsonl"),
+        str(small),
+        "--corpus",
+        str(corpus_dir),
+        "--format",
+        fmt,
+    ]
     one = CliRunner().invoke(main, [*args, "--workers", "1"])
     two = CliRunner().invoke(main, [*args, "--workers", "2"])
     assert one.exit_code == 3 and "error: " in one.stderr
     assert (two.exit_code, two.stdout, two.stderr) == (one.exit_code, one.stdout, one.stderr)
     clean = write(tmp_path / "clean.jsonl", [json.dumps(valid_trace).encode()] * 40)
-    results = [CliRunner().invoke(main, ["validate", str(clean), "--corpus", str(corpus_dir), "--format", fmt,
-                                         "--workers", w]) for w in ("1", "2")]
+    results = [
+        CliRunner().invoke(main, ["validate", str(clean), "--corpus", str(corpus_dir), "--format", fmt, "--workers", w])
+        for w in ("1", "2")
+    ]
     assert [r.exit_code for r in results] == [0, 0] and results[0].stdout == results[1].stdout
 
 
@@ -151,6 +188,7 @@ def test_spool_keeps_order_past_memory():
 
 
 # ---- stopping ---------------------------------------------------------------------------------------
+
 
 def children(pid: int) -> set[int]:
     found = set()
@@ -172,8 +210,12 @@ def start_cli(tmp_path, valid_trace) -> tuple[subprocess.Popen, set[int], Path]:
     path.write_bytes(line * (3 * shards.MIN_BYTES // len(line)))
     spool_root = tmp_path / "tmp"
     spool_root.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "ragaudit", "validate", str(path), "--workers", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(spool_root)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "validate", str(path), "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(spool_root)},
+    )
     deadline = time.monotonic() + 60
     # a worker opens a job's spool file as it starts the job
     while not list(spool_root.glob("ragaudit-validate-*/*.issues")):
@@ -186,7 +228,9 @@ def start_cli(tmp_path, valid_trace) -> tuple[subprocess.Popen, set[int], Path]:
 
 def wait_gone(pids: set[int], seconds: float = 20) -> set[int]:
     deadline = time.monotonic() + seconds
-    while (alive := {p for p in pids if os.path.exists(f"/proc/{p}") and "Z" != _state(p)}) and time.monotonic() < deadline:
+    while (
+        alive := {p for p in pids if os.path.exists(f"/proc/{p}") and "Z" != _state(p)}
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     return alive
 

@@ -1,5 +1,6 @@
 """Real, externally authored spans: every SQuAD 2.0 answer span validates against its paragraph,
 and each corruption gives exactly the expected code."""
+
 import json
 
 import pytest
@@ -10,8 +11,15 @@ from ragaudit.io.corpus import load_corpus
 from ragaudit.io.traces import parse_trace
 from ragaudit.validate import Context, validate_trace
 
-SPAN_CODES = {"unknown_document", "unknown_section", "span_out_of_bounds", "span_text_mismatch",
-              "section_mismatch", "rev_mismatch", "bad_offsets"}
+SPAN_CODES = {
+    "unknown_document",
+    "unknown_section",
+    "span_out_of_bounds",
+    "span_text_mismatch",
+    "section_mismatch",
+    "rev_mismatch",
+    "bad_offsets",
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +45,29 @@ def squad(tmp_path_factory):
 
 
 def payload_trace(corpus, doc_id, section_id, start, text, qid, n):
-    return {"qid": qid, "variant": 0, "seed": 0,
-            "index": {"index_hash": "h", "analyzer": "lowercase", "embed_model": "m"},
-            "retrieved": [{"doc_id": doc_id, "section_id": section_id, "snippet_id": f"s{n}", "source_url": "u",
-                           "offsets": [start, start + len(text)], "tokens": ANALYZERS["lowercase"].count(text),
-                           "index_hash": "h", "embed_model": "m", "analyzer": "lowercase",
-                           "rev": corpus[doc_id].rev, "score_norm": 1.0, "k_pos": 1, "text": text}]}
+    return {
+        "qid": qid,
+        "variant": 0,
+        "seed": 0,
+        "index": {"index_hash": "h", "analyzer": "lowercase", "embed_model": "m"},
+        "retrieved": [
+            {
+                "doc_id": doc_id,
+                "section_id": section_id,
+                "snippet_id": f"s{n}",
+                "source_url": "u",
+                "offsets": [start, start + len(text)],
+                "tokens": ANALYZERS["lowercase"].count(text),
+                "index_hash": "h",
+                "embed_model": "m",
+                "analyzer": "lowercase",
+                "rev": corpus[doc_id].rev,
+                "score_norm": 1.0,
+                "k_pos": 1,
+                "text": text,
+            }
+        ],
+    }
 
 
 def span_codes(corpus, trace):
@@ -58,15 +83,19 @@ def test_every_answer_span_validates(squad):
 
 
 CORRUPTIONS = {
-    "shift offsets": (lambda t: t["retrieved"][0].update(offsets=[t["retrieved"][0]["offsets"][0] + 1,
-                                                                  t["retrieved"][0]["offsets"][1] + 1]),
-                      ["span_text_mismatch"]),
-    "change text": (lambda t: t["retrieved"][0].update(text=t["retrieved"][0]["text"] + "x"),
-                    ["span_text_mismatch"]),
+    "shift offsets": (
+        lambda t: t["retrieved"][0].update(
+            offsets=[t["retrieved"][0]["offsets"][0] + 1, t["retrieved"][0]["offsets"][1] + 1]
+        ),
+        ["span_text_mismatch"],
+    ),
+    "change text": (lambda t: t["retrieved"][0].update(text=t["retrieved"][0]["text"] + "x"), ["span_text_mismatch"]),
     "stale rev": (lambda t: t["retrieved"][0].update(rev="0123456789ab"), ["rev_mismatch"]),
     "unknown section": (lambda t: t["retrieved"][0].update(section_id="p999"), ["unknown_section"]),
-    "neighbour section": (lambda t: t["retrieved"][0].update(
-        section_id="p1" if t["retrieved"][0]["section_id"] != "p1" else "p2"), ["section_mismatch"]),
+    "neighbour section": (
+        lambda t: t["retrieved"][0].update(section_id="p1" if t["retrieved"][0]["section_id"] != "p1" else "p2"),
+        ["section_mismatch"],
+    ),
     "past the end": (lambda t: t["retrieved"][0].update(offsets=[10**7, 10**7 + 5], text=None), ["span_out_of_bounds"]),
     "unknown document": (lambda t: t["retrieved"][0].update(doc_id="squad/99"), ["unknown_document"]),
 }

@@ -5,6 +5,7 @@ against its sources.
 >>> trace = trace_answer("output/", "Scrooge is a miser [Data: Entities (3)].")  # doctest: +SKIP
 >>> trace.dangling, trace.sources[0].documents  # doctest: +SKIP
 """
+
 from ragaudit.adapters.graphrag.answers import RecordedAnswer, read_answers
 from ragaudit.adapters.graphrag.cite import (
     Block,
@@ -23,6 +24,19 @@ from ragaudit.adapters.graphrag.trace import (
 )
 
 __all__ = [
-    "Block", "Citation", "Claim", "GraphIndex", "GraphRAGTrace", "RecordedAnswer", "Resolution", "Resolver",
-    "default_scorer", "load_index", "parse_blocks", "read_answers", "split_claims", "trace_answer", "trace_file",
+    "Block",
+    "Citation",
+    "Claim",
+    "GraphIndex",
+    "GraphRAGTrace",
+    "RecordedAnswer",
+    "Resolution",
+    "Resolver",
+    "default_scorer",
+    "load_index",
+    "parse_blocks",
+    "read_answers",
+    "split_claims",
+    "trace_answer",
+    "trace_file",
 ]

@@ -4,6 +4,7 @@ In a notebook, an answer is a printed (stdout) output that carries a `[Data: …
 string shown as a cell's result, or an `'answer'`/`'response'` string inside a shown dict (as
 DRIFT search prints its nodes). Logs on stderr are not answers. Repeats are kept once.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,7 +60,7 @@ def _read_json(path: Path):
     except OSError as exc:
         raise InputError(Problem(str(path), f"unreadable answer file: {exc}")) from exc
     try:
-        value, _ = decode(data[len(BOM):] if data.startswith(BOM) else data, finite=False)
+        value, _ = decode(data[len(BOM) :] if data.startswith(BOM) else data, finite=False)
     except JsonDefect as defect:
         message = f"expected JSON, found a syntax error: {defect.syntax}" if defect.syntax else defect.message
         raise InputError(Problem(str(path), message, defect.line, defect.path)) from None
@@ -73,12 +74,22 @@ def _json(data, name: str) -> list[RecordedAnswer]:
         where = name if len(items) == 1 else f"{name} [{i}]"
         if isinstance(item, str):
             out.append(RecordedAnswer(item, where))
-        elif isinstance(item, dict) and isinstance(item.get("response", item.get("answer")), str):
-            out.append(RecordedAnswer(item.get("response", item.get("answer")), where,
-                                      item.get("query") if isinstance(item.get("query"), str) else None))
+        elif isinstance(item, dict) and isinstance(text := item.get("response", item.get("answer")), str):
+            out.append(
+                RecordedAnswer(
+                    text,
+                    where,
+                    item.get("query") if isinstance(item.get("query"), str) else None,
+                )
+            )
         else:
-            raise InputError(Problem(name, "expected a string or an object with a string 'response' or 'answer'",
-                                     path=f"$[{i}]" if isinstance(data, list) else "$"))
+            raise InputError(
+                Problem(
+                    name,
+                    "expected a string or an object with a string 'response' or 'answer'",
+                    path=f"$[{i}]" if isinstance(data, list) else "$",
+                )
+            )
     return out
 
 

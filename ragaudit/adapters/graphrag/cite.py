@@ -7,6 +7,7 @@ between kinds, singular kinds, `Documents`/`Covariates`/`Communities` as aliases
 sentence. Whatever it cannot read as an id is kept as a `bad` token rather than dropped, so it
 can be reported.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,13 +15,26 @@ from dataclasses import dataclass
 
 KINDS = ("Reports", "Entities", "Relationships", "Claims", "Sources")
 _ALIASES = {
-    "report": "Reports", "reports": "Reports", "community report": "Reports", "community reports": "Reports",
-    "community": "Reports", "communities": "Reports",
-    "entity": "Entities", "entities": "Entities",
-    "relationship": "Relationships", "relationships": "Relationships",
-    "claim": "Claims", "claims": "Claims", "covariate": "Claims", "covariates": "Claims",
-    "source": "Sources", "sources": "Sources", "document": "Sources", "documents": "Sources",
-    "text unit": "Sources", "text units": "Sources",
+    "report": "Reports",
+    "reports": "Reports",
+    "community report": "Reports",
+    "community reports": "Reports",
+    "community": "Reports",
+    "communities": "Reports",
+    "entity": "Entities",
+    "entities": "Entities",
+    "relationship": "Relationships",
+    "relationships": "Relationships",
+    "claim": "Claims",
+    "claims": "Claims",
+    "covariate": "Claims",
+    "covariates": "Claims",
+    "source": "Sources",
+    "sources": "Sources",
+    "document": "Sources",
+    "documents": "Sources",
+    "text unit": "Sources",
+    "text units": "Sources",
 }
 
 _BLOCK = re.compile(r"\[\s*data\s*:(?P<body>[^\[\]]*)\]", re.IGNORECASE)
@@ -39,6 +53,7 @@ def canonical_kind(word: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Citation:
     """One `Kind (ids)` group: `kind` is canonical, or the words as written when unknown."""
+
     kind: str
     ids: tuple[int, ...]
     more: bool = False
@@ -49,6 +64,7 @@ class Citation:
 @dataclass(frozen=True, slots=True)
 class Block:
     """One `[Data: …]` block at `[start, end)` of the answer."""
+
     start: int
     end: int
     raw: str
@@ -61,7 +77,7 @@ def parse_body(body: str) -> tuple[Citation, ...]:
     kind_word, last = None, 0
     leftovers = []
     for match in _GROUP.finditer(body):
-        leftovers.append(body[last:match.start()])
+        leftovers.append(body[last : match.start()])
         last = match.end()
         written = (match.group("kind") or "").strip()
         if written:
@@ -100,9 +116,11 @@ def parse_blocks(text: str) -> list[Block]:
 
 # ---------------------------------------------------------------- claims
 
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     """One sentence of the answer: its span (blocks included), its text without blocks, its blocks."""
+
     index: int
     start: int
     end: int
@@ -111,8 +129,10 @@ class Claim:
 
 
 # A period after these does not end a sentence ("Dr. Jordan Hayes", "J. B. Lippincott").
-_ABBREVIATIONS = frozenset("""dr mr mrs ms prof st jr sr vs no vol fig inc ltd co corp gen col lt sgt capt cmdr
-rev mt ft approx dept est e.g i.e u.s u.k""".split())
+_ABBREVIATIONS = frozenset(
+    """dr mr mrs ms prof st jr sr vs no vol fig inc ltd co corp gen col lt sgt capt cmdr
+rev mt ft approx dept est e.g i.e u.s u.k""".split()
+)
 _END = re.compile(r"[.!?]+[\"'”’)\]]*(?=[\s\x00]|$)")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _MASK = "\x00"
@@ -124,7 +144,7 @@ def split_claims(text: str, blocks: list[Block] | None = None) -> list[Claim]:
     blocks = parse_blocks(text) if blocks is None else blocks
     masked = list(text)
     for block in blocks:
-        masked[block.start:block.end] = _MASK * (block.end - block.start)
+        masked[block.start : block.end] = _MASK * (block.end - block.start)
     masked_text = "".join(masked)
 
     spans: list[tuple[int, int]] = []
@@ -139,7 +159,7 @@ def split_claims(text: str, blocks: list[Block] | None = None) -> list[Claim]:
             continue
         spans.extend(_sentences(masked_text, line.start(), line.end()))
 
-    claims = []
+    claims: list = []
     for start, end in spans:
         inside = tuple(b for b in blocks if start <= b.start < end)
         claims.append(Claim(len(claims) + 1, start, end, _without_blocks(text, start, end, inside), inside))
@@ -177,7 +197,7 @@ def _abbreviation(masked: str, begin: int, dot: int) -> bool:
 def _without_blocks(text: str, start: int, end: int, blocks: tuple[Block, ...]) -> str:
     parts, cursor = [], start
     for block in blocks:
-        parts.append(text[cursor:block.start])
+        parts.append(text[cursor : block.start])
         cursor = block.end
     parts.append(text[cursor:end])
     joined = " ".join("".join(parts).split())

@@ -4,6 +4,7 @@ Exit codes follow SPEC §7: 0 every citation resolves; 1 some cited id is dangli
 reaching no text unit); 2 usage error; 3 an input is unreadable or is not a GraphRAG output
 folder / answer file.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,12 +35,21 @@ def graphrag():
 
 @graphrag.command("trace")
 @click.argument("output_dir", type=click.Path(path_type=Path))
-@click.option("--answer", "answer_file", required=True, type=click.Path(path_type=Path),
-              help="the answer: text/markdown, JSON ({'response': ...}) or a notebook (.ipynb) with recorded answers")
+@click.option(
+    "--answer",
+    "answer_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="the answer: text/markdown, JSON ({'response': ...}) or a notebook (.ipynb) with recorded answers",
+)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 @click.option("--verify", is_flag=True, help="score each claim against the text units of each of its sources")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-              help="support at or above which a source counts as supporting (default 0.5)")
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="support at or above which a source counts as supporting (default 0.5)",
+)
 @click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="encoder for --verify")
 def trace(output_dir: Path, answer_file: Path, fmt: str, verify: bool, threshold: float | None, model: str):
     """Resolve every [Data: …] citation of the answer(s) in ANSWER against OUTPUT_DIR.

@@ -10,6 +10,7 @@ Citation ids are the query engine's short ids: Reports (n) is the report of comm
 Entities, Relationships and Claims (n) are `human_readable_id` n; Sources (n) is the text unit
 at row position n (its `human_readable_id` is n + 1 in v1 and v2, n in v3).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,12 +21,19 @@ from typing import Any
 
 from ragaudit.errors import InputError, Problem
 
-NAMES = ("documents", "text_units", "entities", "relationships", "covariates",
-         "communities", "community_reports", "nodes")
+NAMES = (
+    "documents",
+    "text_units",
+    "entities",
+    "relationships",
+    "covariates",
+    "communities",
+    "community_reports",
+    "nodes",
+)
 _COLUMNS = {
     "documents": ("id", "title", "human_readable_id", "page", "page_number", "metadata", "raw_data"),
-    "text_units": ("id", "text", "human_readable_id", "document_ids", "document_id", "page", "page_number",
-                   "metadata"),
+    "text_units": ("id", "text", "human_readable_id", "document_ids", "document_id", "page", "page_number", "metadata"),
     "entities": ("id", "human_readable_id", "title", "name", "text_unit_ids"),
     "relationships": ("id", "human_readable_id", "source", "target", "text_unit_ids"),
     "covariates": ("id", "human_readable_id", "subject_id", "type", "text_unit_id", "text_unit_ids"),
@@ -59,6 +67,7 @@ class Document:
 class Record:
     """A cited report, entity, relationship or claim, and the text units it stands on.
     `via` says how they were found: `record`, `community` or `community entities`."""
+
     kind: str
     key: int
     id: str
@@ -71,6 +80,7 @@ class Record:
 class GraphIndex:
     """One output folder, loaded. Tables that are absent leave their mapping empty and are named in
     `missing`; `notes` says what was inferred."""
+
     path: Path
     layout: str
     text_units: list[TextUnit]
@@ -88,16 +98,21 @@ def find_tables(root: Path) -> tuple[Path, dict[str, Path], bool]:
     file, and whether names carry the `create_final_` prefix. Unprefixed names win when both exist."""
     root = Path(root)
     if not root.is_dir():
-        raise InputError(Problem(str(root), "expected a GraphRAG output folder, found "
-                                            + ("a file" if root.exists() else "nothing")))
+        raise InputError(
+            Problem(str(root), "expected a GraphRAG output folder, found " + ("a file" if root.exists() else "nothing"))
+        )
     for folder in (root, root / "output", root / "artifacts", root / "output" / "artifacts"):
         for prefix in ("", "create_final_"):
             files = {n: folder / f"{prefix}{n}.parquet" for n in NAMES}
             files = {n: f for n, f in files.items() if f.is_file()}
             if "text_units" in files:
                 return folder, files, bool(prefix)
-    raise InputError(Problem(str(root), "expected GraphRAG output tables (text_units.parquet or "
-                                        "create_final_text_units.parquet), found none"))
+    raise InputError(
+        Problem(
+            str(root),
+            "expected GraphRAG output tables (text_units.parquet or create_final_text_units.parquet), found none",
+        )
+    )
 
 
 def _read(path: Path, wanted: tuple[str, ...]):
@@ -113,8 +128,12 @@ def _read(path: Path, wanted: tuple[str, ...]):
 def _require(frame, path: Path, *columns: str) -> None:
     absent = [c for c in columns if c not in frame.columns]
     if absent:
-        raise InputError(Problem(str(path), f"expected column(s) {', '.join(absent)}, "
-                                            f"found {', '.join(map(str, frame.columns)) or 'none'}"))
+        raise InputError(
+            Problem(
+                str(path),
+                f"expected column(s) {', '.join(absent)}, found {', '.join(map(str, frame.columns)) or 'none'}",
+            )
+        )
 
 
 def _missing(value: Any) -> bool:
@@ -159,18 +178,30 @@ def load_index(output_dir: str | Path) -> GraphIndex:
     folder, files, prefixed = find_tables(Path(output_dir))
     frames = {name: _read(path, _COLUMNS[name]) for name, path in files.items()}
     for name, frame in frames.items():
-        _require(frame, files[name], *{"nodes": ("title", "community"),
-                                       "community_reports": ("community",)}.get(name, ("id",)))
+        _require(
+            frame,
+            files[name],
+            *{"nodes": ("title", "community"), "community_reports": ("community",)}.get(name, ("id",)),
+        )
     _require(frames["text_units"], files["text_units"], "text")
     units = frames["text_units"]
     if prefixed:
-        layout = "v1" if "title" in frames.get("entities", units).columns or \
-            ("entities" not in frames and "human_readable_id" in units.columns) else "v0"
+        layout = (
+            "v1"
+            if "title" in frames.get("entities", units).columns
+            or ("entities" not in frames and "human_readable_id" in units.columns)
+            else "v0"
+        )
     else:
         layout = "v3" if "document_id" in units.columns else "v2"
-    index = GraphIndex(path=folder, layout=layout, text_units=_text_units(units),
-                       documents=_documents(frames.get("documents")), records={},
-                       missing=tuple(n for n in NAMES[:7] if n not in frames))
+    index = GraphIndex(
+        path=folder,
+        layout=layout,
+        text_units=_text_units(units),
+        documents=_documents(frames.get("documents")),
+        records={},
+        missing=tuple(n for n in NAMES[:7] if n not in frames),
+    )
     _link_documents(index, frames.get("documents"))
     by_title = _entity_records(index, frames.get("entities"))
     _relationship_records(index, frames.get("relationships"))
@@ -196,7 +227,7 @@ def _text_units(frame) -> list[TextUnit]:
 
 
 def _documents(frame) -> dict[str, Document]:
-    docs = {}
+    docs: dict[str, Document] = {}
     for row in _rows(frame):
         title = _str(row.get("title")) or None
         docs.setdefault(_str(row["id"]), Document(_str(row["id"]), title, _page(row)))
@@ -207,13 +238,16 @@ def _link_documents(index: GraphIndex, frame) -> None:
     """Text units that do not name their document get it from the documents' `text_unit_ids`."""
     if frame is None or "text_unit_ids" not in frame.columns or all(u.document_ids for u in index.text_units):
         return
-    owner = {}
+    owner: dict[str, str] = {}
     for row in _rows(frame):
         for unit_id in _ids(row.get("text_unit_ids")):
             owner.setdefault(unit_id, _str(row["id"]))
-    index.text_units = [u if u.document_ids or u.id not in owner else
-                        TextUnit(u.position, u.id, u.text, (owner[u.id],), u.human_readable_id, u.page)
-                        for u in index.text_units]
+    index.text_units = [
+        u
+        if u.document_ids or u.id not in owner
+        else TextUnit(u.position, u.id, u.text, (owner[u.id],), u.human_readable_id, u.page)
+        for u in index.text_units
+    ]
     index.notes.append("text units linked to documents through documents.text_unit_ids")
 
 
@@ -238,16 +272,31 @@ def _keyed(index: GraphIndex, kind: str, frame, make) -> None:
 
 
 def _entity_records(index: GraphIndex, frame) -> dict[str, Record]:
-    _keyed(index, "Entities", frame, lambda key, row: Record(
-        "Entities", key, _str(row["id"]), _str(row.get("title", row.get("name"))), _ids(row.get("text_unit_ids"))))
+    _keyed(
+        index,
+        "Entities",
+        frame,
+        lambda key, row: Record(
+            "Entities", key, _str(row["id"]), _str(row.get("title", row.get("name"))), _ids(row.get("text_unit_ids"))
+        ),
+    )
     records = index.records["Entities"].values()
     return {r.title: r for r in records} | {r.id: r for r in records}
 
 
 def _relationship_records(index: GraphIndex, frame) -> None:
-    _keyed(index, "Relationships", frame, lambda key, row: Record(
-        "Relationships", key, _str(row["id"]), f"{_str(row.get('source'))} -> {_str(row.get('target'))}",
-        _ids(row.get("text_unit_ids"))))
+    _keyed(
+        index,
+        "Relationships",
+        frame,
+        lambda key, row: Record(
+            "Relationships",
+            key,
+            _str(row["id"]),
+            f"{_str(row.get('source'))} -> {_str(row.get('target'))}",
+            _ids(row.get("text_unit_ids")),
+        ),
+    )
 
 
 def _claim_records(index: GraphIndex, frame) -> None:
@@ -255,8 +304,14 @@ def _claim_records(index: GraphIndex, frame) -> None:
         kind = _str(row.get("type"))
         return _str(row.get("subject_id")) + (f" ({kind})" if kind else "")
 
-    _keyed(index, "Claims", frame, lambda key, row: Record(
-        "Claims", key, _str(row["id"]), title(row), _ids(row.get("text_unit_id")) or _ids(row.get("text_unit_ids"))))
+    _keyed(
+        index,
+        "Claims",
+        frame,
+        lambda key, row: Record(
+            "Claims", key, _str(row["id"]), title(row), _ids(row.get("text_unit_id")) or _ids(row.get("text_unit_ids"))
+        ),
+    )
 
 
 def _report_records(index: GraphIndex, frames: dict, entities: dict[str, Record]) -> None:
@@ -265,8 +320,9 @@ def _report_records(index: GraphIndex, frames: dict, entities: dict[str, Record]
     members: dict[int, tuple[str, ...]] = {}
     direct: dict[int, tuple[str, ...]] = {}
     for row in _rows(frames.get("communities")):
-        number = next((n for n in (_int(row.get(c)) for c in ("community", "raw_community", "id")) if n is not None),
-                      None)
+        number = next(
+            (n for n in (_int(row.get(c)) for c in ("community", "raw_community", "id")) if n is not None), None
+        )
         if number is not None:
             direct.setdefault(number, _ids(row.get("text_unit_ids")))
             members.setdefault(number, _ids(row.get("entity_ids")))
@@ -279,7 +335,7 @@ def _report_records(index: GraphIndex, frames: dict, entities: dict[str, Record]
     def units(number: int) -> tuple[tuple[str, ...], str]:
         if direct.get(number):
             return direct[number], "community"
-        names = members.get(number) or node_members.get(number, ())
+        names = members.get(number) or node_members.get(number) or ()
         found = [u for m in names if m in entities for u in entities[m].text_unit_ids]
         return tuple(dict.fromkeys(found)), "community entities"
 

@@ -1,4 +1,5 @@
 """Traces as markdown (the answer with numbered markers and a Sources list) or as a JSON document."""
+
 from __future__ import annotations
 
 from ragaudit.adapters.graphrag.resolve import Resolution
@@ -11,8 +12,14 @@ _UNITS_SHOWN = 10
 
 def to_json(traces: list[GraphRAGTrace], *, output_dir: str, layout: str, notes: list[str] | None = None) -> dict:
     """One document for every traced answer of a file; totals summed over them."""
-    return {"schema": SCHEMA, "output_dir": output_dir, "layout": layout, "notes": list(notes or []),
-            "counts": total_counts(traces), "answers": [t.to_dict() for t in traces]}
+    return {
+        "schema": SCHEMA,
+        "output_dir": output_dir,
+        "layout": layout,
+        "notes": list(notes or []),
+        "counts": total_counts(traces),
+        "answers": [t.to_dict() for t in traces],
+    }
 
 
 def total_counts(traces: list[GraphRAGTrace]) -> dict:
@@ -37,7 +44,7 @@ def marked_answer(trace: GraphRAGTrace) -> str:
         marks = [f"{n}{trace.mark(n, claim)}" for n in dict.fromkeys(numbers)]
         if any(c.more for c in block.citations):
             marks.append("+more")
-        parts += [trace.answer[cursor:block.start], f"[{','.join(marks)}]" if marks else ""]
+        parts += [trace.answer[cursor : block.start], f"[{','.join(marks)}]" if marks else ""]
         cursor = block.end
     parts.append(trace.answer[cursor:])
     return "".join(parts)
@@ -69,10 +76,13 @@ def _short(source: Resolution, position: int) -> str:
 
 def to_markdown(traces: list[GraphRAGTrace], *, output_dir: str, layout: str) -> str:
     total = total_counts(traces)
-    out = ["# GraphRAG trace", "",
-           f"- output: `{output_dir}` (layout {layout})",
-           f"- answers: {total['answers']}; citations: {total['citations']} "
-           f"({total['resolved']} resolved, {total['dangling']} dangling)"]
+    out = [
+        "# GraphRAG trace",
+        "",
+        f"- output: `{output_dir}` (layout {layout})",
+        f"- answers: {total['answers']}; citations: {total['citations']} "
+        f"({total['resolved']} resolved, {total['dangling']} dangling)",
+    ]
     for number, trace in enumerate(traces, 1):
         out += ["", f"## Answer {number}" + (f" — {trace.origin}" if trace.origin else ""), ""]
         out += _answer_section(trace)
@@ -85,12 +95,16 @@ def _answer_section(trace: GraphRAGTrace) -> list[str]:
     out = []
     if trace.query:
         out.append(f"- query: {trace.query}")
-    out.append(f"- citations: {counts['citations']} ({counts['resolved']} resolved, {counts['dangling']} dangling)"
-               + (f" — {kinds}" if kinds else ""))
+    out.append(
+        f"- citations: {counts['citations']} ({counts['resolved']} resolved, {counts['dangling']} dangling)"
+        + (f" — {kinds}" if kinds else "")
+    )
     out.append(f"- claims: {counts['claims']}, {counts['cited_claims']} cited")
     if trace.verified:
-        out.append(f"- verified: {counts['supported']} of {counts['checked']} claim–source pairs supported "
-                   f"(support ≥ {trace.threshold:.2f})")
+        out.append(
+            f"- verified: {counts['supported']} of {counts['checked']} claim–source pairs supported "
+            f"(support ≥ {trace.threshold:.2f})"
+        )
     out += ["", marked_answer(trace).strip(), "", "### Sources", ""]
     out += [line for n, s in enumerate(trace.sources, 1) for line in source_line(n, s)] or ["(none cited)"]
     warnings = [f"- {s.kind} ({s.key}): {w}" for s in trace.sources for w in s.warnings]

@@ -5,21 +5,33 @@ A citation that reaches no text unit is *dangling*, with the reason as a stable 
 further down while others hold (a text unit id or document id the tables do not have) are
 warnings: the citation still resolves through the rest.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from ragaudit.adapters.graphrag.load import GraphIndex, Record, TextUnit
 
-_TABLES = {"Reports": "community_reports", "Entities": "entities", "Relationships": "relationships",
-           "Claims": "covariates", "Sources": "text_units"}
-_COLUMN = {"Reports": "community", "Entities": "human_readable_id", "Relationships": "human_readable_id",
-           "Claims": "human_readable_id", "Sources": "row position"}
+_TABLES = {
+    "Reports": "community_reports",
+    "Entities": "entities",
+    "Relationships": "relationships",
+    "Claims": "covariates",
+    "Sources": "text_units",
+}
+_COLUMN = {
+    "Reports": "community",
+    "Entities": "human_readable_id",
+    "Relationships": "human_readable_id",
+    "Claims": "human_readable_id",
+    "Sources": "row position",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class DocumentRef:
     """A document reached by a citation, with the text units (row positions) that reached it."""
+
     id: str
     title: str | None
     pages: tuple[int | str, ...]
@@ -29,6 +41,7 @@ class DocumentRef:
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """Where one cited id leads. `reason` is set when it is dangling; `warnings` list broken side links."""
+
     kind: str
     key: int | str
     title: str | None = None
@@ -46,12 +59,29 @@ class Resolution:
 
     def to_dict(self) -> dict:
         return {
-            "kind": self.kind, "id": self.key, "title": self.title, "record_id": self.record_id, "via": self.via,
-            "dangling": self.dangling, "reason": self.reason, "message": self.message, "warnings": list(self.warnings),
-            "text_units": [{"position": u.position, "id": u.id, "human_readable_id": u.human_readable_id,
-                            "document_ids": list(u.document_ids), "page": u.page} for u in self.units],
-            "documents": [{"id": d.id, "title": d.title, "pages": list(d.pages), "text_units": list(d.units)}
-                          for d in self.documents],
+            "kind": self.kind,
+            "id": self.key,
+            "title": self.title,
+            "record_id": self.record_id,
+            "via": self.via,
+            "dangling": self.dangling,
+            "reason": self.reason,
+            "message": self.message,
+            "warnings": list(self.warnings),
+            "text_units": [
+                {
+                    "position": u.position,
+                    "id": u.id,
+                    "human_readable_id": u.human_readable_id,
+                    "document_ids": list(u.document_ids),
+                    "page": u.page,
+                }
+                for u in self.units
+            ],
+            "documents": [
+                {"id": d.id, "title": d.title, "pages": list(d.pages), "text_units": list(d.units)}
+                for d in self.documents
+            ],
         }
 
 
@@ -69,39 +99,53 @@ class Resolver:
 
     def _resolve(self, kind: str, key: int | str, known: bool) -> Resolution:
         if not known:
-            return Resolution(kind, key, reason="unknown_kind",
-                              message=f"expected one of Reports, Entities, Relationships, Claims, Sources; "
-                                      f"found {kind or 'no kind'!r}")
+            return Resolution(
+                kind,
+                key,
+                reason="unknown_kind",
+                message=f"expected one of Reports, Entities, Relationships, Claims, Sources; "
+                f"found {kind or 'no kind'!r}",
+            )
         if not isinstance(key, int):
             return Resolution(kind, key, reason="bad_id", message=f"expected a number, found {key!r}")
         table = _TABLES[kind]
         if kind != "Sources" and table in self.index.missing:
-            return Resolution(kind, key, reason="missing_table",
-                              message=f"{kind} ({key}) cannot resolve: the folder has no {table} table")
+            return Resolution(
+                kind,
+                key,
+                reason="missing_table",
+                message=f"{kind} ({key}) cannot resolve: the folder has no {table} table",
+            )
         if kind == "Sources":
             units = self.index.text_units
             if not 0 <= key < len(units):
-                return Resolution(kind, key, reason="unknown_id",
-                                  message=f"expected a text unit row position in 0..{len(units) - 1}, found {key}")
+                return Resolution(
+                    kind,
+                    key,
+                    reason="unknown_id",
+                    message=f"expected a text unit row position in 0..{len(units) - 1}, found {key}",
+                )
             unit = units[key]
             return self._finish(Resolution(kind, key, f"text unit {key}", unit.id, "row position"), [unit.id])
         record: Record | None = self.index.records.get(kind, {}).get(key)
         if record is None:
-            return Resolution(kind, key, reason="unknown_id",
-                              message=f"no row of {table} has {_COLUMN[kind]} {key}")
-        return self._finish(Resolution(kind, key, record.title or None, record.id, record.via),
-                            list(record.text_unit_ids))
+            return Resolution(kind, key, reason="unknown_id", message=f"no row of {table} has {_COLUMN[kind]} {key}")
+        return self._finish(
+            Resolution(kind, key, record.title or None, record.id, record.via), list(record.text_unit_ids)
+        )
 
     def _finish(self, base: Resolution, unit_ids: list[str]) -> Resolution:
         index = self.index
         positions = sorted({index.unit_position[u] for u in unit_ids if u in index.unit_position})
-        warnings = [f"text unit {u} is not in text_units" for u in dict.fromkeys(unit_ids)
-                    if u not in index.unit_position]
+        warnings = [
+            f"text unit {u} is not in text_units" for u in dict.fromkeys(unit_ids) if u not in index.unit_position
+        ]
         units = tuple(index.text_units[p] for p in positions)
         if not units:
             what = "links to no text unit" if not unit_ids else "links only to text units missing from text_units"
-            return replace(base, reason="no_text_units", message=f"{base.kind} ({base.key}) {what}",
-                            warnings=tuple(warnings))
+            return replace(
+                base, reason="no_text_units", message=f"{base.kind} ({base.key}) {what}", warnings=tuple(warnings)
+            )
         documents: dict[str, tuple[list[int], list]] = {}
         for unit in units:
             for doc_id in unit.document_ids:

@@ -4,6 +4,7 @@ Sources are numbered by first appearance in the answer, one number per cited (ki
 claim's support is scored against the text of the text units each of its sources reaches: the
 source documents, not the summaries (reports, entity descriptions) the model was shown.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ class GraphRAGTrace:
 
     def mark(self, number: int, claim: ClaimTrace | None) -> str:
         """`✓`/`✗` for a verified source of a claim, `?` when it cannot be checked, else nothing."""
-        if not self.verified:
+        if self.threshold is None:  # not verified
             return ""
         score = None if claim is None or claim.support is None else claim.support.get(number)
         return "?" if score is None else ("✓" if score >= self.threshold else "✗")
@@ -81,26 +82,47 @@ class GraphRAGTrace:
                     counter["citations"] += 1
                     counter[outcome] += 1
         cited = [c for c in self.claims if c.sources]
-        out = {**total, "by_kind": by_kind, "blocks": len(self.blocks), "more": more,
-               "distinct": len(self.sources), "claims": len(self.claims), "cited_claims": len(cited)}
-        if self.verified:
-            scores = [s >= self.threshold for c in cited for s in (c.support or {}).values()]
+        out = {
+            **total,
+            "by_kind": by_kind,
+            "blocks": len(self.blocks),
+            "more": more,
+            "distinct": len(self.sources),
+            "claims": len(self.claims),
+            "cited_claims": len(cited),
+        }
+        if (threshold := self.threshold) is not None:  # verified
+            scores = [s >= threshold for c in cited for s in (c.support or {}).values()]
             out["checked"], out["supported"] = len(scores), sum(scores)
         return out
 
     def to_dict(self) -> dict:
         return {
-            "origin": self.origin, "query": self.query, "answer": self.answer, "layout": self.layout,
-            "output_dir": self.output_dir, "verified": self.verified, "threshold": self.threshold,
+            "origin": self.origin,
+            "query": self.query,
+            "answer": self.answer,
+            "layout": self.layout,
+            "output_dir": self.output_dir,
+            "verified": self.verified,
+            "threshold": self.threshold,
             "counts": self.counts(),
-            "claims": [{"index": c.claim.index, "start": c.claim.start, "end": c.claim.end, "text": c.claim.text,
-                        "sources": list(c.sources),
-                        "support": None if c.support is None else {str(n): s for n, s in c.support.items()},
-                        "marks": None if not self.verified else {str(n): self.mark(n, c) for n in c.sources}}
-                       for c in self.claims],
+            "claims": [
+                {
+                    "index": c.claim.index,
+                    "start": c.claim.start,
+                    "end": c.claim.end,
+                    "text": c.claim.text,
+                    "sources": list(c.sources),
+                    "support": None if c.support is None else {str(n): s for n, s in c.support.items()},
+                    "marks": None if not self.verified else {str(n): self.mark(n, c) for n in c.sources},
+                }
+                for c in self.claims
+            ],
             "sources": [{"number": n, **r.to_dict()} for n, r in enumerate(self.sources, 1)],
-            "dangling": [{"number": n, "kind": r.kind, "id": r.key, "reason": r.reason, "message": r.message}
-                         for n, r in self.dangling],
+            "dangling": [
+                {"number": n, "kind": r.kind, "id": r.key, "reason": r.reason, "message": r.message}
+                for n, r in self.dangling
+            ],
         }
 
 
@@ -115,9 +137,16 @@ def default_scorer(model: str = DEFAULT_MODEL) -> Scorer:
     return SupportScorer(make_encoder(model))
 
 
-def trace_answer(output_dir: str | Path | GraphIndex, answer_text: str, *, verify: bool = False,
-                 scorer: Scorer | None = None, threshold: float | None = None,
-                 origin: str | None = None, query: str | None = None) -> GraphRAGTrace:
+def trace_answer(
+    output_dir: str | Path | GraphIndex,
+    answer_text: str,
+    *,
+    verify: bool = False,
+    scorer: Scorer | None = None,
+    threshold: float | None = None,
+    origin: str | None = None,
+    query: str | None = None,
+) -> GraphRAGTrace:
     """Trace one answer against an output folder (or an already loaded GraphIndex). Passing a
     `scorer` implies `verify`; the threshold defaults to the scorer's own, else 0.5."""
     index = output_dir if isinstance(output_dir, GraphIndex) else load_index(output_dir)
@@ -129,7 +158,8 @@ def trace_answer(output_dir: str | Path | GraphIndex, answer_text: str, *, verif
     for block in blocks:
         cited = []
         for citation in block.citations:
-            for key in (*citation.ids, *citation.bad):
+            keys: tuple[int | str, ...] = (*citation.ids, *citation.bad)
+            for key in keys:
                 resolution = resolver.resolve(citation.kind, key, known=citation.known)
                 if (citation.kind, key) not in numbers:
                     sources.append(resolution)
@@ -137,10 +167,13 @@ def trace_answer(output_dir: str | Path | GraphIndex, answer_text: str, *, verif
                 cited.append(numbers[citation.kind, key])
         block_sources.append(tuple(cited))
     per_block = {id(b): s for b, s in zip(blocks, block_sources)}
-    claims = [ClaimTrace(c, tuple(dict.fromkeys(n for b in c.blocks for n in per_block[id(b)])))
-              for c in split_claims(answer_text, blocks)]
-    trace = GraphRAGTrace(str(index.path), index.layout, answer_text, blocks, claims, sources, block_sources,
-                          origin=origin, query=query)
+    claims = [
+        ClaimTrace(c, tuple(dict.fromkeys(n for b in c.blocks for n in per_block[id(b)])))
+        for c in split_claims(answer_text, blocks)
+    ]
+    trace = GraphRAGTrace(
+        str(index.path), index.layout, answer_text, blocks, claims, sources, block_sources, origin=origin, query=query
+    )
     if verify or scorer is not None:
         _verify(trace, scorer or default_scorer(), threshold)
     return trace
@@ -158,18 +191,26 @@ def _verify(trace: GraphRAGTrace, scorer: Scorer, threshold: float | None) -> No
     support: dict[int, dict[int, float]] = {}
     for (i, n), score in zip(where, scores):
         support.setdefault(i, {})[n] = float(score)
-    trace.claims = [ClaimTrace(c.claim, c.sources, support.get(i, {})) if c.sources else c
-                    for i, c in enumerate(trace.claims)]
+    trace.claims = [
+        ClaimTrace(c.claim, c.sources, support.get(i, {})) if c.sources else c for i, c in enumerate(trace.claims)
+    ]
     trace.threshold = float(threshold if threshold is not None else getattr(scorer, "threshold", DEFAULT_THRESHOLD))
 
 
-def trace_file(output_dir: str | Path | GraphIndex, answer_path: str | Path, *, verify: bool = False,
-               scorer: Scorer | None = None, threshold: float | None = None,
-               model: str = DEFAULT_MODEL) -> list[GraphRAGTrace]:
+def trace_file(
+    output_dir: str | Path | GraphIndex,
+    answer_path: str | Path,
+    *,
+    verify: bool = False,
+    scorer: Scorer | None = None,
+    threshold: float | None = None,
+    model: str = DEFAULT_MODEL,
+) -> list[GraphRAGTrace]:
     """Trace every answer recorded in a file (text, JSON or notebook) against one output folder."""
     answers = read_answers(answer_path)
     index = output_dir if isinstance(output_dir, GraphIndex) else load_index(output_dir)
     if verify and scorer is None:
         scorer = default_scorer(model)
-    return [trace_answer(index, a.text, scorer=scorer, threshold=threshold, origin=a.origin, query=a.query)
-            for a in answers]
+    return [
+        trace_answer(index, a.text, scorer=scorer, threshold=threshold, origin=a.origin, query=a.query) for a in answers
+    ]

@@ -3,7 +3,10 @@
 corpus → section-aware chunks → index with a computed `index_hash` → bm25 / tfidf / dense /
 hybrid retrieval → optional MMR rerank → extractive cite-first answer.
 """
+
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import UsageError
@@ -15,20 +18,35 @@ from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, 
 from ragaudit.text import sentences
 from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
 
+if TYPE_CHECKING:
+    import numpy as np
+
 RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
 RERANKERS = (None, "mmr")
 SPARSE_MODEL = "none"  # what a sparse index reports as its embedding model
 
 
 class ReferencePipeline:
-    def __init__(self, name: str, corpus: Corpus, *, retriever: str = "bm25",
-                 analyzer: str = "lowercase+ascii_fold", k: int = 5, chunk_size: int = 64,
-                 chunk_overlap: int = 0, rerank: str | None = None, temperature: float = 0.0,
-                 encoder=None):
+    def __init__(
+        self,
+        name: str,
+        corpus: Corpus,
+        *,
+        retriever: str = "bm25",
+        analyzer: str = "lowercase+ascii_fold",
+        k: int = 5,
+        chunk_size: int = 64,
+        chunk_overlap: int = 0,
+        rerank: str | None = None,
+        temperature: float = 0.0,
+        encoder=None,
+    ):
         """`encoder` embeds the index of a dense or hybrid retriever, and for every retriever lets the
         answerer compare the query with the retrieved sentences."""
         if retriever not in RETRIEVERS:
-            raise UsageError(f"pipeline {name!r}: expected retriever one of {', '.join(RETRIEVERS)}, found {retriever!r}")
+            raise UsageError(
+                f"pipeline {name!r}: expected retriever one of {', '.join(RETRIEVERS)}, found {retriever!r}"
+            )
         if analyzer not in ANALYZERS:
             raise UsageError(f"pipeline {name!r}: expected analyzer one of {', '.join(ANALYZERS)}, found {analyzer!r}")
         if rerank not in RERANKERS:
@@ -43,6 +61,7 @@ class ReferencePipeline:
         self._encoder = encoder
         texts = [c.text for c in self.chunks]
         self.tiebreak = TieBreak([(c.section_id, c.snippet_id) for c in self.chunks])
+        self.retriever: BM25 | TfIdf | Dense | Hybrid
         if retriever == "bm25":
             self.retriever = BM25(texts, self.analyzer)
         elif retriever == "tfidf":
@@ -51,13 +70,23 @@ class ReferencePipeline:
             self.retriever = Dense(texts, encoder)
         else:
             self.retriever = Hybrid([BM25(texts, self.analyzer), Dense(texts, encoder)], self.tiebreak)
-        self._unit = None  # the rows MMR compares, scaled once here rather than per query
+        self._unit: np.ndarray | None = None  # the rows MMR compares, scaled once here rather than per query
         if rerank == "mmr":
-            self._unit = (self.retriever.unit_vectors() if dense else TfIdf(texts, self.analyzer).unit_vectors())
+            embedded = self.retriever if isinstance(self.retriever, (Dense, Hybrid)) else None
+            self._unit = embedded.unit_vectors() if embedded else TfIdf(texts, self.analyzer).unit_vectors()
         self._index = LiveIndex(
-            index_hash=index_hash(self.chunks, analyzer=analyzer, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                                  retriever=retriever, embed_model=self.embed_model),
-            analyzer=analyzer, embed_model=self.embed_model, store=retriever)
+            index_hash=index_hash(
+                self.chunks,
+                analyzer=analyzer,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                retriever=retriever,
+                embed_model=self.embed_model,
+            ),
+            analyzer=analyzer,
+            embed_model=self.embed_model,
+            store=retriever,
+        )
 
     def prepare(self, queries: list[str]) -> None:
         """Encode every query and chunk sentence of the run in batches up front, so each run finds
@@ -74,29 +103,61 @@ class ReferencePipeline:
 
     def _payload(self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank=None) -> Payload:
         return Payload(
-            doc_id=chunk.doc_id, section_id=chunk.section_id, snippet_id=chunk.snippet_id,
-            source_url=chunk.source_url, offsets=Offsets(chunk.start, chunk.end, "char"), tokens=chunk.tokens,
-            index_hash=self._index.index_hash, embed_model=self.embed_model, analyzer=self._index.analyzer,
-            rev=chunk.rev, page=chunk.page, score_raw=float(raw), score_norm=float(norm), k_pos=k_pos,
-            text=chunk.text, **({} if rerank is None else {"rerank_score": rerank[1], "k_final": rerank[0]}))
+            doc_id=chunk.doc_id,
+            section_id=chunk.section_id,
+            snippet_id=chunk.snippet_id,
+            source_url=chunk.source_url,
+            offsets=Offsets(chunk.start, chunk.end, "char"),
+            tokens=chunk.tokens,
+            index_hash=self._index.index_hash,
+            embed_model=self.embed_model,
+            analyzer=self._index.analyzer,
+            rev=chunk.rev,
+            page=chunk.page,
+            score_raw=float(raw),
+            score_norm=float(norm),
+            k_pos=k_pos,
+            text=chunk.text,
+            **({} if rerank is None else {"rerank_score": rerank[1], "k_final": rerank[0]}),
+        )
 
     def retrieve(self, query: str, k: int) -> list[Payload]:
         """The best `k` chunks: score_norm desc, then the SPEC tie-break (section_id, snippet_id);
         with MMR, its choice of `k` among the best max(3k, 20)."""
         raw, norm = self.retriever.scores(query)
         if self.rerank is None:
-            return [self._payload(self.chunks[i], raw[i], norm[i], r + 1)
-                    for r, i in enumerate(self.tiebreak.top(norm, k))]
+            return [
+                self._payload(self.chunks[i], raw[i], norm[i], r + 1) for r, i in enumerate(self.tiebreak.top(norm, k))
+            ]
         candidates = self.tiebreak.top(norm, max(3 * k, 20)).tolist()
         rank_of = {i: r + 1 for r, i in enumerate(candidates)}
+        assert self._unit is not None  # built with the reranker
         chosen = mmr(self._unit, candidates, norm, k=k)
-        return [self._payload(self.chunks[i], raw[i], norm[i], rank_of[i], (final, score))
-                for final, (i, score) in enumerate(chosen, start=1)]
+        return [
+            self._payload(self.chunks[i], raw[i], norm[i], rank_of[i], (final, score))
+            for final, (i, score) in enumerate(chosen, start=1)
+        ]
 
     def run(self, request: Request) -> Trace:
         payloads = self.retrieve(request.query, request.k or self.k)
-        reply = answer(request.query, payloads, self.analyzer, seed=request.seed,
-                       key=f"{request.qid}:{request.variant}", temperature=self.temperature, encoder=self._encoder)
-        return Trace(qid=request.qid, variant=request.variant, seed=request.seed, query=request.query,
-                     config=self.name, retriever_name=self._index.store, retrieved_at=now(),
-                     index=self._index, retrieved=tuple(payloads), answer=reply)
+        reply = answer(
+            request.query,
+            payloads,
+            self.analyzer,
+            seed=request.seed,
+            key=f"{request.qid}:{request.variant}",
+            temperature=self.temperature,
+            encoder=self._encoder,
+        )
+        return Trace(
+            qid=request.qid,
+            variant=request.variant,
+            seed=request.seed,
+            query=request.query,
+            config=self.name,
+            retriever_name=self._index.store,
+            retrieved_at=now(),
+            index=self._index,
+            retrieved=tuple(payloads),
+            answer=reply,
+        )

@@ -9,6 +9,7 @@ best sentence; above 0 it samples sentences by softmax(score / temperature) with
 seeded by (seed, qid, variant), so a seed changes the answer the way it would for a sampling LLM,
 and the same seed always gives the same answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ def _candidates(query: str, payloads: list[Payload], analyzer: Analyzer, encoder
     for p in payloads:
         for sentence, stems in _answerable(p.text or "", analyzer):
             overlap = len(wanted & stems) / max(len(wanted), 1)
-            found.append((sentence, p.snippet_id, STEM_WEIGHT * overlap))
+            found.append((sentence, p.snippet_id or "", STEM_WEIGHT * overlap))  # reference chunks all have one
     if encoder is not None and found:
         vectors = encoder.encode([query, *(f[0] for f in found)])
         similarity = vectors[1:] @ vectors[0]
@@ -75,8 +76,16 @@ def _with_marker(sentence: str, snippet_id: str) -> str:
     return f"{body} [{snippet_id}]"
 
 
-def answer(query: str, payloads: list[Payload], analyzer: Analyzer, *, seed: int, key: str,
-           temperature: float = 0.0, encoder=None) -> Answer | None:
+def answer(
+    query: str,
+    payloads: list[Payload],
+    analyzer: Analyzer,
+    *,
+    seed: int,
+    key: str,
+    temperature: float = 0.0,
+    encoder=None,
+) -> Answer | None:
     candidates = _candidates(query, payloads, analyzer, encoder)
     if not candidates:
         return None
@@ -92,5 +101,6 @@ def answer(query: str, payloads: list[Payload], analyzer: Analyzer, *, seed: int
     text = " ".join(_with_marker(c.text, c.snippet_id) for c in chosen)
     citations = list(dict.fromkeys(c.snippet_id for c in chosen))
     raw = json.dumps({"citations": citations, "answer": text}, ensure_ascii=False)  # cite-first
-    return Answer(raw=raw, text=text, segments=segments, raw_citations=tuple(citations),
-                  raw_keys=("citations", "answer"))
+    return Answer(
+        raw=raw, text=text, segments=segments, raw_citations=tuple(citations), raw_keys=("citations", "answer")
+    )

@@ -1,4 +1,5 @@
 """Section-aware chunking: chunks never cross a section, carry char offsets and token counts."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,7 @@ def chunk_corpus(corpus: Corpus, analyzer: Analyzer, *, chunk_size: int, overlap
         doc = corpus[doc_id]
         number = 0
         for section in doc.sections:
-            units = sentence_spans(doc.text[section.start:section.end], section.start)
+            units = sentence_spans(doc.text[section.start : section.end], section.start)
             sizes = [analyzer.count(doc.text[a:b]) for a, b in units]
             i = 0
             while i < len(units):
@@ -43,17 +44,29 @@ def chunk_corpus(corpus: Corpus, analyzer: Analyzer, *, chunk_size: int, overlap
                 start, end = units[i][0], units[j - 1][1]
                 text = doc.text[start:end]
                 number += 1
-                chunks.append(Chunk(
-                    snippet_id=f"{doc_id}:{number:04d}", doc_id=doc_id, section_id=section.section_id,
-                    start=start, end=end, text=text, tokens=analyzer.count(text), rev=doc.rev,
-                    source_url=f"{doc.source_url or doc_id}#{section.section_id}", page=doc.page_of(start)))
+                chunks.append(
+                    Chunk(
+                        snippet_id=f"{doc_id}:{number:04d}",
+                        doc_id=doc_id,
+                        section_id=section.section_id,
+                        start=start,
+                        end=end,
+                        text=text,
+                        tokens=analyzer.count(text),
+                        rev=doc.rev,
+                        source_url=f"{doc.source_url or doc_id}#{section.section_id}",
+                        page=doc.page_of(start),
+                    )
+                )
                 i = j if j >= len(units) else max(j - overlap, i + 1)
     return chunks
 
 
 def index_hash(chunks: list[Chunk], **parameters) -> str:
     """sha256 over everything that defines an index: its parameters and every chunk's identity and span."""
-    body = {"parameters": parameters,
-            "chunks": [[c.snippet_id, c.doc_id, c.rev, c.section_id, c.start, c.end] for c in chunks]}
+    body = {
+        "parameters": parameters,
+        "chunks": [[c.snippet_id, c.doc_id, c.rev, c.section_id, c.start, c.end] for c in chunks],
+    }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return f"sha256:{digest}"

@@ -5,6 +5,7 @@ The tie-break never changes between queries, so it is sorted once: `perm` lists 
 tie-break order. Scores are looked at through `perm`; a stable sort of the negated scores then
 puts equal scores in tie-break order, which is the full key without comparing strings per query.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ class TieBreak:
         if np.isnan(kth):  # no retriever scores NaN; if one did, still return m chunks
             return self.order(scores)[:m]
         above = np.flatnonzero(s > kth)
-        tied = np.flatnonzero(s == kth)[:m - len(above)]
+        tied = np.flatnonzero(s == kth)[: m - len(above)]
         # each part is in tie-break order and no score is in both, so a stable sort keeps ties in that order
         kept = np.concatenate([above, tied])
         return self.perm[kept[np.argsort(-s[kept], kind="stable")]]

@@ -1,5 +1,6 @@
 """Retrievers over a chunk list. Each scores every chunk for a query; scores are normalised to
 [0, 1] per retriever so that `score_norm` means the same thing across queries."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,12 +23,14 @@ class Retriever(Protocol):
 
 def _vectorizer(analyzer: Analyzer, **options):
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+
     kind = TfidfVectorizer if options.pop("tfidf", False) else CountVectorizer
     return kind(analyzer=analyzer.terms, dtype=np.float64, **options)
 
 
 class BM25:
     """Okapi BM25 (k1=1.2, b=0.75) on a scikit-learn sparse term matrix; normalised by the best score."""
+
     store = "bm25"
 
     def __init__(self, texts: Sequence[str], analyzer: Analyzer, *, k1: float = 1.2, b: float = 0.75):
@@ -68,6 +71,7 @@ class BM25:
 
 class TfIdf:
     """Cosine between sublinear tf-idf vectors; already in [0, 1]."""
+
     store = "tfidf"
 
     def __init__(self, texts: Sequence[str], analyzer: Analyzer):
@@ -89,6 +93,7 @@ class TfIdf:
 
 class Dense:
     """Cosine between sentence embeddings; normalised as (cos + 1) / 2 to keep the order."""
+
     store = "dense"
 
     def __init__(self, texts: Sequence[str], encoder):
@@ -105,6 +110,7 @@ class Dense:
 
 class Hybrid:
     """Reciprocal rank fusion of several retrievers: sum of 1 / (60 + rank); normalised by its maximum."""
+
     store = "hybrid"
 
     def __init__(self, parts: Sequence[Retriever], tiebreak: TieBreak):
@@ -113,10 +119,11 @@ class Hybrid:
 
     def scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         # RRF gives every chunk a term from its rank in every part, so each part is ranked in full
-        fused = None
+        fused: np.ndarray | None = None
         for part in self.parts:
             contribution = 1.0 / (RRF_K + self.tiebreak.ranks(part.scores(query)[1]))
             fused = contribution if fused is None else fused + contribution
+        assert fused is not None  # a hybrid has parts
         return fused, fused / (len(self.parts) / (RRF_K + 1))
 
     def unit_vectors(self) -> np.ndarray:
@@ -128,8 +135,9 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
-def mmr(unit: np.ndarray, candidates: Sequence[int], relevance: np.ndarray,
-        *, k: int, weight: float = 0.7) -> list[tuple[int, float]]:
+def mmr(
+    unit: np.ndarray, candidates: Sequence[int], relevance: np.ndarray, *, k: int, weight: float = 0.7
+) -> list[tuple[int, float]]:
     """Maximal marginal relevance over `candidates`: (chunk index, MMR score) in selection order.
 
     Relevance is the retriever's normalised score; redundancy is the cosine to the chunks chosen
@@ -140,11 +148,14 @@ def mmr(unit: np.ndarray, candidates: Sequence[int], relevance: np.ndarray,
     pool = list(candidates)
     redundancy: dict[int, float] = {}
     while pool and len(chosen) < k:
-        best, best_score = None, -np.inf
+        best: int | None = None
+        best_score = -np.inf
         for i in pool:  # in retrieval order, so an equal MMR score keeps the earlier candidate
             value = weight * float(relevance[i]) - (1 - weight) * redundancy.get(i, 0.0)
             if value > best_score:
                 best, best_score = i, value
+        if best is None:  # every score NaN: nothing more can be ranked
+            break
         chosen.append((best, best_score))
         pool.remove(best)
         for i in pool:
