@@ -6,7 +6,6 @@ import contextlib
 import gc
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -218,62 +217,28 @@ def run_command(
     Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input, a gold error or a full disk;
     4: a pipeline could not start; 130/143: interrupted (finished runs kept, --resume finishes).
     """
-    from ragaudit import rundir, runner
+    from ragaudit import rundir
+    from ragaudit.app import audit_config
     from ragaudit.io.config import load_config
+    from ragaudit.io.corpus import load_corpus
 
     config = load_config(config_path)
-    inputs = runner.Inputs(config)
-    findings = inputs.check_gold(strict=not no_gold_check)
-    baseline_report = (
-        _baseline(baseline, rundir.input_record(config, inputs.corpus)["inputs"], allow_foreign_baseline)
-        if baseline
-        else None
+    baseline_report = None
+    if baseline:
+        corpus = load_corpus(config.corpus) if config.corpus else None
+        baseline_report = _baseline(baseline, rundir.input_record(config, corpus)["inputs"], allow_foreign_baseline)
+    outcome = audit_config(
+        config,
+        out=out,
+        resume=resume,
+        workers=workers,
+        baseline=baseline_report,
+        baseline_path=baseline,
+        gold_check=not no_gold_check,
+        executor=executor,
+        scheduler=scheduler,
     )
-    subject = inputs.subject(findings)
-    audit: dict = {}
-    from ragaudit.executors import make_executor
-
-    cluster = make_executor(
-        executor or config.executor["kind"],
-        scheduler or config.executor["scheduler"],
-        config.path,
-        workers=workers or (os.cpu_count() or 2),
-    )
-
-    def start_audit(run_dir: Path) -> None:  # the run is scored as it goes: its traces are read once
-        from ragaudit.audit import StreamingAudit
-
-        audit["work"] = Path(tempfile.mkdtemp(prefix=".audit-", dir=run_dir))
-        audit["auditor"] = StreamingAudit(
-            subject, audit["work"], baseline=baseline_report, remote=cluster.scorer(keep=False) if cluster else None
-        )
-
-    try:
-        result = runner.run(
-            config,
-            inputs=inputs,
-            out=out,
-            resume=resume,
-            workers=workers,
-            sink=lambda trace: audit["auditor"].add(trace),
-            on_start=start_audit,
-            executor=cluster,
-        )
-        finished = audit["auditor"].finish()
-        with rundir.locked(result.run_dir):
-            rundir.update_manifest(
-                result.run_dir,
-                gold_checked=not no_gold_check,
-                **({"baseline": str(Path(baseline).resolve())} if baseline else {}),
-            )
-            from ragaudit.report import write_outputs
-
-            report = write_outputs(result.run_dir, finished, subject)
-    finally:
-        if "work" in audit:
-            shutil.rmtree(audit["work"], ignore_errors=True)
-        if cluster is not None:
-            cluster.close()
+    result, report, findings = outcome.result, outcome.report, outcome.findings
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     for name, why in sorted(result.aborted.items()):

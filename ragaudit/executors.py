@@ -212,9 +212,11 @@ def local_processes(workers: int, config_path: Path) -> DaskExecutor:
         raise
 
 
-def make_executor(kind: str, scheduler, config_path: Path, workers: int = 2):
+def make_executor(kind: str, scheduler, config_path: Path | None, workers: int = 2):
     if kind == "local":
         return None
+    if config_path is None:  # workers build everything from the config file
+        raise UsageError(f"the {kind} executor needs a config file")
     if kind == "processes":
         return local_processes(workers, config_path)
     if kind == "dask":

@@ -1,0 +1,93 @@
+"""One audit from a config, end to end: check the gold set, run every pipeline while the streaming
+audit scores the traces as they come, and write every output of the run directory. The CLI's
+`ragaudit run` and the pytest plugin both come through here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragaudit.io.config import Config
+from ragaudit.runner import RunResult
+from ragaudit.types import Issue
+
+
+@dataclass
+class Outcome:
+    """A finished audit: the run's figures, the report written to its run directory, and the gold
+    set's findings against the corpus."""
+
+    result: RunResult
+    report: dict
+    findings: list[Issue] = field(default_factory=list)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.result.run_dir
+
+
+def audit_config(
+    config: Config,
+    *,
+    out: Path | None = None,
+    resume: Path | None = None,
+    workers: int | None = None,
+    baseline: dict | None = None,
+    baseline_path: Path | None = None,
+    gold_check: bool = True,
+    executor: str | None = None,
+    scheduler: str | None = None,
+    progress: bool = True,
+) -> Outcome:
+    """Run and audit `config`; `baseline` is an earlier report.json (already read and accepted)."""
+    from ragaudit import rundir, runner
+    from ragaudit.audit import StreamingAudit
+    from ragaudit.executors import make_executor
+    from ragaudit.report import write_outputs
+
+    inputs = runner.Inputs(config)
+    findings = inputs.check_gold(strict=gold_check)
+    subject = inputs.subject(findings)
+    cluster = make_executor(
+        executor or config.executor["kind"],
+        scheduler or config.executor["scheduler"],
+        config.path,
+        workers=workers or (os.cpu_count() or 2),
+    )
+    audit: dict = {}
+
+    def start_audit(run_dir: Path) -> None:  # the run is scored as it goes: its traces are read once
+        audit["work"] = Path(tempfile.mkdtemp(prefix=".audit-", dir=run_dir))
+        audit["auditor"] = StreamingAudit(
+            subject, audit["work"], baseline=baseline, remote=cluster.scorer(keep=False) if cluster else None
+        )
+
+    try:
+        result = runner.run(
+            config,
+            inputs=inputs,
+            out=out,
+            resume=resume,
+            workers=workers,
+            progress=progress,
+            sink=lambda trace: audit["auditor"].add(trace),
+            on_start=start_audit,
+            executor=cluster,
+        )
+        finished = audit["auditor"].finish()
+        with rundir.locked(result.run_dir):
+            rundir.update_manifest(
+                result.run_dir,
+                gold_checked=gold_check,
+                **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
+            )
+            report = write_outputs(result.run_dir, finished, subject)
+    finally:
+        if "work" in audit:
+            shutil.rmtree(audit["work"], ignore_errors=True)
+        if cluster is not None:
+            cluster.close()
+    return Outcome(result, report, findings)
