@@ -42,7 +42,7 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     encoder = CachedEncoder(model, cache)
     inputs = runner.Inputs(config, encoder=encoder)
     started = time.perf_counter()
-    result = runner.run(config, inputs=inputs, out=out, progress=False)
+    result = runner.run(config, inputs=inputs, out=out)
     build(result.run_dir, inputs.subject(inputs.check_gold()))
     return encoder, model, time.perf_counter() - started
 

@@ -71,7 +71,7 @@ def main() -> int:
     findings = inputs.check_gold()
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        result = runner.run(config, inputs=inputs, out=Path(tmp), progress=False)
+        result = runner.run(config, inputs=inputs, out=Path(tmp))
         traces = read_trace_file(result.run_dir / "traces.jsonl")
         print(f"demo run: {result.total} runs in {time.perf_counter() - started:.1f} s; gated: {', '.join(gated)}\n")
 

@@ -40,10 +40,9 @@ def audit_config(
     gold_check: bool = True,
     executor: str | None = None,
     scheduler: str | None = None,
-    progress: bool = True,
 ) -> Outcome:
     """Run and audit `config`; `baseline` is an earlier report.json (already read and accepted)."""
-    from ragaudit import rundir, runner
+    from ragaudit import history, rundir, runner
     from ragaudit.audit import StreamingAudit
     from ragaudit.executors import make_executor
     from ragaudit.report import write_outputs
@@ -72,7 +71,6 @@ def audit_config(
             out=out,
             resume=resume,
             workers=workers,
-            progress=progress,
             sink=lambda trace: audit["auditor"].add(trace),
             on_start=start_audit,
             executor=cluster,
@@ -84,7 +82,7 @@ def audit_config(
                 gold_checked=gold_check,
                 **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
             )
-            report = write_outputs(result.run_dir, finished, subject)
+            report = write_outputs(result.run_dir, finished, subject, history.store_of(config, out))
     finally:
         if "work" in audit:
             shutil.rmtree(audit["work"], ignore_errors=True)

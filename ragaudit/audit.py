@@ -25,6 +25,7 @@ from ragaudit.io.config import Config
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
 from ragaudit.plan import PlanIndex
+from ragaudit.progress import phase
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate import Context, validate_trace
 
@@ -184,7 +185,9 @@ class StreamingAudit:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            self._score(self._pending)
+            with phase("scoring", unit="runs") as scoring:
+                self._score(self._pending)
+                scoring.advance(len(self._pending))
         finally:
             self._pending = []
             if enabled:

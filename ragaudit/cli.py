@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ragaudit import __version__
-from ragaudit.errors import InputError, RagauditError
+from ragaudit.errors import InputError, RagauditError, UsageError
 
 FORMAT = click.option(
     "--format",
@@ -48,9 +48,18 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ragaudit")
-def main():
+@click.option("--quiet", "-q", is_flag=True, help="no progress: errors, warnings and results only")
+@click.option("--verbose", "-v", is_flag=True, help="every phase, short ones too")
+def main(quiet: bool, verbose: bool):
     """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS,
-    coverage, λ convergence and citation match, as reports and a CI gate."""
+    coverage, λ convergence and citation match, as reports and a CI gate.
+
+    Long phases (model load, indexing, embedding, runs, scoring, writing) show their progress on
+    stderr: a live bar on a terminal, timestamped lines elsewhere (CI, a pipe)."""
+    from ragaudit import progress
+
+    progress.configure(quiet=quiet, verbose=verbose)
+    progress.reset()
     # The command owns its terminal: the model libraries' download bars and warnings stay out of it.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -189,7 +198,12 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
 @click.option("--out", type=click.Path(path_type=Path), help="folder for the run directory (default: [audit] out)")
 @click.option("--resume", type=click.Path(path_type=Path), help="finish an interrupted run in RUN_DIR")
 @click.option("--workers", type=click.IntRange(min=1), help="parallel workers (default: [audit] workers)")
-@click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    help="report.json of an earlier run, or last-pass (the history's latest passing run on the same gold set "
+    "and corpus): add the drift checks",
+)
 @click.option("--allow-foreign-baseline", is_flag=True, help="accept a baseline built on another gold set or corpus")
 @click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
 @click.option(
@@ -226,7 +240,9 @@ def run_command(
     baseline_report = None
     if baseline:
         corpus = load_corpus(config.corpus) if config.corpus else None
-        baseline_report = _baseline(baseline, rundir.input_record(config, corpus)["inputs"], allow_foreign_baseline)
+        inputs = rundir.input_record(config, corpus)["inputs"]
+        baseline = _last_pass(config, out, inputs) if str(baseline) == LAST_PASS else baseline
+        baseline_report = _baseline(baseline, inputs, allow_foreign_baseline)
     outcome = audit_config(
         config,
         out=out,
@@ -246,13 +262,39 @@ def run_command(
     if findings:
         errors = sum(1 for f in findings if f.severity == "error")
         click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
+    from ragaudit.progress import where_the_time_went
+
+    spent = where_the_time_went(RUN_PHASES)
     click.echo(
         f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
-        f"{result.seconds:.1f} s: {result.rate:.1f} runs/s"
+        f"{result.seconds:.1f} s: {result.rate:.1f} runs/s" + (f"; time in {spent}" if spent else "")
     )
     if not (result.run_dir / "report.json").is_file():  # never exit 0 without a report
         raise RagauditError(f"{result.run_dir}: the report was not written")
     _finish(report, result.run_dir, no_gate)
+
+
+# the phases of a run, for "where the time went" (runs include indexing, embedding and scoring)
+RUN_PHASES = [
+    "loading inputs",
+    "model load",
+    "gold check",
+    "indexing",
+    "embedding",
+    "runs",
+    "scoring",
+    "writing outputs",
+]
+
+
+LAST_PASS = "last-pass"
+
+
+def _last_pass(config, out: Path | None, inputs: dict) -> Path:
+    """The report.json of the latest passing run on the same gold set and corpus, from the history."""
+    from ragaudit import history
+
+    return history.last_pass(history.store_of(config, out), gold=inputs.get("gold"), corpus=inputs.get("corpus"))
 
 
 def _read_report(path: Path) -> dict:
@@ -321,7 +363,12 @@ def report(run_dir, no_gate):
 @main.command()
 @click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="config with [gate]")
-@click.option("--baseline", type=click.Path(path_type=Path), help="report.json of an earlier run: add the drift checks")
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    help="report.json of an earlier run, or last-pass (the history's latest passing run on the same gold set "
+    "and corpus): add the drift checks",
+)
 @click.option("--allow-foreign-baseline", is_flag=True, help="accept a baseline built on another gold set or corpus")
 @FORMAT
 def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
@@ -332,7 +379,10 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
 
     config = load_config(config_path)
     report = _read_report(report_path)
-    base = _baseline(baseline, (report.get("meta") or {}).get("inputs"), allow_foreign_baseline) if baseline else None
+    inputs = (report.get("meta") or {}).get("inputs")
+    if baseline and str(baseline) == LAST_PASS:
+        baseline = _last_pass(config, Path(report_path).resolve().parent.parent, inputs or {})
+    base = _baseline(baseline, inputs, allow_foreign_baseline) if baseline else None
     errors: dict[str, int] = {}
     questions: dict[str, set] = {}
     if not isinstance(report.get("issues", []), list) or not isinstance(report.get("pipelines", {}), dict):
@@ -584,6 +634,72 @@ def codes(fmt):
         return
     for c in CODES.values():
         click.echo(f"{c.code:<28} {c.severity:<8} {c.meaning}\n{'':<37} fix: {c.fix}")
+
+
+@main.command("history")
+@click.option("--store", type=click.Path(path_type=Path), help="the history file (default: that of --config's runs)")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="config whose runs' history to read")
+@click.option("--metric", help="only this metric (e.g. citation_match)")
+@click.option("--pipeline", help="only this pipeline")
+@click.option("--last", type=click.IntRange(min=1), help="only the last N runs")
+@click.option("--plot", type=click.Path(path_type=Path), help="also draw the trends to an SVG file")
+@FORMAT
+def history_command(store, config_path, metric, pipeline, last, plot, fmt):
+    """Trends across recorded runs: each pipeline's metrics, run by run (oldest first).
+
+    Every `ragaudit run` records its summary in the history (history.sqlite beside the run
+    directories, [history] path, or $RAGAUDIT_HISTORY). Exit 0; 3 when there is no history."""
+    from ragaudit import history
+
+    if store is None:
+        if config_path is None:
+            raise UsageError("ragaudit history needs --store PATH or --config CONFIG")
+        from ragaudit.io.config import load_config
+
+        store = history.store_of(load_config(config_path))
+    points = history.trend(store, metric=metric, pipeline=pipeline, last=last)
+    series: dict[tuple[str, str], list] = {}
+    for point in points:
+        series.setdefault((point.pipeline, point.metric), []).append(point)
+    if plot:
+        from ragaudit.io.files import write_atomic
+        from ragaudit.report.charts import trend_chart
+
+        write_atomic(plot, trend_chart({f"{p} · {m}": [x.value for x in found] for (p, m), found in series.items()}))
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "pipeline": p,
+                        "metric": m,
+                        "runs": [
+                            {
+                                "run_dir": x.run_dir,
+                                "finished": x.finished,
+                                "git_commit": x.git_commit,
+                                "verdict": x.verdict,
+                                "value": x.value,
+                            }
+                            for x in found
+                        ],
+                    }
+                    for (p, m), found in sorted(series.items())
+                ],
+                indent=2,
+            )
+        )
+        return
+    runs = len({x.run_dir for x in points})
+    click.echo(f"{runs} runs in {store}")
+    for (p, m), found in sorted(series.items()):
+        values = [x.value for x in found]
+        click.echo(f"{p:<24} {m:<20} {history.sparkline(values)}  {values[0]:.3f} → {values[-1]:.3f}")
+    if metric or pipeline:
+        for (p, m), found in sorted(series.items()):
+            click.echo(f"\n{p} · {m}")
+            for x in found:
+                click.echo(f"  {x.finished or '?':<20} {(x.git_commit or '')[:10]:<10} {x.verdict:<4} {x.value:.4f}")
 
 
 @main.command("metrics")

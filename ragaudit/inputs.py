@@ -9,6 +9,7 @@ from ragaudit.errors import InputError, Problem, UsageError
 from ragaudit.io.config import Config
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
+from ragaudit.progress import phase
 from ragaudit.types import Corpus, Issue
 
 
@@ -20,8 +21,9 @@ class Inputs:
         if config.gold is None or config.corpus is None:
             raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
         self.config = config
-        self.corpus: Corpus = load_corpus(config.corpus)
-        items, problems = read_gold(config.gold)
+        with phase("loading inputs"):
+            self.corpus: Corpus = load_corpus(config.corpus)
+            items, problems = read_gold(config.gold)
         if problems:
             raise InputError(problems)
         self.items = items
@@ -58,13 +60,14 @@ class Inputs:
         With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
         from ragaudit.validate.gold import check_gold
 
-        found = check_gold(
-            self.items,
-            self.corpus,
-            file=str(self.config.gold),
-            paraphrases=self.config.paraphrases,
-            encoder=self.encoder,
-        )
+        with phase("gold check"):
+            found = check_gold(
+                self.items,
+                self.corpus,
+                file=str(self.config.gold),
+                paraphrases=self.config.paraphrases,
+                encoder=self.encoder,
+            )
         fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
         if fatal:
             raise InputError(

@@ -70,7 +70,7 @@ def audited(config_path: Path, *, fresh: bool = False) -> Path:
         if (run_dir / "report.json").is_file():
             return run_dir
     folder.mkdir(parents=True, exist_ok=True)
-    outcome = audit_config(load_config(config_path), out=folder, progress=False)
+    outcome = audit_config(load_config(config_path), out=folder)
     pointer.write_text(str(outcome.run_dir), encoding="utf-8")
     return outcome.run_dir
 

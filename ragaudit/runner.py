@@ -30,9 +30,10 @@ from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.pool import PipelinePool, build_pipeline  # noqa: F401  (re-exported)
 from ragaudit.plan import PlanIndex
+from ragaudit.progress import Phase, phase
 from ragaudit.rundir import MANIFEST, TRACES
 from ragaudit.types import Trace
-from ragaudit.workers import Interrupted, Progress, Stopper, run_jobs
+from ragaudit.workers import Interrupted, Stopper, run_jobs
 
 __all__ = ["Inputs", "RunResult", "run"]
 
@@ -130,7 +131,6 @@ def run(
     out: Path | None = None,
     resume: Path | None = None,
     workers: int | None = None,
-    progress: bool = True,
     sink: Callable[[Trace], None] | None = None,
     on_start: Callable[[Path], None] | None = None,
     executor=None,
@@ -164,7 +164,7 @@ def run(
                 rundir.write_manifest(run_dir, manifest)
             if on_start is not None:
                 on_start(run_dir)
-            return _Run(run_dir, manifest, config, inputs, workers, progress, sink, executor).go()
+            return _Run(run_dir, manifest, config, inputs, workers, sink, executor).go()
     except PipelineStartError:
         traces = run_dir / TRACES
         if created and (not traces.exists() or traces.stat().st_size == 0):
@@ -173,13 +173,13 @@ def run(
 
 
 class _Run:
-    def __init__(self, run_dir, manifest, config, inputs, workers, progress, sink, executor=None):
+    def __init__(self, run_dir, manifest, config, inputs, workers, sink, executor=None):
         self.run_dir, self.manifest, self.config, self.inputs = run_dir, manifest, config, inputs
         self.workers, self.sink, self.executor = workers, sink or (lambda trace: None), executor
         self.plan = PlanIndex(config, inputs.items)
         self.cuts: dict[str, tuple[int, str]] = {}  # pipeline -> plan position and message of its parity break
         self.pools: dict[str, PipelinePool] = {}
-        self.bar = Progress(self.plan.size) if progress else None
+        self.shown: Phase | None = None  # the "runs" phase, while it runs
         self.written = self.resumed = 0
         self.k = {p.name: p.options.get("k") or config.metrics.get("k", 5) for p in config.pipelines}
 
@@ -197,8 +197,13 @@ class _Run:
 
         stopper = Stopper(kill_all)
         started = time.monotonic()
-        with stopper, open(self.run_dir / TRACES, "a", encoding="utf-8") as out:
+        with (
+            stopper,
+            open(self.run_dir / TRACES, "a", encoding="utf-8") as out,
+            phase("runs", total=self.plan.size, unit="runs") as self.shown,
+        ):
             self.out = out
+            self.shown.advance(self.resumed)
             try:
                 for spec in self.config.pipelines:
                     if stopper.stopped or spec.name in self.cuts or not any(self.plan.missing([spec.name])):
@@ -207,7 +212,9 @@ class _Run:
                         pool = PipelinePool(spec, None, 1, instance=self.executor.pipeline(spec.name))
                         slots = self.executor.in_flight
                     else:
-                        pool, slots = PipelinePool(spec, self.inputs, self.workers), self.workers
+                        with phase("indexing" if spec.kind == "reference" else "starting pipelines"):
+                            pool = PipelinePool(spec, self.inputs, self.workers)
+                        slots = self.workers
                     self.pools[spec.name] = pool
                     if self.executor is not None and spec.kind != "replay" and not pool.policy.active:
                         self._ask_in_chunks(spec.name, pool.instances[0], stopper)
@@ -225,8 +232,7 @@ class _Run:
             finally:
                 for name, pool in self.pools.items():
                     warnings += pool.close()
-        if self.bar:
-            self.bar.finish()
+        self.shown = None
         seconds = time.monotonic() - started
         if stopper.stopped:
             signum = stopper.signum or signal.SIGTERM
@@ -272,8 +278,8 @@ class _Run:
         self.plan.mark(trace)
         self.sink(trace)
         self.written += 1
-        if self.bar:
-            self.bar.update(self.resumed + self.written)
+        if self.shown is not None:
+            self.shown.advance()
 
     def _jobs(self, name: str) -> Iterator[Job]:
         for r in self.plan.missing([name]):

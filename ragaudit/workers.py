@@ -1,4 +1,4 @@
-"""Running jobs on worker threads, stopping cleanly on SIGINT/SIGTERM, and showing progress.
+"""Running jobs on worker threads and stopping cleanly on SIGINT/SIGTERM (progress: `ragaudit.progress`).
 
 Workers are daemon threads: a user pipeline that hangs in a call can hold a worker, never the
 process's exit. A signal stops new work, gives the runs in flight a short grace to finish (their
@@ -8,10 +8,8 @@ traces are kept), kills the process groups of `command` children, and ends the r
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
-import sys
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -114,25 +112,3 @@ def run_jobs(
     finally:
         for _ in threads:
             tasks.put(None)
-
-
-class Progress:
-    """done/total, rate and ETA on a terminal; silent in CI and when output is not a terminal."""
-
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.stream, self.start, self.last = total, stream, time.monotonic(), 0.0
-        self.enabled = stream.isatty() and not os.environ.get("CI")
-
-    def update(self, done: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or (now - self.last < 0.2 and done < self.total):
-            return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / rate if rate > 0 else 0
-        self.stream.write(f"\r{done}/{self.total} runs  {rate:.1f} runs/s  ETA {eta:.0f}s ")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")

@@ -199,3 +199,17 @@ def outcome(validator: Validator, issues) -> dict:
 def sequential(paths, ctx=None, offset_unit="char") -> dict:
     validator = Validator(ctx or Context(), offset_unit=offset_unit)
     return outcome(validator, validator.check_paths(paths))
+
+
+# a [gate] every run passes: for tests of what happens when the gate passes
+LENIENT = """[gate]
+delta_s_max = 1.0
+delta_s_mean_max = 1.0
+coverage_min = 0.0
+coverage_pass_rate = 0.0
+citation_match_min = 0.0
+lambda_convergent_min = 0.0
+lambda_forbid = []
+hallucination_max = 100000
+max_errors = 100000
+"""

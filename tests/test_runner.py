@@ -162,31 +162,6 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     assert "resumed" in result.output
 
 
-def test_progress_shows_on_a_terminal_only(monkeypatch):
-    import io
-
-    from ragaudit.runner import Progress
-
-    class Terminal(io.StringIO):
-        def isatty(self):
-            return True
-
-    monkeypatch.delenv("CI", raising=False)
-    shown = Terminal()
-    bar = Progress(10, shown)
-    bar.update(10)
-    bar.finish()
-    assert shown.getvalue().startswith("\r10/10 runs") and "runs/s" in shown.getvalue() and "ETA 0s" in shown.getvalue()
-    monkeypatch.setenv("CI", "true")
-    quiet = Terminal()
-    Progress(10, quiet).update(10)
-    assert quiet.getvalue() == ""
-    piped = io.StringIO()
-    monkeypatch.delenv("CI")
-    Progress(10, piped).update(10)
-    assert piped.getvalue() == ""
-
-
 def test_run_rechecks_the_gold_set_first(tmp_path):
     config = write_config(tmp_path, BM25, items=3, seeds="[1]")
     gold = tmp_path / "gold.jsonl"

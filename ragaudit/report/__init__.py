@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ragaudit import rundir, runstore
 from ragaudit.io.files import write_atomic
+from ragaudit.progress import phase
 
 
 def dumps(value) -> str:
@@ -36,8 +37,9 @@ def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
         return write_outputs(run_dir, auditor.finish(), subject)
 
 
-def write_outputs(run_dir: Path, result, subject) -> dict:
-    """Every output of a finished audit (whose files are in a work folder inside `run_dir`)."""
+def write_outputs(run_dir: Path, result, subject, history_store: Path | None = None) -> dict:
+    """Every output of a finished audit (whose files are in a work folder inside `run_dir`); with
+    `history_store`, the run is recorded there and report.html shows the trend of its last runs."""
     from ragaudit.audit import report_of
     from ragaudit.report import html, junit, logs, markdown
 
@@ -46,17 +48,35 @@ def write_outputs(run_dir: Path, result, subject) -> dict:
     result.runs_path = run_dir / runstore.RUNS
     if result.issues_path is not None:
         os.replace(result.issues_path, run_dir / "issues.jsonl")
-    report = report_of(result, subject, manifest)
-    write_json(run_dir / "report.json", report)
-    states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
-    logs.write_logs(
-        run_dir / "traces.log", run_dir / "rag_traces.sqlite", logs.rows(result.runs_path, states, result.snippets)
-    )
-    junit.write_junit(run_dir / "junit.xml", report)
-    markdown.write_summary(run_dir / "summary.md", report)
-    html.write_html(run_dir / "report.html", report)
-    if len(report["summary"]["pipelines"]) > 1:
-        write_comparison(run_dir, [report])
+    with phase("writing outputs"):
+        with phase("writing report.json"):
+            report = report_of(result, subject, manifest)
+            write_json(run_dir / "report.json", report)
+        trend = ""
+        if history_store is not None:
+            from ragaudit import history
+            from ragaudit.report.trends import trend_panel
+
+            history.record(history_store, run_dir, report)
+            inputs = report["meta"].get("inputs") or {}
+            trend = trend_panel(
+                history.trend(history_store, last=20, gold=inputs.get("gold"), corpus=inputs.get("corpus"))
+            )
+        states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
+        with phase("writing traces.log and rag_traces.sqlite"):
+            logs.write_logs(
+                run_dir / "traces.log",
+                run_dir / "rag_traces.sqlite",
+                logs.rows(result.runs_path, states, result.snippets),
+            )
+        with phase("writing junit.xml and summary.md"):
+            junit.write_junit(run_dir / "junit.xml", report)
+            markdown.write_summary(run_dir / "summary.md", report)
+        with phase("writing report.html"):
+            html.write_html(run_dir / "report.html", report, trend)
+        if len(report["summary"]["pipelines"]) > 1:
+            with phase("writing compare"):
+                write_comparison(run_dir, [report])
     rundir.stamp_outputs(run_dir)
     return report
 

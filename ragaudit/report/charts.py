@@ -152,3 +152,29 @@ def stacked_bars(
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def trend_chart(series: dict[str, list[float]], *, width: int = 640, row: int = 60) -> str:
+    """A self-contained SVG: one line per named series (oldest value first), each on its own row
+    scaled to its own range, labelled with its name and its first and last values."""
+    left, right = 8, 8
+    height = max(1, len(series)) * row + 10
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="sans-serif" font-size="11">'
+    ]
+    for k, (name, values) in enumerate(series.items()):
+        top = k * row + 16
+        out.append(f'<text x="{left}" y="{top - 4}">{escape(name)}</text>')
+        if not values:
+            continue
+        lo, hi = min(values), max(values)
+        span = (hi - lo) or 1.0
+        step = (width - left - right - 90) / max(len(values) - 1, 1)
+        points = " ".join(
+            f"{_f(left + i * step)},{_f(top + (row - 26) * (1 - (v - lo) / span))}" for i, v in enumerate(values)
+        )
+        out.append(f'<polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="{points}"/>')
+        out.append(f'<text x="{width - right - 84}" y="{top + 14}">{values[0]:.3f} → {values[-1]:.3f}</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -671,7 +671,8 @@ def script_json(value) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render_html(report: dict) -> str:
+def render_html(report: dict, trend: str = "") -> str:
+    """The page; `trend` is the trend panel's HTML (`ragaudit.report.trends`), shown before the questions."""
     t = thresholds(report)
     verdict = (report.get("gate") or {}).get("verdict") or report["summary"].get("verdict") or "unknown"
     body = "".join(
@@ -683,6 +684,7 @@ def render_html(report: dict) -> str:
             _charts(report, t),
             _sections(report, t),
             _gate_table(report),
+            trend,
             _question_table(report, t),
             _issues(report),
             "</main>",
@@ -698,5 +700,5 @@ def render_html(report: dict) -> str:
     )
 
 
-def write_html(path: Path, report: dict) -> None:
-    write_atomic(path, render_html(report))
+def write_html(path: Path, report: dict, trend: str = "") -> None:
+    write_atomic(path, render_html(report, trend))
