@@ -5,20 +5,43 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-# A sentence ends at . ! or ? followed by space; a line break always ends a unit (headings, bullets).
-_UNIT = re.compile(r"[^\n]+?(?:[.!?](?=\s)|$)", re.MULTILINE)
+_LINE = re.compile(r"[^\n]+")
+
+
+@lru_cache(maxsize=1)
+def _segmenter():
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+@lru_cache(maxsize=65_536)  # the same passages come back run after run
+def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
+    """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
+    and ellipses inside their sentence), whitespace trimmed; a piece that opens in lower case
+    continues the sentence before it."""
+    spans: list[tuple[int, int]] = []
+    for found in _segmenter().segment(line):
+        piece = line[found.start : found.end]
+        stripped = piece.strip()
+        if not stripped:
+            continue
+        start = found.start + len(piece) - len(piece.lstrip())
+        if spans and stripped[0].islower():  # "approx. five dollars": no sentence opens in lower case
+            spans[-1] = (spans[-1][0], start + len(stripped))
+        else:
+            spans.append((start, start + len(stripped)))
+    return tuple(spans)
 
 
 def sentence_spans(text: str, offset: int = 0) -> list[tuple[int, int]]:
-    """Char spans of the sentences and lines of `text`, whitespace trimmed, shifted by `offset`."""
-    spans = []
-    for match in _UNIT.finditer(text):
-        piece = match.group()
-        stripped = piece.strip()
-        if stripped:
-            lead = len(piece) - len(piece.lstrip())
-            start = offset + match.start() + lead
-            spans.append((start, start + len(stripped)))
+    """Char spans of the sentences of `text`, shifted by `offset`. A line break always ends a
+    sentence (headings, bullets, table rows); within a line, pysbd decides. This is the one
+    sentence splitter: the chunker, the answerer, the support scorer and the adapters use it."""
+    spans: list[tuple[int, int]] = []
+    for line in _LINE.finditer(text):
+        base = offset + line.start()
+        spans.extend((base + a, base + b) for a, b in _line_sentences(line.group()))
     return spans
 
 

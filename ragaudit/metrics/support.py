@@ -31,6 +31,7 @@ PARAMS_PATH = Path(__file__).with_name("support_params.json")
 # ---------------------------------------------------------------- text
 
 _WORD = re.compile(r"[^\W_]+")
+_AFTER_COLON = re.compile(r"(?<=:)\s+")
 _MARKUP = re.compile(r"[*#_`>|]+|^\s*(?:[-•]|\d+[.)])\s+", re.MULTILINE)
 
 
@@ -42,9 +43,10 @@ def clean(text: str) -> str:
 def _capitalised(text: str) -> set[str]:
     # capitalised words that do not open a sentence: names, places, organisations, acronyms
     out: set[str] = set()
-    for sentence in re.split(r"(?<=[.!?:])\s+|\n", text):
-        words = _WORD.findall(sentence)
-        out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
+    for sentence in sentences(text):
+        for clause in _AFTER_COLON.split(sentence):  # "Note: Keys ..." opens a clause like a sentence
+            words = _WORD.findall(clause)
+            out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
     return out
 
 

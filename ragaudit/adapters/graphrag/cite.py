@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ragaudit.text import sentence_spans
+
 KINDS = ("Reports", "Entities", "Relationships", "Claims", "Sources")
 _ALIASES = {
     "report": "Reports",
@@ -167,31 +169,20 @@ def split_claims(text: str, blocks: list[Block] | None = None) -> list[Claim]:
 
 
 def _sentences(masked: str, start: int, end: int) -> list[tuple[int, int]]:
-    out, begin = [], start
-    for match in _END.finditer(masked, start, end):
-        if match.group().startswith(".") and _abbreviation(masked, begin, match.start()):
-            continue
-        cut = match.end()
-        rest = cut
+    """The sentences of one line of the answer (blocks masked out), by the one sentence splitter;
+    blocks right after a sentence's end still cite that sentence."""
+    out: list[list[int]] = []
+    # the blocks read as spaces to the splitter: "decodes.[Data: ...] Cruz" ends a sentence
+    for a, b in sentence_spans(masked[start:end].replace(_MASK, " "), start):
+        rest = b
         while rest < end and masked[rest] in f" \t{_MASK}":
             rest += 1
-        if _MASK in masked[cut:rest]:  # blocks right after the period still cite this sentence
-            cut = masked.rindex(_MASK, cut, rest) + 1
-        if rest < end and masked[rest].islower():
-            continue
-        out.append((begin, cut))
-        begin = rest
-    if masked[begin:end].strip():
-        out.append((begin, end))
-    return [(a + len(masked[a:b]) - len(masked[a:b].lstrip()), b) for a, b in out if masked[a:b].strip()]
-
-
-def _abbreviation(masked: str, begin: int, dot: int) -> bool:
-    word = re.search(r"([A-Za-z.]+)$", masked[begin:dot])
-    if word is None:
-        return False
-    token = word.group(1).lower().strip(".")
-    return token in _ABBREVIATIONS or (len(token) == 1 and word.group(1)[-1].isupper())
+        cut = masked.rindex(_MASK, b, rest) + 1 if _MASK in masked[b:rest] else b
+        if masked[a:b].strip(f" \t{_MASK}"):
+            out.append([a, cut])
+        elif out:  # a sentence of blocks alone: it belongs to the one before
+            out[-1][1] = max(out[-1][1], cut)
+    return [(a, b) for a, b in out]
 
 
 def _without_blocks(text: str, start: int, end: int, blocks: tuple[Block, ...]) -> str:

@@ -1,0 +1,48 @@
+"""The one sentence splitter: abbreviations, initials, decimals and ellipses stay inside their
+sentence, a line break always ends one, a piece opening in lower case continues the one before,
+and no module splits sentences its own way."""
+
+import re
+
+from helpers import ROOT
+
+from ragaudit.text import sentence_spans, sentences
+
+
+def test_abbreviations_decimals_and_ellipses_keep_a_sentence_whole():
+    text = (
+        "Use a hardware key, e.g. a YubiKey. Dr. Smith approves it. The U.S. office pays 3.5 times more... Really? Yes."
+    )
+    assert sentences(text) == [
+        "Use a hardware key, e.g. a YubiKey.",
+        "Dr. Smith approves it.",
+        "The U.S. office pays 3.5 times more...",
+        "Really?",
+        "Yes.",
+    ]
+
+
+def test_lines_end_sentences_and_lower_case_continues_one():
+    text = "# Keys\nRotate them every 12 months\n- at least two keys i.e. a spare. It cost approx. five dollars."
+    assert sentences(text) == [
+        "# Keys",
+        "Rotate them every 12 months",
+        "- at least two keys i.e. a spare.",
+        "It cost approx. five dollars.",
+    ]
+
+
+def test_spans_are_offsets_into_the_text():
+    text = "  One sentence here.  Two?\n\nThree!"
+    spans = sentence_spans(text, offset=100)
+    assert [text[a - 100 : b - 100] for a, b in spans] == ["One sentence here.", "Two?", "Three!"]
+
+
+def test_no_module_splits_sentences_its_own_way():
+    own = re.compile(r"re\.(?:split|compile)\(r?[\"'][^\"']*\(\?<=\[[^\]]*\.[^\]]*\]\)")  # a lookbehind on . ! ?
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "ragaudit").rglob("*.py")
+        if path.name != "text.py" and own.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
