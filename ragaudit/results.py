@@ -1,22 +1,14 @@
-"""A finished run directory as pandas DataFrames, for notebooks and scripts: `load_run(run_dir)`.
+"""A finished run directory as pandas DataFrames, for notebooks and scripts:
 
     run = ragaudit.load_run("reports/20261124-101500-3fa2c1")
-    run.runs        # one row per run (runs.parquet): pipeline, qid, variant, seed, correct, why,
-                    #   errored, zone, query, answer, and every metric as a column (citation_match, ...)
-    run.questions   # one row per (pipeline, question) of report.json: lambda_state, css, spread,
-                    #   the run counts (runs, correct, errored, ...) and the metrics' means
-    run.sections    # one row per (pipeline, doc_id, section_id): λ state counts and the metrics' means
-    run.issues      # one row per validator issue (issues.jsonl): code, severity, pipeline, qid, ...
-    run.report      # report.json as a dict; run.manifest: manifest.json
+    run.runs.groupby("pipeline")["citation_match"].mean()
 
-Metric columns keep the metric's name (`citation_match`, `delta_s_qr`, `hit@k`), except where a
-run column has that name already (`correct`, a boolean; its metric stays `m.correct`, 0 or 1);
-nested values (citations, segments, spans) stay JSON text in `runs`.
+`Run` lists every table and column; docs/notebook.md has worked examples.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -25,11 +17,46 @@ from ragaudit.errors import InputError, Problem
 
 RUNS, REPORT, ISSUES, MANIFEST = "runs.parquet", "report.json", "issues.jsonl", "manifest.json"
 METRIC_PREFIX = "m."
+# a question's run counts in report.json, and their column names here
+RUN_COUNTS = {
+    "correct": "correct_runs",
+    "errored": "errored_runs",
+    "unmatched": "unmatched_runs",
+    "hallucinating": "hallucinating_runs",
+    "coverage_missing": "coverage_missing_runs",
+}
+STATES = ("convergent", "recursive", "chaotic", "divergent")
 
 
 @dataclass
 class Run:
-    """A run directory's results; each table is read when first asked for."""
+    """A run directory's results; each table is read when first used.
+
+    `run.runs`: one row per run, from `runs.parquet`, in plan order.
+        pipeline, qid, gold_doc_id, gold_section_id (the question's gold section), variant, seed,
+        query, answer, error, errored (bool), correct (bool), why (why the run is or is not correct),
+        zone (of delta_s_qr), ts, store, index_hash, embed_model, analyzer; every metric as a column
+        of its own name: citation_match, coverage, citation_precision, citation_recall, hit@k,
+        recall@k, mrr, ndcg@10, delta_s_qr, delta_s_topk, delta_s_ra, support, grounded_rate,
+        anchor_support, hallucinations (a metric a run lacks is NaN); and as JSON text to decode with
+        `json.loads`: citations (the cited snippet_ids), sections (the cited [doc_id, section_id]
+        pairs), segments, spans (every retrieved payload: snippet_id, scores, k_pos, k_final,
+        cited), steps, chain, attribution.
+    `run.questions`: one row per (pipeline, question), from `report.json`.
+        pipeline, qid, doc_id, section_id (its gold section), question, lambda_state, css, spread,
+        runs, correct_runs, errored_runs, unmatched_runs, hallucinating_runs, coverage_missing_runs,
+        max_delta_s, min_coverage, and one per metric: the mean over its runs (`correct` is the share
+        of its runs that are correct).
+    `run.sections`: one row per (pipeline, doc_id, section_id) of the gold set, from `report.json`.
+        pipeline, doc_id, section_id, questions, convergent, recursive, chaotic, divergent (questions
+        in each λ state), and one per metric: the mean of its questions' means.
+    `run.issues`: one row per validator issue, from `issues.jsonl`.
+        pipeline, code, severity, qid, variant, seed, seg, citation, path, file, line, message, fix.
+    `run.report`, `run.manifest`: `report.json` and `manifest.json` as dicts.
+
+    A directory that is not a finished run, or a file there that cannot be read, is an
+    InputError naming the path.
+    """
 
     path: Path
 
@@ -49,15 +76,20 @@ class Run:
     def runs(self) -> Any:
         import pandas as pd
 
-        frame = pd.read_parquet(self.path / RUNS)
-        taken = set(frame.columns)
-        return frame.rename(
-            columns={
-                c: c[len(METRIC_PREFIX) :]
-                for c in frame.columns
-                if c.startswith(METRIC_PREFIX) and c[len(METRIC_PREFIX) :] not in taken
-            }
-        )
+        try:
+            frame = pd.read_parquet(self.path / RUNS)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(
+                Problem(str(self.path / RUNS), f"expected a parquet table of runs, found: {exc}")
+            ) from None
+        # the metric `correct` (0/1) is the run's `correct` column (a bool) again
+        frame = frame.drop(columns=[f"{METRIC_PREFIX}correct"], errors="ignore")
+        frame = frame.rename(columns={c: c[len(METRIC_PREFIX) :] for c in frame.columns if c.startswith(METRIC_PREFIX)})
+        gold = {q["qid"]: (q.get("doc_id"), q.get("section_id")) for q in self.report.get("questions", [])}
+        at = list(frame.columns).index("qid") + 1
+        frame.insert(at, "gold_section_id", [gold.get(qid, (None, None))[1] for qid in frame["qid"]])
+        frame.insert(at, "gold_doc_id", [gold.get(qid, (None, None))[0] for qid in frame["qid"]])
+        return frame
 
     @cached_property
     def questions(self) -> Any:
@@ -66,14 +98,18 @@ class Run:
         rows = []
         for q in self.report.get("questions", []):
             lam = q.get("lambda") or {}
+            stats = {RUN_COUNTS.get(name, name): value for name, value in (q.get("stats") or {}).items()}
             rows.append(
                 {
                     "pipeline": q["pipeline"],
                     "qid": q["qid"],
+                    "doc_id": q.get("doc_id"),
+                    "section_id": q.get("section_id"),
+                    "question": q.get("question"),
                     "lambda_state": lam.get("state"),
                     "css": lam.get("css"),
                     "spread": lam.get("spread"),
-                    **(q.get("stats") or {}),
+                    **stats,
                     **(q.get("metrics") or {}),
                 }
             )
@@ -83,16 +119,19 @@ class Run:
     def sections(self) -> Any:
         import pandas as pd
 
+        state_of = {
+            (q["pipeline"], q["qid"]): (q.get("lambda") or {}).get("state") for q in self.report.get("questions", [])
+        }
         rows = []
         for s in self.report.get("summary", {}).get("sections", []):
-            counts = {state: s.get(state, 0) for state in ("convergent", "recursive", "chaotic", "divergent")}
+            states = [state_of.get((s["pipeline"], qid)) for qid in s.get("qids") or []]
             rows.append(
                 {
                     "pipeline": s["pipeline"],
                     "doc_id": s["doc_id"],
                     "section_id": s["section_id"],
-                    "questions": len(s.get("qids") or []),
-                    **counts,
+                    "questions": len(states),
+                    **{state: states.count(state) for state in STATES},
                     **(s.get("metrics") or {}),
                 }
             )
@@ -102,22 +141,33 @@ class Run:
     def issues(self) -> Any:
         import pandas as pd
 
-        from ragaudit.io.jsonl import JsonLines
+        from ragaudit.io.jsonl import BadLine, JsonLines
+        from ragaudit.types import Issue
 
-        path = self.path / ISSUES
-        if not path.exists():
-            return pd.DataFrame(columns=["code", "severity", "pipeline", "qid", "variant", "seed", "path", "message"])
-        rows = [obj for _, obj, _ in JsonLines(path) if isinstance(obj, dict)]
-        return pd.DataFrame(rows)
+        columns = ["pipeline", *(f.name for f in fields(Issue) if f.name != "pipeline")]
+        rows = []
+        for number, issue, _ in JsonLines(self.path / ISSUES):
+            if isinstance(issue, BadLine) or not isinstance(issue, dict):
+                found = issue.message if isinstance(issue, BadLine) else f"a JSON {type(issue).__name__}"
+                raise InputError(Problem(str(self.path / ISSUES), f"expected an issue object, found {found}", number))
+            rows.append(issue)
+        frame = pd.DataFrame(rows, columns=columns)
+        extra = sorted({key for row in rows for key in row} - set(columns))
+        return frame.join(pd.DataFrame(rows, columns=extra)) if extra else frame
 
 
 def load_run(run_dir: str | Path) -> Run:
-    """The results of a finished run directory (see the module docstring); InputError (exit 3 in
-    the CLI) when it is not one."""
+    """The results of a finished run directory as a `Run` (whose docstring lists every table and
+    column); InputError (exit 3 in the CLI) when it is not one."""
     path = Path(run_dir)
-    missing = [name for name in (RUNS, REPORT, MANIFEST) if not (path / name).is_file()]
+    if not path.is_dir():
+        found = "a file" if path.exists() else "nothing there"
+        raise InputError(Problem(str(path), f"expected a ragaudit run directory, found {found}"))
+    missing = [name for name in (RUNS, REPORT, ISSUES, MANIFEST) if not (path / name).is_file()]
     if missing:
+        unfinished = (path / "traces.jsonl").is_file()
+        hint = f"; the run did not finish: `ragaudit run CONFIG --resume {path}` finishes it" if unfinished else ""
         raise InputError(
-            Problem(str(path), f"expected a finished ragaudit run directory with {', '.join(missing)}, found none")
+            Problem(str(path), f"expected a finished ragaudit run directory, found no {', '.join(missing)}{hint}")
         )
     return Run(path)
