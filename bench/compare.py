@@ -1,20 +1,25 @@
-"""What `ragaudit compare` costs at scale, the blockwise resampling against the one-shot one it replaced.
+"""What `ragaudit compare` costs at scale, with scipy's statistics batched against scipy unbatched.
 
 Two synthetic systems pair every question on all ten compared metrics (binary, graded and continuous
 ones, with `support` missing for 1 question in 20 so that two pair counts occur). Each measurement runs
-in a fresh process and reports the wall and CPU time of `compare_pair` (CPU time is the steadier
-figure on a shared machine), the peak of memory traced while it runs (tracemalloc; numpy reports its
-buffers to it) and the peak RSS of the whole process (VmHWM), which also holds the synthetic systems.
+in a fresh process and reports the wall and CPU time (CPU time is the steadier figure on a shared
+machine), the peak of memory traced while it runs (tracemalloc; numpy reports its buffers to it) and
+the peak RSS of the whole process (VmHWM), which also holds the synthetic systems.
 
-  * chunked: `ragaudit.compare.compare_pair`, at --questions (default 100,000).
-  * one-shot: the previous algorithm, re-implemented below as the reference: one (RESAMPLES, n) draw
-    per metric for the bootstrap and one for the sign flips. At 100,000 questions it needs about
-    16 GB, so it runs at the --reference sizes and its time and memory are extrapolated linearly to
-    --questions (both are linear in n: R·n draws, 16 bytes each alive at the peak).
-  * equality: at --mid questions, where the one-shot algorithm fits, both results must be equal
-    as Python objects, every float bit for bit. The script exits 1 when they are not.
+  * batched: `ragaudit.compare.compare_pair` at --questions (default 100,000): the BCa bootstrap
+    (`scipy.stats.bootstrap`, whose jackknife is O(questions²) time) and the permutation p-values,
+    in batches of resamples.
+  * unbatched: the same CIs and p-values from scipy called without `batch=` on each metric's paired
+    differences, at the --reference sizes; its time and memory are extrapolated to --questions
+    (quadratically: the jackknife holds and reduces a questions × questions array).
+  * equality: at --mid questions both must give every CI and p-value bit for bit. The script exits 1
+    when they do not, or when the batched peak RSS reaches 1 GiB.
+  * permutation_test: scipy's own randomized paired test (`permutation_type="samples"`) on one
+    metric at the --permutation sizes, extrapolated linearly to --questions: why the randomized test
+    runs through `scipy.stats.monte_carlo_test`.
 
-    .venv/bin/python bench/compare.py [--questions 100000] [--mid 5000] [--reference 1000 2000 4000]
+    .venv/bin/python bench/compare.py [--questions 100000] [--mid 2000] [--reference 500 1000 2000]
+                                      [--permutation 2000 5000]
 """
 
 from __future__ import annotations
@@ -28,17 +33,18 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from ragaudit.compare import (
     COMPARED,
+    EXACT_MAX,
     RESAMPLES,
     SEED,
     STATES,
     System,
+    batch_size,
     compare_pair,
-    holm,
 )
-from ragaudit.metrics.registry import METRICS
 
 
 def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
@@ -83,67 +89,64 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
     return system("reference", reference, 0), system("other", other, 1)
 
 
-def reference_bootstrap_ci(diffs: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    idx = rng.integers(0, len(diffs), size=(RESAMPLES, len(diffs)))
-    means = diffs[idx].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
-def reference_permutation_p(diffs: np.ndarray, rng: np.random.Generator) -> float:
-    observed = abs(diffs.mean())
-    signs = rng.choice((-1.0, 1.0), size=(RESAMPLES, len(diffs)))
-    flipped = np.abs((signs * diffs).mean(axis=1))
-    return float((np.sum(flipped >= observed - 1e-12) + 1) / (RESAMPLES + 1))
-
-
-def reference_compare_pair(reference: System, other: System, *, tolerance: float = 0.01) -> dict:
-    """compare_pair as it was: a fresh generator and one-shot resampling per metric."""
+def paired(reference: System, other: System) -> dict[str, np.ndarray]:
+    """Per metric, other − reference over the questions both scored, in qid order."""
     shared = sorted(set(reference.questions) & set(other.questions))
-    metrics: dict[str, dict] = {}
-    raw_p: dict[str, float] = {}
+    out = {}
     for name in COMPARED:
         pairs = [(reference.questions[q]["metrics"].get(name), other.questions[q]["metrics"].get(name)) for q in shared]
-        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
-        if not pairs:
-            continue
-        a = np.array([p[0] for p in pairs], dtype=float)
-        b = np.array([p[1] for p in pairs], dtype=float)
-        diffs = b - a
-        rng = np.random.default_rng(SEED)
-        better = diffs if METRICS[name].higher_is_better else -diffs
-        low, high = reference_bootstrap_ci(diffs, rng)
-        raw_p[name] = reference_permutation_p(diffs, rng) if np.any(diffs != 0) else 1.0
-        metrics[name] = {
-            "mean_reference": float(a.mean()),
-            "mean_other": float(b.mean()),
-            "difference": float(diffs.mean()),
-            "ci95": [low, high],
-            "p_value": raw_p[name],
-            "questions": len(pairs),
-            "higher_is_better": METRICS[name].higher_is_better,
-            "wins": int(np.sum(better > tolerance)),
-            "ties": int(np.sum(np.abs(better) <= tolerance)),
-            "losses": int(np.sum(better < -tolerance)),
-        }
-    for name, p in holm(raw_p).items():
-        metrics[name]["p_holm"] = p
-        m = metrics[name]
-        direction = m["difference"] if m["higher_is_better"] else -m["difference"]
-        m["verdict"] = "tie" if p >= 0.05 else ("better" if direction > 0 else "worse")
-    transitions = {s: {t: 0 for t in STATES} for s in STATES}
-    for q in shared:
-        transitions[reference.questions[q]["lambda"]["state"]][other.questions[q]["lambda"]["state"]] += 1
+        kept = [(a, b) for a, b in pairs if a is not None and b is not None]
+        if kept:
+            out[name] = np.array([b for _, b in kept]) - np.array([a for a, _ in kept])
+    return out
+
+
+def unbatched_ci(diffs: np.ndarray) -> list[float]:
+    if np.ptp(diffs) == 0:
+        return [float(diffs[0])] * 2
+    ci = stats.bootstrap((diffs,), np.mean, n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(SEED))
+    return [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
+
+
+def unbatched_p(diffs: np.ndarray) -> float:
+    flipping = diffs[diffs != 0]
+    if flipping.size < 2 or abs(flipping.sum()) <= 1e-9 * np.abs(flipping).sum():
+        return 1.0  # no difference, a single one, or gains and losses that cancel
+    if flipping.size <= EXACT_MAX:
+        exact = stats.permutation_test((flipping,), np.mean, permutation_type="samples", n_resamples=np.inf)
+        return float(exact.pvalue)
+    rng = np.random.default_rng(SEED)
+
+    def null(size: tuple[int, int]) -> np.ndarray:
+        signs = [np.where(rng.integers(0, 2, size=size[1], dtype=bool), -1.0, 1.0) for _ in range(size[0])]
+        return flipping * np.stack(signs)
+
+    return float(stats.monte_carlo_test(flipping, null, np.mean, n_resamples=RESAMPLES).pvalue)
+
+
+def unbatched(reference: System, other: System) -> dict:
     return {
-        "reference": reference.name,
-        "other": other.name,
-        "questions": len(shared),
-        "tolerance": tolerance,
-        "metrics": metrics,
-        "lambda_transitions": transitions,
+        "metrics": {
+            name: {"ci95": unbatched_ci(d), "p_value": unbatched_p(d)} for name, d in paired(reference, other).items()
+        }
     }
 
 
-ALGORITHMS = {"chunked": compare_pair, "one-shot": reference_compare_pair}
+def permutation_test(reference: System, other: System) -> dict:
+    """scipy's randomized paired permutation test of the continuous metric (every difference non-zero)."""
+    diffs = paired(reference, other)["ndcg@10"]
+    result = stats.permutation_test(
+        (diffs,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=RESAMPLES,
+        batch=batch_size(diffs.size),
+        rng=np.random.default_rng(SEED),
+    )
+    return {"metrics": {"ndcg@10": {"p_value": float(result.pvalue)}}}
+
+
+ALGORITHMS = {"batched": compare_pair, "unbatched": unbatched, "permutation_test": permutation_test}
 
 
 def measure(algorithm: str, n: int) -> dict:
@@ -162,7 +165,7 @@ def measure(algorithm: str, n: int) -> dict:
         "cpu": cpu,
         "traced_peak": peak,
         "max_rss": peak_rss(),
-        "verdicts": {name: m["verdict"] for name, m in result["metrics"].items()},
+        "verdicts": {name: m.get("verdict") for name, m in result["metrics"].items()},
     }
 
 
@@ -176,7 +179,9 @@ def peak_rss() -> int:
 
 def equal_at(n: int) -> bool:
     reference, other = synthetic_systems(n)
-    return compare_pair(reference, other) == reference_compare_pair(reference, other)
+    batched = compare_pair(reference, other)["metrics"]
+    expected = unbatched(reference, other)["metrics"]
+    return {name: {"ci95": m["ci95"], "p_value": m["p_value"]} for name, m in batched.items()} == expected
 
 
 def in_child(algorithm: str, n: int) -> dict | bool:
@@ -188,9 +193,9 @@ def in_child(algorithm: str, n: int) -> dict | bool:
     return json.loads(done.stdout)
 
 
-def extrapolate(points: list[dict], key: str, n: int) -> float:
-    slope, intercept = np.polyfit([p["questions"] for p in points], [p[key] for p in points], 1)
-    return float(slope * n + intercept)
+def extrapolate(points: list[dict], key: str, n: int, degree: int = 1) -> float:
+    coefficients = np.polyfit([p["questions"] for p in points], [p[key] for p in points], degree)
+    return float(np.polyval(coefficients, n))
 
 
 def mib(size: float) -> str:
@@ -200,13 +205,20 @@ def mib(size: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=100_000)
-    parser.add_argument("--mid", type=int, default=5_000, help="questions for the equality check")
+    parser.add_argument("--mid", type=int, default=2_000, help="questions for the equality check")
     parser.add_argument(
         "--reference",
         type=int,
         nargs="+",
-        default=[1_000, 2_000, 4_000],
-        help="questions at which the one-shot algorithm runs, to extrapolate from",
+        default=[500, 1_000, 2_000],
+        help="questions at which the unbatched calls run, to extrapolate from",
+    )
+    parser.add_argument(
+        "--permutation",
+        type=int,
+        nargs="+",
+        default=[2_000, 5_000],
+        help="questions at which scipy's permutation_test runs, to extrapolate from",
     )
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -217,36 +229,38 @@ def main(argv: list[str] | None = None) -> int:
 
     equal = in_child("equal", args.mid)
     print(
-        f"equality at {args.mid:,} paired questions, all {len(COMPARED)} metrics: "
+        f"equality at {args.mid:,} paired questions, all {len(COMPARED)} metrics, batched vs unbatched: "
         f"{'identical (every float bit for bit)' if equal else 'DIFFERENT'}"
     )
-
     print(
-        f"{'algorithm':<10} {'questions':>10} {'wall s':>8} {'CPU s':>8} {'traced peak':>12} {'process peak RSS':>17}"
+        f"{'algorithm':<17} {'questions':>10} {'wall s':>8} {'CPU s':>8} {'traced peak':>12} {'process peak RSS':>17}"
     )
 
     def line(row: dict, note: str = "") -> None:
         rss = mib(row["max_rss"]) if "max_rss" in row else ""
         print(
-            f"{row['algorithm']:<10} {row['questions']:>10,} {row['seconds']:>8.1f} {row['cpu']:>8.1f} "
+            f"{row['algorithm']:<17} {row['questions']:>10,} {row['seconds']:>8.1f} {row['cpu']:>8.1f} "
             f"{mib(row['traced_peak']):>12} {rss:>17}{note}"
         )
 
-    one_shot = [in_child("one-shot", n) for n in args.reference]
-    for row in one_shot:
-        line(row)
-    line(
-        {
-            "algorithm": "one-shot",
-            "questions": args.questions,
-            **{key: extrapolate(one_shot, key, args.questions) for key in ("seconds", "cpu", "traced_peak")},
-        },
-        "  (extrapolated)",
+    def extrapolated(name: str, rows: list[dict], degree: int) -> None:
+        for row in rows:
+            line(row)
+        keys = ("seconds", "cpu", "traced_peak")
+        estimate = {key: extrapolate(rows, key, args.questions, degree) for key in keys}
+        line({"algorithm": name, "questions": args.questions, **estimate}, "  (extrapolated)")
+
+    extrapolated("unbatched", [in_child("unbatched", n) for n in args.reference], degree=2)
+    permutation = [in_child("permutation_test", n) for n in args.permutation]
+    extrapolated("permutation_test", permutation, degree=1)
+    print(
+        f"  (permutation_test: one metric of the {len(COMPARED)}; the linear estimate is a floor, as its "
+        "batches shrink with more questions and it loops over every question of every batch)"
     )
-    chunked = in_child("chunked", args.questions)
-    line(chunked)
-    print(f"verdicts at {args.questions:,}: {chunked['verdicts']}")
-    within = chunked["max_rss"] < 2**30
+    batched = in_child("batched", args.questions)
+    line(batched)
+    print(f"verdicts at {args.questions:,}: {batched['verdicts']}")
+    within = batched["max_rss"] < 2**30
     print(f"peak RSS at {args.questions:,} questions {'<' if within else '>='} 1 GiB")
     return 0 if equal and within else 1
 

@@ -47,6 +47,8 @@ def audit_config(
     from ragaudit.executors import make_executor
     from ragaudit.report import write_outputs
 
+    store = history.store_of(config, Path(resume).parent if resume else out)
+    history.check(store)  # a damaged history stops the run before any work, not after it
     inputs = runner.Inputs(config)
     findings = inputs.check_gold(strict=gold_check)
     subject = inputs.subject(findings)
@@ -80,12 +82,26 @@ def audit_config(
             rundir.update_manifest(
                 result.run_dir,
                 gold_checked=gold_check,
+                history=str(store.resolve()),
                 **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
             )
-            report = write_outputs(result.run_dir, finished, subject, history.store_of(config, out))
+            report = write_outputs(result.run_dir, finished, subject)
+            history.record(store, result.run_dir, report)  # last: the history holds finished runs only
     finally:
         if "work" in audit:
             shutil.rmtree(audit["work"], ignore_errors=True)
         if cluster is not None:
             cluster.close()
+    _note_cache(subject.encoder)
     return Outcome(result, report, findings)
+
+
+def _note_cache(encoder) -> None:
+    """With --verbose: what the embedding cache saved."""
+    from ragaudit import progress
+
+    if hasattr(encoder, "requested"):
+        progress.note(
+            f"embedding cache: {encoder.requested:,} texts asked, {encoder.hits:,} found, {encoder.encoded:,} "
+            f"encoded in {encoder.encode_seconds:.1f} s ({encoder.path})"
+        )

@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ragaudit import runstore
+from ragaudit import progress, runstore
 from ragaudit.gate import evaluate_gate
 from ragaudit.io.config import Config
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
 from ragaudit.plan import PlanIndex
-from ragaudit.progress import phase
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate import Context, validate_trace
 
@@ -144,6 +143,7 @@ class StreamingAudit:
         self.kept_traces: list[Trace] = []
         self.seen_pipelines: list[str] = []
         self._pending: list[Trace] = []
+        self._scoring: progress.Phase | None = None  # shown from the first batch until `finish`
         gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
         self._issues = open(self.out / "issues.jsonl.tmp", "w", encoding="utf-8") if issues else None
 
@@ -185,13 +185,18 @@ class StreamingAudit:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            with phase("scoring", unit="runs") as scoring:
+            with self._scored().timed() as scoring:
                 self._score(self._pending)
                 scoring.advance(len(self._pending))
         finally:
             self._pending = []
             if enabled:
                 gc.enable()
+
+    def _scored(self) -> progress.Phase:
+        if self._scoring is None:
+            self._scoring = progress.start("scoring", self.plan.size or None, unit="runs", counts_as="scoring")
+        return self._scoring
 
     def _score(self, batch: list[Trace]) -> None:
         if self.remote is not None:
@@ -213,6 +218,14 @@ class StreamingAudit:
             self.kept_traces += part.traces
 
     def finish(self) -> Audit:
+        scoring = self._scored()
+        try:
+            with scoring.timed():
+                return self._finish()
+        finally:
+            scoring.end()
+
+    def _finish(self) -> Audit:
         # a planned run of a pipeline that left no trace counts as failed, not as absent
         for run in self.plan.missing(self.seen_pipelines):
             self.add(

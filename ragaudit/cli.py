@@ -15,6 +15,15 @@ import click
 from ragaudit import __version__
 from ragaudit.errors import InputError, RagauditError, UsageError
 
+SPAN_FORMATS = ("otlp", "phoenix", "langfuse")  # ragaudit.spans.SPAN_FORMATS, without importing it
+SPANS_FROM = click.option(
+    "--from",
+    "source",
+    type=click.Choice(["traces", *SPAN_FORMATS]),
+    default="traces",
+    show_default=True,
+    help="input format: ragaudit traces, or production spans (OTLP JSON, a Phoenix or a Langfuse export)",
+)
 FORMAT = click.option(
     "--format",
     "fmt",
@@ -30,7 +39,12 @@ class Group(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                from ragaudit import progress
+
+                progress.close()  # the live display is gone before any message below
         except RagauditError as exc:
             click.echo(
                 f"error: {exc}" if not isinstance(exc, InputError) else "\n".join(f"error: {p}" for p in exc.problems),
@@ -48,16 +62,19 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ragaudit")
-@click.option("--quiet", "-q", is_flag=True, help="no progress: errors, warnings and results only")
-@click.option("--verbose", "-v", is_flag=True, help="every phase, short ones too")
+@click.option("--quiet", "-q", is_flag=True, help="no progress on stderr: errors, warnings and results only")
+@click.option("--verbose", "-v", is_flag=True, help="every phase, those under a second too, and debug detail")
 def main(quiet: bool, verbose: bool):
     """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS,
     coverage, λ convergence and citation match, as reports and a CI gate.
 
     Long phases (model load, indexing, embedding, runs, scoring, writing) show their progress on
-    stderr: a live bar on a terminal, timestamped lines elsewhere (CI, a pipe)."""
+    stderr: a live display on a terminal, timestamped lines elsewhere (CI, a pipe). stdout carries
+    results only."""
     from ragaudit import progress
 
+    if quiet and verbose:
+        raise click.UsageError("use --quiet or --verbose, not both")
     progress.configure(quiet=quiet, verbose=verbose)
     progress.reset()
     # The command owns its terminal: the model libraries' download bars and warnings stay out of it.
@@ -130,15 +147,21 @@ def _summary(records: int, counts, severity_of) -> str:
     help="dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)",
 )
 @click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+@SPANS_FROM
 @FORMAT
-def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
+def validate(traces, corpus, config_path, workers, executor, scheduler, source, fmt):
     """Check every citation payload of trace files against the rules of `ragaudit codes`.
+    With --from, the inputs are production spans, joined into traces as `ragaudit ingest` joins
+    them (read in this process).
 
     Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read.
     """
+    if source != "traces" and (executor == "dask" or (workers or 1) > 1):
+        raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
     import signal
 
     from ragaudit.io.corpus import load_corpus
+    from ragaudit.progress import phase
     from ragaudit.validate import CODES, Context, Validator
     from ragaudit.validate.shards import default_workers
     from ragaudit.workers import Interrupted
@@ -154,7 +177,8 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
             "cross_section_whitelist": config.cross_section_whitelist,
         }
         offset_unit, corpus_path = config.offset_unit, corpus or config.corpus
-    ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
+    with phase("loading corpus", counts_as="loading") if corpus_path else contextlib.nullcontext():
+        ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
     validator = Validator(ctx, offset_unit=offset_unit)
     client = None
     if executor == "dask":
@@ -170,12 +194,15 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
-        _emit(
-            validator.check_paths(traces, workers=workers or default_workers(), client=client),
-            fmt=fmt,
-            records_of=lambda: validator.records,
-            counts_of=lambda: validator.counts,
-        )
+        with phase("validating", unit="records", count=lambda: validator.records):
+            _emit(
+                validator.check_paths(traces, workers=workers or default_workers(), client=client)
+                if source == "traces"
+                else _span_issues(validator, source, traces),
+                fmt=fmt,
+                records_of=lambda: validator.records,
+                counts_of=lambda: validator.counts,
+            )
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -191,6 +218,58 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, fmt):
     if validator.unreadable or validator.bad_lines:
         sys.exit(InputError.exit_code)
     sys.exit(1 if validator.errors else 0)
+
+
+def _span_issues(validator, source: str, paths):
+    """Issues of span files joined into traces; a file that cannot be read ends the reading."""
+    from ragaudit.spans import read_traces
+
+    try:
+        yield from validator.check(read_traces(source, paths))
+    except InputError as exc:
+        validator.unreadable.append(exc)
+
+
+@main.command()
+@click.argument("source", metavar="FORMAT", type=click.Choice(SPAN_FORMATS))
+@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="the traces.jsonl to write")
+@click.option("--config-name", help="every trace's config (default: the spans' service name)")
+@click.option(
+    "--window",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="spans of unfinished traces held at most; spans of one trace further apart are reported late",
+)
+def ingest(source, inputs, out, config_name, window):
+    """Join production spans into ragaudit traces (SPEC §10): one trace per trace id that holds a
+    RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span
+    export, parquet or JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
+
+    Exit 0: every input read; 3: an input or a line of one could not be read (each on stderr;
+    the traces of the readable lines are written all the same).
+    """
+    from ragaudit.io.files import atomic_path
+    from ragaudit.io.jsonl import BadLine
+    from ragaudit.io.traces import dump_trace
+    from ragaudit.progress import phase
+    from ragaudit.spans import Ingest
+
+    reader = Ingest(source, inputs, config_name=config_name, window=window)
+    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        with phase("ingesting", unit="spans", count=lambda: reader.spans):
+            for item in reader:
+                if isinstance(item, BadLine):
+                    click.echo(f"error: {item.problem}", err=True)
+                else:
+                    handle.write(dump_trace(item) + "\n")
+    click.echo(
+        f"{reader.spans} spans, {reader.traces} traces written to {out}, "
+        f"{reader.skipped} traces without a RETRIEVER span skipped"
+        + (f", {reader.bad} defective lines or spans" if reader.bad else "")
+    )
+    sys.exit(InputError.exit_code if reader.bad else 0)
 
 
 @main.command("run")
@@ -241,8 +320,10 @@ def run_command(
     if baseline:
         corpus = load_corpus(config.corpus) if config.corpus else None
         inputs = rundir.input_record(config, corpus)["inputs"]
-        baseline = _last_pass(config, out, inputs) if str(baseline) == LAST_PASS else baseline
-        baseline_report = _baseline(baseline, inputs, allow_foreign_baseline)
+        if str(baseline) == LAST_PASS:
+            baseline, baseline_report = _last_pass(config, Path(resume).parent if resume else out, inputs)
+        else:
+            baseline_report = _baseline(baseline, inputs, allow_foreign_baseline)
     outcome = audit_config(
         config,
         out=out,
@@ -262,39 +343,30 @@ def run_command(
     if findings:
         errors = sum(1 for f in findings if f.severity == "error")
         click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
-    from ragaudit.progress import where_the_time_went
+    from ragaudit import progress
 
-    spent = where_the_time_went(RUN_PHASES)
+    took = progress.elapsed()
     click.echo(
-        f"{result.total} runs ({result.executed} run now, {result.resumed} resumed) in "
-        f"{result.seconds:.1f} s: {result.rate:.1f} runs/s" + (f"; time in {spent}" if spent else "")
+        f"{result.total:,} runs ({result.executed:,} run now, {result.resumed:,} resumed) in {took:.1f} s, "
+        f"{result.executed / took if took > 0 else 0.0:.1f} runs/s ({progress.breakdown(took)})"
     )
     if not (result.run_dir / "report.json").is_file():  # never exit 0 without a report
         raise RagauditError(f"{result.run_dir}: the report was not written")
     _finish(report, result.run_dir, no_gate)
 
 
-# the phases of a run, for "where the time went" (runs include indexing, embedding and scoring)
-RUN_PHASES = [
-    "loading inputs",
-    "model load",
-    "gold check",
-    "indexing",
-    "embedding",
-    "runs",
-    "scoring",
-    "writing outputs",
-]
-
-
 LAST_PASS = "last-pass"
 
 
-def _last_pass(config, out: Path | None, inputs: dict) -> Path:
-    """The report.json of the latest passing run on the same gold set and corpus, from the history."""
+def _last_pass(config, out: Path | None, inputs: dict, until: Path | None = None) -> tuple[Path, dict]:
+    """The latest passing run on the same gold set and corpus in the history (recorded before the
+    run `until`): its report.json's path and its report, as recorded."""
     from ragaudit import history
 
-    return history.last_pass(history.store_of(config, out), gold=inputs.get("gold"), corpus=inputs.get("corpus"))
+    store = history.store_of(config, out)
+    path, found = history.last_pass(store, gold=inputs.get("gold"), corpus=inputs.get("corpus"), until=until)
+    click.echo(f"baseline: {path} (the latest passing run in {store})", err=True)
+    return path, found
 
 
 def _read_report(path: Path) -> dict:
@@ -381,8 +453,10 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
     report = _read_report(report_path)
     inputs = (report.get("meta") or {}).get("inputs")
     if baseline and str(baseline) == LAST_PASS:
-        baseline = _last_pass(config, Path(report_path).resolve().parent.parent, inputs or {})
-    base = _baseline(baseline, inputs, allow_foreign_baseline) if baseline else None
+        run_dir = Path(report_path).resolve().parent
+        baseline, base = _last_pass(config, run_dir.parent, inputs or {}, until=run_dir)
+    else:
+        base = _baseline(baseline, inputs, allow_foreign_baseline) if baseline else None
     errors: dict[str, int] = {}
     questions: dict[str, set] = {}
     if not isinstance(report.get("issues", []), list) or not isinstance(report.get("pipelines", {}), dict):
@@ -437,14 +511,17 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
 def compare_command(run_dirs, out):
     """Compare the pipelines of one or more runs, each against the first: means, paired differences with
     bootstrap CIs, permutation p-values (Holm-adjusted), win/tie/loss and λ transitions."""
+    from ragaudit.progress import phase
     from ragaudit.report import write_comparison
 
-    reports = [_read_report(Path(d) / "report.json") for d in run_dirs]
+    with phase("reading reports", counts_as="loading"):
+        reports = [_read_report(Path(d) / "report.json") for d in run_dirs]
     labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
     target = Path(out or run_dirs[0])
     target.mkdir(parents=True, exist_ok=True)
     try:
-        result = write_comparison(target, reports, labels)
+        with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
+            result = write_comparison(target, reports, labels)
     except (KeyError, TypeError, AttributeError) as exc:  # a report edited by hand or damaged
         raise InputError(
             f"expected the shape of ragaudit reports in {', '.join(map(str, run_dirs))}, found a "
@@ -486,18 +563,24 @@ def faults(run_dir, config_path, only, rate, seed, out):
     from ragaudit.faults import run_faults
     from ragaudit.io.config import load_config
     from ragaudit.io.traces import read_trace_file
+    from ragaudit.progress import phase
     from ragaudit.report import write_json
     from ragaudit.report.faults_html import write_faults_html
 
     manifest = rundir.read_manifest(run_dir)
     config = load_config(config_path or manifest["config_path"])
     inputs = runner.Inputs(config)
-    traces = read_trace_file(Path(run_dir) / "traces.jsonl", offset_unit=config.offset_unit)
+    with phase("reading traces", unit="runs", counts_as="loading") as reading:
+        traces = read_trace_file(Path(run_dir) / "traces.jsonl", offset_unit=config.offset_unit)
+        reading.advance(len(traces))
     names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     result, _ = run_faults(traces, inputs.subject(inputs.check_gold(strict=False)), only=names, rate=rate, seed=seed)
     target = Path(out or run_dir)
     target.mkdir(parents=True, exist_ok=True)
-    with rundir.locked(run_dir) if target.resolve() == Path(run_dir).resolve() else contextlib.nullcontext():
+    with (
+        rundir.locked(run_dir) if target.resolve() == Path(run_dir).resolve() else contextlib.nullcontext(),
+        phase("writing faults.json and faults.html", counts_as="writing"),
+    ):
         write_json(target / "faults.json", result)
         write_faults_html(target / "faults.html", result)
     click.echo(render_fault_matrix(result), nl=False)
@@ -572,11 +655,13 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
 
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.gold import read_gold
+    from ragaudit.progress import phase
     from ragaudit.validate import CODES
     from ragaudit.validate.gold import check_gold
 
-    loaded = load_corpus(corpus)
-    items, problems = read_gold(gold_path)
+    with phase("loading corpus and gold set", counts_as="loading"):
+        loaded = load_corpus(corpus)
+        items, problems = read_gold(gold_path)
     encoder = None
     if not no_distance:
         from ragaudit.metrics.embed import DEFAULT_MODEL, SentenceTransformerEncoder
@@ -642,64 +727,38 @@ def codes(fmt):
 @click.option("--metric", help="only this metric (e.g. citation_match)")
 @click.option("--pipeline", help="only this pipeline")
 @click.option("--last", type=click.IntRange(min=1), help="only the last N runs")
-@click.option("--plot", type=click.Path(path_type=Path), help="also draw the trends to an SVG file")
+@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), help="also draw the trends to an SVG file")
 @FORMAT
 def history_command(store, config_path, metric, pipeline, last, plot, fmt):
-    """Trends across recorded runs: each pipeline's metrics, run by run (oldest first).
+    """Trends across recorded runs: each pipeline's metrics, run by run (oldest first), with a
+    sparkline, the time, the git commit, the run's verdict and the pipeline's gate.
 
-    Every `ragaudit run` records its summary in the history (history.sqlite beside the run
-    directories, [history] path, or $RAGAUDIT_HISTORY). Exit 0; 3 when there is no history."""
+    Every `ragaudit run` records its summary in a history file: $RAGAUDIT_HISTORY, else
+    [history] path, else history.sqlite beside the run directories (--config's [audit] out, else
+    ./reports). Exit 0; 3 when the history is missing or damaged."""
     from ragaudit import history
+    from ragaudit.report import history_text
 
     if store is None:
-        if config_path is None:
-            raise UsageError("ragaudit history needs --store PATH or --config CONFIG")
         from ragaudit.io.config import load_config
 
-        store = history.store_of(load_config(config_path))
+        store = history.store_of(load_config(config_path) if config_path else None)
     points = history.trend(store, metric=metric, pipeline=pipeline, last=last)
-    series: dict[tuple[str, str], list] = {}
-    for point in points:
-        series.setdefault((point.pipeline, point.metric), []).append(point)
+    if not points and (metric or pipeline):
+        recorded = history.trend(store, last=last)
+        for option, asked, known in (
+            ("--pipeline", pipeline, {p.pipeline for p in recorded}),
+            ("--metric", metric, {p.metric for p in recorded}),
+        ):
+            if asked and asked not in known:
+                raise UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
+    if not points:
+        raise InputError(f"{store}: expected recorded values, found none")
     if plot:
         from ragaudit.io.files import write_atomic
-        from ragaudit.report.charts import trend_chart
 
-        write_atomic(plot, trend_chart({f"{p} · {m}": [x.value for x in found] for (p, m), found in series.items()}))
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "pipeline": p,
-                        "metric": m,
-                        "runs": [
-                            {
-                                "run_dir": x.run_dir,
-                                "finished": x.finished,
-                                "git_commit": x.git_commit,
-                                "verdict": x.verdict,
-                                "value": x.value,
-                            }
-                            for x in found
-                        ],
-                    }
-                    for (p, m), found in sorted(series.items())
-                ],
-                indent=2,
-            )
-        )
-        return
-    runs = len({x.run_dir for x in points})
-    click.echo(f"{runs} runs in {store}")
-    for (p, m), found in sorted(series.items()):
-        values = [x.value for x in found]
-        click.echo(f"{p:<24} {m:<20} {history.sparkline(values)}  {values[0]:.3f} → {values[-1]:.3f}")
-    if metric or pipeline:
-        for (p, m), found in sorted(series.items()):
-            click.echo(f"\n{p} · {m}")
-            for x in found:
-                click.echo(f"  {x.finished or '?':<20} {(x.git_commit or '')[:10]:<10} {x.verdict:<4} {x.value:.4f}")
+        write_atomic(plot, history_text.render_svg(points))
+    click.echo(history_text.render_json(points) if fmt == "json" else history_text.render_text(points, str(store)))
 
 
 @main.command("metrics")
@@ -727,6 +786,31 @@ def metrics_command(fmt):
     for m in METRICS.values():
         direction = "higher is better" if m.higher_is_better else "lower is better"
         click.echo(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}")
+
+
+@main.command("audit-log")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--corpus", type=click.Path(path_type=Path), help="the corpus snapshot: a folder or a corpus.jsonl")
+@SPANS_FROM
+@click.option("--window", default="1d", show_default=True, help="window length: 30m, 1h, 1d, 7d, 2w")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="default: reports/audit-log-<stamp>")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="model, support, section policy, corpus")
+def audit_log_command(traces, corpus, source, window, out, config_path):
+    """Audit production traces without a gold set: validate every payload against the corpus
+    snapshot, measure ΔS of the cited text, support and hallucinations of each answer segment,
+    per time window (by retrieved_at), with index drift between windows and the worst examples.
+
+    Writes audit_log.json, audit_log.html and rag_traces.sqlite. Exit 0: no error-severity issue
+    and no drift; 1: some; 3: an input could not be read."""
+    from ragaudit.auditlog import run_audit_log
+    from ragaudit.report.audit_log_text import render_windows
+
+    result = run_audit_log(traces, corpus=corpus, fmt=source, window=window, out=out, config=config_path)
+    click.echo(render_windows(result.model), nl=False)
+    click.echo(f"wrote {result.out}")
+    for problem in result.problems:
+        click.echo(f"error: {problem}", err=True)
+    sys.exit(result.exit_code)
 
 
 def _register_adapters() -> None:

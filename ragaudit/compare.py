@@ -1,15 +1,22 @@
 """Comparison of retriever configurations (systems) over the same questions.
 
 A system is one pipeline of one run. Every system is compared with the first (the reference),
-question by question: per metric the means, the paired difference with a seeded bootstrap 95%
-CI, a paired sign-flip permutation p-value, Holm-adjusted across the metrics of that pair,
-win/tie/loss by question within a tolerance, and the λ state transitions.
+question by question: per metric the means, the paired difference with a seeded BCa bootstrap 95%
+CI, a paired permutation p-value, Holm-adjusted across the metrics of that pair, win/tie/loss by
+question within a tolerance, and the λ state transitions.
 
-Memory is O(questions): the RESAMPLES × questions draws are made and consumed a block of rows at
-a time. numpy's Generator fills a (rows, n) request element by element from one stream, so blocks
-of rows drawn one after the other are the rows of the single (RESAMPLES, n) draw, and every
-resampled mean is reduced over the same n values in the same order: the CIs and p-values are
-those of the one-shot computation, bit for bit.
+The statistics are scipy's. The CI is `scipy.stats.bootstrap` (BCa) of the mean paired difference.
+The permutation test flips the signs of the paired differences; a difference of 0 flips to itself,
+so only the m non-zero ones are flipped, which leaves the p-value as it is. With m <= EXACT_MAX,
+`scipy.stats.permutation_test` enumerates all 2^m sign patterns: the p-value is exact. Above, the
+test is randomized: RESAMPLES random sign patterns from a generator seeded with SEED, through
+`scipy.stats.monte_carlo_test` with the differences under random signs as the null draws. That is
+the randomized test `permutation_test` runs, but vectorized: permutation_test's paired form loops in
+Python over every difference of every batch of resamples (`bench/compare.py` measures it).
+
+Memory is O(questions): resamples are drawn and reduced in batches of BATCH_BYTES (scipy's
+`batch=`), and the results are those of one unbatched call, bit for bit. BCa's jackknife takes
+O(questions²) time, which `bench/compare.py` measures at 100,000 questions.
 """
 
 from __future__ import annotations
@@ -34,11 +41,11 @@ COMPARED = (
 )
 STATES = ("convergent", "recursive", "chaotic", "divergent")
 SEED = 20261122
-RESAMPLES = 10_000
-# Working set of one block of resampled rows (its draws and the resampled values). Memory only needs
-# it to be O(questions); at a few MiB it also stays in cache: at 20,000 questions a comparison ran 1.8
-# times faster than with 64 MiB blocks. A block is never less than one row.
-CHUNK_BYTES = 4 << 20
+RESAMPLES = 9_999  # bootstrap resamples, and random sign patterns of a randomized test (p in steps of 1/10,000)
+EXACT_MAX = 16  # up to 2^16 = 65,536 sign patterns, enumerated in about 0.2 s
+# Working set of one batch of resamples: its draws, the resampled values and, for the jackknife, its
+# mask. Memory only needs it to be O(questions); a few MiB also stays in cache.
+BATCH_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -55,86 +62,73 @@ def systems_of(report: dict, label: str | None = None) -> list[System]:
     return out
 
 
-def _row_blocks(questions: int, chunk_rows: int | None):
-    """Row counts of the successive blocks of the RESAMPLES × questions draws."""
-    if chunk_rows is None:
-        # Two 8-byte values per draw are alive at once: the index (or sign) and the resampled value.
-        chunk_rows = max(1, CHUNK_BYTES // (16 * max(questions, 1)))
-    elif isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
-        raise ValueError(f"The 'chunk_rows' parameter must be an int in [1, inf). Got {chunk_rows!r} instead.")
-    for start in range(0, RESAMPLES, chunk_rows):
-        yield min(chunk_rows, RESAMPLES - start)
+def batch_size(pairs: int) -> int:
+    """Resamples per batch, at 17 bytes a pair: a jackknife row holds a 1-byte mask, an 8-byte index
+    and an 8-byte value per pair (a bootstrap resample 16 bytes, a sign-flipped one 9)."""
+    return max(1, BATCH_BYTES // (17 * max(pairs, 1)))
 
 
-def bootstrap_means(block: np.ndarray, rng: np.random.Generator, *, chunk_rows: int | None = None) -> np.ndarray:
-    """The RESAMPLES bootstrap means of every row of `block` (series × questions), shape series × RESAMPLES.
+def bootstrap_ci(diffs: np.ndarray) -> tuple[float, float]:
+    """The BCa 95% CI of the mean of `diffs`, from RESAMPLES resamples drawn by a generator seeded with
+    SEED. A constant sample's CI is its value: every resample has that mean (and BCa is undefined)."""
+    from scipy import stats
 
-    All series are resampled with the same draws: each row is what resampling that series alone with
-    `rng.integers(0, n, (RESAMPLES, n))` gives, so series whose generators are seeded alike share one draw.
-    """
-    series, n = block.shape
-    means = np.empty((series, RESAMPLES))
-    start = 0
-    for rows in _row_blocks(n, chunk_rows):
-        idx = rng.integers(0, n, size=(rows, n))
-        # Series by series: a (rows, n) C-ordered gather, reduced along its rows as the one-shot mean was;
-        # block[:, idx] would lay the result out with the series innermost and sum in another order.
-        for i, row in enumerate(block):
-            means[i, start : start + rows] = row[idx].mean(axis=1)
-        start += rows
-    return means
-
-
-def sign_flip_p(block: np.ndarray, rng: np.random.Generator, *, chunk_rows: int | None = None) -> np.ndarray:
-    """Two-sided paired permutation p-value of every row of `block` by the same RESAMPLES random sign flips,
-    with the +1 correction."""
-    series, n = block.shape
-    # Per row rather than block.mean(axis=1), so the observed mean is reduced exactly as the one-shot test did.
-    threshold = [abs(row.mean()) - 1e-12 for row in block]
-    hits = np.zeros(series, dtype=np.int64)
-    for rows in _row_blocks(n, chunk_rows):
-        signs = rng.choice((-1.0, 1.0), size=(rows, n))
-        for i, row in enumerate(block):
-            hits[i] += np.count_nonzero(np.abs((signs * row).mean(axis=1)) >= threshold[i])
-        del signs  # otherwise it is still alive while the next block's signs are drawn
-    return (hits + 1) / (RESAMPLES + 1)
+    if np.ptp(diffs) == 0:
+        return float(diffs[0]), float(diffs[0])
+    ci = stats.bootstrap(
+        (diffs,),
+        np.mean,
+        n_resamples=RESAMPLES,
+        batch=batch_size(diffs.size),
+        vectorized=True,
+        method="BCa",
+        rng=np.random.default_rng(SEED),
+    ).confidence_interval
+    return float(ci.low), float(ci.high)
 
 
-def _ci(means: np.ndarray) -> tuple[float, float]:
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+def permutation_p(diffs: np.ndarray) -> float:
+    """Two-sided paired permutation p-value of the mean difference (1 when it is 0 or at most one
+    difference is not 0): exact over every sign pattern of the non-zero differences up to EXACT_MAX
+    of them, else from RESAMPLES random sign patterns (with scipy's +1 correction)."""
+    from scipy import stats
 
+    moving = diffs[diffs != 0]
+    if moving.size < 2 or abs(moving.sum()) <= 1e-9 * np.abs(moving).sum():
+        # None, one (its two signs are the two tails), or gains and losses that cancel: a mean of 0 is
+        # the middle of the null distribution, p = 1. scipy's tolerance for ties is relative to the
+        # observed mean, so a mean that rounding left at 1e-17 would let rounding decide the ties.
+        return 1.0
+    if moving.size <= EXACT_MAX:
+        result = stats.permutation_test(
+            (moving,), np.mean, permutation_type="samples", n_resamples=np.inf, vectorized=True
+        )
+        return float(result.pvalue)
+    rng = np.random.default_rng(SEED)
 
-def bootstrap_ci(diffs: np.ndarray, rng: np.random.Generator, *, chunk_rows: int | None = None) -> tuple[float, float]:
-    return _ci(bootstrap_means(diffs[None, :], rng, chunk_rows=chunk_rows)[0])
+    def flipped(size: tuple[int, int]) -> np.ndarray:
+        # One draw per resample: numpy packs random booleans into words and drops the rest of the last
+        # word of a draw, so drawing a whole batch at once would make the result depend on the batch.
+        flips = np.empty(size, dtype=bool)
+        for row in flips:
+            row[:] = rng.integers(0, 2, size=size[1], dtype=bool)
+        return np.where(flips, -moving, moving)
 
-
-def permutation_p(diffs: np.ndarray, rng: np.random.Generator, *, chunk_rows: int | None = None) -> float:
-    """Two-sided paired permutation test by random sign flips, with the +1 correction."""
-    return float(sign_flip_p(diffs[None, :], rng, chunk_rows=chunk_rows)[0])
+    result = stats.monte_carlo_test(
+        moving,
+        flipped,
+        np.mean,
+        n_resamples=RESAMPLES,
+        batch=batch_size(moving.size),
+        vectorized=True,
+    )
+    return float(result.pvalue)
 
 
 def paired_tests(diffs: dict[str, np.ndarray]) -> dict[str, tuple[float, float, float]]:
-    """Per metric: the bootstrap 95% CI of the mean paired difference and the sign-flip p-value (1 when
-    every difference is 0), each from a generator seeded with SEED.
-
-    The draws depend only on the seed and the number of pairs, so metrics with as many pairs are
-    resampled together from one generator: the same numbers as one generator each, drawn once.
-    """
-    by_length: dict[int, list[str]] = {}
-    for name, d in diffs.items():
-        by_length.setdefault(len(d), []).append(name)
-    out = {}
-    for names in by_length.values():
-        rng = np.random.default_rng(SEED)
-        block = np.stack([diffs[name] for name in names])
-        means = bootstrap_means(block, rng)
-        moving = [i for i in range(len(names)) if np.any(block[i] != 0)]
-        p = np.ones(len(names))
-        if moving:  # the generator is past the bootstrap draws, as in a test of one metric
-            p[moving] = sign_flip_p(block[moving], rng)
-        for i, name in enumerate(names):
-            out[name] = (*_ci(means[i]), float(p[i]))
-    return out
+    """Per metric: the BCa bootstrap 95% CI of the mean paired difference and the permutation p-value,
+    each from its own differences alone."""
+    return {name: (*bootstrap_ci(d), permutation_p(d)) for name, d in diffs.items()}
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:

@@ -21,7 +21,7 @@ class Inputs:
         if config.gold is None or config.corpus is None:
             raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
         self.config = config
-        with phase("loading inputs"):
+        with phase("loading corpus and gold set", counts_as="loading"):
             self.corpus: Corpus = load_corpus(config.corpus)
             items, problems = read_gold(config.gold)
         if problems:
@@ -60,14 +60,13 @@ class Inputs:
         With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
         from ragaudit.validate.gold import check_gold
 
-        with phase("gold check"):
-            found = check_gold(
-                self.items,
-                self.corpus,
-                file=str(self.config.gold),
-                paraphrases=self.config.paraphrases,
-                encoder=self.encoder,
-            )
+        found = check_gold(
+            self.items,
+            self.corpus,
+            file=str(self.config.gold),
+            paraphrases=self.config.paraphrases,
+            encoder=self.encoder,
+        )
         fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
         if fatal:
             raise InputError(

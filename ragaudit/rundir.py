@@ -110,6 +110,7 @@ _OPTIONAL = {
     "aborted": (dict,),
     "traces_sha256": (str, type(None)),
     "baseline": (str, type(None)),
+    "history": (str,),
     "seeds": (list,),
     "gold_checked": (bool,),
     "started": (str,),

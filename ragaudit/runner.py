@@ -30,7 +30,7 @@ from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.pool import PipelinePool, build_pipeline  # noqa: F401  (re-exported)
 from ragaudit.plan import PlanIndex
-from ragaudit.progress import Phase, phase
+from ragaudit.progress import Phase, note, phase
 from ragaudit.rundir import MANIFEST, TRACES
 from ragaudit.types import Trace
 from ragaudit.workers import Interrupted, Stopper, run_jobs
@@ -190,6 +190,11 @@ class _Run:
             self.sink(trace)
             self.resumed += 1
         warnings: list[str] = []
+        note(
+            f"plan: {self.plan.size:,} runs (pipelines {len(self.config.pipelines)}, questions "
+            f"{len(self.inputs.items)}, variants up to {self.config.paraphrases}, seeds {len(self.config.seeds)}), "
+            f"{self.resumed:,} already done; workers {self.workers}"
+        )
 
         def kill_all() -> None:
             for pool in list(self.pools.values()):
@@ -200,10 +205,9 @@ class _Run:
         with (
             stopper,
             open(self.run_dir / TRACES, "a", encoding="utf-8") as out,
-            phase("runs", total=self.plan.size, unit="runs") as self.shown,
+            phase("runs", total=self.plan.size, unit="runs", done=self.resumed) as self.shown,
         ):
             self.out = out
-            self.shown.advance(self.resumed)
             try:
                 for spec in self.config.pipelines:
                     if stopper.stopped or spec.name in self.cuts or not any(self.plan.missing([spec.name])):
@@ -212,7 +216,8 @@ class _Run:
                         pool = PipelinePool(spec, None, 1, instance=self.executor.pipeline(spec.name))
                         slots = self.executor.in_flight
                     else:
-                        with phase("indexing" if spec.kind == "reference" else "starting pipelines"):
+                        building = f"indexing {spec.name}" if spec.kind == "reference" else f"starting {spec.name}"
+                        with phase(building, counts_as="indexing" if spec.kind == "reference" else "starting"):
                             pool = PipelinePool(spec, self.inputs, self.workers)
                         slots = self.workers
                     self.pools[spec.name] = pool
@@ -221,13 +226,14 @@ class _Run:
                     elif getattr(pool.instances[0], "streams", False):
                         self._stream(spec.name, pool, stopper)
                     else:
-                        pool.prepare(
-                            list(
-                                dict.fromkeys(
-                                    q for i in self.inputs.items for q in i.variants[: self.config.paraphrases]
+                        with phase(f"preparing {spec.name}", counts_as="indexing"):  # the answerer's vectors
+                            pool.prepare(
+                                list(
+                                    dict.fromkeys(
+                                        q for i in self.inputs.items for q in i.variants[: self.config.paraphrases]
+                                    )
                                 )
                             )
-                        )
                         self._ask(spec.name, pool, stopper, slots)
             finally:
                 for name, pool in self.pools.items():

@@ -82,3 +82,17 @@ def mutate(valid_trace):
 def private_cache(tmp_path_factory):
     """Keep every cache the tests make out of the user's cache folder."""
     os.environ["RAGAUDIT_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture
+def shown_progress():
+    """`show(stream, **settings)` sends progress to `stream` for one test; silent again afterwards."""
+    from ragaudit import progress
+
+    def show(stream, **settings):
+        progress.configure(stream=stream, **settings)
+        progress.reset()
+        return stream
+
+    yield show
+    progress.close()

@@ -3,6 +3,7 @@ files with every kind of defect, and the path to the shared data. Tests import f
 from each other."""
 
 import copy
+import io
 import json
 import os
 import random
@@ -213,3 +214,255 @@ lambda_forbid = []
 hallucination_max = 100000
 max_errors = 100000
 """
+
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # a progress line's UTC timestamp
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal: the live progress display draws on it."""
+
+    def isatty(self):
+        return True
+
+
+# ---- production spans: real OpenTelemetry spans, written the ways production exports them ----
+
+
+def span_recorder(service: str = "handbook-rag"):
+    """An OpenTelemetry SDK TracerProvider (resource service.name = `service`) that keeps every
+    finished span in memory: (provider, exporter); `exporter.get_finished_spans()` reads them."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def otlp_request(spans, *, hex_ids: bool = False) -> dict:
+    """Spans as one ExportTraceServiceRequest in JSON, by the SDK's own protobuf encoder and
+    protobuf's JSON mapping (ids in base64); `hex_ids` writes the ids in hex, as the OTLP JSON
+    encoding of the Collector's file exporter does."""
+    import base64
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    request = MessageToDict(encode_spans(spans))
+    if hex_ids:
+        for resource in request["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in span:
+                            span[key] = base64.b64decode(span[key]).hex()
+    return request
+
+
+def otlp_line(spans, *, hex_ids: bool = False) -> str:
+    """One line of an OTLP JSON file: `MessageToJson` of the encoded request, on one line."""
+    from google.protobuf.json_format import MessageToJson
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    if not hex_ids:
+        return MessageToJson(encode_spans(spans), indent=None)
+    return json.dumps(otlp_request(spans, hex_ids=True))
+
+
+def _semantic_conventions() -> list[str]:
+    """Every OpenInference attribute name, longest first (how Phoenix lists them)."""
+    import inspect
+
+    from openinference.semconv import trace
+
+    names = {
+        getattr(klass, attr)
+        for name in dir(trace)
+        if name.endswith("Attributes") and inspect.isclass(klass := getattr(trace, name))
+        for attr in dir(klass)
+        if attr.isupper()
+    }
+    return sorted((n for n in names if isinstance(n, str)), key=len, reverse=True)
+
+
+_JSON_STRING_ATTRIBUTES = ("document.metadata", "llm.prompt_template.variables", "metadata", "tool.parameters")
+
+
+def phoenix_attributes(attributes: dict) -> dict:
+    """Span attributes flattened as Phoenix's get_spans_dataframe flattens them: a semantic
+    convention stays whole, indexed ones (`retrieval.documents.0.document.id`) become a list of
+    dicts keyed by the rest (`document.id`), JSON-string attributes are parsed, and other
+    attributes nest by their first name part (`ragaudit.qid` -> `ragaudit: {qid}`)."""
+    conventions = _semantic_conventions()
+
+    def parsed(key: str, value):
+        if key.endswith(_JSON_STRING_ATTRIBUTES) and isinstance(value, str):
+            try:
+                return json.loads(value) or None
+            except ValueError:
+                return value
+        return value
+
+    out: dict = {}
+    for key, value in attributes.items():
+        value = list(value) if isinstance(value, tuple) else value
+        prefix = next((c for c in conventions if key == c or key.startswith(c + ".")), None)
+        if prefix is not None and key != prefix:
+            index, _, rest = key[len(prefix) + 1 :].partition(".")
+            if index.isdigit() and rest:
+                items = out.setdefault(prefix, [])
+                while len(items) <= int(index):
+                    items.append({})
+                items[int(index)][rest] = parsed(rest, value)
+                continue
+        if prefix == key:
+            out[key] = parsed(key, value)
+            continue
+        head, _, tail = key.partition(".")
+        if tail:
+            out.setdefault(head, {})[tail] = value
+        else:
+            out[key] = value
+    return out
+
+
+def phoenix_rows(spans) -> list[dict]:
+    """The rows of Phoenix's spans dataframe for these spans (context.*, span_kind, attributes.*)."""
+    import pandas as pd
+
+    rows = []
+    for span in spans:
+        attributes = dict(span.attributes)
+        row = {
+            "name": span.name,
+            "span_kind": attributes.get("openinference.span.kind", "UNKNOWN"),
+            "parent_id": f"{span.parent.span_id:016x}" if span.parent else None,
+            "start_time": pd.Timestamp(span.start_time, unit="ns", tz="UTC"),
+            "end_time": pd.Timestamp(span.end_time, unit="ns", tz="UTC"),
+            "status_code": span.status.status_code.name,
+            "status_message": span.status.description or "",
+            "context.span_id": f"{span.context.span_id:016x}",
+            "context.trace_id": f"{span.context.trace_id:032x}",
+        }
+        row.update({f"attributes.{k}": v for k, v in phoenix_attributes(attributes).items()})
+        rows.append(row)
+    return rows
+
+
+def write_phoenix(spans, path: Path, *, date_format: str = "epoch") -> Path:
+    """A Phoenix span export: the dataframe saved as parquet, or as JSON lines (`.jsonl`, as
+    pandas writes them: times as epoch milliseconds or ISO text, floats to 10 digits)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(phoenix_rows(spans))
+    if path.suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True, date_format=date_format)
+    else:
+        frame.to_parquet(path)
+    return path
+
+
+def _iso_ms(ns: int) -> str:
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{ns % 1_000_000_000 // 1_000_000:03d}Z"
+
+
+def langfuse_observations(spans, *, retriever_type: str = "SPAN") -> list[dict]:
+    """The spans as Langfuse observations (its public API / export schema): GENERATION for LLM
+    spans, `retriever_type` for RETRIEVER spans (their documents in `output`), SPAN otherwise;
+    JSON inputs and outputs parsed, as Langfuse stores them; `ragaudit.*` attributes and the
+    resource attributes in `metadata`."""
+    observations = []
+    for span in spans:
+        a = dict(span.attributes)
+        kind = a.get("openinference.span.kind")
+
+        def value(name: str):
+            raw = a.get(f"{name}.value")
+            return json.loads(raw) if a.get(f"{name}.mime_type") == "application/json" else raw
+
+        output = value("output")
+        if kind == "RETRIEVER":
+            documents = phoenix_attributes(a).get("retrieval.documents")
+            if documents is not None:
+                output = [
+                    {
+                        "id": d.get("document.id"),
+                        "content": d.get("document.content"),
+                        "score": d.get("document.score"),
+                        "metadata": d.get("document.metadata"),
+                    }
+                    for d in documents
+                ]
+        observations.append(
+            {
+                "id": f"{span.context.span_id:016x}",
+                "traceId": f"{span.context.trace_id:032x}",
+                "parentObservationId": f"{span.parent.span_id:016x}" if span.parent else None,
+                "type": "GENERATION" if kind == "LLM" else retriever_type if kind == "RETRIEVER" else "SPAN",
+                "name": span.name,
+                "startTime": _iso_ms(span.start_time),
+                "endTime": _iso_ms(span.end_time),
+                "input": value("input"),
+                "output": output,
+                "metadata": {
+                    "resourceAttributes": dict(span.resource.attributes),
+                    **{k: v for k, v in a.items() if k.startswith("ragaudit.")},
+                },
+                "level": "ERROR" if span.status.status_code.name == "ERROR" else "DEFAULT",
+                "statusMessage": span.status.description,
+            }
+        )
+    return observations
+
+
+def rag_spans(
+    tracer,
+    question: str,
+    documents: list[dict],
+    answer: str,
+    *,
+    genai: bool = False,
+    root_attributes: dict | None = None,
+):
+    """One request of a RAG application as spans made by the OpenTelemetry SDK: a root CHAIN
+    (question in, answer out) over a RETRIEVER span holding `documents` ({id, content, score,
+    metadata}) and an LLM span. With `genai`, the OpenTelemetry GenAI conventions instead
+    (`gen_ai.operation.name`, `gen_ai.retrieval.documents` as a JSON string,
+    `gen_ai.output.messages`) and a root span of no declared kind."""
+    if genai:
+        root = dict(root_attributes or {})
+        retriever = {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.query.text": question,
+            "gen_ai.retrieval.documents": json.dumps(documents),
+        }
+        llm = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]
+            ),
+        }
+    else:
+        root = {"openinference.span.kind": "CHAIN", "input.value": question, **(root_attributes or {})}
+        retriever = {"openinference.span.kind": "RETRIEVER", "input.value": question}
+        for i, d in enumerate(documents):
+            for key in ("id", "content", "score"):
+                if d.get(key) is not None:
+                    retriever[f"retrieval.documents.{i}.document.{key}"] = d[key]
+            if d.get("metadata") is not None:
+                retriever[f"retrieval.documents.{i}.document.metadata"] = json.dumps(d["metadata"])
+        llm = {"openinference.span.kind": "LLM", "output.value": answer}
+    with tracer.start_as_current_span("rag", attributes=root) as span:
+        with tracer.start_as_current_span("retrieve", attributes=retriever):
+            pass
+        with tracer.start_as_current_span("llm", attributes=llm):
+            pass
+        if not genai:
+            span.set_attribute("output.value", answer)

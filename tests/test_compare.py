@@ -1,23 +1,24 @@
 import json
 import tracemalloc
+from fractions import Fraction
+from itertools import product
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from scipy import stats
 
 import ragaudit.compare as compare_module
 from ragaudit.cli import main
 from ragaudit.compare import (
+    EXACT_MAX,
     RESAMPLES,
     SEED,
     System,
-    bootstrap_ci,
-    bootstrap_means,
     compare,
     compare_pair,
     holm,
     permutation_p,
-    sign_flip_p,
 )
 
 
@@ -63,10 +64,7 @@ def test_holm_adjustment():
 
 
 def test_permutation_p_detects_a_shift():
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    assert permutation_p(np.array([0.2] * 20), rng) < 0.001
+    assert permutation_p(np.array([0.2] * 20)) < 0.001
 
 
 def test_compare_command_writes_json_and_html(tmp_path):
@@ -100,60 +98,14 @@ def test_the_first_configured_pipeline_is_the_reference(tmp_path):
     assert compared["systems"] == ["tfidf", "bm25"] and compared["comparisons"][0]["reference"] == "tfidf"
 
 
-def one_shot(diffs, seed):
-    """The whole (RESAMPLES, n) computation in one piece: bootstrap means, CI, sign-flip p, and the generator after."""
-    rng = np.random.default_rng(seed)
-    means = diffs[rng.integers(0, len(diffs), size=(RESAMPLES, len(diffs)))].mean(axis=1)
-    ci = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
-    if not np.any(diffs != 0):
-        return means, ci, 1.0, rng
-    signs = rng.choice((-1.0, 1.0), size=(RESAMPLES, len(diffs)))
-    flipped = np.abs((signs * diffs).mean(axis=1))
-    return means, ci, float((np.sum(flipped >= abs(diffs.mean()) - 1e-12) + 1) / (RESAMPLES + 1)), rng
-
-
-def differences(n, seed):
-    rng = np.random.default_rng(seed + 1000)
-    return np.round(rng.normal(0.05, 0.3, n), 2)  # rounded, so that ties with the observed mean occur
-
-
-@pytest.mark.parametrize("seed", [0, 7, SEED])
-@pytest.mark.parametrize("n", [1, 2, 37])
-@pytest.mark.parametrize("chunk_rows", [1, 3, 997, RESAMPLES, RESAMPLES + 5])
-def test_blockwise_resampling_equals_the_one_shot_computation(seed, n, chunk_rows):
-    diffs = differences(n, seed)
-    means, ci, p, after = one_shot(diffs, seed)
-    rng = np.random.default_rng(seed)
-    assert np.array_equal(bootstrap_means(diffs[None, :], rng, chunk_rows=chunk_rows)[0], means)
-    if np.any(diffs != 0):
-        assert permutation_p(diffs, rng, chunk_rows=chunk_rows) == p
-    assert rng.integers(0, 2**63) == after.integers(0, 2**63)  # the same draws consumed, no more, no fewer
-    assert bootstrap_ci(diffs, np.random.default_rng(seed), chunk_rows=chunk_rows) == ci
-
-
-@pytest.mark.parametrize("chunk_rows", [2, 1250, None])
-def test_series_resampled_together_get_the_draws_each_would_get_alone(chunk_rows):
-    block = np.stack([differences(50, s) for s in range(3)])
-    rng = np.random.default_rng(SEED)
-    means = bootstrap_means(block, rng, chunk_rows=chunk_rows)
-    p = sign_flip_p(block, rng, chunk_rows=chunk_rows)
-    for i, diffs in enumerate(block):
-        alone_means, _, alone_p, _ = one_shot(diffs, SEED)
-        assert np.array_equal(means[i], alone_means) and p[i] == alone_p
-
-
-@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
-def test_block_size_is_validated(bad):
-    with pytest.raises(ValueError, match=r"The 'chunk_rows' parameter must be an int in \[1, inf\)"):
-        bootstrap_means(np.zeros((1, 3)), np.random.default_rng(0), chunk_rows=bad)
-
-
 def graded_systems(n):
-    """Two systems over n questions with metrics of three pair counts, one of them all ties."""
+    """Two systems over n questions with metrics of three pair counts, one of them all ties: the second
+    system differs from the first on about 40% of the questions."""
     rng = np.random.default_rng(3)
+    first = rng.random(n)
+    second = np.clip(first + np.where(rng.random(n) < 0.4, rng.normal(-0.05, 0.1, n), 0.0), 0, 1)
 
-    def questions(shift):
-        base = np.clip(rng.random(n) + shift, 0, 1)
+    def questions(base):
         return {
             f"q{i}": {
                 "qid": f"q{i}",
@@ -170,23 +122,133 @@ def graded_systems(n):
             for i in range(n)
         }
 
-    return System("a", questions(0.0)), System("b", questions(-0.05))
+    return System("a", questions(first)), System("b", questions(second))
 
 
-@pytest.mark.parametrize("chunk_bytes", [1, 4000, 1 << 20])
-def test_compare_equals_one_shot_resampling_metric_by_metric(monkeypatch, chunk_bytes):
-    monkeypatch.setattr(compare_module, "CHUNK_BYTES", chunk_bytes)  # 1 byte: blocks of a single row
+def paired_differences(reference, other, name):
+    """other − reference per question that both systems scored on `name`, in qid order, read from the
+    question records."""
+    both = sorted(
+        q
+        for q in reference.questions
+        if reference.questions[q]["metrics"].get(name) is not None
+        and other.questions.get(q, {}).get("metrics", {}).get(name) is not None
+    )
+    return np.array([other.questions[q]["metrics"][name] - reference.questions[q]["metrics"][name] for q in both])
+
+
+def scipy_ci(diffs):
+    """scipy's BCa bootstrap CI in one unbatched call (a constant sample has its value as both ends)."""
+    if np.ptp(diffs) == 0:
+        return [float(diffs[0])] * 2
+    ci = stats.bootstrap((diffs,), np.mean, n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(SEED))
+    return [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
+
+
+def scipy_p(diffs):
+    """The sign-flip p-value from scipy in one unbatched call: every sign pattern of the non-zero
+    differences when they are few, else a Monte Carlo test drawing each resample's signs at once."""
+    flipping = diffs[diffs != 0]
+    if flipping.size < 2 or abs(flipping.sum()) <= 1e-9 * np.abs(flipping).sum():
+        return 1.0  # see test_gains_and_losses_that_cancel_have_p_1_whatever_the_rounding
+    if flipping.size <= EXACT_MAX:
+        return float(
+            stats.permutation_test((flipping,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue
+        )
+    rng = np.random.default_rng(SEED)
+
+    def null(size):
+        return np.stack(
+            [flipping * np.where(rng.integers(0, 2, size=size[1], dtype=bool), -1.0, 1.0) for _ in range(size[0])]
+        )
+
+    return float(stats.monte_carlo_test(flipping, null, np.mean, n_resamples=RESAMPLES).pvalue)
+
+
+def test_ci_and_p_value_are_scipys_on_the_paired_differences():
     reference, other = graded_systems(60)
     metrics = compare_pair(reference, other)["metrics"]
     assert {m["questions"] for m in metrics.values()} == {60, 51, 40}
+    flipping = {name: np.count_nonzero(paired_differences(reference, other, name)) for name in metrics}
+    assert min(flipping.values()) == 0 and any(0 < m <= EXACT_MAX for m in flipping.values())
+    assert max(flipping.values()) > EXACT_MAX  # both the exact and the randomized test are exercised
     for name, m in metrics.items():
-        shared = [q for q in sorted(reference.questions) if reference.questions[q]["metrics"][name] is not None]
-        diffs = np.array([other.questions[q]["metrics"][name] for q in shared]) - np.array(
-            [reference.questions[q]["metrics"][name] for q in shared]
-        )
-        _, ci, p, _ = one_shot(diffs, SEED)
-        assert (m["ci95"], m["p_value"]) == (list(ci), p), name
-    assert metrics["delta_s_qr"]["p_value"] == 1.0
+        diffs = paired_differences(reference, other, name)
+        assert (m["ci95"], m["p_value"]) == (scipy_ci(diffs), scipy_p(diffs)), name
+    assert (metrics["delta_s_qr"]["ci95"], metrics["delta_s_qr"]["p_value"]) == ([0.0, 0.0], 1.0)
+
+
+def test_bca_differs_from_the_percentile_interval_on_skewed_differences():
+    diffs = np.array([1.0] * 3 + [0.0] * 57)  # three wins in sixty: a skewed bootstrap distribution
+    reference = System(
+        "a", {f"q{i}": {"metrics": {"coverage": 0.0}, "lambda": {"state": "chaotic"}} for i in range(60)}
+    )
+    other = System(
+        "b", {f"q{i}": {"metrics": {"coverage": d}, "lambda": {"state": "chaotic"}} for i, d in enumerate(diffs)}
+    )
+    ci = compare_pair(reference, other)["metrics"]["coverage"]["ci95"]
+    percentile = stats.bootstrap(
+        (diffs,), np.mean, n_resamples=RESAMPLES, method="percentile", rng=np.random.default_rng(SEED)
+    ).confidence_interval
+    assert ci == scipy_ci(diffs) and ci != [percentile.low, percentile.high]
+    assert 0 < ci[0] < 0.05 < ci[1]
+
+
+def test_exact_p_value_of_a_tiny_case_by_hand():
+    # |d| = (0.5, 0.25, 0.25, 0.25) and a tie; observed sum 0.75. Of the 16 sign patterns, the sum is
+    # >= 0.75 for 4 (+0.5 with at least two of three +0.25), so p = 2 * 4/16.
+    diffs = np.array([0.5, 0.25, 0.0, 0.25, -0.25])
+    sums = [sum(s * d for s, d in zip(signs, diffs)) for signs in product((1, -1), repeat=len(diffs))]
+    by_hand = 2 * Fraction(sum(x >= 0.75 for x in sums), len(sums))
+    assert by_hand == Fraction(1, 2)
+    assert permutation_p(diffs) == 0.5
+    # the tie changes nothing: scipy over all 2^5 patterns, the zero included
+    assert stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue == 0.5
+
+
+def test_a_single_difference_decides_nothing():
+    # its two sign patterns are the two tails: p = 2 * 1/2 (scipy needs two observations)
+    assert permutation_p(np.array([0.3])) == permutation_p(np.array([0.0, -0.3, 0.0])) == 1.0
+
+
+def test_gains_and_losses_that_cancel_have_p_1_whatever_the_rounding():
+    # citation precision of five questions won and five lost by the same steps (the demo's): the mean
+    # difference is 0, but the float sum is -2.2e-16
+    reference = [5 / 6, 5 / 6, 5 / 6, 1.0, 5 / 6, 4 / 6, 3 / 6, 5 / 6, 1.0, 4 / 6]
+    other = [1.0, 1.0, 1.0, 4 / 6, 4 / 6, 3 / 6, 4 / 6, 4 / 6, 5 / 6, 1.0]
+    diffs = np.array(other) - np.array(reference)
+    assert sum(Fraction(round(6 * d), 6) for d in diffs) == 0 and diffs.sum() != 0
+    assert permutation_p(diffs) == 1.0
+    # scipy's tolerance for ties is relative to the observed mean, here 2e-17: exact zeros of the null
+    # distribution then count on one side only
+    scipy_own = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=np.inf)
+    assert scipy_own.pvalue < 0.9
+
+
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_up_to_the_exact_limit_the_p_value_is_exact(n):
+    diffs = np.round(np.random.default_rng(n).normal(0.1, 0.3, n), 2)
+    full = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=np.inf)
+    assert len(full.null_distribution) == 2**n and permutation_p(diffs) == pytest.approx(full.pvalue, abs=1e-12)
+    assert (permutation_p(diffs) * 2**n / 2).is_integer()  # a count of sign patterns over 2^n, doubled
+
+
+def test_above_the_exact_limit_the_randomized_p_value_estimates_the_exact_one():
+    n = EXACT_MAX + 2
+    diffs = np.round(np.random.default_rng(11).normal(0.1, 0.3, n), 2)
+    exact = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue
+    p = permutation_p(diffs)
+    assert (p * (RESAMPLES + 1) / 2).is_integer() and p == scipy_p(diffs)
+    assert abs(p - exact) < 2 * 4 * np.sqrt(exact * (1 - exact) / RESAMPLES) + 2 / RESAMPLES
+
+
+def test_comparison_is_deterministic_and_does_not_depend_on_the_batch(monkeypatch):
+    reference, other = graded_systems(60)
+    first = compare_pair(reference, other)
+    assert compare_pair(reference, other) == first
+    monkeypatch.setattr(compare_module, "BATCH_BYTES", 40_000)  # batches of 39 resamples
+    assert compare_module.batch_size(60) < 40
+    assert compare_pair(reference, other) == first
 
 
 def test_compare_memory_does_not_grow_with_resamples_times_questions():
@@ -199,7 +261,7 @@ def test_compare_memory_does_not_grow_with_resamples_times_questions():
     finally:
         tracemalloc.stop()
     assert result["metrics"]["citation_match"]["questions"] == n
-    assert peak < compare_module.CHUNK_BYTES + 4 * 2**20 < RESAMPLES * n * 8 / 40
+    assert peak < compare_module.BATCH_BYTES + 8 * 2**20 < RESAMPLES * n * 8 / 30
 
 
 def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):

@@ -1,17 +1,30 @@
-"""The run history: every run appends its summary (read back here against report.json), the
-`history` command prints and plots trends, `--baseline last-pass` finds the latest passing run,
-appends never lose rows, and report.html shows the trend once there are two runs."""
+"""The run history: every `ragaudit run` (and nothing else) appends its summary, read back here
+against report.json and manifest.json; `ragaudit history` prints, filters and plots the trends;
+`--baseline last-pass` finds the latest passing run, even when its run directory is gone; appends
+from several processes at once lose nothing; report.html shows the trend from the second run on."""
 
+import hashlib
 import json
+import multiprocessing
+import re
+import shutil
 import sqlite3
 import subprocess
-import threading
 from xml.etree import ElementTree as ET
 
 import pytest
-from helpers import BM25, LENIENT, invoke, run_dir_of, write_config
+from helpers import BM25, LENIENT, TFIDF, invoke, run_dir_of, write_config
 
 from ragaudit import history
+from ragaudit.report.trends import trend_panel
+
+STORE = "runs/history.sqlite"  # write_config's out is "runs"
+
+
+@pytest.fixture(autouse=True)
+def no_history_override(monkeypatch, tmp_path):
+    monkeypatch.delenv("RAGAUDIT_HISTORY", raising=False)
+    monkeypatch.chdir(tmp_path)  # not a git work tree: no commit is recorded unless a test makes one
 
 
 def run(config, *args):
@@ -20,85 +33,58 @@ def run(config, *args):
     return run_dir_of(result)
 
 
-def test_every_run_appends_its_summary(tmp_path):
-    config = write_config(tmp_path, BM25, items=3, seeds="[1]")
+def read(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def expected_values(report: dict) -> dict:
+    """(pipeline, metric) -> value, from report.json: the summary metrics, and the share of
+    convergent questions counted from the question list."""
+    out = {}
+    for pipeline, summary in report["summary"]["pipelines"].items():
+        out |= {(pipeline, m): v for m, v in summary["metrics"].items() if isinstance(v, (int, float))}
+        states = [q["lambda"]["state"] for q in report["questions"] if q["pipeline"] == pipeline]
+        out[(pipeline, "convergent_share")] = states.count("convergent") / len(states)
+        out[(pipeline, "errored_runs")] = summary["errored"]
+        out[(pipeline, "hallucinating_runs")] = summary["hallucinating_runs"]
+    return out
+
+
+def test_every_run_appends_its_summary_and_nothing_else_does(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF, items=3, seeds="[1]")
     first, second = run(config), run(config)
-    store = tmp_path / "runs" / "history.sqlite"
-    db = sqlite3.connect(store)
-    recorded = [row[0] for row in db.execute("SELECT run_dir FROM runs ORDER BY finished, run_dir")]
+    db = sqlite3.connect(tmp_path / STORE)
+    recorded = [row[0] for row in db.execute("SELECT run_dir FROM runs ORDER BY rowid")]
     assert recorded == [str(first.resolve()), str(second.resolve())]
+    gold_sha = hashlib.sha256((tmp_path / "gold.jsonl").read_bytes()).hexdigest()
     for run_dir in (first, second):
-        report = json.loads((run_dir / "report.json").read_text())
-        metrics = {
-            (p, m): v
-            for p, summary in report["summary"]["pipelines"].items()
-            for m, v in summary["metrics"].items()
-            if isinstance(v, (int, float))
-        }
-        stored = db.execute("SELECT pipeline, metric, value FROM metrics WHERE run_dir = ?", (str(run_dir.resolve()),))
-        assert {(p, m): v for p, m, v in stored} == pytest.approx(metrics)
-        checks = db.execute("SELECT name, passed FROM checks WHERE run_dir = ?", (str(run_dir.resolve()),)).fetchall()
-        assert sorted(checks) == sorted((c["name"], int(c["passed"])) for c in report["gate"]["checks"])
-        verdict = db.execute("SELECT verdict, gold FROM runs WHERE run_dir = ?", (str(run_dir.resolve()),)).fetchone()
-        assert verdict == (report["gate"]["verdict"], report["meta"]["inputs"]["gold"])
+        key = str(run_dir.resolve())
+        report, manifest = read(run_dir / "report.json"), read(run_dir / "manifest.json")
+        stored = db.execute("SELECT pipeline, metric, value FROM metrics WHERE run_dir = ?", (key,))
+        assert {(p, m): v for p, m, v in stored} == pytest.approx(expected_values(report))
+        checks = db.execute("SELECT pipeline, name, value, threshold, passed FROM checks WHERE run_dir = ?", (key,))
+        got = [(p, n, json.loads(v), json.loads(t), bool(ok)) for p, n, v, t, ok in checks]
+        want = [(c["pipeline"], c["name"], c["value"], c["threshold"], c["passed"]) for c in report["gate"]["checks"]]
+        assert sorted(got, key=repr) == sorted(want, key=repr)
+        row = db.execute(
+            "SELECT run_id, finished, verdict, gold, corpus, config, git_commit FROM runs WHERE run_dir = ?", (key,)
+        ).fetchone()
+        inputs = manifest["inputs"]
+        assert row == (
+            run_dir.name,
+            manifest["finished"],
+            report["gate"]["verdict"],
+            gold_sha,
+            inputs["corpus"],
+            inputs["config"],
+            None,
+        )
+    assert invoke("report", first, "--no-gate").exit_code == 0  # a rebuild is not a run
+    assert invoke("faults", first, "--only", "offset_shift").exit_code in (0, 1)  # nor is a fault copy
+    assert db.execute("SELECT count(*) FROM runs").fetchone() == (2,)
 
 
-def test_the_history_command_prints_filters_and_plots(tmp_path):
-    config = write_config(tmp_path, BM25, items=2, seeds="[1]")
-    dirs = [run(config) for _ in range(3)]
-    text = invoke("history", "--config", config)
-    assert text.exit_code == 0 and text.output.startswith("3 runs in ")
-    assert "bm25" in text.output and "citation_match" in text.output
-    as_json = json.loads(invoke("history", "--config", config, "--metric", "coverage", "--format", "json").output)
-    assert [s["metric"] for s in as_json] == ["coverage"]
-    assert [r["run_dir"] for r in as_json[0]["runs"]] == [str(d.resolve()) for d in dirs]
-    last = json.loads(invoke("history", "--config", config, "--last", "2", "--format", "json").output)
-    assert all(len(s["runs"]) == 2 for s in last)
-    plot = tmp_path / "trend.svg"
-    assert invoke("history", "--config", config, "--pipeline", "bm25", "--plot", plot).exit_code == 0
-    assert ET.parse(plot).getroot().tag.endswith("svg")
-    missing = invoke("history", "--store", tmp_path / "none.sqlite")
-    assert missing.exit_code == 3 and "no run recorded yet" in missing.stderr
-
-
-def test_baseline_last_pass_is_the_latest_passing_run(tmp_path):
-    passing = write_config(tmp_path, BM25, items=2, seeds="[1]", extra=LENIENT)
-    assert invoke("run", passing, "--baseline", "last-pass").exit_code == 3  # nothing has passed yet
-    good = run(passing)
-    strict = tmp_path / "strict.toml"
-    strict.write_text(passing.read_text().replace(LENIENT, ""))
-    later = run(strict)  # same gold set and corpus, fails its gate: never a baseline
-    assert json.loads((later / "report.json").read_text())["gate"]["verdict"] == "fail"
-    third = run(strict, "--baseline", "last-pass")
-    manifest = json.loads((third / "manifest.json").read_text())
-    assert manifest["baseline"] == str((good / "report.json").resolve())
-    gate = invoke("gate", third / "report.json", "--config", strict, "--baseline", "last-pass", "--format", "json")
-    good_report = json.loads((good / "report.json").read_text())
-    drift = {c["name"]: c for c in json.loads(gate.output)["checks"] if c["name"] == "drift_coverage"}
-    expected = good_report["summary"]["pipelines"]["bm25"]["metrics"]["coverage"]
-    assert drift["drift_coverage"]["detail"].startswith(f"baseline {expected:.4f}")
-
-
-def test_appends_at_once_lose_nothing(tmp_path):
-    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
-    report = json.loads((run(config) / "report.json").read_text())
-    store = tmp_path / "concurrent.sqlite"
-    threads = [threading.Thread(target=history.record, args=(store, tmp_path / f"r{i}", report)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sqlite3.connect(store).execute("SELECT count(*) FROM runs").fetchone() == (8,)
-
-
-def test_the_report_shows_the_trend_from_the_second_run(tmp_path):
-    config = write_config(tmp_path, BM25, items=2, seeds="[1]")
-    assert 'id="trends"' not in (run(config) / "report.html").read_text()
-    page = (run(config) / "report.html").read_text()
-    assert 'id="trends"' in page and "The last 2 runs" in page
-
-
-def test_the_git_commit_of_the_config_is_recorded(tmp_path):
+def test_the_git_commit_of_the_working_directory_is_recorded(tmp_path):
     config = write_config(tmp_path, BM25, items=1, seeds="[1]")
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org"]
     subprocess.run([*git, "init", "-q"], check=True)
@@ -106,4 +92,202 @@ def test_the_git_commit_of_the_config_is_recorded(tmp_path):
     subprocess.run([*git, "commit", "-qm", "config"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     run(config)
-    assert history.trend(tmp_path / "runs" / "history.sqlite")[0].git_commit == head
+    assert {p.git_commit for p in history.trend(tmp_path / STORE)} == {head}
+
+
+def test_history_prints_each_metric_run_by_run(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF, items=2, seeds="[1]")
+    dirs = [run(config) for _ in range(3)]
+    reports = [read(d / "report.json") for d in dirs]
+    text = invoke("history", "--config", config, "--metric", "coverage", "--pipeline", "tfidf")
+    assert text.exit_code == 0, text.output
+    values = [r["summary"]["pipelines"]["tfidf"]["metrics"]["coverage"] for r in reports]
+    lines = text.output.splitlines()
+    assert lines[0] == f"3 runs in {tmp_path / STORE}, oldest first"
+    assert lines[2].startswith(f"tfidf · coverage  {history.sparkline(values)}  {values[0]:.4f} → {values[-1]:.4f}")
+    assert lines[3].split() == ["finished", "commit", "run", "gate", "value"]
+    rows = [line.split() for line in lines[4:]]
+    assert [(r[0], r[2], r[4]) for r in rows] == [
+        (r["meta"]["finished"], r["gate"]["verdict"], f"{v:.4f}") for r, v in zip(reports, values)
+    ]
+    everything = invoke("history", "--config", config).output
+    assert everything.count(" · ") == len(expected_values(reports[0]))  # every pipeline and metric
+
+
+def test_history_as_json_with_filters(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF, items=2, seeds="[1]")
+    dirs = [run(config) for _ in range(3)]
+    reports = [read(d / "report.json") for d in dirs]
+
+    def as_json(*args):
+        result = invoke("history", "--config", config, "--format", "json", *args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    coverage = as_json("--metric", "coverage")
+    assert [(s["pipeline"], s["metric"]) for s in coverage] == [("bm25", "coverage"), ("tfidf", "coverage")]
+    for series in coverage:
+        assert [r["run_dir"] for r in series["runs"]] == [str(d.resolve()) for d in dirs]
+        assert [r["value"] for r in series["runs"]] == pytest.approx(
+            [r["summary"]["pipelines"][series["pipeline"]]["metrics"]["coverage"] for r in reports]
+        )
+        assert [r["verdict"] for r in series["runs"]] == [r["gate"]["verdict"] for r in reports]
+    only_bm25 = as_json("--pipeline", "bm25")
+    assert {s["pipeline"] for s in only_bm25} == {"bm25"}
+    assert {s["metric"] for s in only_bm25} == {m for p, m in expected_values(reports[0]) if p == "bm25"}
+    last = as_json("--last", "2", "--metric", "convergent_share")
+    assert [[r["run_dir"] for r in s["runs"]] for s in last] == [[str(d.resolve()) for d in dirs[1:]]] * 2
+
+
+def test_history_plots_an_svg(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF, items=2, seeds="[1]")
+    run(config), run(config)
+    plot = tmp_path / "trend.svg"
+    result = invoke("history", "--config", config, "--metric", "delta_s_qr", "--plot", plot)
+    assert result.exit_code == 0, result.output
+    root = ET.parse(plot).getroot()
+    svg = "{http://www.w3.org/2000/svg}"
+    assert root.tag == f"{svg}svg"
+    assert [t.text for t in root.iter(f"{svg}text") if "·" in (t.text or "")] == [
+        "bm25 · delta_s_qr",
+        "tfidf · delta_s_qr",
+    ]
+    lines = list(root.iter(f"{svg}polyline"))
+    assert len(lines) == 2 and all(len(line.get("points").split()) == 2 for line in lines)
+
+
+def test_where_the_history_lives(tmp_path, monkeypatch):
+    plain = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    run(plain, "--out", tmp_path / "reports")
+    assert invoke("history").exit_code == 0  # default: ./reports/history.sqlite
+    configured = tmp_path / "configured.toml"
+    configured.write_text(plain.read_text() + '\n[history]\npath = "kept/trend.sqlite"\n')
+    run(configured)
+    assert (tmp_path / "kept" / "trend.sqlite").is_file() and not (tmp_path / STORE).exists()
+    assert json.loads(invoke("history", "--config", configured, "--format", "json").output)
+    monkeypatch.setenv("RAGAUDIT_HISTORY", str(tmp_path / "env.sqlite"))
+    run(configured)
+    assert len({p.run_dir for p in history.trend(tmp_path / "env.sqlite")}) == 1
+    assert len({p.run_dir for p in history.trend(tmp_path / "kept" / "trend.sqlite")}) == 1
+
+
+def test_a_missing_or_damaged_history_is_a_clear_error(tmp_path):
+    missing = invoke("history", "--store", tmp_path / "none.sqlite")
+    assert missing.exit_code == 3 and "none.sqlite: expected a ragaudit history file" in missing.stderr
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 600)
+    foreign = tmp_path / "foreign.sqlite"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)")
+    for store in (damaged, foreign):
+        result = invoke("history", "--store", store)
+        assert result.exit_code == 3, result.output
+        assert f"{store.name}: expected a ragaudit history file (SQLite)" in result.stderr
+        assert "Traceback" not in result.output
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    (tmp_path / "runs").mkdir()
+    shutil.copy(damaged, tmp_path / STORE)
+    stopped = invoke("run", config)
+    assert stopped.exit_code == 3 and "history.sqlite: expected a ragaudit history file" in stopped.stderr
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["history.sqlite"]  # stopped before any work
+    run(config, "--out", tmp_path / "elsewhere")
+    unknown = invoke("history", "--store", tmp_path / "elsewhere" / "history.sqlite", "--metric", "nope")
+    assert unknown.exit_code == 2 and "--metric: expected one of" in unknown.stderr
+
+
+def test_baseline_last_pass_is_the_latest_passing_run(tmp_path):
+    passing = write_config(tmp_path, BM25, items=2, seeds="[1]", extra=LENIENT)
+    none_yet = invoke("run", passing, "--baseline", "last-pass")
+    assert none_yet.exit_code == 3
+    assert "expected a passing run on this gold set and corpus for --baseline last-pass" in none_yet.stderr
+    good = run(passing)
+    strict = tmp_path / "strict.toml"
+    strict.write_text(passing.read_text().replace(LENIENT, ""))
+    later = run(strict)  # same gold set and corpus, fails its gate: never a baseline
+    assert read(later / "report.json")["gate"]["verdict"] == "fail"
+    third = run(strict, "--baseline", "last-pass")
+    assert read(third / "manifest.json")["baseline"] == str((good / "report.json").resolve())
+    expected = read(good / "report.json")["summary"]["pipelines"]["bm25"]["metrics"]["coverage"]
+
+    def drift_detail(report_path):
+        gate = invoke("gate", report_path, "--config", strict, "--baseline", "last-pass", "--format", "json")
+        assert gate.exit_code in (0, 1), gate.output
+        assert f"baseline: {(good / 'report.json').resolve()}" in gate.stderr
+        return next(c for c in json.loads(gate.stdout)["checks"] if c["name"] == "drift_coverage")["detail"]
+
+    assert drift_detail(third / "report.json").startswith(f"baseline {expected:.4f}")
+    itself = invoke("gate", good / "report.json", "--config", strict, "--baseline", "last-pass")
+    assert itself.exit_code == 3  # a run is never its own baseline, nor is a later one
+    shutil.rmtree(good)  # as in CI, where only the history file is kept between jobs
+    fourth = run(strict, "--baseline", "last-pass")
+    assert read(fourth / "report.json")["gate"] == read(third / "report.json")["gate"]
+
+
+def test_runs_on_another_gold_set_are_neither_baseline_nor_trend(tmp_path):
+    passing = write_config(tmp_path, BM25, items=2, seeds="[1]", extra=LENIENT)
+    run(passing), run(passing)
+    other = tmp_path / "other"
+    other.mkdir()
+    shorter = write_config(other, BM25, items=1, seeds="[1]", extra=LENIENT)  # another gold set
+    result = invoke("run", shorter, "--out", tmp_path / "runs", "--baseline", "last-pass")
+    assert result.exit_code == 3 and "found none in the history" in result.stderr
+    alone = run(shorter, "--out", tmp_path / "runs")
+    assert 'id="trends"' not in (alone / "report.html").read_text()
+    assert len({p.run_dir for p in history.trend(tmp_path / STORE)}) == 3
+
+
+def _append(store, run_dirs, report):
+    for run_dir in run_dirs:
+        history.record(store, run_dir, report)
+
+
+def test_appends_at_once_lose_nothing(tmp_path):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]", extra=LENIENT)
+    report = read(run(config) / "report.json")
+    assert report["gate"]["verdict"] == "pass"
+    store = tmp_path / "concurrent.sqlite"
+    fork = multiprocessing.get_context("fork")
+    batches = [[tmp_path / f"r{w}-{i}" for i in range(5)] for w in range(4)]
+    workers = [fork.Process(target=_append, args=(store, batch, report)) for batch in batches]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert [w.exitcode for w in workers] == [0] * 4
+    db = sqlite3.connect(store)
+    assert db.execute("SELECT count(*) FROM runs").fetchone() == (20,)
+    per_run = len(expected_values(report))
+    assert db.execute("SELECT count(*) FROM metrics").fetchone() == (20 * per_run,)
+    assert db.execute("SELECT count(*) FROM passing_reports").fetchone() == (history.KEPT_REPORTS,)
+    assert db.execute("SELECT count(DISTINCT run_dir) FROM checks").fetchone() == (20,)
+
+
+def test_the_report_shows_the_trend_from_the_second_run(tmp_path):
+    config = write_config(tmp_path, BM25 + TFIDF, items=2, seeds="[1]")
+    first = run(config)
+    assert 'id="trends"' not in (first / "report.html").read_text()
+    second = run(config)
+    page = (second / "report.html").read_text()
+    panel = re.search(r'<section id="trends">.*?</section>', page, re.S).group(0)
+    assert "The last 2 runs" in panel
+    rows = re.findall(r"<tr><td>(\w+)</td>(.*?)</tr>", panel, re.S)
+    assert [name for name, _ in rows] == ["bm25", "tfidf"]
+    report = read(second / "report.json")
+    for name, cells in rows:
+        assert cells.count("<svg") == 4
+        shown = re.findall(r"<span class=num>([\d.]+)</span>", cells)
+        metrics = report["summary"]["pipelines"][name]["metrics"]
+        assert shown[:3] == [f"{metrics[m]:.3f}" for m in ("citation_match", "coverage", "delta_s_qr")]
+        assert shown[3] == f"{expected_values(report)[(name, 'convergent_share')]:.3f}"
+    run(config)  # a later run is not part of the second run's trend, and a rebuild draws the same panel
+    assert invoke("report", second, "--no-gate").exit_code == 0
+    rebuilt = re.search(r'<section id="trends">.*?</section>', (second / "report.html").read_text(), re.S)
+    assert rebuilt.group(0) == panel
+
+
+def test_the_trend_panel_escapes_what_it_shows():
+    points = [
+        history.Point(f"/r{i}", None, None, "pass", "<script>&", True, "coverage", 0.5 + i / 10) for i in range(2)
+    ]
+    panel = trend_panel(points)
+    assert "<script>" not in panel and "&lt;script&gt;&amp;" in panel
+    assert trend_panel(points[:1]) == ""  # one run is no trend

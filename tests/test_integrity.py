@@ -54,7 +54,7 @@ def test_two_concurrent_resumes_duplicate_nothing(tmp_path):
         text=True,
     )
     assert first.returncode == 0, first.stderr
-    run_dir = next((tmp_path / "runs").iterdir())
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())  # history.sqlite lies beside it
     traces = (run_dir / "traces.jsonl").read_text().splitlines()
     (run_dir / "traces.jsonl").write_text("\n".join(traces[:10]) + "\n")  # as if killed after 10 runs
     command = [sys.executable, "-m", "ragaudit", "run", str(config), "--resume", str(run_dir), "--no-gate"]

@@ -1,119 +1,225 @@
-"""Progress of long phases: timestamped lines when not on a terminal, a live bar on one, nothing
-with --quiet, short phases only with --verbose, stdout left to results, and where the time went."""
+"""Progress of long phases: timestamped lines when not on a terminal (a start, a line every few
+seconds, an end), a live display on one, nothing with --quiet, short phases with --verbose,
+stdout left to results, the embedding counts, and where the time went."""
 
 import io
 import re
+import threading
+import time
 
 import pytest
-from helpers import BM25, invoke, write_config
+from helpers import BM25, DEMO, STAMP, Terminal, invoke, run_dir_of, write_config
 
 from ragaudit import progress
+from ragaudit.io.corpus import load_corpus
 from ragaudit.metrics.embed import CachedEncoder, HashingEncoder
+from ragaudit.pipelines.reference import ReferencePipeline
 
-STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
-
-
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
+DENSE = '[[pipelines]]\nname = "dense"\nkind = "reference"\nretriever = "dense"\n'
+CATEGORIES = {"loading", "model load", "gold check", "indexing", "starting", "runs", "scoring", "writing", "other"}
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    progress.reset()
-    yield
-    progress.configure()
-    progress.reset()
+class CountingEncoder(HashingEncoder):
+    """The hashing encoder, keeping the size of every call it gets: the texts really encoded."""
+
+    def __init__(self, batch_size: int):
+        super().__init__()
+        self.batch_size = batch_size
+        self.calls: list[int] = []
+
+    def encode(self, texts):
+        self.calls.append(len(texts))
+        return super().encode(texts)
 
 
-def test_lines_when_not_on_a_terminal(monkeypatch):
+def unstamped(text: str) -> list[str]:
+    """The lines of `text`, each checked for its timestamp and given without it."""
+    lines = text.splitlines()
+    assert all(re.match(STAMP + "  ", line) for line in lines), text
+    return [line[22:] for line in lines]
+
+
+def test_a_phase_writes_a_start_its_progress_and_an_end(shown_progress, monkeypatch):
     monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
     monkeypatch.setattr(progress, "PERIOD_S", 0.0)
-    out = io.StringIO()
-    progress.configure(stream=out)
+    out = shown_progress(io.StringIO())
     with progress.phase("embedding", total=3, unit="texts") as shown:
         for _ in range(3):
             shown.advance()
-    lines = out.getvalue().splitlines()
-    assert [re.sub(STAMP, "T", line) for line in lines[:3]] == [
-        "T  embedding: 1/3 texts",
-        "T  embedding: 2/3 texts",
-        "T  embedding: 3/3 texts",
+    lines = unstamped(out.getvalue())
+    assert lines[0] == "embedding: started (3 texts)"
+    assert [re.sub(r", [\d.,]+ texts/s.*", "", line) for line in lines[1:3]] == [
+        "embedding: 1/3 texts",
+        "embedding: 2/3 texts",
     ]
-    assert re.fullmatch(STAMP + r"  embedding: done in \d+\.\d s \(3/3 texts\)", lines[-1])
+    assert re.search(r"1/3 texts, [\d.,]+ texts/s, ETA \d+ s$", lines[1])
+    assert re.fullmatch(r"embedding: done in \d+\.\d s \(3/3 texts, [\d.,]+ texts/s\)", lines[-1])
+    assert len(lines) == 4  # 3/3 is said by the end line
 
 
-def test_short_phases_say_nothing_unless_verbose_and_quiet_says_nothing():
-    out = io.StringIO()
-    progress.configure(stream=out)
+def test_lines_come_at_most_every_period_however_fast_the_work(shown_progress, monkeypatch):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "PERIOD_S", 3600.0)
+    out = shown_progress(io.StringIO())
+    with progress.phase("runs", total=100_000, unit="runs") as shown:
+        for _ in range(100_000):
+            shown.advance()
+    lines = unstamped(out.getvalue())
+    assert len(lines) == 2 and lines[0] == "runs: started (100,000 runs)"
+    assert lines[1].startswith("runs: done in ") and "(100,000/100,000 runs" in lines[1]
+
+
+def test_a_long_phase_that_counts_nothing_still_says_it_started(shown_progress, monkeypatch):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.05)
+    monkeypatch.setattr(progress, "TICK_S", 0.01)
+    out = shown_progress(io.StringIO())
+    with progress.phase("model load"):
+        deadline = time.monotonic() + 5
+        while "started" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        said_inside = out.getvalue()
+    assert unstamped(said_inside) == ["model load: started"]
+    assert re.fullmatch(r"model load: done in \d+\.\d s", unstamped(out.getvalue())[-1])
+
+
+def test_short_phases_show_only_when_verbose_and_quiet_shows_nothing(shown_progress):
+    out = shown_progress(io.StringIO())
     with progress.phase("indexing"):
         pass
     assert out.getvalue() == ""
-    progress.configure(stream=out, verbose=True)
+    verbose = shown_progress(io.StringIO(), verbose=True)
     with progress.phase("indexing"):
-        pass
-    assert re.search(r"indexing: started\n.*indexing: done in 0\.0 s\n", out.getvalue())
-    quiet = io.StringIO()
-    progress.configure(stream=quiet, quiet=True, verbose=True)
+        progress.note("cache: 3 texts found")
+    assert unstamped(verbose.getvalue()) == ["indexing: started", "cache: 3 texts found", "indexing: done in 0.0 s"]
+    quiet = shown_progress(io.StringIO(), quiet=True)
     with progress.phase("indexing", total=2) as shown:
         shown.advance(2)
+        progress.note("not shown")
     assert quiet.getvalue() == ""
 
 
-def test_a_terminal_gets_a_live_bar(monkeypatch):
+def test_a_failed_phase_says_it_stopped(shown_progress, monkeypatch):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
+    out = shown_progress(io.StringIO())
+    with pytest.raises(KeyboardInterrupt), progress.phase("runs", total=4, unit="runs") as shown:
+        shown.advance()
+        raise KeyboardInterrupt
+    assert re.fullmatch(r"runs: stopped after \d+\.\d s \(1/4 runs, [\d.,]+ runs/s\)", unstamped(out.getvalue())[-1])
+
+
+def test_a_terminal_gets_the_live_display(shown_progress, monkeypatch):
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
-    screen = Terminal()
-    progress.configure(stream=screen)
+    screen = shown_progress(Terminal())
     with progress.phase("runs", total=4, unit="runs") as shown:
-        shown.advance(4)
-    assert re.search(r"\rruns: .*\d/4 \[", screen.getvalue())
-    assert not re.search(STAMP, screen.getvalue())
-    monkeypatch.setenv("CI", "true")  # CI gets lines even on a terminal
-    ci = Terminal()
-    progress.configure(stream=ci, verbose=True)
-    with progress.phase("runs", total=1) as shown:
-        shown.advance()
-    assert re.search(STAMP + "  runs: done", ci.getvalue())
+        shown.advance(2)
+        deadline = time.monotonic() + 5  # rich redraws 4 times a second
+        while "2/4 runs" not in screen.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shown.advance(2)
+    drawn = screen.getvalue()
+    assert "\x1b[?25l" in drawn  # the cursor hidden while the display runs
+    assert re.search(r"runs .*2/4 runs, [\d.,]+ runs/s, ETA \d+ s", drawn)  # the live row
+    assert re.search(r"✓ runs  \d+\.\d s  \(4/4 runs, [\d.,]+ runs/s\)", drawn)  # the line it leaves
+    assert not re.search(STAMP, drawn)
 
 
-def test_phases_of_a_name_add_up(monkeypatch):
-    import time
+def test_time_is_booked_once_to_each_category(shown_progress):
+    shown_progress(io.StringIO(), quiet=True)
 
-    class Clock:
-        readings = iter([0.0, 2.0, 10.0, 13.5])
-        gmtime, strftime = time.gmtime, time.strftime
+    def elsewhere():
+        with progress.phase("on a worker thread"):
+            time.sleep(0.1)
 
-        def monotonic(self):
-            return next(self.readings)
-
-    monkeypatch.setattr(progress, "time", Clock())
-    progress.configure(stream=io.StringIO(), quiet=True)
-    with progress.phase("scoring"):
-        pass
-    with progress.phase("scoring"):
-        pass
-    assert progress.timings() == {"scoring": 5.5}
-    assert progress.where_the_time_went() == "scoring 5.5 s"
-
-
-def test_embedding_counts_the_texts_it_encodes(tmp_path, monkeypatch):
-    out = io.StringIO()
-    progress.configure(stream=out, verbose=True)
-    encoder = CachedEncoder(HashingEncoder(), tmp_path / "cache.sqlite")
-    texts = [f"text number {i % 700}" for i in range(1000)]  # 700 distinct
-    encoder.encode(texts)
-    assert re.search(r"embedding: done in \d+\.\d s \(700/700 texts\)", out.getvalue())
-    encoder.encode(texts[:10] + ["one new text"])
-    assert "(1/1 texts)" in out.getvalue().splitlines()[-1]
+    started = time.monotonic()
+    with progress.phase("runs"):
+        time.sleep(0.1)
+        with progress.phase("indexing bm25", counts_as="indexing"):
+            time.sleep(0.1)
+            with progress.phase("embedding"):  # counts as the indexing it is part of
+                time.sleep(0.1)
+            with progress.phase("model load", counts_as="model load"):
+                time.sleep(0.1)
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()  # the main thread waits: that is its runs' time
+    wall = time.monotonic() - started
+    spent = progress.time_spent()
+    assert list(spent) == ["runs", "indexing", "model load"]  # the worker thread's phase books nothing
+    assert 0.2 <= spent["runs"] < 0.45  # its own time and the wait (0.2 s), not its nested phases' (0.3 s more)
+    assert 0.2 <= spent["indexing"] < 0.45
+    assert 0.1 <= spent["model load"] < 0.35
+    assert sum(spent.values()) <= wall
 
 
-def test_the_cli_keeps_stdout_for_results_and_says_where_the_time_went(tmp_path):
-    config = write_config(tmp_path, BM25, items=2, seeds="[1]")
+def test_a_rate_leaves_out_the_setup_nested_in_it(shown_progress, monkeypatch):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
+    out = shown_progress(io.StringIO())
+    with progress.phase("runs", total=20, unit="runs") as shown:
+        with progress.phase("indexing", counts_as="indexing"):
+            time.sleep(0.5)
+        with progress.phase("embedding queries"):  # the runs' own work: in the rate
+            time.sleep(0.1)
+        shown.advance(20)
+    rate = float(re.search(r"runs: done in .* runs, ([\d.]+) runs/s", out.getvalue()).group(1))
+    assert 20 / 0.25 < rate <= 20 / 0.1  # not 20 / 0.6
+
+
+def test_the_breakdown_names_each_category_and_the_rest(monkeypatch):
+    monkeypatch.setattr(progress, "_booked", {"model load": 3.14, "indexing": 12.0, "runs": 0.01})
+    assert progress.breakdown(16.0) == "model load 3.1 s, indexing 12.0 s, other 0.8 s"
+
+
+def test_embedding_reports_the_texts_the_model_encodes_batch_by_batch(shown_progress, monkeypatch, tmp_path):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "PERIOD_S", 0.0)
+    out = shown_progress(io.StringIO())
+    model = CountingEncoder(batch_size=16)
+    encoder = CachedEncoder(model, tmp_path / "cache.sqlite")
+    corpus = load_corpus(DEMO / "corpus")
+    with progress.phase("indexing dense"):
+        pipeline = ReferencePipeline("dense", corpus, retriever="dense", encoder=encoder)
+    encoded = sum(model.calls)
+    assert encoded > 100 and set(model.calls[:-1]) == {16}  # whole model batches
+    lines = [line for line in unstamped(out.getvalue()) if line.startswith("indexing dense › embedding: ")]
+    counts = [int(n) for n in re.findall(r"embedding: (\d+)/\d+ texts,", "\n".join(lines))]
+    assert counts == [sum(model.calls[: i + 1]) for i in range(len(model.calls) - 1)]  # the last: the end line
+    assert (
+        f"({encoded}/{encoded} texts" in lines[-1]
+        and lines[0] == f"indexing dense › embedding: started ({encoded} texts)"
+    )
+    model.calls.clear()
+    out.truncate(0)
+    encoder.encode([pipeline.chunks[0].text, "a text the cache has never seen"])
+    assert model.calls == [1] and "(1/1 texts" in out.getvalue().splitlines()[-1]
+
+
+def test_the_cli_keeps_stdout_for_results_and_says_where_the_time_went(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))  # the chunks are embedded here, not found
+    config = write_config(tmp_path, BM25 + DENSE, items=2, seeds="[1]")
     verbose = invoke("--verbose", "run", config, "--no-gate")
-    assert re.search(STAMP + "  runs: done in", verbose.stderr)
-    assert re.search(STAMP + "  writing report.html: done in", verbose.stderr)
+    assert verbose.exit_code == 0, verbose.output
+    said = verbose.stderr
+    for line in ("runs: started (12 runs)", "runs › indexing dense › embedding: started", "scoring: done in"):
+        assert re.search(STAMP + "  " + re.escape(line), said), said
+    assert re.search(STAMP + r"  writing outputs › report\.html: done in \d+\.\d s\n", said)
+    assert re.search(STAMP + r"  embedding cache: [\d,]+ texts asked", said)
     assert not re.search(STAMP, verbose.stdout)
-    assert re.search(r"runs/s; time in .*runs \d+\.\d s", verbose.stdout)
+    end = re.search(r"^12 runs \(12 run now, 0 resumed\) in (\d+\.\d) s, [\d.]+ runs/s \((.*)\)$", verbose.stdout, re.M)
+    assert end, verbose.stdout
+    spent = {name: float(s) for name, s in re.findall(r"([a-z ]+) (\d+\.\d) s(?:, |$)", end.group(2))}
+    assert spent and set(spent) <= CATEGORIES
+    assert abs(sum(spent.values()) - float(end.group(1))) <= 0.05 * (len(spent) + 1)
+    assert verbose.stdout.rstrip().splitlines()[-1].startswith("run directory: ")
     quiet = invoke("--quiet", "run", config, "--no-gate")
-    assert not re.search(STAMP, quiet.stderr)
+    assert quiet.exit_code == 0 and not re.search(STAMP, quiet.stderr)
+    assert re.search(r"^12 runs \(12 run now, 0 resumed\) in ", quiet.stdout, re.M)
+    both = invoke("--quiet", "--verbose", "run", config)
+    assert both.exit_code == 2 and "use --quiet or --verbose, not both" in both.stderr
+
+
+def test_validate_counts_the_records_it_reads(tmp_path):
+    run_dir = run_dir_of(invoke("--quiet", "run", write_config(tmp_path, BM25, items=2, seeds="[1]"), "--no-gate"))
+    result = invoke("--verbose", "validate", run_dir / "traces.jsonl", "--workers", "1")
+    assert re.search(STAMP + r"  validating: done in \d+\.\d s \(6 records, ", result.stderr)
+    assert "validating" not in result.stdout

@@ -1,8 +1,10 @@
 """The runner end to end: every pipeline kind, resume after a real kill, worker-count independence,
 and replaying a run's traces reproduces its metrics."""
 
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +14,9 @@ from click.testing import CliRunner
 from helpers import (
     BM25,
     FIXTURES,
+    STAMP,
     TFIDF,
+    Terminal,
     comparable,
     invoke,
     run_dir_of,
@@ -160,6 +164,31 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(traces_file)]
     assert len(keys) == 10 * 3 * 2 and len(set(keys)) == len(keys)
     assert "resumed" in result.output
+
+
+def test_run_progress_is_live_on_a_terminal_and_plain_lines_elsewhere(tmp_path, monkeypatch, shown_progress):
+    from ragaudit import progress, runner
+    from ragaudit.io.config import load_config
+
+    config = load_config(write_config(tmp_path, BM25, items=2, seeds="[1]"))  # 2 questions x 3 variants
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
+    monkeypatch.delenv("CI", raising=False)
+    screen = shown_progress(Terminal())
+    runner.run(config, out=tmp_path / "terminal")
+    drawn = screen.getvalue()
+    assert "\x1b[" in drawn  # drawn with terminal control codes
+    assert re.search(r"✓ runs  \d+\.\d s  \(6/6 runs, [\d.,]+ runs/s\)", drawn)
+    assert not re.search(STAMP, drawn)
+    monkeypatch.setenv("CI", "true")  # CI gets plain lines even on a terminal
+    ci = shown_progress(Terminal())
+    runner.run(config, out=tmp_path / "ci")
+    assert "\x1b[" not in ci.getvalue()
+    assert re.search(STAMP + r"  runs: started \(6 runs\)\n", ci.getvalue())
+    assert re.search(STAMP + r"  runs: done in \d+\.\d s \(6/6 runs, [\d.,]+ runs/s\)\n", ci.getvalue())
+    monkeypatch.delenv("CI")
+    piped = shown_progress(io.StringIO())
+    runner.run(config, out=tmp_path / "piped")
+    assert re.search(STAMP + r"  runs: done in", piped.getvalue())
 
 
 def test_run_rechecks_the_gold_set_first(tmp_path):

@@ -46,3 +46,41 @@ def test_no_module_splits_sentences_its_own_way():
         if path.name != "text.py" and own.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+TRAPS = "Use a hardware key, e.g. a YubiKey. Dr. Smith approves it. The U.S. office pays 3.5 times more."
+WHOLE = ["Use a hardware key, e.g. a YubiKey.", "Dr. Smith approves it.", "The U.S. office pays 3.5 times more."]
+
+
+def test_the_chunker_packs_whole_sentences():
+    from ragaudit.analyzers import ANALYZERS
+    from ragaudit.io.corpus import text_document
+    from ragaudit.pipelines.reference.chunking import chunk_corpus
+    from ragaudit.types import Corpus
+
+    corpus = Corpus({"keys": text_document("keys", TRAPS, markdown=False)})
+    chunks = chunk_corpus(corpus, ANALYZERS["lowercase"], chunk_size=1)  # one sentence a chunk
+    assert [c.text for c in chunks] == WHOLE
+
+
+def test_the_answerer_picks_among_whole_sentences():
+    from ragaudit.analyzers import ANALYZERS
+    from ragaudit.pipelines.reference.answerer import _answerable
+
+    assert [sentence for sentence, _ in _answerable(TRAPS, ANALYZERS["lowercase"])] == WHOLE
+
+
+def test_the_support_scorer_reads_whole_sentences():
+    from ragaudit.metrics.support import texts_to_encode, units
+
+    assert units(TRAPS) == WHOLE
+    assert set(WHOLE) <= set(texts_to_encode([(TRAPS, ["Keys are issued by the office."])]))
+
+
+def test_adapters_make_one_segment_per_whole_sentence():
+    from ragaudit.adapters.common import segments
+    from ragaudit.adapters.graphrag.cite import split_claims
+
+    assert [s["text"] for s in segments(TRAPS, [])] == WHOLE
+    cited = TRAPS.replace("it.", "it [Data: Sources (1)].")
+    assert [c.text for c in split_claims(cited)] == WHOLE

@@ -31,9 +31,9 @@ from ragaudit.adapters.common import (
     segments,
     url_of,
 )
+from ragaudit.markers import MARKER, marker_ids
 
 _SOURCE = re.compile(r"\ASource (\d+):\n(.*?)\n?\Z", re.DOTALL)
-_MARKER = re.compile(r" ?\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
 def default_doc_id(node: Any, root: str | None = None) -> str | None:
@@ -129,11 +129,14 @@ def from_llamaindex_response(
     if answer is None or not cited:
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
     pieces, marks, cut, at = [], [], 0, 0
-    for match in _MARKER.finditer(answer):
-        pieces.append(answer[cut : match.start()])
+    for match in MARKER.finditer(answer):
+        numbers = marker_ids(match)
+        if not numbers or not all(n.isdecimal() for n in numbers):
+            continue  # a CitationQueryEngine cites by source number: `[1]`, `[1, 2]`
+        start = match.start() - (answer[match.start() - 1 : match.start()] == " ")  # with the space before it
+        pieces.append(answer[cut:start])
         at += len(pieces[-1])
-        ids = [cited[int(k)] for k in re.findall(r"\d+", match.group(1)) if int(k) in cited]
-        marks.append((at, at, ids))
+        marks.append((at, at, [cited[int(k)] for k in numbers if int(k) in cited]))
         cut = match.end()
     pieces.append(answer[cut:])
     return make_trace(

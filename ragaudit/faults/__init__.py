@@ -20,6 +20,7 @@ from ragaudit.faults.mutations import FAULTS, Fault, Scene
 from ragaudit.gate import flagged_questions
 from ragaudit.metrics.support import Memoized
 from ragaudit.plan import run_order
+from ragaudit.progress import phase
 from ragaudit.types import Payload, Trace
 
 SCHEMA = "ragaudit.faults/1"
@@ -113,15 +114,16 @@ def run_faults(
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
     subject = dataclasses.replace(subject, support=Memoized(subject.support, size=1 << 20) if subject.support else None)
     traces = sorted(traces, key=run_order)
-    clean = audit(traces, subject)
+    chosen = {name: fault for name, fault in FAULTS.items() if not only or name in only}
+    with phase("clean run", counts_as="faults"):
+        clean = audit(traces, subject)
     gated = list(clean.gate["pipelines"])
     audits = {"clean": clean}
     rows = []
-    for name, fault in FAULTS.items():
-        if only and name not in only:
-            continue
-        injection = inject(fault, traces, subject, rate=rate, seed=seed)
-        result = audit(injection.traces, subject)
+    for done, (name, fault) in enumerate(chosen.items(), start=1):
+        with phase(f"fault {done}/{len(chosen)}: {name}", counts_as="faults"):
+            injection = inject(fault, traces, subject, rate=rate, seed=seed)
+            result = audit(injection.traces, subject)
         audits[name] = result
         row = _row(result, gated, injection.changed)
         caught = all(p["verdict"] == "fail" for p in row["pipelines"].values()) and bool(injection.affected)

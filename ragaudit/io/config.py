@@ -10,7 +10,7 @@ Each `[[pipelines]]` entry takes the keys of its kind and no others:
 |-------------|------------------------------------------------------------------------------------------------------|
 | every kind  | name (unique), kind, k (>= 1, default 5), timeout_s (> 0, default 30)                                |
 | `reference` | retriever, analyzer, rerank ("none"/"mmr"), chunk_size, chunk_overlap < chunk_size, temperature >= 0 |
-| `replay`    | traces (required)                                                                                    |
+| `replay`    | traces (required), format ("traces", or spans: "otlp", "phoenix", "langfuse"; default "traces")      |
 | `python`    | factory (required), options (a table of keyword arguments for the factory)                           |
 | `command`   | command (required: a non-empty array of strings)                                                     |
 | both above  | max_in_flight (>= 1), rate_limit (calls/s > 0), retries (>= 0), retry_backoff_s (> 0), cache (bool)   |
@@ -242,6 +242,8 @@ class _Reference(_Pipeline):
 class _Replay(_Pipeline):
     kind: Literal["replay"]
     traces: _ConfigPath
+    # the recording's format: ragaudit traces, or production spans joined into traces (SPEC §10)
+    format: Literal["traces", "otlp", "phoenix", "langfuse"] = "traces"
 
 
 class _Remote(_Pipeline):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ragaudit.errors import InputError
 from ragaudit.io.jsonl import BadLine
@@ -16,8 +16,14 @@ def stream_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> 
     A line that is not a trace is an input error naming every such line: after the first one no
     trace is handed on (nothing should be built from a damaged file), but every line is read so
     the error lists them all."""
+    return whole(read_traces(path, offset_unit=offset_unit))
+
+
+def whole(items: Iterable[Trace | BadLine]) -> Iterator[Trace]:
+    """The traces of a recording that must be whole: after the first BadLine no trace is handed
+    on, and the end raises InputError naming every one."""
     bad: list[BadLine] = []
-    for item in read_traces(path, offset_unit=offset_unit):
+    for item in items:
         if isinstance(item, BadLine):
             bad.append(item)
         elif not bad:

@@ -11,6 +11,15 @@ from ragaudit.metrics.spans import in_unit, intersection_length, length, merge
 from ragaudit.types import Corpus, GoldItem, Payload, Span, Trace
 
 
+def cited_payloads(trace: Trace, k: int = 5) -> tuple[Payload, ...]:
+    """A run's cited payloads (SPEC §3): the answer's citations when there is an answer, else the
+    top-k retrieved."""
+    if trace.answer is None:
+        return trace.retrieved[:k]
+    cited = set(trace.answer.citations)
+    return tuple(p for p in trace.retrieved if p.snippet_id in cited)
+
+
 @dataclass(frozen=True)
 class RunView:
     trace: Trace
@@ -21,11 +30,7 @@ class RunView:
 
     @cached_property
     def cited(self) -> tuple[Payload, ...]:
-        """The answer's cited payloads when there is an answer, else the top-k retrieved."""
-        if self.trace.answer is None:
-            return self.trace.retrieved[: self.k]
-        cited = set(self.trace.answer.citations)
-        return tuple(p for p in self.trace.retrieved if p.snippet_id in cited)
+        return cited_payloads(self.trace, self.k)
 
     @cached_property
     def gold(self):

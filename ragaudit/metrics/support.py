@@ -22,8 +22,10 @@ from typing import Sequence
 import numpy as np
 
 from ragaudit.errors import InputError, Problem
+from ragaudit.markers import MARKER
 from ragaudit.metrics.embed import Encoder, make_encoder
-from ragaudit.metrics.quantities import MARKER, hallucinated, mentions
+from ragaudit.metrics.quantities import hallucinated, mentions
+from ragaudit.progress import phase
 from ragaudit.text import STOPWORDS, content_stems, sentences, stem
 
 PARAMS_PATH = Path(__file__).with_name("support_params.json")
@@ -366,10 +368,11 @@ class CrossEncoderScorer:
     def model(self):
         with self._lock:
             if self._model is None:
-                from sentence_transformers import CrossEncoder
+                with phase("support model load", counts_as="model load"):
+                    from sentence_transformers import CrossEncoder
 
-                # local_files_only reaches the config, the tokenizer and the weights: never the hub
-                self._model = CrossEncoder(str(self.path), device="cpu", local_files_only=True)
+                    # local_files_only reaches the config, the tokenizer and the weights: never the hub
+                    self._model = CrossEncoder(str(self.path), device="cpu", local_files_only=True)
         return self._model
 
     def raw_scores(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:

@@ -35,7 +35,7 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
 
         if o["traces"] is None:
             raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
-        return ReplayPipeline(spec.name, o["traces"], offset_unit=unit)
+        return ReplayPipeline(spec.name, o["traces"], offset_unit=unit, format=o["format"])
     if spec.kind == "python":
         from ragaudit.pipelines.python import PythonPipeline
 

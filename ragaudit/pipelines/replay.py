@@ -4,6 +4,10 @@ The runner streams the recording (`recorded()`), one trace in memory at a time, 
 recording's order; a planned run with no recorded trace becomes a `pipeline_error` trace saying
 so (`run()`); nothing is invented. The first recording of a run wins. A line that is not a trace
 is an input error naming every such line.
+
+A recording of production spans (`format = "otlp" | "phoenix" | "langfuse"`) is joined into
+traces as `ragaudit ingest` joins it (SPEC §10); its runs match gold runs through the spans'
+`ragaudit.qid` / `ragaudit.variant` / `ragaudit.seed` attributes.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 from typing import Iterator
 
 from ragaudit.errors import InputError
-from ragaudit.io.stream import stream_trace_file
+from ragaudit.io.stream import stream_trace_file, whole
 from ragaudit.pipelines.base import Request, error_trace
 from ragaudit.types import LiveIndex, Trace
 
@@ -21,14 +25,20 @@ from ragaudit.types import LiveIndex, Trace
 class ReplayPipeline:
     streams = True  # the runner reads the recording as a stream instead of asking run by run
 
-    def __init__(self, name: str, traces: str | os.PathLike, *, offset_unit: str = "char"):
-        self.name, self.path, self.offset_unit = name, os.fspath(traces), offset_unit
+    def __init__(self, name: str, traces: str | os.PathLike, *, offset_unit: str = "char", format: str = "traces"):
+        self.name, self.path, self.offset_unit, self.format = name, os.fspath(traces), offset_unit, format
         if not os.path.isfile(self.path):
             raise InputError(f"{self.path}: no such recording (replay pipeline {name!r})")
         self._index: LiveIndex | None = None
 
     def recorded(self) -> Iterator[Trace]:
-        for trace in stream_trace_file(self.path, offset_unit=self.offset_unit):
+        if self.format == "traces":
+            traces = stream_trace_file(self.path, offset_unit=self.offset_unit)
+        else:
+            from ragaudit.spans import read_traces
+
+            traces = whole(read_traces(self.format, [self.path], config_name=self.name))
+        for trace in traces:
             if self._index is None and trace.index is not None:
                 self._index = trace.index
             yield dataclasses.replace(trace, config=self.name, file=None, line=None)

@@ -37,47 +37,42 @@ def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
         return write_outputs(run_dir, auditor.finish(), subject)
 
 
-def write_outputs(run_dir: Path, result, subject, history_store: Path | None = None) -> dict:
-    """Every output of a finished audit (whose files are in a work folder inside `run_dir`); with
-    `history_store`, the run is recorded there and report.html shows the trend of its last runs."""
+def write_outputs(run_dir: Path, result, subject) -> dict:
+    """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
+    report.html shows the trend of the runs before it in the history the manifest names."""
     from ragaudit.audit import report_of
     from ragaudit.report import html, junit, logs, markdown
+    from ragaudit.report.trends import load_trend, trend_panel
 
-    manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
-    os.replace(result.runs_path, run_dir / runstore.RUNS)
-    result.runs_path = run_dir / runstore.RUNS
-    if result.issues_path is not None:
-        os.replace(result.issues_path, run_dir / "issues.jsonl")
-    with phase("writing outputs"):
-        with phase("writing report.json"):
+    with phase("writing outputs", counts_as="writing"):
+        manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
+        os.replace(result.runs_path, run_dir / runstore.RUNS)
+        result.runs_path = run_dir / runstore.RUNS
+        if result.issues_path is not None:
+            os.replace(result.issues_path, run_dir / "issues.jsonl")
+        with phase("report.json"):
             report = report_of(result, subject, manifest)
             write_json(run_dir / "report.json", report)
-        trend = ""
-        if history_store is not None:
-            from ragaudit import history
-            from ragaudit.report.trends import trend_panel
-
-            history.record(history_store, run_dir, report)
-            inputs = report["meta"].get("inputs") or {}
-            trend = trend_panel(
-                history.trend(history_store, last=20, gold=inputs.get("gold"), corpus=inputs.get("corpus"))
-            )
+        with phase("history"):
+            trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
         states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
-        with phase("writing traces.log and rag_traces.sqlite"):
+        with phase("traces.log and rag_traces.sqlite"):
             logs.write_logs(
                 run_dir / "traces.log",
                 run_dir / "rag_traces.sqlite",
                 logs.rows(result.runs_path, states, result.snippets),
             )
-        with phase("writing junit.xml and summary.md"):
+        with phase("junit.xml"):
             junit.write_junit(run_dir / "junit.xml", report)
+        with phase("summary.md"):
             markdown.write_summary(run_dir / "summary.md", report)
-        with phase("writing report.html"):
+        with phase("report.html"):
             html.write_html(run_dir / "report.html", report, trend)
         if len(report["summary"]["pipelines"]) > 1:
-            with phase("writing compare"):
+            with phase("compare.json and compare.html"):
                 write_comparison(run_dir, [report])
-    rundir.stamp_outputs(run_dir)
+        with phase("manifest"):  # the sha256 of every output
+            rundir.stamp_outputs(run_dir)
     return report
 
 

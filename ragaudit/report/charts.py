@@ -1,7 +1,8 @@
 """Inline SVG charts for `report.html`: no script, no external resources.
 
 Colours come from CSS classes in the page's stylesheet (`templates/report.css`), so the
-palette lives in one place and the charts follow it.
+palette lives in one place and the charts follow it. Every text that goes into a chart (labels,
+names, classes) is escaped here, so the report templates insert the SVG as it is.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def histogram(
     ]
     for lo, hi, css, name in bands:
         out.append(
-            f'<rect class="band {css}" x="{_f(x(lo))}" y="{top}" width="{_f(x(hi) - x(lo))}" height="{ph}">'
+            f'<rect class="band {escape(css)}" x="{_f(x(lo))}" y="{top}" width="{_f(x(hi) - x(lo))}" height="{ph}">'
             f"<title>{escape(name)}: {lo:.2f}–{hi:.2f}</title></rect>"
         )
         if x(hi) - x(lo) > 30:
@@ -82,7 +83,7 @@ def histogram(
             lo, hi = i / bins, (i + 1) / bins
             out.append(
                 f'<rect class="bar" x="{_f(x(lo) + 0.5)}" y="{_f(y(c))}" width="{_f(max(bw - 1, 1))}" '
-                f'height="{_f(top + ph - y(c))}"><title>{lo:.3f}–{hi:.3f}: {c} {unit}</title></rect>'
+                f'height="{_f(top + ph - y(c))}"><title>{lo:.3f}–{hi:.3f}: {c} {escape(unit)}</title></rect>'
             )
     out.append(f'<line class="axis" x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}"/>')
     for share in (0, 0.2, 0.4, 0.6, 0.8, 1.0):
@@ -106,8 +107,10 @@ def stacked_bars(
     label: str = "",
     width: int = 760,
     bar: int = 22,
+    unit: str = "q",
 ) -> str:
-    """One horizontal bar per row, split into `(state, count)` parts styled by class `s-<state>`.
+    """One horizontal bar per row, split into `(state, count)` parts styled by class `s-<state>`,
+    its total shown after it with `unit`.
 
     `marker` draws a dashed line at that share of the bar (a gate threshold on the first part)."""
     left, right, top, gap = 150, 60, 22, 12
@@ -142,7 +145,7 @@ def stacked_bars(
                     f'text-anchor="middle">{count}</text>'
                 )
             x0 += w
-        out.append(f'<text class="tick" x="{left + pw + 6}" y="{y0 + bar / 2 + 4}">{total} q</text>')
+        out.append(f'<text class="tick" x="{left + pw + 6}" y="{y0 + bar / 2 + 4}">{total} {escape(unit)}</text>')
     if marker is not None and 0 <= marker <= 1:
         mx = _f(left + pw * marker)
         out.append(
@@ -171,10 +174,10 @@ def trend_chart(series: dict[str, list[float]], *, width: int = 640, row: int = 
         lo, hi = min(values), max(values)
         span = (hi - lo) or 1.0
         step = (width - left - right - 90) / max(len(values) - 1, 1)
-        points = " ".join(
-            f"{_f(left + i * step)},{_f(top + (row - 26) * (1 - (v - lo) / span))}" for i, v in enumerate(values)
-        )
+        xy = [(_f(left + i * step), _f(top + (row - 26) * (1 - (v - lo) / span))) for i, v in enumerate(values)]
+        points = " ".join(f"{x},{y}" for x, y in xy)
         out.append(f'<polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="{points}"/>')
+        out.append(f'<circle cx="{xy[-1][0]}" cy="{xy[-1][1]}" r="2.5" fill="#2563eb"/>')  # the newest run
         out.append(f'<text x="{width - right - 84}" y="{top + 14}">{values[0]:.3f} → {values[-1]:.3f}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
+from ragaudit.markers import MARKER
 from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import rule, where
 
-# `[id]` or `[id1, id2]` where ids are snippet-id-like; a markdown link `[text](url)` is not a marker.
-CITATION_MARKER = re.compile(r"\[[\w.:/#@-]+(?:\s*[,;]\s*[\w.:/#@-]+)*\](?!\()")
 _SENTENCE_END = (".", "!", "?", ":")
 _WORD_CHAR = re.compile(r"\w")
 
@@ -65,7 +64,7 @@ def _dangling_issues(trace, retrieved: set):
 
 def citations_trail(text: str) -> bool:
     """True when the text has citation markers and every one stands after its last complete sentence."""
-    markers = list(CITATION_MARKER.finditer(text))
+    markers = list(MARKER.finditer(text))
     if not markers:
         return False
     before = text[: markers[0].start()].rstrip()

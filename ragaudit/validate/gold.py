@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from ragaudit.errors import Problem
+from ragaudit.progress import phase
 from ragaudit.types import Corpus, GoldItem, Issue
 from ragaudit.validate.codes import issue
 from ragaudit.validate.corpus import text_difference
@@ -31,6 +32,11 @@ def check_gold(
     With an encoder, items whose question is far from its anchor (dS > 0.35) are warned about.
     Items with a broken anchor are left out of the section counts and the distance warning.
     """
+    with phase("gold check"):
+        return _findings(items, corpus, file, paraphrases, problems, encoder)
+
+
+def _findings(items, corpus: Corpus, file: str, paraphrases: int, problems, encoder) -> list[Issue]:
     found = [
         issue(
             "gold_malformed", p.message, qid=None, variant=None, seed=None, path=p.path or "$", file=p.file, line=p.line

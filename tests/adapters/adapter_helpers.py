@@ -82,3 +82,96 @@ def canned_llm(answer: str):
 
         _CANNED_LLM.append(CannedLLM)
     return _CANNED_LLM[0](answer=answer)
+
+
+# ---- an instrumented LlamaIndex engine, for the production-span readers ------------------------
+
+
+PAYLOAD_METADATA = ("doc_id", "section_id", "start_char_idx", "end_char_idx", "rev")
+
+
+def handbook_nodes(fields=PAYLOAD_METADATA) -> list:
+    """The handbook split by MarkdownNodeParser, one node per section, each node's metadata
+    holding `fields` of its payload (computed from the corpus, not by ragaudit.spans); node ids
+    are `doc_id#section_id`."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import MarkdownNodeParser
+
+    corpus = handbook()
+    documents = [Document(text=d.text, id_=d.doc_id) for d in corpus.documents.values()]
+    nodes = MarkdownNodeParser().get_nodes_from_documents(documents)
+    for node in nodes:
+        doc = corpus[node.ref_doc_id]
+        section = max((s for s in doc.sections if s.start <= node.start_char_idx), key=lambda s: s.start)
+        known = {
+            "doc_id": doc.doc_id,
+            "section_id": section.section_id,
+            "start_char_idx": node.start_char_idx,
+            "end_char_idx": node.end_char_idx,
+            "rev": doc.rev,
+        }
+        node.metadata = {k: known[k] for k in fields}
+        node.id_ = f"{doc.doc_id}#{section.section_id}"
+    return nodes
+
+
+def keyword_retriever(nodes, top_k: int = 3):
+    """A LlamaIndex retriever (no BM25, no embeddings) scoring nodes by the share of the query's
+    words they hold; equal scores in (section_id, node id) order, as ragaudit's tie-break asks."""
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore
+
+    def words_of(text: str) -> set[str]:
+        return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
+
+    class KeywordRetriever(BaseRetriever):
+        def _retrieve(self, query_bundle):
+            asked = words_of(query_bundle.query_str)
+            scored = [
+                (len(asked & words_of(n.text)) / (1 + len(asked)), n.metadata.get("section_id", ""), n.node_id, n)
+                for n in nodes
+            ]
+            scored.sort(key=lambda s: (-s[0], s[1], s[2]))
+            return [NodeWithScore(node=n, score=score) for score, _, _, n in scored[:top_k]]
+
+    return KeywordRetriever()
+
+
+def traced_queries(questions, answers, *, nodes=None, provider=None, run_keys=None):
+    """Each question asked of a real RetrieverQueryEngine (keyword retriever, canned LLM answering
+    the matching answer) while LlamaIndexInstrumentor records spans into `provider`. With
+    `run_keys`, each query runs inside a CHAIN span carrying `ragaudit.qid`/`variant`/`seed`.
+    Returns the engine's responses."""
+    import llama_index.core
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    retriever = keyword_retriever(nodes if nodes is not None else handbook_nodes())
+    tracer = provider.get_tracer("handbook-app")
+    instrumentor = LlamaIndexInstrumentor()
+    before = llama_index.core.global_tokenizer
+    llama_index.core.set_global_tokenizer(words)  # no tiktoken download
+    instrumentor.instrument(tracer_provider=provider)
+    responses = []
+    try:
+        for i, (question, answer) in enumerate(zip(questions, answers)):
+            engine = RetrieverQueryEngine.from_args(retriever, llm=canned_llm(answer))
+            if run_keys is None:
+                responses.append(engine.query(question))
+                continue
+            qid, variant, seed = run_keys[i]
+            attributes = {
+                "openinference.span.kind": "CHAIN",
+                "input.value": question,
+                "ragaudit.qid": qid,
+                "ragaudit.variant": variant,
+                "ragaudit.seed": seed,
+            }
+            with tracer.start_as_current_span("handbook-rag", attributes=attributes) as span:
+                response = engine.query(question)
+                span.set_attribute("output.value", str(response))
+            responses.append(response)
+    finally:
+        instrumentor.uninstrument()
+        llama_index.core.global_tokenizer = before
+    return responses

@@ -159,6 +159,28 @@ def test_citation_query_engine_response_audits_clean():
     assert [p["snippet_id"] for p in again["retrieved"]] == [p["snippet_id"] for p in payloads]
 
 
+def test_source_numbers_are_read_with_the_one_marker_grammar():
+    retrieved = section_nodes(("key-management", "key-management/hardware-keys"))
+    answer = "Admin keys are rotated every 12 months [1; 2]. Keys ship [see below] to the home address [ 2 ]."
+    trace = from_llamaindex_response(
+        citation_engine(retrieved, answer).query("q"),
+        qid="KM-1",
+        query="q",
+        index=INDEX,
+        sources=handbook(),
+        score_kind="cosine",
+    )
+    first, second = sorted(trace["retrieved"], key=lambda p: p["offsets"]["start"])[:2]
+    assert trace["answer"]["segments"] == [
+        {
+            "seg": 1,
+            "text": "Admin keys are rotated every 12 months.",
+            "citations": [first["snippet_id"], second["snippet_id"]],
+        },
+        {"seg": 2, "text": "Keys ship [see below] to the home address.", "citations": [second["snippet_id"]]},
+    ]
+
+
 def legacy_citation_nodes(nodes: list[NodeWithScore], text_splitter) -> list[NodeWithScore]:
     """What CitationQueryEngine did before it dropped the copied id and offsets: every
     "Source k" node is a copy of its parent, with the parent's id and offsets."""

@@ -69,6 +69,7 @@ OPTION_DEFAULTS = {
     "chunk_overlap": 0,
     "temperature": 0.0,
     "traces": None,
+    "format": "traces",
     "factory": None,
     "command": None,
     "timeout_s": 30.0,
@@ -361,7 +362,7 @@ PER_KIND = [
         '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\nretriever = "bm25"\n',
         5,
         "$.pipelines[0].retriever",
-        "expected one of k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
+        "expected one of format, k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
         "which only reference pipelines take",
     ),
     (

@@ -197,3 +197,17 @@ def test_a_failed_write_leaves_no_row_of_the_call(tmp_path):
     cache._db.execute("DROP TRIGGER full")
     cache.encode(["aaa", "bb"])
     assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (2,) and cache.encoded == 4
+
+
+def test_bounded_memory_keeps_the_newest_vectors_and_the_file_keeps_all(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+
+    inner = _Recording()
+    cache = CachedEncoder(inner, tmp_path / "e.sqlite", memory=3)
+    texts = [f"text {i}" for i in range(10)]
+    for start in range(0, 10, 2):
+        assert np.array_equal(cache.encode(texts[start : start + 2]), HashingEncoder().encode(texts[start : start + 2]))
+        assert len(cache._memory) <= 3
+    assert list(cache._memory) == texts[-3:]  # the oldest went first
+    again = cache.encode(texts[:2])  # forgotten in memory, found in the file: not encoded again
+    assert np.array_equal(again, HashingEncoder().encode(texts[:2])) and cache.encoded == 10

@@ -1,7 +1,8 @@
 """The GraphRAG citation grammar, and the answer split into claims (sentences).
 
-GraphRAG prompts ask the model to cite as `[Data: Reports (5, 7); Entities (1, 2, +more)]`.
-Models drift from that, so the parser accepts any case and spacing, `;` or `,` (or nothing)
+GraphRAG prompts ask the model to cite as `[Data: Reports (5, 7); Entities (1, 2, +more)]`. The
+block is one form of the citation-marker grammar (`ragaudit.markers.DATA_BLOCK`); its body is
+GraphRAG's own syntax, read here. Models drift from it, so the parser accepts any case and spacing, `;` or `,` (or nothing)
 between kinds, singular kinds, `Documents`/`Covariates`/`Communities` as aliases, a bare
 `(ids)` group continuing the previous kind, `+more` in any spelling, and several blocks per
 sentence. Whatever it cannot read as an id is kept as a `bad` token rather than dropped, so it
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ragaudit.markers import DATA_BLOCK
 from ragaudit.text import sentence_spans
 
 KINDS = ("Reports", "Entities", "Relationships", "Claims", "Sources")
@@ -39,7 +41,6 @@ _ALIASES = {
     "text units": "Sources",
 }
 
-_BLOCK = re.compile(r"\[\s*data\s*:(?P<body>[^\[\]]*)\]", re.IGNORECASE)
 _GROUP = re.compile(r"(?P<kind>[A-Za-z][A-Za-z _-]*?)?\s*\((?P<ids>[^()]*)\)")
 _MORE = re.compile(r"^\+?\s*more$|^\.{3}$|^…$", re.IGNORECASE)
 _SEPARATORS = re.compile(r"^[\s;,&]*(?:and)?[\s;,&]*$", re.IGNORECASE)
@@ -113,7 +114,7 @@ def _ids(text: str) -> tuple[tuple[int, ...], bool, tuple[str, ...]]:
 
 def parse_blocks(text: str) -> list[Block]:
     """Every `[Data: …]` block of an answer, in order."""
-    return [Block(m.start(), m.end(), m.group(), parse_body(m.group("body"))) for m in _BLOCK.finditer(text)]
+    return [Block(m.start(), m.end(), m.group(), parse_body(m.group("body"))) for m in DATA_BLOCK.finditer(text)]
 
 
 # ---------------------------------------------------------------- claims
@@ -130,12 +131,6 @@ class Claim:
     blocks: tuple[Block, ...]
 
 
-# A period after these does not end a sentence ("Dr. Jordan Hayes", "J. B. Lippincott").
-_ABBREVIATIONS = frozenset(
-    """dr mr mrs ms prof st jr sr vs no vol fig inc ltd co corp gen col lt sgt capt cmdr
-rev mt ft approx dept est e.g i.e u.s u.k""".split()
-)
-_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=[\s\x00]|$)")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
 _MASK = "\x00"
 

@@ -6,7 +6,7 @@ hybrid retrieval → optional MMR rerank → extractive cite-first answer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import UsageError
@@ -15,6 +15,7 @@ from ragaudit.pipelines.reference.answerer import answer
 from ragaudit.pipelines.reference.chunking import Chunk, chunk_corpus, index_hash
 from ragaudit.pipelines.reference.ranking import TieBreak
 from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, mmr
+from ragaudit.progress import phase
 from ragaudit.text import sentences
 from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
 RERANKERS = (None, "mmr")
 SPARSE_MODEL = "none"  # what a sparse index reports as its embedding model
+Sparse = TypeVar("Sparse", BM25, TfIdf)
 
 
 class ReferencePipeline:
@@ -55,7 +57,9 @@ class ReferencePipeline:
             raise UsageError(f"pipeline {name!r}: expected k >= 1 and chunk_size >= 1, found {k} and {chunk_size}")
         self.name, self.k, self.rerank, self.temperature = name, k, rerank, temperature
         self.analyzer = ANALYZERS[analyzer]
-        self.chunks: list[Chunk] = chunk_corpus(corpus, self.analyzer, chunk_size=chunk_size, overlap=chunk_overlap)
+        with phase("chunking", unit="chunks") as chunking:
+            self.chunks: list[Chunk] = chunk_corpus(corpus, self.analyzer, chunk_size=chunk_size, overlap=chunk_overlap)
+            chunking.advance(len(self.chunks))
         dense = retriever in ("dense", "hybrid")
         self.embed_model = encoder.model_id if dense else SPARSE_MODEL
         self._encoder = encoder
@@ -63,17 +67,17 @@ class ReferencePipeline:
         self.tiebreak = TieBreak([(c.section_id, c.snippet_id) for c in self.chunks])
         self.retriever: BM25 | TfIdf | Dense | Hybrid
         if retriever == "bm25":
-            self.retriever = BM25(texts, self.analyzer)
+            self.retriever = _sparse(BM25, texts, self.analyzer)
         elif retriever == "tfidf":
-            self.retriever = TfIdf(texts, self.analyzer)
+            self.retriever = _sparse(TfIdf, texts, self.analyzer)
         elif retriever == "dense":
-            self.retriever = Dense(texts, encoder)
+            self.retriever = Dense(texts, encoder)  # the encoder shows its own progress
         else:
-            self.retriever = Hybrid([BM25(texts, self.analyzer), Dense(texts, encoder)], self.tiebreak)
+            self.retriever = Hybrid([_sparse(BM25, texts, self.analyzer), Dense(texts, encoder)], self.tiebreak)
         self._unit: np.ndarray | None = None  # the rows MMR compares, scaled once here rather than per query
         if rerank == "mmr":
             embedded = self.retriever if isinstance(self.retriever, (Dense, Hybrid)) else None
-            self._unit = embedded.unit_vectors() if embedded else TfIdf(texts, self.analyzer).unit_vectors()
+            self._unit = embedded.unit_vectors() if embedded else _sparse(TfIdf, texts, self.analyzer).unit_vectors()
         self._index = LiveIndex(
             index_hash=index_hash(
                 self.chunks,
@@ -161,3 +165,10 @@ class ReferencePipeline:
             retrieved=tuple(payloads),
             answer=reply,
         )
+
+
+def _sparse(kind: type[Sparse], texts: list[str], analyzer) -> Sparse:
+    with phase(f"{kind.store} index", total=len(texts), unit="chunks") as building:
+        built = kind(texts, analyzer)
+        building.advance(len(texts))
+    return built

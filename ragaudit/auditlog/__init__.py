@@ -1,0 +1,160 @@
+"""`ragaudit audit-log`: the gold-free audit of production traces against a corpus snapshot.
+
+No gold set: every trace is validated against the corpus (every rule of `ragaudit codes`), its
+cited text measured against its query (ΔS), and each answer segment scored for support by its
+cited texts and for quantities and identifiers they lack. Results add up per time window
+(`windows.py`), index changes between windows are drift, and the worst examples are kept in
+bounded lists. Outputs: `audit_log.json`, `audit_log.html` and `rag_traces.sqlite`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from ragaudit.auditlog.scoring import Scoring
+from ragaudit.auditlog.stream import BATCH, LogAudit
+from ragaudit.auditlog.windows import parse_window
+from ragaudit.auditlog.worst import KINDS, LIMIT
+from ragaudit.errors import InputError, Problem, UsageError
+from ragaudit.io.jsonl import BadLine
+from ragaudit.types import Trace
+
+SCHEMA = "ragaudit.audit_log/1"
+JSON_NAME, HTML_NAME, TABLE_NAME = "audit_log.json", "audit_log.html", "rag_traces.sqlite"
+SUPPORT_MEMO = 5_000  # (segment, cited texts) pairs remembered across batches
+ENCODER_MEMORY = 20_000  # vectors held in memory (the embedding cache file keeps every one)
+
+
+@dataclass
+class AuditLogResult:
+    model: dict  # what audit_log.json holds
+    out: Path
+    problems: list[Problem | str] = field(default_factory=list)  # unreadable files and lines that are not traces
+
+    @property
+    def exit_code(self) -> int:
+        """0: no error-severity issue and no drift; 1: some; 3: an input could not be read."""
+        if self.problems:
+            return InputError.exit_code
+        return 0 if self.model["summary"]["verdict"] == "pass" else 1
+
+
+def default_out(base: Path) -> Path:
+    return base / f"audit-log-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def read_records(fmt: str, paths: Sequence[Path], *, offset_unit: str, problems: list) -> Iterator[Trace | BadLine]:
+    """The records of the inputs: ragaudit's own trace files one by one (a file that cannot be
+    read goes to `problems` and the others are still read), or production spans joined into
+    traces across every file (`ragaudit.spans`)."""
+    if fmt != "traces":
+        from ragaudit.spans import read_traces as read_spans
+
+        try:
+            yield from read_spans(fmt, paths)
+        except InputError as exc:  # the traces joined so far are kept
+            problems.extend(exc.problems)
+        return
+    from ragaudit.io.traces import read_traces
+
+    for path in paths:
+        try:
+            yield from read_traces(path, offset_unit=offset_unit)
+        except InputError as exc:
+            problems.extend(exc.problems)
+
+
+def run_audit_log(
+    paths: Sequence[str | os.PathLike],
+    *,
+    corpus: str | os.PathLike | None = None,
+    fmt: str = "traces",
+    window: str = "1d",
+    out: str | os.PathLike | None = None,
+    config: str | os.PathLike | None = None,
+    limit: int = LIMIT,
+    batch: int = BATCH,
+    encoder=None,
+) -> AuditLogResult:
+    """Audit production traces in `paths` and write the three outputs to `out`. `config` supplies
+    the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
+    policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one."""
+    from ragaudit import __version__
+    from ragaudit.io.config import default_config, load_config
+    from ragaudit.io.corpus import load_corpus
+    from ragaudit.metrics.embed import make_encoder
+    from ragaudit.metrics.support import Memoized, make_support_scorer
+    from ragaudit.report import write_json
+    from ragaudit.report.audit_log_html import write_audit_log_html
+    from ragaudit.report.trace_table import TraceTable
+    from ragaudit.validate import Context
+
+    length = parse_window(window)
+    settings = load_config(Path(config)) if config else default_config()
+    corpus_path = Path(corpus) if corpus else settings.corpus
+    if corpus_path is None:
+        raise UsageError("ragaudit audit-log needs --corpus SNAPSHOT (or a --config whose [audit] names a corpus)")
+    snapshot = load_corpus(corpus_path)
+    encoder = encoder if encoder is not None else make_encoder(settings.model, memory=ENCODER_MEMORY)
+    support = make_support_scorer(
+        settings.support["model"] and str(settings.support["model"]),
+        params=settings.support["params"] and str(settings.support["params"]),
+        encoder=encoder,
+    )
+    scoring = Scoring(
+        encoder,
+        Memoized(support, size=SUPPORT_MEMO),
+        k=settings.metrics["k"],
+        reading=settings.metrics["delta_s"],
+        threshold=settings.support["threshold"],
+    )
+    context = Context(
+        corpus=snapshot,
+        allow_cross_section=settings.allow_cross_section,
+        cross_section_whitelist=settings.cross_section_whitelist,
+    )
+    target = Path(out) if out else default_out(settings.out)
+    target.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(timezone.utc)
+    problems: list = []
+    table = TraceTable(target / TABLE_NAME)
+    try:
+        audit = LogAudit(snapshot, scoring, window=length, context=context, table=table.add, limit=limit, batch=batch)
+        for item in read_records(fmt, [Path(p) for p in paths], offset_unit=settings.offset_unit, problems=problems):
+            if isinstance(item, BadLine):
+                problems.append(item.problem)
+            audit.add(item)
+        model = audit.finish()
+    except BaseException:
+        table.abandon()
+        raise
+    table.close()
+    model = {
+        "schema": SCHEMA,
+        "meta": {
+            "ragaudit_version": __version__,
+            "started": started.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "inputs": [str(p) for p in paths],
+            "format": fmt,
+            "corpus": str(corpus_path),
+            "documents": len(snapshot),
+            "config": None if config is None else str(config),
+            "window": window,
+            "window_seconds": length,
+            "embed_model": getattr(encoder, "model_id", settings.model),
+            "support_model": getattr(support, "model_id", None),
+            "support_threshold": settings.support["threshold"],
+            "delta_s_reading": settings.metrics["delta_s"],
+            "k": settings.metrics["k"],
+            "examples_per_list": limit,
+            "lists": KINDS,
+        },
+        **model,
+    }
+    write_json(target / JSON_NAME, model)
+    write_audit_log_html(target / HTML_NAME, model)
+    return AuditLogResult(model, target, problems)

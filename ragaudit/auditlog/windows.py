@@ -1,0 +1,166 @@
+"""Time windows of a production audit: `--window 1h` / `1d` / `7d`, and what each window adds up.
+
+Windows are fixed-length intervals aligned to Monday 1970-01-05T00:00Z, so a `1d` window is a UTC
+day, a `7d` window a week from Monday, and a `1h` window an hour of the clock. A trace falls in
+the window of its `retrieved_at`; a trace without one (or with one that is not an ISO 8601 time)
+falls in the window `undated`, which is shown last and takes no part in drift.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ragaudit.errors import UsageError
+from ragaudit.metrics.delta_s import ZONES
+
+UNDATED = "undated"
+ORIGIN = 4 * 86_400  # 1970-01-05, a Monday: weeks start on Mondays
+UNITS = {"m": 60, "h": 3_600, "d": 86_400, "w": 7 * 86_400}
+INDEX_FIELDS = ("index_hash", "analyzer", "embed_model")
+VALUES_KEPT = 50  # distinct values of one index field remembered per window; more are only counted
+ZONE_NAMES = tuple(name for name, _ in ZONES)
+
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
+
+
+def parse_window(text: str) -> int:
+    """`1h`, `1d`, `7d`, `30m`, `2w` as seconds.
+
+    >>> parse_window("7d")
+    604800
+    """
+    found = _DURATION.fullmatch(text.strip())
+    if not found:
+        raise UsageError(
+            f"The 'window' parameter must be a count and a unit m, h, d or w, such as 1h, 1d or 7d. Got {text!r} instead."
+        )
+    return int(found.group(1)) * UNITS[found.group(2)]
+
+
+def parse_time(value: str | None) -> float | None:
+    """Seconds since the epoch of an ISO 8601 time (`Z` or an offset; a time without one is UTC),
+    or None when there is no time or it cannot be read."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    seconds = moment.timestamp()
+    return seconds if math.isfinite(seconds) else None
+
+
+def iso(seconds: float) -> str:
+    """`2026-11-22T10:00:00Z` (fractions of a second kept only when there are some)."""
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    text = moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def window_start(seconds: float, length: int) -> int:
+    return ORIGIN + math.floor((seconds - ORIGIN) / length) * length
+
+
+@dataclass
+class Window:
+    """What one window of traces adds up to. `start` is None for the undated window."""
+
+    start: int | None
+    length: int
+    traces: int = 0
+    malformed: int = 0  # lines that were not traces (undated window only)
+    errored: int = 0  # traces that errored or cite nothing: ΔS 1.0 and every segment ungrounded
+    issues: Counter = field(default_factory=Counter)  # by code, every severity
+    errors: int = 0
+    warnings: int = 0
+    values: dict[str, dict[str, float | None]] = field(default_factory=lambda: {f: {} for f in INDEX_FIELDS})
+    values_dropped: Counter = field(default_factory=Counter)  # distinct values past VALUES_KEPT, by field
+    segments: int = 0  # answer segments, and one per errored trace without segments
+    grounded: int = 0
+    zones: Counter = field(default_factory=Counter)
+    unscored: int = 0  # traces with no query to measure ΔS against
+    delta_s_total: float = 0.0
+    delta_s_count: int = 0
+    hallucinations: int = 0  # quantities and identifiers no cited text contains
+    hallucinating_traces: int = 0
+    first: float | None = None
+    last: float | None = None
+
+    @property
+    def key(self) -> str:
+        return UNDATED if self.start is None else iso(self.start)
+
+    def seen(self, name: str, value: str, at: float | None) -> None:
+        """Remember `value` of index field `name`, with the earliest time it was seen here."""
+        kept = self.values[name]
+        if value not in kept:
+            if len(kept) >= VALUES_KEPT:
+                self.values_dropped[name] += 1
+                return
+            kept[value] = at
+        elif at is not None and (kept[value] is None or at < kept[value]):  # type: ignore[operator]
+            kept[value] = at
+
+    def timed(self, at: float | None) -> None:
+        if at is not None:
+            self.first = at if self.first is None else min(self.first, at)
+            self.last = at if self.last is None else max(self.last, at)
+
+    def to_dict(self) -> dict:
+        return {
+            "window": self.key,
+            "start": None if self.start is None else iso(self.start),
+            "end": None if self.start is None else iso(self.start + self.length),
+            "first_seen": None if self.first is None else iso(self.first),
+            "last_seen": None if self.last is None else iso(self.last),
+            "traces": self.traces,
+            "malformed": self.malformed,
+            "errored": self.errored,
+            "issues": dict(sorted(self.issues.items())),
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "index": {
+                name: {value: (None if at is None else iso(at)) for value, at in sorted(kept.items())}
+                for name, kept in self.values.items()
+            },
+            "index_values_dropped": dict(sorted(self.values_dropped.items())),
+            "segments": self.segments,
+            "grounded": self.grounded,
+            "grounded_rate": self.grounded / self.segments if self.segments else None,
+            "zones": {name: self.zones.get(name, 0) for name in ZONE_NAMES},
+            "unscored": self.unscored,
+            "delta_s_mean": self.delta_s_total / self.delta_s_count if self.delta_s_count else None,
+            "hallucinations": self.hallucinations,
+            "hallucinating_traces": self.hallucinating_traces,
+        }
+
+
+def drift(windows: list[Window]) -> list[dict]:
+    """Index values that changed from one dated window to the next: each value of index_hash,
+    analyzer or embed_model that a window holds and the window before it (with traffic, and some
+    value of that field) did not, with the time it was first seen. Windows in time order."""
+    out: list[dict] = []
+    dated = [w for w in windows if w.start is not None]
+    for previous, current in zip(dated, dated[1:]):
+        for name in INDEX_FIELDS:
+            before, now = previous.values[name], current.values[name]
+            if not before:
+                continue
+            for value in sorted(set(now) - set(before)):
+                at = now[value]
+                out.append(
+                    {
+                        "field": name,
+                        "value": value,
+                        "previous": sorted(before),
+                        "window": current.key,
+                        "first_seen": None if at is None else iso(at),
+                    }
+                )
+    return out

@@ -1,0 +1,189 @@
+"""Spans of one trace id joined into one ragaudit trace (SPEC §10), from a stream.
+
+Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
+
+* `query`: the text `input.value` of the outermost CHAIN span that has one, else of the chosen
+  RETRIEVER span (GenAI: `gen_ai.retrieval.query.text`);
+* `retrieved`: the documents of the last RETRIEVER span (by start time) that carries documents
+  and starts before the last LLM span (the one that answers); with no such span, the last
+  RETRIEVER span itself (which may hold no documents: an empty retrieval stays empty);
+* `answer.text`: the text `output.value` of the outermost span that has one (RETRIEVER,
+  EMBEDDING and RERANKER spans output documents, vectors and scores, and JSON outputs are
+  structures, not answers), else the last LLM span's output message;
+* `retrieved_at`: that RETRIEVER span's start time; `retriever_name`: its name;
+* `config`: the given name, else the service name; `error`: the outermost span's error status;
+* run key: `qid` = the trace id, `variant` 0, `seed` 0, unless a span carries the attributes
+  `ragaudit.qid`, `ragaudit.variant`, `ragaudit.seed` (the outermost span that has them wins),
+  so that spans of a pipeline run over a gold set line up with its questions.
+
+"Outermost" means fewest ancestors among the trace's spans (a span whose parent is not among
+them counts as a root); of equal depth, the query comes from the earliest and the answer from the
+latest span.
+
+Streaming. Only incomplete traces are held. With `flush_on_root` (exports written as spans end,
+like OTLP files: a root span ends after its children), a trace is joined when its root span
+arrives. Every trace is joined once `window` spans of other traces have arrived since its last
+span, when more than `window` spans are held (the trace idle longest goes first), and at the end
+of the input. Memory is bounded by the window. Spans of one trace further apart than the window,
+or arriving after their root, still join as long as their trace is held; a span of a trace among
+the last 4 × window joined comes back as a BadLine (`late span`), located, and is not joined
+twice (one of an older trace starts a trace of its own, which is skipped or joined alone).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ragaudit.io.jsonl import BadLine
+from ragaudit.io.traces import parse_trace
+from ragaudit.spans.documents import payload_of
+from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, SpanRecord, iso_time
+from ragaudit.types import TRACE_SCHEMA, FieldError, Trace
+
+DEFAULT_WINDOW = 20_000
+
+
+class TraceJoiner:
+    """Feed spans with `add`, then `finish`; both return the traces (and late-span BadLines) ready.
+    `skipped` counts trace ids joined without a RETRIEVER span."""
+
+    def __init__(self, *, config_name: str | None = None, window: int = DEFAULT_WINDOW, flush_on_root: bool = True):
+        if window < 1:
+            raise ValueError(f"The 'window' parameter must be an int in [1, inf). Got {window} instead.")
+        self.config_name, self.window, self.flush_on_root = config_name, window, flush_on_root
+        self.skipped = 0
+        self._held: OrderedDict[str, list[SpanRecord]] = OrderedDict()  # least recently active first
+        self._last: dict[str, int] = {}
+        self._count = self._size = 0  # spans seen, spans held
+        self._joined: OrderedDict[str, None] = OrderedDict()  # recently joined trace ids
+
+    def add(self, span: SpanRecord) -> list[Trace | BadLine]:
+        """The traces (and a late span's BadLine) this span completes or pushes out of the window."""
+        trace_id = span.trace_id
+        self._count += 1
+        if trace_id in self._joined:
+            return [
+                BadLine(
+                    span.file,
+                    span.line,
+                    f"late span: expected the spans of trace {trace_id} within {self.window} spans of each "
+                    f"other and before it was joined, found span {span.name or span.span_id!r} after it",
+                )
+            ]
+        held = self._held
+        spans = held.get(trace_id)
+        if spans is None:
+            spans = held[trace_id] = []
+        else:
+            held.move_to_end(trace_id)
+        spans.append(span)
+        self._size += 1
+        self._last[trace_id] = self._count
+        ready: list[Trace | BadLine] = []
+        if self.flush_on_root and span.is_root:
+            self._join(trace_id, ready)
+        while held:
+            oldest = next(iter(held))
+            if self._size <= self.window and self._count - self._last[oldest] <= self.window:
+                break
+            self._join(oldest, ready)
+        return ready
+
+    @property
+    def held(self) -> int:
+        """Spans of unjoined traces held now."""
+        return self._size
+
+    def finish(self) -> list[Trace | BadLine]:
+        """The traces still held, joined."""
+        ready: list[Trace | BadLine] = []
+        while self._held:
+            self._join(next(iter(self._held)), ready)
+        return ready
+
+    def _join(self, trace_id: str, ready: list[Trace | BadLine]) -> None:
+        spans = self._held.pop(trace_id)
+        self._size -= len(spans)
+        del self._last[trace_id]
+        self._joined[trace_id] = None
+        if len(self._joined) > 4 * self.window:
+            self._joined.popitem(last=False)
+        trace = join_spans(trace_id, spans, config_name=self.config_name)
+        if trace is None:
+            self.skipped += 1
+        else:
+            ready.append(trace)
+
+
+def join_spans(trace_id: str, spans: list[SpanRecord], *, config_name: str | None = None) -> Trace | BadLine | None:
+    """The trace of one trace id's spans, or None when none of them is a RETRIEVER span."""
+    retrievers = [s for s in spans if s.kind == RETRIEVER]
+    if not retrievers:
+        return None
+    llms = [s for s in spans if s.kind == LLM]
+    answering = _last(llms) if llms else None
+    carrying = [
+        r for r in retrievers if r.documents is not None and (answering is None or _start(r) <= _start(answering))
+    ]
+    retriever = _last(carrying or retrievers)
+    # outermost first; of equal depth, the earlier first (the question comes in early, and the
+    # answer goes out late: the last of the outermost spans that have one)
+    depths = _depths(spans)
+    order = [s for *_, s in sorted(zip(depths, map(_start, spans), range(len(spans)), spans))]
+    depth = dict(zip(map(id, spans), depths))
+    query = next((s.query for s in order if s.kind == CHAIN and s.query is not None), retriever.query)
+    answers = [s for s in order if s.output is not None]
+    if answers:
+        outermost = depth[id(answers[0])]
+        answer = [s for s in answers if depth[id(s)] == outermost][-1].output
+    else:
+        answer = answering.llm_output if answering else None
+    run_key = next((s.run_key for s in order if s.run_key), None) or {}
+    service = next((s.service for s in order if s.service is not None), None)
+    error = order[0].error
+
+    notes: list[FieldError] = []
+    retrieved = [payload_of(d, i, notes) for i, d in enumerate(retriever.documents or ())]
+    obj = {
+        "schema": TRACE_SCHEMA,
+        "qid": run_key.get("ragaudit.qid", trace_id),
+        "variant": run_key.get("ragaudit.variant", 0),
+        "seed": run_key.get("ragaudit.seed", 0),
+        "query": query,
+        "config": config_name if config_name is not None else service,
+        "retriever_name": retriever.name,
+        "retrieved_at": iso_time(retriever.start_ns),
+        "retrieved": retrieved,
+        "answer": None if answer is None else {"text": answer},
+        "error": error,
+    }
+    # every value came through a reader that replaced what JSON cannot hold, so no scrub here
+    return parse_trace(obj, file=retriever.file, line=retriever.line, notes=tuple(notes))
+
+
+def _start(span: SpanRecord) -> int:
+    return span.start_ns if span.start_ns is not None else -1
+
+
+def _last(spans: list[SpanRecord]) -> SpanRecord:
+    """The span that starts last (of equal starts, the one that arrived last); `spans` is not empty."""
+    return max(enumerate(spans), key=lambda pair: (_start(pair[1]), pair[0]))[1]
+
+
+def _depths(spans: list[SpanRecord]) -> list[int]:
+    """Each span's number of ancestors among `spans` (a parent not among them ends the count)."""
+    parents = {s.span_id: s.parent_id for s in spans if s.span_id}
+    depth_of: dict[str, int] = {}
+    out = []
+    for span in spans:
+        chain: list[str] = []
+        node = span.span_id
+        while node in parents and node not in depth_of and node not in chain:  # a cycle stops the walk
+            chain.append(node)
+            node = parents[node]
+        base = depth_of.get(node, -1) if node else -1
+        for link in reversed(chain):
+            base += 1
+            depth_of[link] = base
+        out.append(depth_of[span.span_id] if span.span_id else 0)
+    return out

@@ -1,0 +1,105 @@
+"""`ragaudit ingest`, `ragaudit validate --from` and a replay pipeline's `format`, end to end."""
+
+import json
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from helpers import invoke, otlp_line, rag_spans, span_recorder, write_config
+
+from ragaudit import cli, spans
+from ragaudit.errors import UsageError
+from ragaudit.io.config import load_config
+from ragaudit.io.traces import dump_trace, read_trace_file
+from ragaudit.spans.join import DEFAULT_WINDOW
+
+
+@pytest.fixture
+def span_file(tmp_path):
+    provider, exporter = span_recorder("kb-bot")
+    tracer = provider.get_tracer("app")
+    for i in range(3):
+        rag_spans(tracer, f"q{i}", [{"id": f"d{i}", "content": "Hardware keys.", "score": 0.5}], f"a{i}")
+    with tracer.start_as_current_span("health", attributes={"openinference.span.kind": "CHAIN"}):
+        pass
+    path = tmp_path / "spans.jsonl"
+    path.write_text(otlp_line(exporter.get_finished_spans()) + "\n")
+    return path
+
+
+def test_ingest_writes_one_trace_per_trace_id_and_counts(span_file, tmp_path):
+    out = tmp_path / "traces.jsonl"
+    result = invoke("ingest", "otlp", span_file, "--out", out, "--config-name", "prod")
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"10 spans, 3 traces written to {out}, 1 traces without a RETRIEVER span skipped\n")
+    assert out.read_text().splitlines() == [
+        dump_trace(t) for t in spans.read_traces("otlp", [span_file], config_name="prod")
+    ]
+    written = read_trace_file(out)
+    assert {t.config for t in written} == {"prod"} and sorted(t.query for t in written) == ["q0", "q1", "q2"]
+
+
+def test_ingest_reports_defective_lines_and_still_writes(span_file, tmp_path):
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text(span_file.read_text() + "{oops\n")
+    out = tmp_path / "traces.jsonl"
+    result = invoke("ingest", "otlp", damaged, "--out", out)
+    assert result.exit_code == 3
+    assert f"error: {damaged}:2: expected a JSON value" in result.output
+    assert "3 traces written" in result.output and "1 defective lines or spans" in result.output
+    assert len(read_trace_file(out)) == 3
+
+
+def test_ingest_of_an_unreadable_input_exits_3_and_writes_nothing(tmp_path):
+    out = tmp_path / "traces.jsonl"
+    result = invoke("ingest", "langfuse", tmp_path / "missing.json", "--out", out)
+    assert result.exit_code == 3
+    assert f"error: {tmp_path / 'missing.json'}: no such file" in result.output
+    assert not out.exists()
+    assert invoke("ingest", "jaeger", tmp_path / "x", "--out", out).exit_code == 2
+
+
+def test_validate_from_spans(span_file, corpus_dir):
+    result = invoke("validate", "--from", "otlp", span_file, "--format", "json")
+    assert result.exit_code == 1  # the documents carry no payload metadata: errors
+    report = json.loads(result.output)
+    assert report["records"] == 3
+    assert report["counts"]["missing_doc_id"] == 3 and report["counts"]["missing_live_index"] == 3
+    assert {i["file"] for i in report["issues"]} == {str(span_file)}
+
+    usage = invoke("validate", "--from", "otlp", "--workers", "2", span_file)
+    assert usage.exit_code == 2 and "--from reads spans in this process" in usage.output
+    missing = invoke("validate", "--from", "phoenix", span_file.with_name("none.parquet"))
+    assert missing.exit_code == 3 and "no such file" in missing.output
+
+
+def test_replay_format_is_part_of_the_config_schema(tmp_path):
+    pipeline = '[[pipelines]]\nname = "prod"\nkind = "replay"\ntraces = "spans.jsonl"\nformat = "{}"\n'
+    config = load_config(write_config(tmp_path, pipeline.format("phoenix")))
+    assert config.pipelines[0].options["format"] == "phoenix"
+    bad = invoke("run", write_config(tmp_path, pipeline.format("jaeger")))
+    assert bad.exit_code == 3
+    assert "$.pipelines[0].format: expected" in bad.output and "'jaeger'" in bad.output
+
+
+def test_one_list_of_span_formats_and_one_default_window():
+    from typing import get_args
+
+    from ragaudit.io import config as schema
+
+    replay_formats = get_args(schema._Replay.model_fields["format"].annotation)
+    assert spans.FORMATS == ("traces", *spans.SPAN_FORMATS) == replay_formats
+    assert cli.SPAN_FORMATS == spans.SPAN_FORMATS
+    (window,) = [p for p in cli.ingest.params if p.name == "window"]
+    assert window.default == DEFAULT_WINDOW
+
+
+def test_the_traces_format_reads_ragaudit_traces(span_file, tmp_path):
+    out = tmp_path / "traces.jsonl"
+    assert invoke("ingest", "otlp", span_file, "--out", out).exit_code == 0
+    reader = spans.read_traces("traces", [out, out])
+    assert list(reader) == read_trace_file(out) * 2
+    assert (reader.traces, reader.spans, reader.skipped) == (6, 0, 0)
+    with pytest.raises(UsageError, match="expected a span format"):
+        spans.read_traces("jaeger", [out])

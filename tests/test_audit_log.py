@@ -1,0 +1,375 @@
+"""`ragaudit audit-log`: the gold-free audit of production traces, per time window.
+
+The traces come from the reference pipeline (`ragaudit run` on a small hashing config), spread over
+three days, with known defects injected: a changed number in one answer (day 1), a stale `rev` in
+one payload (day 2), a re-built index on day 3. Every expectation is derived from those injections
+and from the input file itself, never from what audit-log wrote.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+import sqlite3
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import BM25, DEMO, invoke, run_dir_of, write_config
+
+from ragaudit.auditlog import run_audit_log
+from ragaudit.auditlog.worst import KINDS, WorstExamples
+from ragaudit.metrics.embed import HashingEncoder
+
+DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
+HOURS = (23, 20, 17, 14, 11, 8)  # within a day, later lines are earlier: first-seen is not the first line
+NEW_HASH = "sha256:reindexed-2026-11-22"
+STALE_REV = "000000000000"
+HOSTILE = '</td><script>alert(1)</script><img src=x onerror="alert(2)">&amp;'
+CORPUS = DEMO / "corpus"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """The config and the 18 traces of a real reference run (6 questions x 3 variants, one seed)."""
+    tmp = tmp_path_factory.mktemp("run")
+    config = write_config(tmp, BM25, items=6, seeds="[1]")
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    lines = (run_dir_of(result) / "traces.jsonl").read_text(encoding="utf-8").splitlines()
+    return config, [json.loads(line) for line in lines]
+
+
+def spread(traces: list[dict]) -> list[dict]:
+    """The traces over three days, six a day, each day's times falling line by line."""
+    out = copy.deepcopy(traces)
+    for i, trace in enumerate(out):
+        trace["retrieved_at"] = f"{DAYS[i // 6]}T{HOURS[i % 6]:02d}:00:00Z"
+    # the same instant as 2026-11-21T23:00Z, written with an offset: still day 2 in UTC
+    out[6]["retrieved_at"] = "2026-11-22T01:00:00+02:00"
+    return out
+
+
+def cited_texts(trace: dict, segment: dict) -> list[str]:
+    by_id = {p["snippet_id"]: p["text"] for p in trace["retrieved"]}
+    return [by_id[c] for c in segment["citations"] if c in by_id]
+
+
+def change_a_number(trace: dict) -> str:
+    """Alter the first number of the first answer segment stating one, to a number none of its cited
+    texts holds; returns the new number."""
+    for segment in trace["answer"]["segments"]:
+        found = re.search(r"\d+", segment["text"])
+        if not found:
+            continue
+        sources = " ".join(cited_texts(trace, segment))
+        new = int(found.group()) + 1
+        while re.search(rf"(?<!\d){new}(?!\d)", sources):
+            new += 1
+        old_text = segment["text"]
+        segment["text"] = old_text[: found.start()] + str(new) + old_text[found.end() :]
+        trace["answer"]["text"] = trace["answer"]["text"].replace(old_text[:-1], segment["text"][:-1])
+        return str(new)
+    raise AssertionError("no answer segment states a number")
+
+
+def reindex(trace: dict) -> None:
+    trace["index"]["index_hash"] = NEW_HASH
+    for payload in trace["retrieved"]:
+        payload["index_hash"] = NEW_HASH
+
+
+def page_text(page: str) -> str:
+    """The text a browser shows: the page's text nodes, entities decoded."""
+    parts: list[str] = []
+    parser = HTMLParser(convert_charrefs=True)
+    parser.handle_data = parts.append  # type: ignore[method-assign]
+    parser.feed(page)
+    return "".join(parts)
+
+
+def write_traces(path: Path, traces: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(t) + "\n" for t in traces), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def production(recorded, tmp_path_factory):
+    """The injected trace file, what was injected where, and the audit-log of it."""
+    config, traces = recorded
+    tmp = tmp_path_factory.mktemp("production")
+    faulty = spread(traces)
+    number_line = next(
+        i for i, t in enumerate(faulty[:6]) if any(re.search(r"\d", s["text"]) for s in t["answer"]["segments"])
+    )
+    new_number = change_a_number(faulty[number_line])
+    faulty[7]["retrieved"][0]["rev"] = STALE_REV
+    for trace in faulty[12:]:
+        reindex(trace)
+    path = write_traces(tmp / "prod.jsonl", faulty)
+    out = tmp / "out"
+    result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--window", "1d", "--out", out)
+    model = json.loads((out / "audit_log.json").read_text(encoding="utf-8"))
+    return {
+        "path": path,
+        "traces": faulty,
+        "original_hash": traces[0]["index"]["index_hash"],
+        "number_line": number_line,
+        "new_number": new_number,
+        "result": result,
+        "out": out,
+        "model": model,
+        "config": config,
+    }
+
+
+def test_clean_traces_pass(recorded, tmp_path):
+    config, traces = recorded
+    path = write_traces(tmp_path / "clean.jsonl", spread(traces))
+    result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    model = json.loads((tmp_path / "out" / "audit_log.json").read_text(encoding="utf-8"))
+    assert model["summary"]["verdict"] == "pass"
+    assert model["drift"] == [] and model["summary"]["hallucinations"] == 0 and model["summary"]["errors"] == 0
+    assert [w["traces"] for w in model["windows"]] == [6, 6, 6]
+
+
+def test_windows_errors_drift_and_hallucinations(production):
+    result, model = production["result"], production["model"]
+    assert result.exit_code == 1, result.output
+    windows = model["windows"]
+    assert [w["window"] for w in windows] == [f"{d}T00:00:00Z" for d in DAYS]
+    assert [(w["start"], w["end"]) for w in windows] == [
+        ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z"),
+        ("2026-11-21T00:00:00Z", "2026-11-22T00:00:00Z"),
+        ("2026-11-22T00:00:00Z", "2026-11-23T00:00:00Z"),
+    ]
+    assert [w["traces"] for w in windows] == [6, 6, 6]
+    assert [w["issues"] for w in windows] == [{}, {"rev_mismatch": 1}, {}]
+    assert [w["errors"] for w in windows] == [0, 1, 0]
+    assert [w["hallucinations"] for w in windows] == [1, 0, 0]
+    assert windows[1]["last_seen"] == "2026-11-21T23:00:00Z"  # the +02:00 time, in UTC
+    assert model["drift"] == [
+        {
+            "field": "index_hash",
+            "value": NEW_HASH,
+            "previous": [production["original_hash"]],
+            "window": "2026-11-22T00:00:00Z",
+            "first_seen": f"{DAYS[2]}T{min(HOURS):02d}:00:00Z",
+        }
+    ]
+    assert [sorted(w["index"]["index_hash"]) for w in windows] == [
+        [production["original_hash"]],
+        [production["original_hash"]],
+        [NEW_HASH],
+    ]
+    summary = model["summary"]
+    assert (summary["verdict"], summary["errors"], summary["drift"], summary["hallucinations"]) == ("fail", 1, 1, 1)
+    assert "FAIL" in result.output and NEW_HASH in result.output
+
+
+def test_worst_examples_point_at_their_lines(production):
+    model, traces = production["model"], production["traces"]
+    examples = {e["id"]: e for e in model["examples"]}
+    [hallucination] = model["worst"]["hallucinations"]
+    assert hallucination["found"] == [production["new_number"]]
+    example = examples[hallucination["example"]]
+    assert (example["file"], example["line"]) == (str(production["path"]), production["number_line"] + 1)
+    assert example["qid"] == traces[production["number_line"]]["qid"]
+    [errors] = model["worst"]["errors"]
+    assert errors["codes"] == ["rev_mismatch"]
+    assert examples[errors["example"]]["line"] == 8
+    assert {(i["code"], i["severity"]) for i in examples[errors["example"]]["issues"]} == {("rev_mismatch", "error")}
+    # highest ΔS first, each no lower than the next, and every example cited by some list
+    values = [e["delta_s"] for e in model["worst"]["delta_s"]]
+    assert values == sorted(values, reverse=True) and len(values) == 18
+    supports = [e["support"] for e in model["worst"]["support"]]
+    assert supports == sorted(supports)
+    named = {e["example"] for kind in KINDS for e in model["worst"][kind]}
+    assert named == set(examples)
+
+
+def test_delta_s_is_the_query_against_the_nearest_cited_text(production):
+    """Recomputed with the hashing encoder by hand: min over the answer's cited texts of 1 - cos."""
+    encoder = HashingEncoder()
+    per_day: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    for i, trace in enumerate(production["traces"]):
+        cited = {c for s in trace["answer"]["segments"] for c in s["citations"]}
+        texts = [p["text"] for p in trace["retrieved"] if p["snippet_id"] in cited]
+        vectors = encoder.encode([trace["query"], *texts])
+        per_day[i // 6].append(min(float(np.clip(1 - vectors[0] @ v, 0, 1)) for v in vectors[1:]))
+    means = [w["delta_s_mean"] for w in production["model"]["windows"]]
+    assert means == pytest.approx([float(np.mean(per_day[d])) for d in range(3)], abs=1e-6)
+    zones = production["model"]["summary"]["zones"]
+    assert sum(zones.values()) == 18
+
+
+def test_an_answer_without_citations_is_held_to_its_context(recorded, tmp_path):
+    """As read from production spans: the answer's text only. It is one segment citing the top 5
+    retrieved, and a number none of them holds is a hallucination."""
+    config, traces = recorded
+    trace = copy.deepcopy(traces[0])
+    trace["retrieved_at"] = "2026-11-20T10:00:00Z"
+    top = trace["retrieved"][:5]
+    context = " ".join(p["text"] for p in top)
+    new = next(n for n in range(1000, 10_000) if str(n) not in context)
+    trace["answer"] = {"text": f"Passwords must be at least {new} characters long."}
+    path = write_traces(tmp_path / "spans.jsonl", [trace])
+    result = run_audit_log([path], corpus=CORPUS, config=config, out=tmp_path / "out")
+    [example] = result.model["examples"]
+    assert example["held_to_context"] is True
+    [segment] = example["segments"]
+    assert segment["citations"] == [p["snippet_id"] for p in top]
+    assert segment["hallucinated"] == [str(new)] and segment["grounded"] is False
+    encoder = HashingEncoder()
+    vectors = encoder.encode([trace["query"], *(p["text"] for p in top)])
+    expected = min(float(np.clip(1 - vectors[0] @ v, 0, 1)) for v in vectors[1:])
+    assert example["delta_s"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_json_structure(production):
+    model = production["model"]
+    assert model["schema"] == "ragaudit.audit_log/1"
+    assert set(model) == {"schema", "meta", "summary", "windows", "drift", "worst", "examples"}
+    assert set(model["worst"]) == set(KINDS)
+    assert model["meta"]["window"] == "1d" and model["meta"]["window_seconds"] == 86_400
+    assert model["meta"]["inputs"] == [str(production["path"])]
+    window_keys = {
+        "window", "start", "end", "first_seen", "last_seen", "traces", "malformed", "errored", "issues",
+        "errors", "warnings", "index", "index_values_dropped", "segments", "grounded", "grounded_rate",
+        "zones", "unscored", "delta_s_mean", "hallucinations", "hallucinating_traces",
+    }  # fmt: skip
+    for window in model["windows"]:
+        assert set(window) == window_keys
+        assert set(window["zones"]) == {"stable", "transit", "risk", "danger"}
+        assert set(window["index"]) == {"index_hash", "analyzer", "embed_model"}
+    segments = sum(len(t["answer"]["segments"]) for t in production["traces"])
+    assert model["summary"]["segments"] == segments
+    assert model["summary"]["grounded"] <= segments - 1  # the changed number is never grounded
+
+
+def test_sqlite_rows(production):
+    traces, line = production["traces"], production["number_line"]
+    db = sqlite3.connect(production["out"] / "rag_traces.sqlite")
+    db.row_factory = sqlite3.Row
+    rows = db.execute("SELECT * FROM rag_traces ORDER BY line, seg").fetchall()
+    assert len(rows) == sum(max(1, len(t["answer"]["segments"])) for t in traces)
+    assert {r["line"] for r in rows} == set(range(1, 19))
+    for r in rows:
+        trace = traces[r["line"] - 1]
+        assert (r["qid"], r["variant"], r["seed"], r["pipeline"]) == (
+            trace["qid"],
+            trace["variant"],
+            trace["seed"],
+            trace["config"],
+        )
+        assert r["ts"] == trace["retrieved_at"] and r["index_hash"] == trace["index"]["index_hash"]
+        segment = trace["answer"]["segments"][r["seg"] - 1]
+        assert json.loads(r["citations"]) == list(dict.fromkeys(segment["citations"]))
+        assert r["segment"] == segment["text"]
+        assert json.loads(r["issues"]) == (["rev_mismatch"] if r["line"] == 8 else [])
+        assert r["window"] == f"{DAYS[(r['line'] - 1) // 6]}T00:00:00Z"
+        assert r["lambda_state"] is None
+    changed = [r for r in rows if json.loads(r["hallucinated"])]
+    assert [(r["line"], json.loads(r["hallucinated"]), r["grounded"]) for r in changed] == [
+        (line + 1, [production["new_number"]], 0)
+    ]
+    grounded = [r for r in rows if r["grounded"]]
+    assert all(r["support"] >= 0.5 and r["hallucinated"] == "[]" for r in grounded)
+    assert len(grounded) == production["model"]["summary"]["grounded"]
+
+
+def test_html_is_one_escaped_page(recorded, tmp_path):
+    config, traces = recorded
+    hostile = spread(traces)[:3]
+    hostile[0]["query"] = HOSTILE
+    hostile[0]["config"] = HOSTILE
+    hostile[0]["answer"]["segments"][0]["text"] += " " + HOSTILE
+    hostile[1]["retrieved"][0]["index_hash"] = HOSTILE  # a payload of another index: an error example
+    hostile[2]["qid"] = HOSTILE
+    hostile[2]["index"]["analyzer"] = HOSTILE
+    path = write_traces(tmp_path / "hostile.jsonl", hostile)
+    result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--out", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    page = (tmp_path / "out" / "audit_log.html").read_text(encoding="utf-8")
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert HOSTILE in page_text(page)  # shown as text, escaped
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # nothing fetched
+    # every worst entry links to details on the page
+    for target in re.findall(r'href="#([^"]+)"', page):
+        assert f'id="{target}"' in page
+
+
+def test_undated_and_malformed_lines(recorded, tmp_path):
+    config, traces = recorded
+    dated, undated = copy.deepcopy(traces[:2])
+    dated["retrieved_at"] = "2026-11-20T10:00:00Z"
+    undated.pop("retrieved_at")
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps(dated) + "\nnot json\n" + json.dumps(undated) + "\n", encoding="utf-8")
+    result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--out", tmp_path / "out")
+    assert result.exit_code == 3
+    assert f"error: {path}:2: " in result.stderr
+    model = json.loads((tmp_path / "out" / "audit_log.json").read_text(encoding="utf-8"))
+    assert [(w["window"], w["traces"], w["malformed"]) for w in model["windows"]] == [
+        ("2026-11-20T00:00:00Z", 1, 0),
+        ("undated", 1, 1),
+    ]
+    assert model["windows"][1]["issues"] == {"malformed_record": 1}
+    assert model["drift"] == []
+    [bad] = [e for e in model["examples"] if e["line"] == 2]
+    assert bad["issues"][0]["code"] == "malformed_record"
+
+
+def test_unreadable_input_and_bad_window(recorded, tmp_path):
+    config, _ = recorded
+    missing = invoke("audit-log", tmp_path / "nope.jsonl", "--corpus", CORPUS, "--config", config, "--out", tmp_path)
+    assert missing.exit_code == 3 and "nope.jsonl" in missing.stderr
+    bad = invoke("audit-log", tmp_path / "nope.jsonl", "--corpus", CORPUS, "--window", "5x")
+    assert bad.exit_code == 2 and "'window' parameter" in bad.stderr
+    no_corpus = invoke("audit-log", tmp_path / "nope.jsonl")
+    assert no_corpus.exit_code == 2 and "--corpus" in no_corpus.stderr
+
+
+def test_worst_lists_stay_bounded():
+    """10,000 candidates, lists of 5: never more than 5 held per kind, they are the true 5 worst
+    (ties to the earliest), and the details of only a few are ever built."""
+    rng = random.Random(7)
+    worst = WorstExamples(limit=5)
+    badness = [rng.choice([rng.random(), 0.5]) for _ in range(10_000)]
+    built = []
+    for record, value in enumerate(badness, start=1):
+
+        def example(record=record):
+            built.append(record)
+            return {"id": f"r{record}", "record": record}
+
+        worst.offer([("delta_s", (value, -record), {"delta_s": value})], example)
+        assert worst.size() <= 5
+    lists, examples = worst.to_dict()
+    expected = sorted(range(1, 10_001), key=lambda r: (-badness[r - 1], r))[:5]
+    assert [e["example"] for e in lists["delta_s"]] == [f"r{r}" for r in expected]
+    assert [e["record"] for e in examples] == sorted(expected)
+    assert len(built) < 100
+
+
+def test_batches_do_not_change_the_result(production, tmp_path):
+    """Scored 4 traces at a time, with lists of 2: the same windows and drift, lists no longer than 2,
+    each the head of the full list."""
+    small = run_audit_log(
+        [production["path"]],
+        corpus=CORPUS,
+        config=production["config"],
+        out=tmp_path / "small",
+        limit=2,
+        batch=4,
+    )
+    full = production["model"]
+    assert small.model["windows"] == full["windows"] and small.model["drift"] == full["drift"]
+    for kind in KINDS:
+        assert len(small.model["worst"][kind]) <= 2
+        assert small.model["worst"][kind] == full["worst"][kind][:2]
+    assert len(small.model["examples"]) <= 2 * len(KINDS)
