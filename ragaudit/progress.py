@@ -85,10 +85,12 @@ def time_spent() -> dict[str, float]:
 def breakdown(total: float) -> str:
     """`model load 3.1 s, indexing 12.0 s, ..., other 0.4 s` out of `total` seconds."""
     spent = time_spent()
-    parts = [(name, seconds) for name, seconds in spent.items() if seconds >= 0.05]
     other = total - sum(spent.values())
-    if other >= 0.05:
-        parts.append(("other", other))
+    if other > 0:
+        spent["other"] = other
+    parts = [(name, seconds) for name, seconds in spent.items() if seconds >= 0.05]
+    if not parts and spent:  # a quick run: still say where most of it went
+        parts = [max(spent.items(), key=lambda item: item[1])]
     return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts)
 
 
