@@ -10,16 +10,18 @@ the peak RSS of the whole process (VmHWM), which also holds the synthetic system
     (`scipy.stats.bootstrap`, whose jackknife is O(questions²) time) and the permutation p-values,
     in batches of resamples.
   * unbatched: the same CIs and p-values from scipy called without `batch=` on each metric's paired
-    differences, at the --reference sizes; its time and memory are extrapolated to --questions
-    (quadratically: the jackknife holds and reduces a questions × questions array).
+    differences, at the --reference sizes, and the memory its arrays take at --questions (BCa's
+    jackknife holds a questions × questions array). Its time is the batched one's: the same
+    arithmetic.
   * equality: at --mid questions both must give every CI and p-value bit for bit. The script exits 1
     when they do not, or when the batched peak RSS reaches 1 GiB.
   * permutation_test: scipy's own randomized paired test (`permutation_type="samples"`) on one
-    metric at the --permutation sizes, extrapolated linearly to --questions: why the randomized test
-    runs through `scipy.stats.monte_carlo_test`.
+    metric at the --permutation sizes, its time extrapolated quadratically to --questions (with
+    batches bounded in bytes there are questions/batch of them, each a Python loop over the
+    questions): why the randomized test runs through `scipy.stats.monte_carlo_test`.
 
     .venv/bin/python bench/compare.py [--questions 100000] [--mid 2000] [--reference 500 1000 2000]
-                                      [--permutation 2000 5000]
+                                      [--permutation 1000 2000 4000]
 """
 
 from __future__ import annotations
@@ -217,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "--permutation",
         type=int,
         nargs="+",
-        default=[2_000, 5_000],
+        default=[1_000, 2_000, 4_000],
         help="questions at which scipy's permutation_test runs, to extrapolate from",
     )
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
@@ -237,25 +239,33 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def line(row: dict, note: str = "") -> None:
-        rss = mib(row["max_rss"]) if "max_rss" in row else ""
+        def figure(key: str, text) -> str:
+            return text(row[key]) if key in row else ""
+
         print(
-            f"{row['algorithm']:<17} {row['questions']:>10,} {row['seconds']:>8.1f} {row['cpu']:>8.1f} "
-            f"{mib(row['traced_peak']):>12} {rss:>17}{note}"
+            f"{row['algorithm']:<17} {row['questions']:>10,} {figure('seconds', '{:.1f}'.format):>8} "
+            f"{figure('cpu', '{:.1f}'.format):>8} {figure('traced_peak', mib):>12} {figure('max_rss', mib):>17}{note}"
         )
 
-    def extrapolated(name: str, rows: list[dict], degree: int) -> None:
+    def extrapolated(name: str, rows: list[dict], keys: tuple[str, ...], note: str) -> None:
         for row in rows:
             line(row)
-        keys = ("seconds", "cpu", "traced_peak")
-        estimate = {key: extrapolate(rows, key, args.questions, degree) for key in keys}
-        line({"algorithm": name, "questions": args.questions, **estimate}, "  (extrapolated)")
+        estimate = {key: extrapolate(rows, key, args.questions, degree=2) for key in keys}
+        line({"algorithm": name, "questions": args.questions, **estimate}, f"  (extrapolated: {note})")
 
-    extrapolated("unbatched", [in_child("unbatched", n) for n in args.reference], degree=2)
-    permutation = [in_child("permutation_test", n) for n in args.permutation]
-    extrapolated("permutation_test", permutation, degree=1)
+    for n in args.reference:
+        line(in_child("unbatched", n))
+    needs = (16 * RESAMPLES + 17 * args.questions) * args.questions  # scipy's index and value arrays
     print(
-        f"  (permutation_test: one metric of the {len(COMPARED)}; the linear estimate is a floor, as its "
-        "batches shrink with more questions and it loops over every question of every batch)"
+        f"{'unbatched':<17} {args.questions:>10,} {'':>8} {'':>8} {mib(needs):>12} {'':>17}  (the arrays scipy "
+        "allocates: an index and a value per resample and question, a mask, index and value per question²)"
+    )
+    permutation_rows = [in_child("permutation_test", n) for n in args.permutation]
+    extrapolated(
+        "permutation_test",
+        permutation_rows,
+        ("seconds", "cpu"),
+        f"one metric of {len(COMPARED)}; questions/batch batches of a Python loop over the questions",
     )
     batched = in_child("batched", args.questions)
     line(batched)
