@@ -31,6 +31,8 @@ from pathlib import Path
 
 from measure import measure
 
+from ragaudit.types import REQUIRED_PAYLOAD_FIELDS
+
 PER_TRACE = 5
 DEFECT_RATE = 0.01
 SEED = 20261122
@@ -53,18 +55,7 @@ INDEX = {
     "embed_model": "all-MiniLM-L6-v2:mean",
     "store": "bm25",
 }
-REQUIRED = (
-    "doc_id",
-    "section_id",
-    "snippet_id",
-    "source_url",
-    "offsets",
-    "tokens",
-    "index_hash",
-    "embed_model",
-    "analyzer",
-    "rev",
-)
+REQUIRED = REQUIRED_PAYLOAD_FIELDS
 _WORD = re.compile(r"\w+")
 
 

@@ -10,21 +10,9 @@ import sys
 from xml.etree import ElementTree as ET
 
 import pytest
-from helpers import BM25, invoke, run_dir_of, write_config
+from helpers import BM25, LENIENT, invoke, run_dir_of, write_config
 
 pytest_plugins = ["pytester"]
-
-LENIENT = """[gate]
-delta_s_max = 1.0
-delta_s_mean_max = 1.0
-coverage_min = 0.0
-coverage_pass_rate = 0.0
-citation_match_min = 0.0
-lambda_convergent_min = 0.0
-lambda_forbid = []
-hallucination_max = 100000
-max_errors = 100000
-"""
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 from ragaudit.errors import describe
-from ragaudit.types import UNITS
+from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, UNITS
 from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import rule, where
 
 
-@rule(
-    *(
-        f"missing_{name}"
-        for name in (
-            "doc_id",
-            "section_id",
-            "snippet_id",
-            "source_url",
-            "offsets",
-            "tokens",
-            "index_hash",
-            "embed_model",
-            "analyzer",
-            "rev",
-        )
-    )
-)
+@rule(*(f"missing_{name}" for name in REQUIRED_PAYLOAD_FIELDS))
 def required_fields(trace, ctx):
     for p in trace.retrieved:
         if p.missing:
