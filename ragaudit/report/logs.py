@@ -37,27 +37,7 @@ COLUMNS = (
     "kfinal",
 )
 LOG_NAMES = {"lambda_state": "lambda", "embed_model": "embed"}
-LOG_ORDER = (
-    "ts",
-    "pipeline",
-    "qid",
-    "variant",
-    "seed",
-    "seg",
-    "deltaS",
-    "lambda_state",
-    "k",
-    "store",
-    "index_hash",
-    "embed_model",
-    "analyzer",
-    "section_id",
-    "rev",
-    "citations",
-    "scores",
-    "kpos",
-    "kfinal",
-)
+LOG_ORDER = (*COLUMNS[:8], "k", *COLUMNS[8:])  # traces.log: the columns, with k after the λ state
 _PLAIN = re.compile(r"[A-Za-z0-9_.,:;/@#%+\-\[\]()|*!?~^&$']*\Z")
 LOG_SOURCE = [
     "pipeline",
