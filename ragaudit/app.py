@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragaudit.io.calibration import check_config
 from ragaudit.io.config import Config
 from ragaudit.runner import RunResult
 from ragaudit.types import Issue
@@ -49,6 +50,7 @@ def audit_config(
 
     store = history.store_of(config, Path(resume).parent if resume else out)
     history.check(store)  # a damaged history stops the run before any work, not after it
+    check_config(config)  # thresholds calibrated on another gold set or corpus stop the run
     inputs = runner.Inputs(config)
     findings = inputs.check_gold(strict=gold_check)
     subject = inputs.subject(findings)

@@ -27,6 +27,7 @@ from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
 from ragaudit.plan import PlanIndex
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate import Context, validate_trace
+from ragaudit.validate.snippets import SnippetSpans
 
 MISSING_RUN = "no run recorded: the run was interrupted or its pipeline was stopped"
 UNNAMED = "(no config)"
@@ -67,6 +68,8 @@ class Audit:
     runs_path: Path | None  # None once the audit answers from memory (`audit`)
     issues_path: Path | None = None
     traces: list[Trace] = field(default_factory=list)  # kept only when asked (fault injection)
+    errors: dict[str, int] = field(default_factory=dict)  # error-severity issues per pipeline
+    error_questions: dict[str, list[str]] = field(default_factory=dict)  # the questions they concern
 
 
 @dataclass
@@ -142,6 +145,7 @@ class StreamingAudit:
         self.kept_runs: list[dict] = []
         self.kept_traces: list[Trace] = []
         self.seen_pipelines: list[str] = []
+        self.snippet_spans = SnippetSpans()
         self._pending: list[Trace] = []
         self._scoring: progress.Phase | None = None  # shown from the first batch until `finish`
         gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
@@ -154,6 +158,7 @@ class StreamingAudit:
             return  # a run recorded twice counts once: the first
         if trace.config not in self.seen_pipelines:
             self.seen_pipelines.append(trace.config or UNNAMED)
+        self.snippet_spans.add(trace)
         self._pending.append(trace)
         if len(self._pending) >= self.batch:
             self._flush()
@@ -244,6 +249,8 @@ class StreamingAudit:
             for part in self.remote.drain():
                 self._merge(part)
         self.runs.close()
+        for found in self.snippet_spans.issues():
+            self._record(found)
         issues_path = None
         if self._issues is not None:
             self._issues.close()
@@ -262,13 +269,16 @@ class StreamingAudit:
             self.notes,
             coverage_share=runstore.coverage_share(self.out / runstore.RUNS),
         )
+        errors = dict(self.errors)
+        error_questions = {p: sorted(q) for p, q in self.error_questions.items()}
         gate = evaluate_gate(
             evaluation,
             self.subject.config.gate,
-            error_counts=dict(self.errors),
+            error_counts=errors,
             aborted=self.aborted,
             baseline=self.baseline,
-            error_questions={p: sorted(q) for p, q in self.error_questions.items()},
+            error_questions=error_questions,
+            sources=self.subject.config.gate_sources,
         )
         return Audit(
             evaluation,
@@ -281,7 +291,27 @@ class StreamingAudit:
             self.out / runstore.RUNS,
             issues_path,
             self.kept_traces,
+            errors,
+            error_questions,
         )
+
+
+def regate(result: Audit, subject: Subject, *, baseline: dict | None) -> dict:
+    """The gate of a finished audit again, against another baseline: nothing is scored twice."""
+    return evaluate_gate(
+        result.evaluation,
+        subject.config.gate,
+        error_counts=result.errors,
+        aborted=result.aborted,
+        baseline=baseline,
+        error_questions=result.error_questions,
+        sources=subject.config.gate_sources,
+    )
+
+
+def as_baseline(result: Audit) -> dict:
+    """What the drift checks read of a baseline report, from an audit held in memory."""
+    return {"summary": {"pipelines": result.evaluation.pipelines}, "questions": result.evaluation.questions}
 
 
 def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = None) -> Audit:

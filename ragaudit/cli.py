@@ -452,6 +452,10 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
     config = load_config(config_path)
     report = _read_report(report_path)
     inputs = (report.get("meta") or {}).get("inputs")
+    if config.calibration is not None:
+        from ragaudit.io.calibration import check_inputs
+
+        check_inputs(config.calibration, inputs)
     if baseline and str(baseline) == LAST_PASS:
         run_dir = Path(report_path).resolve().parent
         baseline, base = _last_pass(config, run_dir.parent, inputs or {}, until=run_dir)
@@ -485,6 +489,7 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
             aborted=aborted,
             baseline=base,
             error_questions={p: sorted(q) for p, q in questions.items()},
+            sources=config.gate_sources,
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a report edited by hand or damaged
         raise InputError(
@@ -546,7 +551,7 @@ def compare_command(run_dirs, out):
     type=click.Path(path_type=Path),
     help="gate with this config's [gate] (default: the run's own config)",
 )
-@click.option("--only", help="comma-separated fault names (default: all thirteen)")
+@click.option("--only", help="comma-separated fault names (default: all, controls included)")
 @click.option("--rate", type=float, default=0.2, show_default=True, help="share of the questions each fault affects")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the affected questions and the mutations")
 @click.option(
@@ -554,10 +559,12 @@ def compare_command(run_dirs, out):
 )
 def faults(run_dir, config_path, only, rate, seed, out):
     """Inject each fault class into a share of the questions of a finished run and gate every faulty
-    copy as `ragaudit report` would: does the gate pass the clean run and fail every fault?
+    copy as `ragaudit report` would, alone and against the clean run as its baseline: does the gate
+    pass the clean run and the negative controls (llm_rewrite), and fail every fault?
 
     No pipeline is called: every fault is a transformation of the recorded traces. Writes faults.json
-    and faults.html. Exit 0: the clean run passes and every fault fails the gate; 1 otherwise.
+    and faults.html. Exit 0: the clean run and the controls pass and every fault fails the gate
+    against the baseline; 1 otherwise.
     """
     from ragaudit import rundir, runner
     from ragaudit.faults import run_faults
@@ -566,6 +573,7 @@ def faults(run_dir, config_path, only, rate, seed, out):
     from ragaudit.progress import phase
     from ragaudit.report import write_json
     from ragaudit.report.faults_html import write_faults_html
+    from ragaudit.report.faults_text import render_fault_matrix
 
     manifest = rundir.read_manifest(run_dir)
     config = load_config(config_path or manifest["config_path"])
@@ -588,29 +596,39 @@ def faults(run_dir, config_path, only, rate, seed, out):
     sys.exit(0 if result["passed"] else 1)
 
 
-def render_fault_matrix(result: dict) -> str:
-    """The detection matrix as a text table: one row per fault, the clean run first."""
+@main.command("calibrate")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="where to write the proposal (default: calibration.json beside the config)",
+)
+@click.option("--rate", type=float, default=0.2, show_default=True, help="share of the questions each fault affects")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the affected questions and the mutations")
+@FORMAT
+def calibrate_command(config_path, out, rate, seed, fmt):
+    """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new
+    corpus. No pipeline is called: the oracle run (the gold cited, the anchor stated), its answers
+    reworded as an LLM writes them, and every fault class are built from the gold set and corpus,
+    then audited. Prints per check how well it separates them and the threshold it proposes, and
+    writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
+    from ragaudit import runner
+    from ragaudit.calibrate import calibrate
+    from ragaudit.io.config import load_config
+    from ragaudit.report import write_json
+    from ragaudit.report.calibration_text import render_calibration
 
-    def rate(v):
-        return "   –" if v is None else f"{v:4.0%}"
-
-    gated = result["gated"]
-    lines = [
-        f"{'fault':<22} {'affected':>8}  " + "  ".join(f"{n[:24]:<24}" for n in gated),
-        f"{'':<22} {'':>8}  " + "  ".join(f"{'gate':<5}{'det':>5}{'ff':>5}{'':9}" for _ in gated),
-    ]
-
-    def cells(row):
-        return "  ".join(
-            f"{p['verdict']:<5}{rate(p['detection_rate']):>5}{rate(p['false_flag_rate']):>5}{'':9}"
-            for p in (row["pipelines"][n] for n in gated)
-        )
-
-    lines.append(f"{'clean run':<22} {'':>8}  {cells(result['clean'])}")
-    for r in result["faults"]:
-        lines.append(f"{r['fault']:<22} {len(r['affected']):>8}  {cells(r)}{'' if r['caught'] else '  MISSED'}")
-    verdict = "passes the clean run and fails every fault" if result["passed"] else "does NOT tell clean from faulty"
-    return "\n".join(lines) + f"\ngate {verdict}\n"
+    if not 0 < rate <= 1:
+        raise UsageError(f"expected --rate in (0, 1], found {rate}")
+    config = load_config(config_path)
+    result = calibrate(runner.Inputs(config), rate=rate, seed=seed)
+    target = Path(out) if out else Path(config_path).parent / "calibration.json"
+    write_json(target, result)
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=1, sort_keys=True))
+    else:
+        click.echo(render_calibration(result), nl=False)
+        click.echo(f'wrote {target}; use it with [gate] from = "{target.name}"')
 
 
 @main.command()

@@ -6,9 +6,11 @@ Each check names its threshold, the value found, pass or fail, and the questions
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 DRIFT = 0.05
+NOT_GATED = "not gated"
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,7 @@ class Check:
     passed: bool
     questions: list[str] = field(default_factory=list)
     detail: str = ""
+    source: str = "default"  # where the threshold came from: default, config, or calibration
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -33,9 +36,11 @@ def evaluate_gate(
     aborted: dict[str, str],
     baseline: dict | None = None,
     error_questions: dict[str, list[str]] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> dict:
     """The gate section of a report: `{"verdict", "pipelines", "checks"}`. `error_counts` are the
-    error-severity issues per pipeline and `error_questions` the questions they concern."""
+    error-severity issues per pipeline and `error_questions` the questions they concern; `sources`
+    says where each threshold came from (default, config, calibration)."""
     gated = thresholds.get("pipelines") or list(evaluation.pipelines)
     checks: list[Check] = []
     for pipeline in gated:
@@ -54,6 +59,13 @@ def evaluate_gate(
         )
         if baseline is not None:
             checks += _drift_checks(evaluation, pipeline, summary, baseline)
+    where = sources or {}
+    checks = [
+        c
+        if c.name.startswith(("drift_", "baseline_", "pipeline_", "analyzer_")) or c.name == "regressions"
+        else dataclasses.replace(c, source=where.get(c.name, "default"))
+        for c in checks
+    ]
     return {
         "verdict": "pass" if all(c.passed for c in checks) else "fail",
         "pipelines": list(gated),
@@ -76,41 +88,74 @@ def _named(questions: list[dict], failing) -> list[str]:
     return sorted(q["qid"] for q in questions if failing(q["stats"]))
 
 
+def _not_gated(pipeline: str, name: str, why: str) -> Check:
+    return Check(pipeline, name, None, None, True, detail=f"{NOT_GATED}: {why}")
+
+
 def _pipeline_checks(evaluation, pipeline, summary, t, errors, error_qids, aborted) -> list[Check]:
     """The checks of one pipeline, from its questions' running statistics (the worst ΔS, the lowest
-    coverage, how many runs missed or hallucinated) and its share of runs meeting coverage_min."""
+    coverage, how many runs missed, hallucinated or were not grounded) and its share of runs
+    meeting coverage_min. A threshold of None (a calibration found the check cannot separate good
+    runs from bad on this gold set) keeps the check in the report as not gated."""
     questions = [q for q in evaluation.questions if q["pipeline"] == pipeline]
     m = summary["metrics"]
     errored = summary.get("errored", 0)
     note = f"{errored} errored run{'s' if errored != 1 else ''} count as ΔS 1.0 and 0 on every rate" if errored else ""
+    why = t.get("not_gated") or {}
     out = []
-    worst = max((q["stats"]["max_delta_s"] for q in questions if q["stats"]["max_delta_s"] is not None), default=None)
-    out.append(
-        Check(
-            pipeline,
-            "delta_s_max",
-            t["delta_s_max"],
-            worst,
-            worst is not None and worst <= t["delta_s_max"],
-            _named(questions, lambda s: s["max_delta_s"] is None or s["max_delta_s"] > t["delta_s_max"]),
-            note,
-        )
+    limit = t.get("delta_s_excess_max")
+    worst = max(
+        (q["stats"].get("max_delta_s_excess") for q in questions if q["stats"].get("max_delta_s_excess") is not None),
+        default=None,
     )
-    out.append(
-        Check(
-            pipeline,
-            "delta_s_mean_max",
-            t["delta_s_mean_max"],
-            m["delta_s_qr"],
-            m["delta_s_qr"] is not None and m["delta_s_qr"] <= t["delta_s_mean_max"],
-            sorted(
-                q["qid"]
-                for q in questions
-                if q["metrics"]["delta_s_qr"] is None or q["metrics"]["delta_s_qr"] > t["delta_s_mean_max"]
-            ),
-            note,
+    if limit is None:
+        out.append(_not_gated(pipeline, "delta_s_excess_max", why.get("delta_s_excess_max", "no threshold set")))
+    elif worst is not None:
+        out.append(
+            Check(
+                pipeline,
+                "delta_s_excess_max",
+                limit,
+                worst,
+                worst <= limit,
+                _named(
+                    questions,
+                    lambda s: s.get("max_delta_s_excess") is not None and s["max_delta_s_excess"] > limit,
+                ),
+                note or "each run's ΔS excess over the gold text's: max(0, delta_s_qr − delta_s_gold)",
+            )
         )
-    )
+    if t.get("delta_s_max") is not None:
+        ds_max = max(
+            (q["stats"]["max_delta_s"] for q in questions if q["stats"]["max_delta_s"] is not None), default=None
+        )
+        out.append(
+            Check(
+                pipeline,
+                "delta_s_max",
+                t["delta_s_max"],
+                ds_max,
+                ds_max is not None and ds_max <= t["delta_s_max"],
+                _named(questions, lambda s: s["max_delta_s"] is None or s["max_delta_s"] > t["delta_s_max"]),
+                note,
+            )
+        )
+    if t.get("delta_s_mean_max") is not None:
+        out.append(
+            Check(
+                pipeline,
+                "delta_s_mean_max",
+                t["delta_s_mean_max"],
+                m["delta_s_qr"],
+                m["delta_s_qr"] is not None and m["delta_s_qr"] <= t["delta_s_mean_max"],
+                sorted(
+                    q["qid"]
+                    for q in questions
+                    if q["metrics"]["delta_s_qr"] is None or q["metrics"]["delta_s_qr"] > t["delta_s_mean_max"]
+                ),
+                note,
+            )
+        )
     share = evaluation.share_covered(pipeline, t["coverage_min"])
     out.append(
         Check(
@@ -164,6 +209,21 @@ def _pipeline_checks(evaluation, pipeline, summary, t, errors, error_qids, abort
             "runs whose answer states a quantity or identifier that no cited text contains",
         )
     )
+    grounded = m.get("fully_grounded")
+    if t.get("grounded_pass_rate") is None:
+        out.append(_not_gated(pipeline, "grounded_pass_rate", why.get("grounded_pass_rate", "no threshold set")))
+    elif grounded is not None:
+        out.append(
+            Check(
+                pipeline,
+                "grounded_pass_rate",
+                t["grounded_pass_rate"],
+                grounded,
+                grounded >= t["grounded_pass_rate"],
+                _named(questions, lambda s: s.get("ungrounded", 0) > 0),
+                "share of answered runs whose every claim its cited texts support",
+            )
+        )
     out.append(
         Check(
             pipeline,
@@ -211,7 +271,12 @@ def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
         ]
     now_m, old_m = summary["metrics"], before["metrics"]
     out = []
-    for name, key, sign in (("drift_delta_s_mean", "delta_s_qr", +1), ("drift_coverage", "coverage", -1)):
+    ds_key = (
+        "delta_s_excess"
+        if now_m.get("delta_s_excess") is not None and old_m.get("delta_s_excess") is not None
+        else "delta_s_qr"
+    )
+    for name, key, sign in (("drift_delta_s_mean", ds_key, +1), ("drift_coverage", "coverage", -1)):
         if now_m.get(key) is None or old_m.get(key) is None:
             continue
         change = now_m[key] - old_m[key]
@@ -239,15 +304,62 @@ def _drift_checks(evaluation, pipeline, summary, baseline: dict) -> list[Check]:
                 detail=f"baseline {before['citation_match_rate']:.4f}, now {summary['citation_match_rate']:.4f}",
             )
         )
-    was = {
-        q["qid"]
-        for q in baseline.get("questions", [])
-        if q.get("pipeline") == pipeline and q["lambda"]["state"] == "convergent"
-    }
-    now = {q["qid"]: q["lambda"]["state"] for q in evaluation.questions if q["pipeline"] == pipeline}
-    lost = sorted(qid for qid in was if qid in now and now[qid] != "convergent")
-    out.append(Check(pipeline, "drift_lambda", "convergent questions stay convergent", len(lost), not lost, lost))
+    out.append(_regressions(evaluation, pipeline, baseline))
     return out
+
+
+def holds(stats: dict) -> bool:
+    """A question holds when every run of it is correct, grounded and free of hallucinations."""
+    return (
+        stats.get("runs", 0) > 0
+        and stats.get("correct") == stats.get("runs")
+        and not stats.get("ungrounded")
+        and not stats.get("hallucinating")
+    )
+
+
+def _lost(before: dict, now: dict) -> str:
+    """What a question lost since the baseline, in words; empty when it lost nothing."""
+    runs = now.get("runs", 0)
+    reasons = []
+    if now.get("correct", 0) < before.get("correct", 0):
+        reasons.append(f"{now.get('correct', 0)} of {runs} runs correct, {before.get('correct', 0)} before")
+    if now.get("ungrounded", 0) > before.get("ungrounded", 0):
+        reasons.append(
+            f"{now['ungrounded']} runs with unsupported or uncited claims, {before.get('ungrounded', 0)} before"
+        )
+    if now.get("hallucinating", 0) > before.get("hallucinating", 0):
+        reasons.append(
+            f"{now['hallucinating']} runs stating a quantity no cited text holds, {before.get('hallucinating', 0)} before"
+        )
+    return ", ".join(reasons)
+
+
+def _regressions(evaluation, pipeline: str, baseline: dict) -> Check:
+    """Questions that lost since the baseline: fewer correct runs, more runs with an unsupported
+    claim or a hallucinated quantity. A fault on a few questions shows here long before any
+    aggregate moves, and a question that already failed some runs can still be seen to get worse."""
+    before = {
+        q["qid"]: q["stats"]
+        for q in baseline.get("questions", [])
+        if q.get("pipeline") == pipeline and isinstance(q.get("stats"), dict)
+    }
+    lost = {
+        q["qid"]: why
+        for q in evaluation.questions
+        if q["pipeline"] == pipeline and q["qid"] in before and (why := _lost(before[q["qid"]], q["stats"]))
+    }
+    held = sum(1 for stats in before.values() if holds(stats))
+    detail = "; ".join(f"{qid}: {why}" for qid, why in sorted(lost.items())[:20])
+    return Check(
+        pipeline,
+        "regressions",
+        "no question loses correct or grounded runs",
+        len(lost),
+        not lost,
+        sorted(lost),
+        detail or f"no question lost a correct or grounded run ({held} held in every run)",
+    )
 
 
 def foreign_baseline(inputs: dict | None, baseline: dict) -> str | None:

@@ -23,6 +23,7 @@ RUN_COUNTS = {
     "errored": "errored_runs",
     "unmatched": "unmatched_runs",
     "hallucinating": "hallucinating_runs",
+    "ungrounded": "ungrounded_runs",
     "coverage_missing": "coverage_missing_runs",
 }
 STATES = ("convergent", "recursive", "chaotic", "divergent")
@@ -37,15 +38,18 @@ class Run:
         query, answer, error, errored (bool), correct (bool), why (why the run is or is not correct),
         zone (of delta_s_qr), ts, store, index_hash, embed_model, analyzer; every metric as a column
         of its own name: citation_match, coverage, citation_precision, citation_recall, hit@k,
-        recall@k, mrr, ndcg@10, delta_s_qr, delta_s_topk, delta_s_ra, support, grounded_rate,
-        anchor_support, hallucinations (a metric a run lacks is NaN); and as JSON text to decode with
-        `json.loads`: citations (the cited snippet_ids), sections (the cited [doc_id, section_id]
-        pairs), segments, spans (every retrieved payload: snippet_id, scores, k_pos, k_final,
-        cited), steps, chain, attribution.
+        recall@k, mrr, ndcg@10, delta_s_qr, delta_s_gold, delta_s_excess, delta_s_topk, delta_s_ra,
+        support, grounded, fully_grounded, anchor_support, key_content, hallucinations (a metric a run
+        lacks is NaN); and as JSON text to decode with `json.loads`: citations (the cited
+        snippet_ids), sections (the cited [doc_id, section_id] pairs), stated_sections (those cited by
+        the claims that state the gold anchor), segments, claims (each claim with its citations, its
+        grounding and support, and how it stands to the gold anchor), spans (every retrieved payload:
+        snippet_id, scores, k_pos, k_final, cited), steps, chain, attribution.
     `run.questions`: one row per (pipeline, question), from `report.json`.
         pipeline, qid, doc_id, section_id (its gold section), question, lambda_state, css, spread,
-        runs, correct_runs, errored_runs, unmatched_runs, hallucinating_runs, coverage_missing_runs,
-        max_delta_s, min_coverage, and one per metric: the mean over its runs (`correct` is the share
+        runs, correct_runs, errored_runs, unmatched_runs, hallucinating_runs, ungrounded_runs,
+        coverage_missing_runs, max_delta_s, max_delta_s_excess, min_coverage, and one per metric: the
+        mean over its runs (`correct` is the share
         of its runs that are correct).
     `run.sections`: one row per (pipeline, doc_id, section_id) of the gold set, from `report.json`.
         pipeline, doc_id, section_id, questions, convergent, recursive, chaotic, divergent (questions

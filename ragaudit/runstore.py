@@ -22,7 +22,7 @@ CONTEXT = 160  # characters of document shown on each side of a span in the dril
 KEYS = ("pipeline", "qid", "variant", "seed")
 TEXT = ("query", "error", "why", "zone", "answer", "ts", "store", "index_hash", "embed_model", "analyzer")
 FLAGS = ("errored", "correct")
-NESTED = ("citations", "sections", "segments", "spans", "steps", "chain", "attribution")
+NESTED = ("citations", "sections", "stated_sections", "segments", "claims", "spans", "steps", "chain", "attribution")
 
 
 def snippet_ref(p) -> str:
@@ -74,14 +74,12 @@ def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict) ->
     """A scored run with what a reader needs to see it: its answer, segments, cited spans, steps,
     and the live index it ran against (for traces.log and rag_traces)."""
     answer = trace.answer
-    scored = {s["seg"]: s for s in record["segments"]}
     index = trace.index
     row = {
         **record,
         "answer": None if answer is None else answer.text,
         "segments": [
-            {"seg": s.seg, "text": s.text, "citations": list(s.citations), **scored.get(s.seg, {})}
-            for s in (answer.segments if answer else ())
+            {"seg": s.seg, "text": s.text, "citations": list(s.citations)} for s in (answer.segments if answer else ())
         ],
         "spans": spans(trace, corpus, snippets),
         "ts": trace.retrieved_at,

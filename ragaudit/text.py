@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ragaudit.markers import MARKER
+
 _LINE = re.compile(r"[^\n]+")
 
 
@@ -59,7 +61,9 @@ other our ours ourselves out over own per same shall she should so some such tha
 themselves then there these they this those through thus to too under until up upon us very via was we were
 what when where which while who whom whose why will with within without would yet you your yours""".split()
 )
-_WORD = re.compile(r"[^\W_]+")
+WORD = re.compile(r"[^\W_]+")
+_AFTER_COLON = re.compile(r"(?<=:)\s+")
+_MARKUP = re.compile(r"[*#_`>|]+|^\s*(?:[-•]|\d+[.)])\s+", re.MULTILINE)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -94,4 +98,35 @@ def stem(word: str) -> str:
 
 def content_stems(text: str) -> list[str]:
     """The stems of the words of `text` that are neither stopwords nor bare numbers, in order."""
-    return [stem(w) for w in (t.lower() for t in _WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()]
+    return [stem(w) for w in (t.lower() for t in WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()]
+
+
+def clean(text: str) -> str:
+    """The text without citation markers, markdown emphasis or list bullets, whitespace collapsed."""
+    return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
+
+
+def names(text: str) -> set[str]:
+    """Capitalised words that do not open a sentence or a clause, lower-cased: names, places,
+    organisations, acronyms."""
+    out: set[str] = set()
+    for sentence in sentences(text):
+        if sentence.lstrip().startswith("#"):
+            continue  # a heading capitalises its words
+        for clause in _AFTER_COLON.split(sentence):  # "Note: Keys ..." opens a clause like a sentence
+            words = WORD.findall(clause)
+            out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
+    return out
+
+
+@lru_cache(maxsize=1 << 15)
+def _units(text: str) -> tuple[str, ...]:
+    found = [clean(s) for s in sentences(text)]
+    kept = [u for u in found if len(u.split()) >= 3]
+    return tuple(kept or [u for u in found if u])
+
+
+def units(text: str) -> list[str]:
+    """Sentences and lines of a text, markup removed, without fragments of fewer than 3 words (all of
+    them when every one is that short): what a text states, one statement at a time."""
+    return list(_units(text))

@@ -204,14 +204,14 @@ def sequential(paths, ctx=None, offset_unit="char") -> dict:
 
 # a [gate] every run passes: for tests of what happens when the gate passes
 LENIENT = """[gate]
-delta_s_max = 1.0
-delta_s_mean_max = 1.0
+delta_s_excess_max = 1.0
 coverage_min = 0.0
 coverage_pass_rate = 0.0
 citation_match_min = 0.0
 lambda_convergent_min = 0.0
 lambda_forbid = []
 hallucination_max = 100000
+grounded_pass_rate = 0.0
 max_errors = 100000
 """
 

@@ -10,7 +10,7 @@ from ragaudit.metrics.evaluate import Evaluation
 T = default_config().gate
 
 
-def run(qid, *, ds=0.3, cov=1.0, match=1.0, hallucinations=0.0, pipeline="p"):
+def run(qid, *, ds=0.3, excess=0.0, cov=1.0, match=1.0, hallucinations=0.0, grounded=1.0, pipeline="p"):
     return {
         "pipeline": pipeline,
         "qid": qid,
@@ -21,14 +21,24 @@ def run(qid, *, ds=0.3, cov=1.0, match=1.0, hallucinations=0.0, pipeline="p"):
         "correct": match == 1.0,
         "sections": [["d", "s"]],
         "zone": "stable",
-        "metrics": {"delta_s_qr": ds, "coverage": cov, "citation_match": match, "hallucinations": hallucinations},
+        "metrics": {
+            "delta_s_qr": ds,
+            "delta_s_excess": excess,
+            "coverage": cov,
+            "citation_match": match,
+            "hallucinations": hallucinations,
+            "fully_grounded": grounded,
+        },
     }
+
+
+METRICS = ("delta_s_qr", "delta_s_excess", "coverage", "citation_match", "hallucinations", "fully_grounded")
 
 
 def evaluation(runs, states):
     """An evaluation of these runs through the real aggregation, with each question's λ state set."""
     gold = {r["qid"]: SimpleNamespace(doc_id="d", section_id="s", question=r["qid"]) for r in runs}
-    book = Aggregates(("delta_s_qr", "coverage", "citation_match", "hallucinations"), css_min=0.5)
+    book = Aggregates(METRICS, css_min=0.5)
     for r in runs:
         book.add(r)
     questions, sections, pipelines = book.finish(gold)
@@ -46,42 +56,63 @@ def test_all_pass():
         evaluation([run("a"), run("b")], {"a": "convergent", "b": "convergent"}), T, error_counts={}, aborted={}
     )
     assert result["verdict"] == "pass"
+    # absolute ΔS is reported, gated only when a config sets delta_s_max / delta_s_mean_max
     assert set(checks(result)) == {
-        "delta_s_max",
-        "delta_s_mean_max",
+        "delta_s_excess_max",
         "coverage_pass_rate",
         "citation_match_min",
         "lambda_convergent_min",
         "lambda_forbid",
         "hallucination_max",
+        "grounded_pass_rate",
         "max_errors",
     }
     assert flagged_questions(result) == {"p": set()}
+    assert {c["source"] for c in result["checks"]} == {"default"}
+
+
+def test_absolute_delta_s_is_gated_when_the_config_sets_it():
+    ev = evaluation([run("a", ds=0.7), run("b", ds=0.1)], {"a": "convergent", "b": "convergent"})
+    c = checks(evaluate_gate(ev, {**T, "delta_s_max": 0.6, "delta_s_mean_max": 0.45}, error_counts={}, aborted={}))
+    assert (c["delta_s_max"]["passed"], c["delta_s_max"]["questions"], c["delta_s_max"]["value"]) == (False, ["a"], 0.7)
+    # a passing check names "a" (above the mean bar) but flags nothing
+    assert c["delta_s_mean_max"]["passed"] and c["delta_s_mean_max"]["questions"] == ["a"]
 
 
 def test_each_failure_names_its_questions():
-    runs = [run("a", ds=0.7), run("b", cov=0.2), run("c", match=0.0), run("d", hallucinations=2.0)]
+    runs = [
+        run("a", excess=0.4),
+        run("b", cov=0.2),
+        run("c", match=0.0),
+        run("d", hallucinations=2.0),
+        run("e", grounded=0.0),
+    ]
     result = evaluate_gate(
-        evaluation(runs, {"a": "convergent", "b": "chaotic", "c": "recursive", "d": "convergent"}),
-        T,
+        evaluation(runs, {"a": "convergent", "b": "chaotic", "c": "recursive", "d": "convergent", "e": "convergent"}),
+        {**T, "lambda_convergent_min": 0.6, "lambda_forbid": ["divergent", "chaotic"]},
         error_counts={"p": 2},
         aborted={"p": "q v0 s1: analyzer"},
         error_questions={"p": ["b", "c"]},
+        sources={"lambda_convergent_min": "config"},
     )
     c = checks(result)
     assert result["verdict"] == "fail"
-    assert (c["delta_s_max"]["passed"], c["delta_s_max"]["questions"], c["delta_s_max"]["value"]) == (False, ["a"], 0.7)
+    excess = c["delta_s_excess_max"]
+    assert (excess["passed"], excess["questions"], excess["value"]) == (False, ["a"], 0.4)
+    assert (c["grounded_pass_rate"]["passed"], c["grounded_pass_rate"]["value"]) == (False, 0.8)
+    assert c["grounded_pass_rate"]["questions"] == ["e"]
+    assert c["lambda_convergent_min"]["source"] == "config" and c["max_errors"]["source"] == "default"
     assert (c["hallucination_max"]["passed"], c["hallucination_max"]["value"]) == (False, 1)
     assert c["hallucination_max"]["questions"] == ["d"]
     assert c["max_errors"]["questions"] == ["b", "c"]
     assert c["analyzer_parity"]["questions"] == ["q"]
-    # a failing check's questions are flagged; the passing delta_s_mean_max (mean 0.40) names "a" but flags nothing
-    assert c["delta_s_mean_max"]["passed"] and c["delta_s_mean_max"]["questions"] == ["a"]
-    assert flagged_questions(result) == {"p": {"a", "b", "c", "d", "q"}}
-    assert c["coverage_pass_rate"]["questions"] == ["b"] and c["coverage_pass_rate"]["value"] == 0.75
+    # a failing check's questions are flagged; the passing lambda_convergent_min names "b", "c" but flags nothing
+    assert c["lambda_convergent_min"]["passed"] and c["lambda_convergent_min"]["questions"] == ["b", "c"]
+    assert flagged_questions(result) == {"p": {"a", "b", "c", "d", "e", "q"}}
+    assert c["coverage_pass_rate"]["questions"] == ["b"] and c["coverage_pass_rate"]["value"] == 0.8
     assert c["citation_match_min"]["questions"] == ["c"]
     assert c["lambda_forbid"]["questions"] == ["b"]
-    assert c["lambda_convergent_min"]["value"] == 0.5
+    assert c["lambda_convergent_min"]["value"] == 0.6
     assert (c["max_errors"]["value"], c["max_errors"]["passed"]) == (2, False)
     assert c["analyzer_parity"]["passed"] is False
 
@@ -95,23 +126,44 @@ def test_only_the_chosen_pipelines_are_gated():
     )
 
 
+def _held(runs=1, correct=1, ungrounded=0, hallucinating=0):
+    return {"runs": runs, "correct": correct, "ungrounded": ungrounded, "hallucinating": hallucinating}
+
+
 def test_drift_against_a_baseline():
-    now = evaluation([run("a", ds=0.38, cov=0.7, match=1.0), run("b", ds=0.38)], {"a": "recursive", "b": "convergent"})
+    now = evaluation(
+        [
+            run("a", excess=0.08, cov=0.7, match=0.0),
+            run("b", excess=0.02),
+            run("c", grounded=0.0),
+            run("d", hallucinations=1.0),
+            run("e", match=0.0),
+        ],
+        dict.fromkeys("abcde", "convergent"),
+    )
+    held = {"pipeline": "p", "lambda": {"state": "convergent"}, "stats": _held()}
     baseline = {
         "summary": {
-            "pipelines": {"p": {"metrics": {"delta_s_qr": 0.30, "coverage": 0.95}, "citation_match_rate": 1.0}}
+            "pipelines": {"p": {"metrics": {"delta_s_excess": 0.0, "coverage": 1.0}, "citation_match_rate": 1.0}}
         },
         "questions": [
-            {"pipeline": "p", "qid": "a", "lambda": {"state": "convergent"}, "metrics": {"delta_s_qr": 0.30}},
-            {"pipeline": "p", "qid": "b", "lambda": {"state": "convergent"}, "metrics": {"delta_s_qr": 0.36}},
+            {**held, "qid": "a", "metrics": {"delta_s_excess": 0.0, "coverage": 1.0}},
+            {**held, "qid": "b", "metrics": {"delta_s_excess": 0.0}},
+            {**held, "qid": "c", "metrics": {}},
+            {**held, "qid": "d", "metrics": {}},
+            {**held, "qid": "e", "metrics": {}, "stats": _held(correct=0)},  # did not hold: no regression
         ],
     }
-    c = checks(evaluate_gate(now, {**T, "lambda_convergent_min": 0.0}, error_counts={}, aborted={}, baseline=baseline))
-    assert c["drift_delta_s_mean"]["passed"] is False  # rose 0.08 > 0.05
-    assert c["drift_delta_s_mean"]["questions"] == ["a"]  # b rose by 0.02 only
-    assert c["drift_coverage"]["passed"] is False  # fell from 0.95 to 0.85
-    assert c["drift_citation_match"]["passed"] is True
-    assert c["drift_lambda"]["questions"] == ["a"]
+    gate = {**T, "lambda_convergent_min": 0.0, "citation_match_min": 0.0, "grounded_pass_rate": 0.0}
+    c = checks(evaluate_gate(now, {**gate, "hallucination_max": 9}, error_counts={}, aborted={}, baseline=baseline))
+    assert c["drift_delta_s_mean"]["passed"] is True  # the gated reading, excess, rose 0.02 on average
+    assert c["drift_delta_s_mean"]["questions"] == ["a"]  # a rose by 0.08
+    assert c["drift_coverage"]["passed"] is False and c["drift_coverage"]["questions"] == ["a"]  # 1.0 → 0.94
+    assert c["drift_citation_match"]["passed"] is False  # fell from 1.0 to 0.6
+    regressions = c["regressions"]
+    assert (regressions["passed"], regressions["value"], regressions["questions"]) == (False, 3, ["a", "c", "d"])
+    assert "a: 0 of 1 runs correct, 1 before" in regressions["detail"]
+    assert "c: 1 runs with unsupported or uncited claims, 0 before" in regressions["detail"]
 
 
 def test_a_foreign_baseline_is_refused_and_a_missing_pipeline_reported(tmp_path):

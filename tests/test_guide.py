@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ROOT, invoke, run_dir_of
 
-from ragaudit.faults.mutations import FAULTS
+from ragaudit.faults.registry import FAULTS
 from ragaudit.io import config as config_module
 from ragaudit.io.config import load_config
 from ragaudit.io.corpus import load_corpus
@@ -326,7 +326,7 @@ def test_the_run_writes_every_output_the_guide_lists(run):
 
 def test_runs_parquet_has_the_documented_columns(run):
     schema = pq.read_schema(run.dir / "runs.parquet")
-    per_run = {name for name, metric in METRICS.items() if metric.level in ("run", "segment")}
+    per_run = {name for name, metric in METRICS.items() if metric.level in ("run", "claim")}
     expected = {}
     for row in table("table: runs.parquet"):
         for name in names(row[0]):
@@ -367,7 +367,7 @@ def test_report_json_has_the_documented_keys(run):
     runs = [r for q in questions for r in q["runs"]]
     assert set().union(*runs) == documented("table: report.run")
     assert set(report["gate"]) == {"verdict", "pipelines", "checks"}
-    check_keys = {"pipeline", "name", "threshold", "value", "passed", "questions", "detail"}
+    check_keys = {"pipeline", "name", "threshold", "value", "passed", "questions", "detail", "source"}
     assert set(report["gate"]["checks"][0]) == check_keys
 
 
@@ -401,7 +401,7 @@ def test_every_gate_check_a_run_can_show_is_documented(run):
     assert checked.exit_code in (0, 1), checked.output
     seen = {c["name"] for c in json.loads(checked.stdout)["checks"]}
     listed = documented("table: gate-checks")
-    assert {"drift_lambda", "max_errors", "lambda_forbid"} <= seen <= listed
+    assert {"regressions", "max_errors", "lambda_forbid", "grounded_pass_rate"} <= seen <= listed
     source = (ROOT / "ragaudit" / "gate.py").read_text(encoding="utf-8")
     assert sorted(name for name in listed if f'"{name}"' not in source) == []
 

@@ -9,7 +9,7 @@ from helpers import ROOT
 from ragaudit.adapters.graphrag.cite import parse_blocks
 from ragaudit.markers import MARKER, marker_ids
 from ragaudit.metrics.quantities import hallucinated, mentions
-from ragaudit.metrics.support import clean
+from ragaudit.text import clean
 from ragaudit.validate.answer import citations_trail
 
 # (marker, the source ids it names)

@@ -5,6 +5,12 @@ and its checks should name the affected questions and few others.
 
 A question is *flagged* when some gate check names it as failing that check. Detection rate =
 affected questions flagged / affected; false-flag rate = unaffected questions flagged / unaffected.
+
+Each copy is gated twice: alone, as a gate without history sees it, and against the clean run as
+its baseline, as CI gates with `--baseline last-pass`. At a low rate the first misses faults that
+touch a few questions (no aggregate moves); the second names them as regressions. A fault is
+caught when every gated pipeline fails against the baseline. Negative controls (`llm_rewrite`)
+must pass both ways.
 """
 
 from __future__ import annotations
@@ -14,16 +20,17 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from ragaudit.audit import Audit, Subject, audit
+from ragaudit.audit import Audit, Subject, as_baseline, audit, regate
 from ragaudit.errors import UsageError
-from ragaudit.faults.mutations import FAULTS, Fault, Scene
+from ragaudit.faults.mutations import Fault, Scene
+from ragaudit.faults.registry import FAULTS
 from ragaudit.gate import flagged_questions
 from ragaudit.metrics.support import Memoized
 from ragaudit.plan import run_order
 from ragaudit.progress import phase
 from ragaudit.types import Payload, Trace
 
-SCHEMA = "ragaudit.faults/1"
+SCHEMA = "ragaudit.faults/2"
 
 
 @dataclass
@@ -81,9 +88,9 @@ def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, 
     return Injection(fault, applicable, affected, dict(changed), out)
 
 
-def _row(result: Audit, gated: list[str], affected: dict[str, set[str]]) -> dict:
-    flagged = flagged_questions(result.gate)
-    checks = result.gate["checks"]
+def _row(result: Audit, gate: dict, gated: list[str], affected: dict[str, set[str]]) -> dict:
+    flagged = flagged_questions(gate)
+    checks = gate["checks"]
     pipelines = {}
     for name in gated:
         questions = {q["qid"] for q in result.evaluation.questions if q["pipeline"] == name}
@@ -100,7 +107,11 @@ def _row(result: Audit, gated: list[str], affected: dict[str, set[str]]) -> dict
             "false_flag_rate": len(rest & mine) / len(rest) if rest else None,
             "flagged": sorted(mine),
         }
-    return {"verdict": result.gate["verdict"], "pipelines": pipelines}
+    return {"verdict": gate["verdict"], "pipelines": pipelines}
+
+
+def _failed_everywhere(row: dict) -> bool:
+    return all(p["verdict"] == "fail" for p in row["pipelines"].values())
 
 
 def run_faults(
@@ -118,6 +129,7 @@ def run_faults(
     with phase("clean run", counts_as="faults"):
         clean = audit(traces, subject)
     gated = list(clean.gate["pipelines"])
+    baseline = as_baseline(clean)
     audits = {"clean": clean}
     rows = []
     for done, (name, fault) in enumerate(chosen.items(), start=1):
@@ -125,27 +137,35 @@ def run_faults(
             injection = inject(fault, traces, subject, rate=rate, seed=seed)
             result = audit(injection.traces, subject)
         audits[name] = result
-        row = _row(result, gated, injection.changed)
-        caught = all(p["verdict"] == "fail" for p in row["pipelines"].values()) and bool(injection.affected)
+        alone = _row(result, result.gate, gated, injection.changed)
+        against = _row(result, regate(result, subject, baseline=baseline), gated, injection.changed)
+        if fault.control:
+            ok = alone["verdict"] == "pass" and against["verdict"] == "pass"
+        else:  # a fault that can change nothing here (no second section to cross into, say) is not missed
+            ok = _failed_everywhere(against) or not injection.applicable
         rows.append(
             {
                 "fault": name,
                 "description": fault.description,
+                "control": fault.control,
                 "applicable": len(injection.applicable),
                 "affected": injection.affected,
-                "caught": caught,
-                **row,
+                "caught": _failed_everywhere(alone) and bool(injection.affected),
+                **alone,
+                "with_baseline": {"caught": _failed_everywhere(against) and bool(injection.affected), **against},
+                "ok": ok,
             }
         )
-    baseline = _row(clean, gated, {})
-    passed = baseline["verdict"] == "pass" and all(r["caught"] for r in rows)
+    clean_row = _row(clean, clean.gate, gated, {})
+    passed = clean_row["verdict"] == "pass" and all(r["ok"] for r in rows)
     return {
         "schema": SCHEMA,
         "rate": rate,
         "seed": seed,
         "questions": len({t.qid for t in traces}),
         "gated": gated,
-        "clean": baseline,
+        "clean": clean_row,
         "faults": rows,
+        "controls": [r["fault"] for r in rows if r["control"]],
         "passed": passed,
     }, audits

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ragaudit.analyzers import get_analyzer
-from ragaudit.metrics.correct import answer_segments
+from ragaudit.metrics.claims import answer_segments
 from ragaudit.metrics.delta_s import payload_text
 from ragaudit.metrics.quantities import mentions
 from ragaudit.text import sentences
@@ -47,6 +47,7 @@ class Fault:
     name: str
     description: str
     mutate: Callable[[Trace, Scene], Trace | None]
+    control: bool = False  # a negative control: the gate must pass it
 
 
 # ---- shared pieces -------------------------------------------------------------------------
@@ -58,7 +59,7 @@ def cited_ids(trace: Trace, k: int) -> set[str | None]:
     return {p.snippet_id for p in trace.retrieved[:k]}
 
 
-def _statement(text: str) -> str | None:
+def statement_of(text: str) -> str | None:
     """A sentence of `text` that reads as a claim: not a heading, at least four words."""
     for sentence in sentences(text):
         if not sentence.lstrip().startswith("#") and len(sentence.split()) >= 4:
@@ -71,7 +72,7 @@ def _tokens(p: Payload, text: str) -> int | None:
     return analyzer.count(text) if analyzer else p.tokens
 
 
-def _with_answer(trace: Trace, segments: list[Segment]) -> Trace:
+def with_answer(trace: Trace, segments: list[Segment]) -> Trace:
     """The trace with a cite-first answer made of these segments."""
 
     def marked(s: Segment) -> str:
@@ -139,12 +140,12 @@ def _recite(trace: Trace, scene: Scene, replacement: Payload) -> Trace | None:
     if trace.answer is None:  # a retrieval-only run cites its top k: the gold section leaves it
         kept = [p for p in retrieved if not scene.in_gold_section(p)]
         return dataclasses.replace(trace, retrieved=_renumbered(kept))
-    statement = _statement(payload_text(replacement, scene.corpus)) or payload_text(replacement, scene.corpus)
+    statement = statement_of(payload_text(replacement, scene.corpus)) or payload_text(replacement, scene.corpus)
     segments = [
         Segment(s.seg, statement, tuple(filter(None, (replacement.snippet_id,)))) if gold_ids & set(s.citations) else s
         for s in answer_segments(trace.answer)
     ]
-    return _with_answer(dataclasses.replace(trace, retrieved=tuple(retrieved)), segments)
+    return with_answer(dataclasses.replace(trace, retrieved=tuple(retrieved)), segments)
 
 
 def _drift(trace: Trace, scene: Scene) -> Trace | None:
@@ -254,7 +255,7 @@ def dangling_citation(trace: Trace, scene: Scene) -> Trace | None:
         return None
     ghost = f"{segments[0].citations[0] if segments[0].citations else 'snippet'}~unretrieved"
     segments[0] = Segment(segments[0].seg, segments[0].text, (*segments[0].citations, ghost))
-    return _with_answer(trace, segments)
+    return with_answer(trace, segments)
 
 
 def paraphrase_drift(trace: Trace, scene: Scene) -> Trace | None:
@@ -276,7 +277,7 @@ def retrieval_loss(trace: Trace, scene: Scene) -> Trace | None:
     if not segments:
         return trace
     best = kept[0] if kept else None
-    statement = _statement(payload_text(best, scene.corpus)) if best else None
+    statement = statement_of(payload_text(best, scene.corpus)) if best else None
     repointed = [
         s
         if not lost & set(s.citations)
@@ -285,7 +286,7 @@ def retrieval_loss(trace: Trace, scene: Scene) -> Trace | None:
         else Segment(s.seg, s.text, tuple(c for c in s.citations if c not in lost))
         for s in segments
     ]
-    return _with_answer(trace, repointed)
+    return with_answer(trace, repointed)
 
 
 def wrong_sentence(trace: Trace, scene: Scene) -> Trace | None:
@@ -295,11 +296,11 @@ def wrong_sentence(trace: Trace, scene: Scene) -> Trace | None:
     if not segments or not gold_ids:
         return None
     options = _candidates(trace, scene, same_doc=True) or _candidates(trace, scene, same_doc=False)
-    statements = [s for s in (_statement(payload_text(p, scene.corpus)) for p in options) if s]
+    statements = [s for s in (statement_of(payload_text(p, scene.corpus)) for p in options) if s]
     if not statements:
         return None
     changed = [Segment(s.seg, statements[0], s.citations) if gold_ids & set(s.citations) else s for s in segments]
-    return _with_answer(trace, changed) if changed != list(segments) else None
+    return with_answer(trace, changed) if changed != list(segments) else None
 
 
 def _altered(surface: str) -> str:
@@ -316,7 +317,7 @@ def number_change(trace: Trace, scene: Scene) -> Trace | None:
             m = found[0]
             text = s.text[: m.start] + _altered(m.surface) + s.text[m.end :]
             segments[i] = Segment(s.seg, text, s.citations)
-            return _with_answer(trace, segments)
+            return with_answer(trace, segments)
     return None
 
 
@@ -328,37 +329,30 @@ def wrong_document(trace: Trace, scene: Scene) -> Trace | None:
     return _recite(trace, scene, options[0]) if options else None
 
 
-FAULTS: dict[str, Fault] = {
-    f.name: f
-    for f in (
-        Fault(
-            "stale_revision",
-            "cited payloads carry an older rev and text that no longer matches the corpus",
-            stale_revision,
-        ),
-        Fault("offset_shift", "span offsets moved by a few characters, text kept", offset_shift),
-        Fault(
-            "offset_shift_no_text", "span offsets moved by a few characters, payload text removed", offset_shift_no_text
-        ),
-        Fault("cross_section_span", "a span stretched across its section's boundary", cross_section_span),
-        Fault("wrong_index_hash", "payload index_hash differs from the live index", wrong_index_hash),
-        Fault("analyzer_mismatch", "payload analyzer differs from the live index", analyzer_mismatch),
-        Fault("dangling_citation", "the answer cites a snippet that is not in retrieved", dangling_citation),
-        Fault(
-            "paraphrase_drift",
-            "variants >= 1 cite a different, wrong section (same document when it has one)",
-            paraphrase_drift,
-        ),
-        Fault("seed_drift", "the second seed cites a wrong section", seed_drift),
-        Fault("retrieval_loss", "the gold section disappears from retrieved and cited payloads", retrieval_loss),
-        Fault(
-            "wrong_sentence", "the answer keeps the right citation but states a sentence from elsewhere", wrong_sentence
-        ),
-        Fault(
-            "number_change",
-            "a quantity or identifier in the answer is altered (12 days -> 14 days, FIDO2 -> FIDO4)",
-            number_change,
-        ),
-        Fault("wrong_document", "citations point to a plausible section of another document", wrong_document),
-    )
-}
+PAYLOAD_FAULTS: tuple[Fault, ...] = (
+    Fault(
+        "stale_revision",
+        "cited payloads carry an older rev and text that no longer matches the corpus",
+        stale_revision,
+    ),
+    Fault("offset_shift", "span offsets moved by a few characters, text kept", offset_shift),
+    Fault("offset_shift_no_text", "span offsets moved by a few characters, payload text removed", offset_shift_no_text),
+    Fault("cross_section_span", "a span stretched across its section's boundary", cross_section_span),
+    Fault("wrong_index_hash", "payload index_hash differs from the live index", wrong_index_hash),
+    Fault("analyzer_mismatch", "payload analyzer differs from the live index", analyzer_mismatch),
+    Fault("dangling_citation", "the answer cites a snippet that is not in retrieved", dangling_citation),
+    Fault(
+        "paraphrase_drift",
+        "variants >= 1 cite a different, wrong section (same document when it has one)",
+        paraphrase_drift,
+    ),
+    Fault("seed_drift", "the second seed cites a wrong section", seed_drift),
+    Fault("retrieval_loss", "the gold section disappears from retrieved and cited payloads", retrieval_loss),
+    Fault("wrong_sentence", "the answer keeps the right citation but states a sentence from elsewhere", wrong_sentence),
+    Fault(
+        "number_change",
+        "a quantity or identifier in the answer is altered (12 days -> 14 days, FIDO2 -> FIDO4)",
+        number_change,
+    ),
+    Fault("wrong_document", "citations point to a plausible section of another document", wrong_document),
+)

@@ -52,10 +52,12 @@ class _Question:
     correct: int = 0
     unmatched: int = 0  # runs whose citation match failed
     hallucinating: int = 0  # runs stating a quantity no cited text holds
+    ungrounded: int = 0  # answered runs with a claim their cited texts do not support (or uncited)
     coverage_missing: int = 0  # runs whose coverage could not be computed
     min_coverage: float | None = None
     max_delta_s: float | None = None
     min_delta_s: float | None = None
+    max_delta_s_excess: float | None = None
     empty: bool = False  # some run cited no section at all
     common: frozenset | None = None
     cited: set = field(default_factory=set)
@@ -69,6 +71,7 @@ class _Question:
         self.correct += bool(run["correct"])
         self.unmatched += m.get("citation_match") != 1.0
         self.hallucinating += (m.get("hallucinations") or 0) > 0
+        self.ungrounded += m.get("fully_grounded") == 0.0
         coverage, ds = m.get("coverage"), m.get("delta_s_qr")
         if coverage is None:
             self.coverage_missing += 1
@@ -77,8 +80,14 @@ class _Question:
         if ds is not None:
             self.max_delta_s = ds if self.max_delta_s is None else max(self.max_delta_s, ds)
             self.min_delta_s = ds if self.min_delta_s is None else min(self.min_delta_s, ds)
-        sections = frozenset(tuple(s) for s in run["sections"])
-        self.empty |= not sections
+        excess = m.get("delta_s_excess")
+        if excess is not None:
+            self.max_delta_s_excess = (
+                excess if self.max_delta_s_excess is None else max(self.max_delta_s_excess, excess)
+            )
+        self.empty |= not run["sections"]
+        # λ's css: the sections cited by the claims that state the anchor, all cited sections when none does
+        sections = frozenset(tuple(s) for s in (run.get("stated_sections") or run["sections"]))
         self.common = sections if self.common is None else self.common & sections
         self.cited |= sections
         self.sums.add(m)
@@ -87,9 +96,14 @@ class _Question:
 
     def merge(self, other: "_Question") -> None:
         """Fold in the accumulators of the same question's runs from another batch."""
-        for name in ("runs", "errored", "correct", "unmatched", "hallucinating", "coverage_missing"):
+        for name in ("runs", "errored", "correct", "unmatched", "hallucinating", "ungrounded", "coverage_missing"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name, pick in (("min_coverage", min), ("max_delta_s", max), ("min_delta_s", min)):
+        for name, pick in (
+            ("min_coverage", min),
+            ("max_delta_s", max),
+            ("min_delta_s", min),
+            ("max_delta_s_excess", max),
+        ):
             mine, theirs = getattr(self, name), getattr(other, name)
             setattr(self, name, theirs if mine is None else mine if theirs is None else pick(mine, theirs))
         self.empty |= other.empty
@@ -119,9 +133,11 @@ class _Question:
             "correct": self.correct,
             "unmatched": self.unmatched,
             "hallucinating": self.hallucinating,
+            "ungrounded": self.ungrounded,
             "coverage_missing": self.coverage_missing,
             "min_coverage": self.min_coverage,
             "max_delta_s": self.max_delta_s,
+            "max_delta_s_excess": self.max_delta_s_excess,
         }
 
 

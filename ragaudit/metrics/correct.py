@@ -1,7 +1,9 @@
-"""Is a run correct, and why (not)? SPEC §3 λ: a run is correct when its citation match holds
-and, if it has an answer, some answer segment that cites a matching payload is supported by the
-matching gold anchor text. The reason is written for people: it names what was cited and what
-the gold set expected, so a report reader sees the defect without opening the trace."""
+"""Is a run correct, and why (not)? SPEC §3: a run is correct when its citation match holds and,
+when it has an answer, some claim citing a matching payload states the gold anchor and no claim
+conflicts with it. Another fact of the cited text, stated beside the anchor's, is never a fault
+here (grounding judges it on its own). The reason is written for people: it names what was cited,
+what the gold set expected and what the answer says instead, so a report reader sees the defect
+without opening the trace."""
 
 from __future__ import annotations
 
@@ -9,31 +11,7 @@ from dataclasses import dataclass
 
 from ragaudit.errors import clip
 from ragaudit.metrics.citation import RunView
-from ragaudit.types import Answer, Segment
-
-# How far below the best-supporting sentence of the cited text the anchor may be and still count
-# as the source of a segment: a short abstractive answer ("Within 1 hour of the departure.") can
-# be supported a little better by a sibling sentence that repeats its words.
-ATTRIBUTION_MARGIN = 0.10
-
-
-@dataclass(frozen=True, slots=True)
-class Agreement:
-    """How one answer segment agrees with one gold anchor."""
-
-    support: float  # support(segment, [anchor])
-    best_other: float  # max support(segment, [s]) over the other sentences it cites
-    conflicts: list[str]  # quantities and identifiers it states that the anchor lacks
-
-    def agrees(self, anchor_support_min: float) -> bool:
-        return (
-            not self.conflicts
-            and self.support >= anchor_support_min
-            and self.support >= self.best_other - ATTRIBUTION_MARGIN
-        )
-
-    def rank(self, anchor_support_min: float) -> tuple:
-        return (self.agrees(anchor_support_min), not self.conflicts, self.support - self.best_other, self.support)
+from ragaudit.metrics.grounding import Judged, anchor_texts
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,34 +19,8 @@ class Verdict:
     correct: bool
     why: str
     anchor_support: float | None = None
-
-
-def answer_segments(answer: Answer | None) -> tuple[Segment, ...]:
-    """The answer's segments; an answer with text but no segments is one segment citing what the
-    answer cites."""
-    if answer is None:
-        return ()
-    if answer.segments:
-        return answer.segments
-    if answer.text:
-        return (Segment(1, answer.text, answer.citations),)
-    return ()
-
-
-def anchor_texts(view: RunView) -> list[str]:
-    """The gold text(s) a matching run's answer must state: the item's anchor, or for an
-    accept = "any" item the text of each alternative the run matched."""
-    if view.item.accept != "any":
-        return [view.item.anchor.text] if view.item.anchor.text else []
-    out: list[str] = []
-    for _, i in view.matched:
-        gold = view.gold[i]
-        text = gold.text
-        if text is None and view.corpus is not None and gold.span.unit == "char" and gold.doc_id in view.corpus:
-            text = view.corpus[gold.doc_id].text[gold.span.start : gold.span.end]
-        if text and text not in out:
-            out.append(text)
-    return out
+    key_share: float | None = None
+    stating: tuple[int, ...] = ()  # the claims (by n) that state the anchor
 
 
 def _where(doc_id, section_id) -> str:
@@ -98,12 +50,13 @@ def _miss(view: RunView) -> str:
     return f"cites {', '.join(cited[:3])}{' …' if len(cited) > 3 else ''}, not the gold {expected}"
 
 
-def judge(view: RunView, agreement: Agreement | None, anchor_support_min: float, *, scored: bool = True) -> Verdict:
-    """The verdict on one run. `agreement` is that of the answer segment citing a matching payload
-    that agrees best with the matched gold anchor. It agrees when the anchor supports it (support
-    >= anchor_support_min), no other sentence of its cited texts supports it clearly better (it
-    states the anchor, not a sibling sentence of the same chunk), and it states no quantity or
-    identifier the anchor lacks. `scored` says whether support was computed at all."""
+def _quote(text: str, size: int = 60) -> str:
+    return f"“{clip(' '.join(text.split()), size)}”"
+
+
+def judge(view: RunView, claims: list[Judged], *, scored: bool = True) -> Verdict:
+    """The verdict on one run from its judged claims. `scored` says whether claims were judged
+    against the anchor at all (a support scorer ran)."""
     trace = view.trace
     if trace.error is not None:
         return Verdict(False, f"errored: {clip(trace.error, 160)}")
@@ -117,29 +70,45 @@ def judge(view: RunView, agreement: Agreement | None, anchor_support_min: float,
         return Verdict(False, _miss(view))
     p, _ = view.matched[0]
     hit = f"cites the gold span ({p.snippet_id}, {_where(p.doc_id, p.section_id)})"
-    if not answer_segments(trace.answer) or not anchor_texts(view) or not scored:
+    if not claims or not anchor_texts(view) or not scored:
         return Verdict(True, hit)
-    if agreement is None:
-        return Verdict(False, f"{hit}, but no answer segment cites it")
-    a = agreement
-    if a.conflicts:
+    judged = [c for c in claims if c.anchor is not None]
+    if not judged:
+        return Verdict(False, f"{hit}, but no claim of the answer cites it")
+    best = max(judged, key=lambda c: (c.anchor == "states", c.key_share or 0.0, c.anchor_support or 0.0))
+    conflicting = [c for c in judged if c.anchor == "conflicts"]
+    if conflicting:
+        c = conflicting[0]
         return Verdict(
             False,
-            f"{hit}, but the answer states {', '.join(a.conflicts[:3])}, which the gold anchor does not",
-            a.support,
+            f"{hit}, but claim {c.claim.n} {_quote(c.claim.text)} states "
+            + (
+                "the opposite of the gold anchor"
+                if c.conflicts == ("negation",)
+                else f"{', '.join(c.conflicts[:3])} where the gold anchor states {', '.join(c.missing[:3])}"
+            ),
+            best.anchor_support,
+            best.key_share,
         )
-    if a.support < anchor_support_min:
+    stating = tuple(c.claim.n for c in judged if c.anchor == "states")
+    if not stating:
+        lacking = f"it lacks {', '.join(best.missing[:4])}" if best.missing else ""
+        support = "" if best.anchor_support is None else f"anchor support {best.anchor_support:.2f}"
+        detail = "; ".join(x for x in (lacking, support) if x)
         return Verdict(
             False,
-            f"{hit}, but the answer states something else: the gold anchor supports it "
-            f"{a.support:.2f} < {anchor_support_min:g}",
-            a.support,
+            f"{hit}, but no claim states the gold anchor: the closest, claim {best.claim.n} "
+            f"{_quote(best.claim.text)}, states another fact" + (f" ({detail})" if detail else ""),
+            best.anchor_support,
+            best.key_share,
         )
-    if not a.agrees(anchor_support_min):
-        return Verdict(
-            False,
-            f"{hit}, but the answer states another sentence of it: that sentence supports the "
-            f"answer {a.best_other:.2f}, the gold anchor {a.support:.2f}",
-            a.support,
-        )
-    return Verdict(True, f"{hit} and states it (anchor support {a.support:.2f})", a.support)
+    share = "" if best.key_share is None else f"key content {best.key_share:.0%}"
+    support = "" if best.anchor_support is None else f"anchor support {best.anchor_support:.2f}"
+    detail = ", ".join(x for x in (share, support) if x)
+    return Verdict(
+        True,
+        f"{hit} and claim {stating[0]} states it" + (f" ({detail})" if detail else ""),
+        best.anchor_support,
+        best.key_share,
+        stating,
+    )

@@ -8,6 +8,7 @@ import numpy as np
 
 from ragaudit.analyzers import get_analyzer
 from ragaudit.metrics.embed import delta_s_pairs
+from ragaudit.text import units
 from ragaudit.types import Payload
 
 ZONES = (("stable", 0.40), ("transit", 0.60), ("risk", 0.85), ("danger", float("inf")))
@@ -46,27 +47,44 @@ def delta_s_runs(
     cited: Sequence[Sequence[str]],
     top_k: Sequence[str],
     anchors: Sequence[str | None],
+    golds: Sequence[Sequence[str]] | None = None,
     *,
     reading: str = DEFAULT_READING,
 ) -> dict[str, np.ndarray]:
-    """delta_s_qr (query vs the cited text, in the chosen reading), delta_s_topk (query vs the
-    joined top-k texts) and delta_s_ra (joined cited texts vs the anchor), for many runs at once;
-    each distinct text is encoded once. Runs with nothing to compare get 1.0: a run that cites
-    nothing is as far from its question as a run can be, never a perfect 0.
+    """For many runs at once, each distinct text encoded once:
 
-    Readings of "cited text": `nearest` = the closest single cited text (min over cited payloads);
-    `join` = the cited texts joined (the encoder truncates a long join at its max sequence length).
+    * delta_s_qr: the query vs the cited text, in the chosen reading;
+    * delta_s_gold: the query vs the closest statement (sentence) of the gold texts;
+    * delta_s_excess: max(0, d(cited) - delta_s_gold) with d(cited) the query vs the closest
+      statement of the cited texts: how much farther from the question what the run cites lies than
+      what the gold says to cite, like compared with like (a cited chunk that holds the gold
+      sentence is never farther than it, whatever the chunk's length); NaN without gold texts;
+    * delta_s_topk: the query vs the joined top-k texts;
+    * delta_s_ra: the joined cited texts vs the anchor.
+
+    Runs with nothing to compare get 1.0: a run that cites nothing is as far from its question as
+    a run can be, never a perfect 0. Readings of "cited text": `nearest` = the closest single text
+    (min over the cited payloads); `join` = the texts joined (the encoder truncates a long join at
+    its max sequence length).
     """
     if reading not in READINGS:
         raise ValueError(f"The 'reading' parameter must be one of {READINGS}. Got {reading!r} instead.")
+    n = len(queries)
+    golds = golds if golds is not None else [[] for _ in range(n)]
     joined = [join_texts([t for t in texts if t]) for texts in cited]
     left, right, owner = [], [], []
     for i, texts in enumerate(cited):
-        pieces = [t for t in texts if t] if reading == "nearest" else ([joined[i]] if joined[i] else [])
-        for text in pieces:
+        kept = [t for t in texts if t]
+        for text in kept if reading == "nearest" else ([joined[i]] if joined[i] else []):
             left.append(queries[i])
             right.append(text)
-            owner.append(i)
+            owner.append((0, i))
+    for side, groups in ((1, cited), (2, golds)):  # statement by statement, for the excess
+        for i, texts in enumerate(groups):
+            for statement in dict.fromkeys(u for t in texts if t for u in units(t)):
+                left.append(queries[i])
+                right.append(statement)
+                owner.append((side, i))
     ra_runs = [i for i, a in enumerate(anchors) if a and joined[i]]
     topk_runs = [i for i, t in enumerate(top_k) if t]
     distances = delta_s_pairs(
@@ -74,13 +92,15 @@ def delta_s_runs(
         [*left, *(queries[i] for i in topk_runs), *(joined[i] for i in ra_runs)],
         [*right, *(top_k[i] for i in topk_runs), *(anchors[i] or "" for i in ra_runs)],  # ra_runs have one
     )
-    n = len(queries)
-    qr, topk, ra = np.ones(n), np.ones(n), np.full(n, np.nan)
-    for i, d in zip(owner, distances[: len(left)]):
-        qr[i] = min(qr[i], d)
+    nearest = (np.ones(n), np.ones(n), np.full(n, np.nan))
+    for (side, i), d in zip(owner, distances[: len(left)]):
+        nearest[side][i] = d if np.isnan(nearest[side][i]) else min(nearest[side][i], d)
+    qr, cited_statement, gold = nearest
+    topk, ra = np.ones(n), np.full(n, np.nan)
     topk[topk_runs] = distances[len(left) : len(left) + len(topk_runs)]
     ra[ra_runs] = distances[len(left) + len(topk_runs) :]
     for i, a in enumerate(anchors):
         if a and not joined[i]:
             ra[i] = 1.0
-    return {"delta_s_qr": qr, "delta_s_topk": topk, "delta_s_ra": ra}
+    excess = np.where(np.isnan(gold), np.nan, np.maximum(0.0, cited_statement - np.nan_to_num(gold)))
+    return {"delta_s_qr": qr, "delta_s_gold": gold, "delta_s_excess": excess, "delta_s_topk": topk, "delta_s_ra": ra}

@@ -13,19 +13,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from statistics import fmean
 from typing import Callable
 
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.citation import RunView
-from ragaudit.metrics.correct import (
-    Agreement,
-    Verdict,
-    anchor_texts,
-    answer_segments,
-    judge,
-)
+from ragaudit.metrics.correct import Verdict, judge
 from ragaudit.metrics.delta_s import (
     DEFAULT_READING,
     JOIN,
@@ -34,11 +27,11 @@ from ragaudit.metrics.delta_s import (
     zone,
 )
 from ragaudit.metrics.embed import delta_s_pairs
+from ragaudit.metrics.grounding import Judged, judge_claims
+from ragaudit.metrics.keycontent import Bars
 from ragaudit.metrics.lam import chain_states
-from ragaudit.metrics.quantities import hallucinated
 from ragaudit.metrics.registry import RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
-from ragaudit.text import sentences
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import where
@@ -53,11 +46,12 @@ RATES = (
     "mrr",
     "ndcg@10",
     "support",
-    "grounded_rate",
+    "grounded",
+    "fully_grounded",
     "correct",
 )
-DISTANCES = ("delta_s_qr", "delta_s_topk", "delta_s_ra")
-AVERAGED = (*RATES, *DISTANCES, "anchor_support", "hallucinations")
+DISTANCES = ("delta_s_qr", "delta_s_gold", "delta_s_excess", "delta_s_topk", "delta_s_ra")
+AVERAGED = (*RATES, *DISTANCES, "anchor_support", "key_content", "hallucinations")
 ERRORED_DELTA_S = 1.0
 
 
@@ -67,8 +61,8 @@ class Settings:
     match_tolerance: int = 30
     delta_s_reading: str = DEFAULT_READING
     css_min: float = 0.50
-    anchor_support_min: float = 0.45
-    support_threshold: float = 0.5
+    bars: Bars = Bars()
+    support_threshold: float = 0.7
 
     @classmethod
     def from_config(cls, config) -> "Settings":
@@ -77,7 +71,11 @@ class Settings:
             match_tolerance=config.metrics["match_tolerance"],
             delta_s_reading=config.metrics["delta_s"],
             css_min=config.lambda_["css_min"],
-            anchor_support_min=config.lambda_["anchor_support_min"],
+            bars=Bars(
+                config.lambda_["anchor_support_min"],
+                config.lambda_["key_recall_min"],
+                config.lambda_["key_precision_min"],
+            ),
             support_threshold=config.support["threshold"],
         )
 
@@ -147,14 +145,22 @@ def score_runs(
         [[payload_text(p, corpus) for p in v.cited] for v in views],
         [JOIN.join(payload_text(p, corpus) for p in v.trace.retrieved[: settings.k]) for v in views],
         [v.item.anchor.text for v in views],
+        [gold_texts(v) for v in views],
         reading=settings.delta_s_reading,
     )
-    segments, agreement = _segment_scores(views, texts, support, settings)
+    claims = judge_claims(
+        views,
+        texts,
+        support,
+        encoder,
+        support_threshold=settings.support_threshold,
+        bars=settings.bars,
+    )
     chains = _chains(views, corpus, encoder)
     for i, view in enumerate(views):
         ds = {name: _finite(distances[name][i]) for name in DISTANCES}
-        verdict = judge(view, agreement[i], settings.anchor_support_min, scored=support is not None)
-        result.runs.append(_run_record(view, ds, segments[i], verdict, chains[i]))
+        verdict = judge(view, claims[i], scored=support is not None)
+        result.runs.append(_run_record(view, ds, claims[i], verdict, chains[i]))
         if view.unreconciled and not errored(view.trace):
             result.notes.append(
                 issue(
@@ -187,26 +193,47 @@ def evaluate(
     return Evaluation(scored.runs, questions, sections, pipelines, scored.unmatched, scored.notes)
 
 
-def _run_record(view: RunView, ds: dict, segments: list[dict], verdict: Verdict, chain: dict | None) -> dict:
+def gold_texts(view: RunView) -> list[str]:
+    """The texts the gold set says to cite: each gold span's text, or its slice of the corpus."""
+    out = []
+    for g in view.gold:
+        text = g.text
+        if text is None and view.corpus is not None and g.span.unit == "char" and g.doc_id in view.corpus:
+            text = view.corpus[g.doc_id].text[g.span.start : g.span.end]
+        if text:
+            out.append(text)
+    return out
+
+
+def _run_record(view: RunView, ds: dict, claims: list[Judged], verdict: Verdict, chain: dict | None) -> dict:
     t = view.trace
     failed = errored(t)
     metrics: dict = {m.name: (0.0 if failed or m.compute is None else m.compute(view)) for m in RUN_METRICS}
-    scored = [s["support"] for s in segments if s["support"] is not None]
+    scored = [c.support for c in claims if c.support is not None]
+    supported = [c.grounding == "supported" for c in claims]
     metrics.update(ds)
     metrics.update(
         support=mean(scored),
-        grounded_rate=mean(float(s["grounded"]) for s in segments if s["support"] is not None),
-        hallucinations=float(sum(len(s["hallucinated"]) for s in segments)),
+        grounded=mean(float(s) for s in supported),
+        fully_grounded=(1.0 if all(supported) else 0.0) if supported else None,
+        hallucinations=float(sum(len(c.hallucinated) for c in claims)),
         anchor_support=verdict.anchor_support,
+        key_content=verdict.key_share,
         correct=1.0 if verdict.correct else 0.0,
     )
     if failed:
         metrics.update(
             {name: 0.0 for name in RATES},
             anchor_support=None,
+            key_content=None,
             hallucinations=0.0,
-            **{name: ERRORED_DELTA_S for name in DISTANCES},
+            **{name: ERRORED_DELTA_S for name in DISTANCES if name != "delta_s_gold"},
         )
+    by_id = {p.snippet_id: p for p in view.cited}
+    stating = [c for c in claims if c.claim.n in verdict.stating]
+    stated_sections = sorted(
+        {(p.doc_id or "", p.section_id or "") for c in stating for s in c.claim.citations if (p := by_id.get(s))}
+    )
     record = {
         "pipeline": t.config,
         "qid": t.qid,
@@ -221,85 +248,14 @@ def _run_record(view: RunView, ds: dict, segments: list[dict], verdict: Verdict,
         "why": verdict.why,
         "citations": [p.snippet_id for p in view.cited],
         "sections": sorted({(p.doc_id or "", p.section_id or "") for p in view.cited}),
-        "segments": segments,
+        "stated_sections": stated_sections,
+        "claims": [c.to_dict() for c in claims],
     }
     if chain is not None:
         record["chain"] = chain
     if t.steps:
         record["attribution"] = step_attribution(t)
     return record
-
-
-@lru_cache(maxsize=1 << 14)
-def _units(text: str) -> tuple[str, ...]:
-    """The sentences of a cited text that can state something: no headings, three words or more."""
-    return tuple(u for u in sentences(text) if not u.lstrip().startswith("#") and len(u.split()) >= 3)
-
-
-class _Pairs:
-    """(segment, texts) pairs to score once each, however often they recur across runs."""
-
-    def __init__(self):
-        self.index: dict[tuple[str, tuple[str, ...]], int] = {}
-
-    def add(self, segment: str, texts) -> int:
-        return self.index.setdefault((segment, tuple(texts)), len(self.index))
-
-    def score(self, support) -> list[float | None]:
-        if support is None or not self.index:
-            return [None] * len(self.index)
-        return [float(v) for v in support.score_many([(seg, list(texts)) for seg, texts in self.index])]
-
-
-def _segment_scores(views: list[RunView], texts: list[dict], support, settings: Settings):
-    """Per run: each answer segment's support by its cited texts, grounded flag and hallucinated
-    quantities; and the anchor agreement of the segment citing a matching payload that agrees
-    best with a matched gold anchor (None when no segment cites a match): an Agreement of the
-    anchor's support for the segment, the best support any other sentence of the segment's cited
-    texts gives it, and the quantities it states that the anchor lacks."""
-    pairs = _Pairs()
-    segment_rows: list[tuple] = []
-    anchor_rows: list[tuple] = []
-    for i, view in enumerate(views):
-        matching = {p.snippet_id for p, _ in view.matched}
-        anchors = anchor_texts(view)
-        for segment in answer_segments(view.trace.answer):
-            cited = [texts[i][c] for c in segment.citations if c in texts[i]]
-            segment_rows.append((i, segment, cited, pairs.add(segment.text, cited)))
-            if not matching.intersection(segment.citations):
-                continue
-            for anchor in anchors:
-                others = [u for t in cited for u in _units(t) if u not in anchor]
-                anchor_rows.append(
-                    (
-                        i,
-                        segment.text,
-                        anchor,
-                        pairs.add(segment.text, [anchor]),
-                        [pairs.add(segment.text, [u]) for u in others],
-                    )
-                )
-    scores = pairs.score(support)
-    out: list[list[dict]] = [[] for _ in views]
-    for i, segment, cited, at in segment_rows:
-        score = scores[at]
-        out[i].append(
-            {
-                "seg": segment.seg,
-                "support": score,
-                "grounded": score is not None and score >= settings.support_threshold,
-                "hallucinated": hallucinated(segment.text, cited),
-            }
-        )
-    best: list[Agreement | None] = [None] * len(views)
-    for i, text, anchor, at, others in anchor_rows:
-        if (anchor_support := scores[at]) is None:
-            continue
-        found = Agreement(anchor_support, max((scores[o] for o in others), default=0.0), hallucinated(text, [anchor]))
-        held = best[i]
-        if held is None or found.rank(settings.anchor_support_min) > held.rank(settings.anchor_support_min):
-            best[i] = found
-    return out, best
 
 
 def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:

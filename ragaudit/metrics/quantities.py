@@ -19,9 +19,11 @@ from typing import Sequence
 
 from ragaudit.markers import MARKER
 
-__all__ = ["Mention", "hallucinated", "mentions"]
+__all__ = ["Mention", "hallucinated", "holds", "mentions"]
 
-_BULLET = re.compile(r"^\s*\d+\s*[.)](?=\s|$)", re.MULTILINE)  # read after the markers are blanked: 1[1].
+# list numbering, read after the markers are blanked ("1[1]."): "1." or "1)" opening a line, and an
+# enumerator "2)" inside one ("… tests 5) self-assessments")
+_BULLET = re.compile(r"^\s*\d+\s*[.)](?=\s|$)|(?<![\w(.,])\d{1,2}\)(?=\s)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,10 +347,12 @@ def _scan(text: str, *, words: bool) -> list[Mention]:
     return [Mention(s, e, text[s:e], kind, key) for s, e, kind, key, _ in found]
 
 
-def mentions(text: str) -> list[Mention]:
+def mentions(text: str, *, number_words: bool = False) -> list[Mention]:
     """The numbers, dates and identifiers written in `text`, in order, not overlapping. Citation
-    markers (`[3]`, `[pol-keys-1]`, `[Data: Reports (4)]`) and list numbering are not mentions."""
-    return _scan(text, words=False)
+    markers (`[3]`, `[pol-keys-1]`, `[Data: Reports (4)]`) and list numbering are not mentions.
+    Numbers written as words ("twelve days") count only with `number_words` (a source's text; in an
+    answer "one day" is more often a turn of phrase than a claim)."""
+    return _scan(text, words=number_words)
 
 
 # ---------------------------------------------------------------- covering
@@ -394,6 +398,11 @@ def _needed(segment: str) -> tuple[tuple[str, tuple[str, str], frozenset], ...]:
             seen.add((m.kind, m.key))
             out.append((m.surface, (m.kind, m.key), frozenset(_needs(m))))
     return tuple(out)
+
+
+def holds(mention: Mention, text: str) -> bool:
+    """Does `text` state `mention` (by value and unit, in digits or in words)?"""
+    return bool(_needs(mention) & _covered_by(text))
 
 
 def hallucinated(segment: str, cited_texts: Sequence[str]) -> list[str]:

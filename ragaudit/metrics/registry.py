@@ -15,7 +15,7 @@ from ragaudit.metrics import citation
 @dataclass(frozen=True)
 class Metric:
     name: str
-    level: str  # "run", "segment" or "question"
+    level: str  # "run", "claim" or "question"
     description: str
     compute: Callable | None = None  # RunView -> value, for the metrics computed from one run alone
     higher_is_better: bool = True
@@ -66,6 +66,21 @@ METRICS: dict[str, Metric] = {
             higher_is_better=False,
         ),
         Metric(
+            "delta_s_gold",
+            "run",
+            "dS(query, gold text) in the same reading: the question against the texts the gold set says to cite "
+            "(its expected citations, or the anchor)",
+            higher_is_better=False,
+        ),
+        Metric(
+            "delta_s_excess",
+            "run",
+            "max(0, delta_s_qr − delta_s_gold): how much farther from the question the cited text lies than the "
+            "gold text; the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
+            "that errored or cites nothing",
+            higher_is_better=False,
+        ),
+        Metric(
             "delta_s_topk",
             "run",
             "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
@@ -79,22 +94,40 @@ METRICS: dict[str, Metric] = {
         ),
         Metric(
             "support",
-            "segment",
-            "how well a segment's cited texts support it (calibrated scorer, or the "
-            "CrossEncoder of [support] model); mean per run",
+            "claim",
+            "how well a claim's cited texts support it (calibrated scorer, or the "
+            "CrossEncoder of [support] model); mean over the run's cited claims",
         ),
-        Metric("grounded_rate", "run", "share of answer segments with support >= support.threshold"),
+        Metric(
+            "grounded",
+            "run",
+            "supported claims / claims: a claim is supported when its cited texts support it (support >= "
+            "support.threshold) and hold every quantity and identifier it states; uncited claims count as not",
+        ),
+        Metric(
+            "fully_grounded",
+            "run",
+            "1 when every claim of the answer is supported, else 0; null without an answer; its mean is what "
+            "grounded_pass_rate gates",
+        ),
         Metric(
             "anchor_support",
             "run",
-            "best support the matched gold anchor gives an answer segment that cites a "
-            "matching payload; decides, with citation match, whether the run is correct",
+            "support the gold anchor gives the claim (citing a matching payload) that states it best",
+        ),
+        Metric(
+            "key_content",
+            "run",
+            "share of the gold anchor's key content (quantities, identifiers, names, content words not in the "
+            "question; the reference answer's part of them when there is one) stated by the best such claim",
         ),
         Metric(
             "correct",
             "run",
-            "1 when citation match holds and, with an answer, anchor_support >= "
-            "lambda.anchor_support_min; every run's reason is in the report",
+            "1 when citation match holds and, with an answer, a claim citing a matching payload states the gold "
+            "anchor (key content recall >= lambda.key_recall_min, precision >= lambda.key_precision_min, anchor "
+            "support >= lambda.anchor_support_min) and no claim "
+            "conflicts with it (a rival quantity or identifier, or a negation); every run's reason is in the report",
         ),
         Metric(
             "hallucinations",
@@ -108,7 +141,7 @@ METRICS: dict[str, Metric] = {
             "css",
             "question",
             "|∩ S_r| / |∪ S_r| over the question's runs, S_r = the (doc_id, section_id) pairs "
-            "run r cites (citation set stability at section level)",
+            "cited by run r's claims that state the gold anchor (all it cites when none does)",
         ),
         Metric(
             "delta_s_spread",

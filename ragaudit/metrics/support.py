@@ -13,7 +13,6 @@ a local CrossEncoder folder instead (`CrossEncoderScorer`, calibrated by the sam
 from __future__ import annotations
 
 import math
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,42 +21,14 @@ from typing import Sequence
 import numpy as np
 
 from ragaudit.errors import InputError, Problem
-from ragaudit.markers import MARKER
 from ragaudit.metrics.embed import Encoder, make_encoder
 from ragaudit.metrics.quantities import hallucinated, mentions
 from ragaudit.progress import phase
-from ragaudit.text import STOPWORDS, content_stems, sentences, stem
+from ragaudit.text import WORD, clean, content_stems, names, sentences, stem, units
 
 PARAMS_PATH = Path(__file__).with_name("support_params.json")
 
 # ---------------------------------------------------------------- text
-
-_WORD = re.compile(r"[^\W_]+")
-_AFTER_COLON = re.compile(r"(?<=:)\s+")
-_MARKUP = re.compile(r"[*#_`>|]+|^\s*(?:[-•]|\d+[.)])\s+", re.MULTILINE)
-
-
-def clean(text: str) -> str:
-    """The text without citation markers, markdown emphasis or list bullets, whitespace collapsed."""
-    return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
-
-
-def _capitalised(text: str) -> set[str]:
-    # capitalised words that do not open a sentence: names, places, organisations, acronyms
-    out: set[str] = set()
-    for sentence in sentences(text):
-        for clause in _AFTER_COLON.split(sentence):  # "Note: Keys ..." opens a clause like a sentence
-            words = _WORD.findall(clause)
-            out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
-    return out
-
-
-def units(text: str) -> list[str]:
-    """Sentences and lines of a cited text, markup removed, without fragments of fewer than 3 words."""
-    found = [clean(s) for s in sentences(text)]
-    kept = [u for u in found if len(u.split()) >= 3]
-    return kept or [u for u in found if u]
-
 
 # ---------------------------------------------------------------- features
 
@@ -127,7 +98,7 @@ def _features(p: _Pair, vec) -> dict[str, float]:
     seg_stems = content_stems(p.seg)
     evidence = "\n".join(p.passages)
     ev_stems = content_stems(evidence)
-    ev_tokens = {t.lower() for t in _WORD.findall(evidence)}
+    ev_tokens = {t.lower() for t in WORD.findall(evidence)}
     stated = {(m.kind, m.key) for m in mentions(p.raw_segment)}
     missing = hallucinated(p.raw_segment, p.raw_cited)
     return {
@@ -141,9 +112,9 @@ def _features(p: _Pair, vec) -> dict[str, float]:
         "word_recall": _recall(seg_stems, set(ev_stems)),
         "bigram_recall": _recall(zip(seg_stems, seg_stems[1:]), set(zip(ev_stems, ev_stems[1:]))),
         "local_recall": max(_recall(seg_stems, set(content_stems(w))) for w in p.windows),
-        "caps_recall": _recall(sorted(_capitalised(p.seg)), ev_tokens | {stem(t) for t in ev_tokens}),
+        "caps_recall": _recall(sorted(names(p.seg)), ev_tokens | {stem(t) for t in ev_tokens}),
         "number_recall": 1.0 - len(missing) / len(stated) if stated else 1.0,
-        "lex_overlap": _recall((t.lower() for t in _WORD.findall(p.seg)), ev_tokens),
+        "lex_overlap": _recall((t.lower() for t in WORD.findall(p.seg)), ev_tokens),
     }
 
 

@@ -37,10 +37,12 @@ def render_faults(result: dict) -> str:
         {
             "fault": r["fault"],
             "description": r["description"],
+            "control": r.get("control", False),
             "applicable": r["applicable"],
             "affected": len(r["affected"]),
-            "caught": r["caught"],
+            "ok": r["ok"],
             "cells": _cells(r, gated),
+            "baseline_cells": _cells(r["with_baseline"], gated),
         }
         for r in result["faults"]
     ]

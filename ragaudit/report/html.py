@@ -29,13 +29,31 @@ RUN_METRICS = (
     "citation_match",
     "coverage",
     "delta_s_qr",
+    "delta_s_gold",
+    "delta_s_excess",
     "delta_s_topk",
     "delta_s_ra",
     "citation_precision",
     "mrr",
     "support",
+    "grounded",
     "anchor_support",
+    "key_content",
     "hallucinations",
+)
+CLAIM_FIELDS = (
+    "n",
+    "text",
+    "citations",
+    "cited_by",
+    "grounding",
+    "support",
+    "hallucinated",
+    "anchor",
+    "anchor_support",
+    "key_share",
+    "missing",
+    "conflicts",
 )
 ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
 QUESTION_ROWS = 2_000  # the page stays a few MB however many questions a run has
@@ -187,7 +205,20 @@ def _cards(report: dict, t: dict) -> dict:
                 by.get("coverage_pass_rate"),
                 f"share of runs whose coverage of the gold span is at least {t['coverage_min']:g}",
             ),
-            _kpi("Mean ΔS", num(m.get("delta_s_qr")), f"gate ≤ {t['delta_s_mean_max']:g}", by.get("delta_s_mean_max")),
+            _kpi(
+                "ΔS excess",
+                num((by.get("delta_s_excess_max") or {}).get("value")),
+                _limit("max ≤", t.get("delta_s_excess_max"), "{:g}") + f" · mean {num(m.get('delta_s_excess'))}",
+                by.get("delta_s_excess_max"),
+                "how much farther from the question the cited text lies than the gold text (worst run)",
+            ),
+            _kpi(
+                "Grounded",
+                pct(m.get("fully_grounded")),
+                _limit("gate ≥", t.get("grounded_pass_rate"), "{:.0%}"),
+                by.get("grounded_pass_rate"),
+                "share of answered runs whose every claim its cited texts support",
+            ),
             _kpi(
                 "λ convergent", pct(conv), f"gate ≥ {t['lambda_convergent_min']:.0%}", by.get("lambda_convergent_min")
             ),
@@ -208,6 +239,10 @@ def _cards(report: dict, t: dict) -> dict:
 
 
 # ---- charts and the per-section table --------------------------------------------------------
+
+
+def _limit(words: str, value, spec: str) -> str:
+    return "not gated" if value is None else f"{words} {spec.format(value)}"
 
 
 def _covered(summary: dict, checks: dict, minimum: float) -> float | None:
@@ -248,7 +283,7 @@ def _charts(report: dict, t: dict) -> dict:
         svg = charts.histogram(
             counts=ds[:-1] or [0] * 40,
             bands=bands,
-            threshold=t["delta_s_max"],
+            threshold=t.get("delta_s_max"),
             label=f"ΔS(query, cited text) per run, {name}",
         )
         delta_s.append({"name": name, "caption": caption, "svg": trusted(svg)})
@@ -287,20 +322,26 @@ def _charts(report: dict, t: dict) -> dict:
 def section_result(section: dict, t: dict) -> str:
     """pass, warn or fail for one section of one pipeline; the legend under the table says how."""
     m = section.get("metrics") or {}
-    match, cov, ds = m.get("citation_match"), m.get("coverage"), m.get("delta_s_qr")
+    match, cov = m.get("citation_match"), m.get("coverage")
     if match is None or match < t["citation_match_min"] or (cov is not None and cov < t["coverage_min"]):
         return "fail"
     share = section.get("convergent", 0) / max(len(section.get("qids") or []), 1)
-    if ds is None or ds > t["delta_s_mean_max"] or share < t["lambda_convergent_min"]:
+    if _far(m.get("delta_s_excess"), t) or share < t["lambda_convergent_min"]:
         return "warn"
     return "pass"
+
+
+def _far(excess: float | None, t: dict) -> bool:
+    """A section's mean ΔS excess above the gate's per-run limit."""
+    limit = t.get("delta_s_excess_max")
+    return excess is not None and limit is not None and excess > limit
 
 
 def _section_cell(name: str, s: dict | None, t: dict) -> dict | None:
     if s is None:
         return None
     m = s.get("metrics") or {}
-    match, cov, ds = m.get("citation_match"), m.get("coverage"), m.get("delta_s_qr")
+    match, cov, ds = m.get("citation_match"), m.get("coverage"), m.get("delta_s_excess")
     return {
         "pipeline": name,
         "result": section_result(s, t),
@@ -309,7 +350,7 @@ def _section_cell(name: str, s: dict | None, t: dict) -> dict | None:
         "delta_s": ds,
         "match_bad": not (match is not None and match >= t["citation_match_min"]),
         "coverage_bad": not (cov is None or cov >= t["coverage_min"]),
-        "delta_s_bad": not (ds is not None and ds <= t["delta_s_mean_max"]),
+        "delta_s_bad": _far(ds, t),
         "convergent": s.get("convergent"),
         "questions": len(s.get("qids") or []),
     }
@@ -469,18 +510,15 @@ def drill_data(report: dict, t: dict) -> dict:
                 for s in r.get("spans") or []
             ]
             used.update(s["ref"] for s in spans if s.get("ref"))
-            segments = [
-                _some(s, ("seg", "text", "citations", "support", "grounded", "hallucinated"))
-                for s in r.get("segments") or []
-            ]
+            claims = [_some(c, CLAIM_FIELDS) for c in r.get("claims") or []]
             run = _some(r, ("variant", "seed", "query", "error", "zone", "correct", "why", "errored"))
-            # The segments carry the answer's text; the whole answer is kept only when there are none.
-            run.update(metrics=_some(r.get("metrics") or {}, RUN_METRICS), segments=segments, spans=spans)
+            # The claims carry the answer's text; the whole answer is kept only when there are none.
+            run.update(metrics=_some(r.get("metrics") or {}, RUN_METRICS), claims=claims, spans=spans)
             if r.get("steps"):
                 run["steps"] = r["steps"]
                 run["chain"] = r.get("chain")
                 run["attribution"] = r.get("attribution")
-            if not segments and r.get("answer") is not None:
+            if not claims and r.get("answer") is not None:
                 run["answer"] = r["answer"]
             runs.append(run)
         questions.append(

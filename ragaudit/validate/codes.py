@@ -249,6 +249,17 @@ _GOLD_TABLE = [
     ),
 ]
 
+# Across the runs of an audit rather than within one trace.
+_AUDIT_TABLE = [
+    (
+        "inconsistent_snippet",
+        ERROR,
+        "one snippet_id of one index is recorded at different spans across runs; the runs that disagree "
+        "with the span most runs record are named",
+        "derive offsets from the stored chunk, never recompute them per request",
+    ),
+]
+
 # Notes from the metrics rather than the rules: a figure that could not be computed honestly.
 _METRIC_TABLE = [
     (
@@ -261,6 +272,7 @@ _METRIC_TABLE = [
 
 CODES: dict[str, Code] = {c[0]: Code(*c) for c in _TABLE}
 CODES.update({c[0]: Code(*c, family="gold") for c in _GOLD_TABLE})
+CODES.update({c[0]: Code(*c, family="audit") for c in _AUDIT_TABLE})
 CODES.update({c[0]: Code(*c, family="metric") for c in _METRIC_TABLE})
 
 

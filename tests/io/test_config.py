@@ -46,10 +46,15 @@ retriever = "bm25"
     assert config.out == path.parent / "reports"
     assert config.seeds == (1, 2) and config.paraphrases == 3
     assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
-    assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_max"] == 0.60
-    assert config.gate["hallucination_max"] == 0 and config.lambda_ == {"css_min": 0.5, "anchor_support_min": 0.45}
+    assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_excess_max"] == 0.25
+    assert config.gate["hallucination_max"] == 0 and config.lambda_ == {
+        "css_min": 0.5,
+        "anchor_support_min": 0.45,
+        "key_recall_min": 0.3,
+        "key_precision_min": 0.5,
+    }
     assert config.metrics == {"k": 5, "match_tolerance": 30, "delta_s": "nearest"}
-    assert config.support == {"threshold": 0.5, "model": None, "params": None}
+    assert config.support == {"threshold": 0.7, "model": None, "params": None}
     [pipeline] = config.pipelines
     assert (pipeline.name, pipeline.kind, pipeline.options["retriever"], pipeline.options["k"]) == (
         "bm25",

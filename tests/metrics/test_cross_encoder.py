@@ -248,7 +248,7 @@ def test_the_calibration_script_writes_params_the_scorer_reads(models, tmp_path,
 
 
 def test_a_run_scores_support_with_the_configured_cross_encoder(models, tmp_path):
-    """`[support] model = PATH` reaches the audit: every segment's support is the CrossEncoder's."""
+    """`[support] model = PATH` reaches the audit: every claim's support is the CrossEncoder's."""
     import json as _json
 
     from helpers import BM25, invoke, run_dir_of, write_config
@@ -265,6 +265,6 @@ def test_a_run_scores_support_with_the_configured_cross_encoder(models, tmp_path
     scorer = CrossEncoderScorer(models["reranker"])
     for run in (r for q in report["questions"] for r in q["runs"]):
         cited_refs = {s["snippet_id"]: texts[s["ref"]] for s in run["spans"]}
-        for segment in run["segments"]:
-            expected = scorer.score_many([(segment["text"], [cited_refs[c] for c in segment["citations"]])])[0]
-            assert segment["support"] == pytest.approx(float(expected), abs=1e-6)
+        for claim in run["claims"]:
+            expected = scorer.score_many([(claim["text"], [cited_refs[c] for c in claim["citations"]])])[0]
+            assert claim["support"] == pytest.approx(float(expected), abs=1e-6)

@@ -70,14 +70,15 @@ def test_the_right_chunk_with_the_wrong_sentence_is_not_correct(valid_trace, cor
     assert all(r["metrics"]["citation_match"] == 1.0 for r in ev.runs)  # the citation alone looks right
     assert not any(r["correct"] for r in ev.runs)
     assert ev.questions[0]["lambda"]["state"] == "chaotic"
-    assert "answer states" in ev.runs[0]["why"]
+    assert "no claim states the gold anchor" in ev.runs[0]["why"] and "it lacks 12 months" in ev.runs[0]["why"]
 
 
 def test_an_answer_with_a_changed_number_is_not_correct_and_hallucinates(valid_trace, corpus):
     ev = evaluated([answered(valid_trace, "Hardware keys are rotated every 16 months.")], corpus)
     r = ev.runs[0]
     assert not r["correct"] and "16 months" in r["why"]
-    assert r["metrics"]["hallucinations"] == 1.0 and r["segments"][0]["hallucinated"] == ["16 months"]
+    assert r["metrics"]["hallucinations"] == 1.0 and r["claims"][0]["hallucinated"] == ["16 months"]
+    assert r["claims"][0]["anchor"] == "conflicts" and r["claims"][0]["conflicts"] == ["16 months"]
 
 
 def test_errored_runs_lower_every_rate(valid_trace, corpus):
@@ -161,3 +162,42 @@ def test_errored_runs_score_distance_one_in_every_reading(valid_trace, corpus):
         m = evaluate([failed], [ITEM], corpus, ENCODER, Settings(delta_s_reading=reading)).runs[0]["metrics"]
         assert m["delta_s_qr"] == m["delta_s_topk"] == m["delta_s_ra"] == 1.0
         assert not np.isnan(m["delta_s_qr"])
+
+
+def test_a_neighbouring_sentence_merged_in_is_another_fact_not_a_fault(valid_trace, corpus):
+    merged = f"{KEYS_SENTENCE.rstrip('.')}, and administrators keep two registered keys."
+    ev = evaluated([answered(valid_trace, merged)], corpus)
+    r = ev.runs[0]
+    assert r["correct"] and r["metrics"]["fully_grounded"] == 1.0, r["why"]
+    assert r["claims"][0]["anchor"] == "states" and r["stated_sections"] == [("policies", "policies/security/keys")]
+
+
+def test_an_added_claim_its_cited_text_does_not_hold_is_ungrounded_but_the_run_stays_correct(valid_trace, corpus):
+    ev = evaluated([answered(valid_trace, f"{KEYS_SENTENCE} Lost keys must be reported to the help desk.")], corpus)
+    r = ev.runs[0]
+    assert r["correct"] and [c["grounding"] for c in r["claims"]] == ["supported", "unsupported"]
+    assert r["metrics"]["grounded"] == 0.5 and r["metrics"]["fully_grounded"] == 0.0
+    assert ev.questions[0]["stats"]["ungrounded"] == 1
+
+
+def test_a_quantity_the_question_gives_is_no_hallucination(valid_trace, corpus):
+    trace = answered(valid_trace, "Keys held for 3 years are rotated every 12 months.")
+    asked = dataclasses.replace(trace, query="Keys held for 3 years: how often are they rotated?")
+    assert evaluated([trace], corpus).runs[0]["claims"][0]["hallucinated"] == ["3 years"]
+    assert evaluated([asked], corpus).runs[0]["claims"][0]["hallucinated"] == []
+
+
+def test_delta_s_excess_compares_statements_with_statements(valid_trace, corpus):
+    right = answered(valid_trace, KEYS_SENTENCE)  # cites a chunk holding the gold sentence
+    r = evaluated([right], corpus).runs[0]["metrics"]
+    assert r["delta_s_excess"] == 0.0 and r["delta_s_gold"] == pytest.approx(
+        1 - float(np.prod(ENCODER.encode([right.query, KEYS_SENTENCE]), axis=0).sum()), abs=1e-6
+    )
+    wrong = copy.deepcopy(valid_trace)
+    wrong["answer"]["segments"][0]["citations"] = ["pol-pw-1"]
+    wrong["answer"]["text"] = "Passwords are rotated every 90 days [pol-pw-1]."
+    w = parse_trace(wrong)
+    texts = {p.snippet_id: p.text for p in w.retrieved}
+    q, cited, gold = ENCODER.encode([w.query, texts["pol-pw-1"], KEYS_SENTENCE])
+    m = evaluated([w], corpus).runs[0]["metrics"]
+    assert m["delta_s_excess"] == pytest.approx(max(0.0, (1 - float(cited @ q)) - (1 - float(gold @ q))), abs=1e-6)

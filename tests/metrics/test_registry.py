@@ -40,7 +40,7 @@ def variants(valid_trace):
 
 
 def test_every_metric_is_documented():
-    assert all(m.description and m.level in ("run", "segment", "question") for m in METRICS.values())
+    assert all(m.description and m.level in ("run", "claim", "question") for m in METRICS.values())
     assert {m.name for m in RUN_METRICS} >= {"coverage", "citation_match", "hit@k", "recall@k", "mrr", "ndcg@10"}
 
 

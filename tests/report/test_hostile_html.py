@@ -82,6 +82,7 @@ def pages(tmp_path_factory):
     config = tmp / "audit.toml"
     config.write_text(
         '[audit]\ngold = "gold.jsonl"\ncorpus = "corpus"\nparaphrases = 1\nseeds = [1]\nout = "runs"\n\n'
+        "[gate]\ndelta_s_max = 0.0\n\n"  # every question fails a check: the gate table links each one
         '[embedder]\nmodel = "hashing"\n\n'
         f'[[pipelines]]\nname = {json.dumps(PIPELINE)}\nkind = "reference"\nretriever = "bm25"\nk = 2\n\n'
         '[[pipelines]]\nname = "tfidf"\nkind = "reference"\nretriever = "tfidf"\nk = 2\n'
@@ -105,7 +106,7 @@ def test_the_run_carries_the_hostile_text_everywhere(pages):
     mine = [q for q in report["questions"] if q["pipeline"] == PIPELINE]
     assert {q["qid"] for q in mine} >= {QID} and QUESTION in {q["question"] for q in mine}
     runs = [r for q in mine for r in q["runs"]]
-    assert any(HOSTILE in s["text"] for r in runs for s in r["segments"])  # the extractive answer states it
+    assert any(HOSTILE in c["text"] for r in runs for c in r["claims"])  # the extractive answer states it
     assert any(HOSTILE in s["text"] for s in report["snippets"].values())
 
 
@@ -132,5 +133,5 @@ def test_report_html_shows_qid_and_question_as_written(pages):
     drill = json.loads(data)
     mine = [q for q in drill["questions"] if q["qid"] == QID and q["pipeline"] == PIPELINE]
     assert mine and mine[0]["question"] == QUESTION
-    assert any(HOSTILE in s["text"] for r in mine[0]["runs"] for s in r["segments"])
+    assert any(HOSTILE in c["text"] for r in mine[0]["runs"] for c in r["claims"])
     assert any(HOSTILE in s["text"] for s in drill["snippets"].values())

@@ -64,7 +64,7 @@ def _snippet(snippet_id: str, section: str, text: str) -> dict:
 
 def _metrics(match: float, ds: float) -> dict:
     m = dict.fromkeys(METRICS, 1.0)
-    m.update(citation_match=match, coverage=match, delta_s_qr=ds, delta_s_ra=ds, support=None, grounded_rate=None)
+    m.update(citation_match=match, coverage=match, delta_s_qr=ds, delta_s_ra=ds, support=None, grounded=None)
     return m
 
 
@@ -81,8 +81,24 @@ def _run(pipeline: str, qid: str, variant: int, cited: str, ds: float, match: fl
         "metrics": _metrics(match, ds),
         "citations": [cited],
         "answer": f"{segment} [{cited}]",
-        "segments": [
-            {"seg": 1, "text": segment, "citations": [cited], "support": 0.8, "grounded": True, "hallucinated": []}
+        "segments": [{"seg": 1, "text": segment, "citations": [cited]}],
+        "claims": [
+            {
+                "n": 1,
+                "seg": 1,
+                "text": segment,
+                "citations": [cited],
+                "cited_by": "segment",
+                "grounding": "supported",
+                "support": 0.8,
+                "hallucinated": [],
+                "anchor": "states" if match else None,
+                "anchor_support": 0.9 if match else None,
+                "key_share": 1.0 if match else None,
+                "drawn": 1.0 if match else None,
+                "missing": [],
+                "conflicts": [],
+            }
         ],
         "spans": [
             {
@@ -260,7 +276,7 @@ def test_embedded_data_round_trips():
     data = json.loads(_data_block(render_html(report)))
     assert data == json.loads(json.dumps(drill_data(report, thresholds(report))))
     run = data["questions"][1]["runs"][0]
-    assert PAYLOAD in run["query"] and PAYLOAD in run["segments"][0]["text"]
+    assert PAYLOAD in run["query"] and PAYLOAD in run["claims"][0]["text"]
     assert set(data["snippets"]) == {"keys", "pwd"}
     assert data["snippets"]["pwd"]["text"] == PWD_TEXT
 
@@ -276,7 +292,8 @@ def test_non_finite_numbers_do_not_break_the_data_block():
 def test_drill_data_keeps_only_what_the_page_shows():
     data = drill_data(tiny_report(), thresholds(tiny_report()))
     run = data["questions"][0]["runs"][0]
-    assert "answer" not in run  # its segments carry the text
+    assert "answer" not in run  # its claims carry the text
+    assert "drawn" not in run["claims"][0] and "cited_by" in run["claims"][0]
     assert "score_raw" not in run["spans"][0] and "rerank_score" not in run["spans"][0]
     assert "support" not in run["metrics"]  # None values are left out; the page reads them as missing
 
@@ -330,15 +347,15 @@ def test_thresholds_are_read_back_from_the_gate():
     )
     t = thresholds(report)
     assert t["citation_match_min"] == 0.95 and t["coverage_min"] == 0.5 and t["coverage_pass_rate"] == 0.8
-    assert thresholds({"summary": {}, "gate": None})["delta_s_max"] == 0.60
+    assert thresholds({"summary": {}, "gate": None})["delta_s_excess_max"] == 0.25
 
 
 def test_section_result():
     t = thresholds(tiny_report())
-    good = {"qids": ["A"], "convergent": 1, "metrics": {"citation_match": 1.0, "coverage": 1.0, "delta_s_qr": 0.2}}
+    good = {"qids": ["A"], "convergent": 1, "metrics": {"citation_match": 1.0, "coverage": 1.0, "delta_s_excess": 0.0}}
     assert section_result(good, t) == "pass"
     assert section_result({**good, "convergent": 0}, t) == "warn"
-    assert section_result({**good, "metrics": {**good["metrics"], "delta_s_qr": 0.5}}, t) == "warn"
+    assert section_result({**good, "metrics": {**good["metrics"], "delta_s_excess": 0.3}}, t) == "warn"
     assert section_result({**good, "metrics": {**good["metrics"], "citation_match": 0.5}}, t) == "fail"
     assert section_result({**good, "metrics": {**good["metrics"], "coverage": None}}, t) == "pass"
 
@@ -352,7 +369,7 @@ def test_sparse_report_renders():
         "keys": {**report["snippets"]["keys"], "context": None, "offsets": {"start": 3, "end": 9, "unit": "token"}}
     }
     run = report["questions"][0]["runs"][0]
-    run.update(error=f"boom {PAYLOAD}", answer=None, segments=[], metrics=dict.fromkeys(METRICS), zone=None)
+    run.update(error=f"boom {PAYLOAD}", answer=None, segments=[], claims=[], metrics=dict.fromkeys(METRICS), zone=None)
     report["questions"][0]["lambda"] = {"state": "divergent", "symbol": "←", "css": None, "spread": None}
     report["questions"][0]["gold"]["context"] = None
     page = render_html(report)

@@ -10,9 +10,10 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from helpers import BM25, ROOT, run_dir_of, write_config
+from helpers import BM25, LENIENT, ROOT, run_dir_of, write_config
 
 from ragaudit.cli import main
+from ragaudit.faults import FAULTS
 from ragaudit.report.logs import COLUMNS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "demo_report.json"
@@ -114,18 +115,11 @@ def test_drift_fails_the_gate(run, tmp_path):
     config, run_dir, report = run
     worse = json.loads(json.dumps(report))
     for p in worse["summary"]["pipelines"].values():
-        p["metrics"]["delta_s_qr"] -= 0.2  # the baseline was much better
+        p["metrics"]["delta_s_excess"] -= 0.2  # the baseline was much better on the gated ΔS
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps(worse))
     loose = tmp_path / "loose.toml"
-    loose.write_text(
-        config.read_text().replace(
-            "[embedder]",
-            "[gate]\ndelta_s_max = 1.0\ndelta_s_mean_max = 1.0\n"
-            "coverage_min = 0.0\ncoverage_pass_rate = 0.0\ncitation_match_min = 0.0\nlambda_convergent_min = 0.0\n"
-            "lambda_forbid = []\n\n[embedder]",
-        )
-    )
+    loose.write_text(config.read_text().replace("[embedder]", LENIENT + "\n[embedder]"))
     result = invoke("gate", run_dir / "report.json", "--config", loose, "--baseline", baseline, "--format", "json")
     assert result.exit_code == 1
     assert [c["name"] for c in json.loads(result.output)["checks"] if not c["passed"]] == ["drift_delta_s_mean"]
@@ -213,8 +207,9 @@ def test_the_demo_gate_tells_good_from_bad(demo):
 
 @pytest.mark.model
 def test_the_demo_fault_matrix_is_clean(demo, tmp_path):
-    """SPEC §9 on the demo, gating the clean configuration: it passes, every fault class fails
-    the gate, detection >= 0.8 and false flags <= 0.15 for every fault (bench/faults.py prints this)."""
+    """Gate sensitivity on the demo, gating the clean configuration: it passes, so does the LLM-style
+    control, every fault class fails the gate alone and against the clean run, detection >= 0.8 and
+    false flags <= 0.15 for every fault (bench/faults.py measures this on three corpora)."""
     run_dir, _ = demo
     config = tmp_path / "dense.toml"
     config.write_text(
@@ -226,7 +221,10 @@ def test_the_demo_fault_matrix_is_clean(demo, tmp_path):
     result = invoke("faults", run_dir, "--config", config, "--out", tmp_path)
     assert result.exit_code == 0, result.output
     matrix = json.loads((tmp_path / "faults.json").read_text())
-    assert len(matrix["faults"]) == 13
+    assert [row["fault"] for row in matrix["faults"]] == list(FAULTS)
     for row in matrix["faults"]:
-        p = row["pipelines"]["dense-k5"]
-        assert p["detection_rate"] >= 0.8 and p["false_flag_rate"] <= 0.15, row
+        assert row["ok"], row
+        if row["control"]:
+            continue
+        for p in (row["pipelines"]["dense-k5"], row["with_baseline"]["pipelines"]["dense-k5"]):
+            assert p["detection_rate"] >= 0.8 and p["false_flag_rate"] <= 0.15, row

@@ -105,7 +105,7 @@ class ReferencePipeline:
     def close(self) -> None:
         pass
 
-    def _payload(self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank=None) -> Payload:
+    def payload(self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank=None) -> Payload:
         return Payload(
             doc_id=chunk.doc_id,
             section_id=chunk.section_id,
@@ -131,14 +131,14 @@ class ReferencePipeline:
         raw, norm = self.retriever.scores(query)
         if self.rerank is None:
             return [
-                self._payload(self.chunks[i], raw[i], norm[i], r + 1) for r, i in enumerate(self.tiebreak.top(norm, k))
+                self.payload(self.chunks[i], raw[i], norm[i], r + 1) for r, i in enumerate(self.tiebreak.top(norm, k))
             ]
         candidates = self.tiebreak.top(norm, max(3 * k, 20)).tolist()
         rank_of = {i: r + 1 for r, i in enumerate(candidates)}
         assert self._unit is not None  # built with the reranker
         chosen = mmr(self._unit, candidates, norm, k=k)
         return [
-            self._payload(self.chunks[i], raw[i], norm[i], rank_of[i], (final, score))
+            self.payload(self.chunks[i], raw[i], norm[i], rank_of[i], (final, score))
             for final, (i, score) in enumerate(chosen, start=1)
         ]
 

@@ -171,19 +171,27 @@
     return el('div', null, [card].concat(extra));
   }
 
+  // The answer claim by claim: what it cites, whether its cited texts support it, and how it
+  // stands to the gold anchor (states / conflicts / other), with what it lacks or gives instead.
   function answerBlock(run) {
     var box = el('div', 'answer');
     if (run.error) box.append(el('div', 'error-box', ['Pipeline error: ' + run.error]));
-    (run.segments || []).forEach(function (s) {
-      var cites = el('span', 'cites', (s.citations || []).map(function (c) { return chip('cited id', c); }));
-      var support = s.support === null || s.support === undefined ? null
-        : chip(s.grounded ? 'pass' : 'fail', 'support ' + fmt(s.support, 2));
-      var hall = s.hallucinated && s.hallucinated.length ? chip('fail', 'unsupported: ' + s.hallucinated.join(', ')) : null;
-      if (!(s.citations || []).length) cites.append(chip('warn', 'uncited'));
-      box.append(el('div', 'seg', [el('span', 'n', [fmt(s.seg)]), el('span', 't', [s.text || '']), cites, support, hall]));
+    var grounding = {supported: 'pass', unsupported: 'fail', uncited: 'warn'};
+    var anchor = {states: 'pass', conflicts: 'fail', other: 'other'};
+    (run.claims || []).forEach(function (c) {
+      var cites = el('span', 'cites', (c.citations || []).map(function (id) { return chip('cited id', id); }));
+      var g = chip(grounding[c.grounding] || 'warn', c.grounding +
+        (c.support === null || c.support === undefined ? '' : ' ' + fmt(c.support, 2)));
+      var hall = c.hallucinated && c.hallucinated.length ? chip('fail', 'not in its sources: ' + c.hallucinated.join(', ')) : null;
+      var a = c.anchor ? chip(anchor[c.anchor], (c.anchor === 'states' ? 'states the gold' : c.anchor === 'conflicts'
+        ? 'conflicts with the gold' : 'another fact') + (c.key_share === null || c.key_share === undefined ? ''
+        : ' · key ' + Math.round(100 * c.key_share) + '%')) : null;
+      var detail = c.conflicts && c.conflicts.length ? el('span', 'muted small', [' gives ' + c.conflicts.join(', ')])
+        : c.anchor && c.missing && c.missing.length ? el('span', 'muted small', [' lacks ' + c.missing.join(', ')]) : null;
+      box.append(el('div', 'seg', [el('span', 'n', [fmt(c.n)]), el('span', 't', [c.text || '']), cites, g, hall, a, detail]));
     });
-    if (!(run.segments || []).length && run.answer) box.append(el('div', 'seg', [el('span', 't', [run.answer])]));
-    if (!(run.segments || []).length && !run.answer && !run.error) box.append(el('span', 'muted', ['Retrieval only: no answer.']));
+    if (!(run.claims || []).length && run.answer) box.append(el('div', 'seg', [el('span', 't', [run.answer])]));
+    if (!(run.claims || []).length && !run.answer && !run.error) box.append(el('span', 'muted', ['Retrieval only: no answer.']));
     return box;
   }
 
@@ -215,9 +223,10 @@
     var spans = run.spans || [];
     var m = run.metrics || {};
     var facts = el('p', 'facts', [fact('match', m.citation_match), fact('coverage', m.coverage),
-      fact('ΔS(q, cited)', m.delta_s_qr), fact('ΔS(q, top-k)', m.delta_s_topk), fact('ΔS(cited, anchor)', m.delta_s_ra),
+      fact('ΔS(q, cited)', m.delta_s_qr), fact('ΔS(q, gold)', m.delta_s_gold), fact('ΔS excess', m.delta_s_excess),
+      fact('ΔS(q, top-k)', m.delta_s_topk), fact('ΔS(cited, anchor)', m.delta_s_ra),
       fact('precision', m.citation_precision), fact('mrr', m.mrr), fact('support', m.support),
-      fact('anchor support', m.anchor_support)]);
+      fact('grounded', m.grounded), fact('anchor support', m.anchor_support), fact('key content', m.key_content)]);
     var verdict = el('p', 'why ' + (run.correct ? 'ok' : 'bad'), [
       run.correct ? chip('pass', 'correct') : chip('fail', 'not correct'), ' ', run.why || '']);
     var left = el('div', null, [el('h4', null, ['Retrieved spans (' + spans.length + ')'])].concat(

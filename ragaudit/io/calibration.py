@@ -1,0 +1,94 @@
+"""A calibration file (`ragaudit calibrate --out calibration.json`) as a config reads it through
+`[gate] from`: gate thresholds proposed for one gold set and corpus, the checks it found unable to
+separate good runs from bad there (threshold null, with the reason), and the sha256 of the gold set
+and corpus it was built on.
+
+A file that cannot be read or is not a calibration is a usage error (exit 2): the config points at
+the wrong file. A calibration of another gold set or corpus is an input error (exit 3), found when
+the run's inputs are hashed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragaudit.errors import InputError, Problem, UsageError
+
+SCHEMA = "ragaudit.calibration/1"
+THRESHOLDS = {  # the [gate] keys a calibration may set, and whether each is a rate in [0, 1]
+    "delta_s_excess_max": True,
+    "coverage_min": True,
+    "coverage_pass_rate": True,
+    "citation_match_min": True,
+    "lambda_convergent_min": True,
+    "grounded_pass_rate": True,
+    "hallucination_max": False,
+    "max_errors": False,
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    path: Path
+    gate: dict[str, float | int | None]
+    not_gated: dict[str, str] = field(default_factory=dict)  # key -> why it is left ungated
+    inputs: dict[str, str] = field(default_factory=dict)  # "gold", "corpus" -> sha256
+
+
+def read_calibration(path: Path) -> Calibration:
+    """The calibration at `path`, or UsageError naming the file and what is wrong with it."""
+    from ragaudit.io.jsonl import read_json_file
+
+    try:
+        data = read_json_file(path, what="calibration file")
+    except InputError as exc:
+        raise UsageError(f"[gate] from: {exc}") from None
+    where = str(path)
+    if data.get("schema") != SCHEMA:
+        raise UsageError(f"[gate] from: {where}: expected schema {SCHEMA!r}, found {data.get('schema')!r}")
+    gate, inputs = data.get("gate"), data.get("inputs")
+    if not isinstance(gate, dict) or not isinstance(inputs, dict):
+        raise UsageError(f"[gate] from: {where}: expected objects 'gate' and 'inputs'")
+    out: dict[str, float | int | None] = {}
+    for key, value in gate.items():
+        if key not in THRESHOLDS:
+            raise UsageError(f"[gate] from: {where}: $.gate.{key}: expected one of {', '.join(THRESHOLDS)}")
+        ok = value is None or (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (0 <= value <= 1 if THRESHOLDS[key] else value >= 0 and float(value).is_integer())
+        )
+        if not ok:
+            kind = "a number in [0, 1]" if THRESHOLDS[key] else "a count >= 0"
+            raise UsageError(f"[gate] from: {where}: $.gate.{key}: expected {kind} or null, found {value!r}")
+        out[key] = int(value) if value is not None and not THRESHOLDS[key] else value
+    not_gated = data.get("not_gated") or {}
+    if not isinstance(not_gated, dict) or not all(isinstance(v, str) for v in not_gated.values()):
+        raise UsageError(f"[gate] from: {where}: expected 'not_gated' to map keys to reasons")
+    return Calibration(path, out, dict(not_gated), {k: str(v) for k, v in inputs.items()})
+
+
+def check_inputs(calibration: Calibration, inputs: dict | None) -> None:
+    """InputError unless the calibration was built on these gold set and corpus (sha256 by name)."""
+    differ = [name for name in ("gold", "corpus") if calibration.inputs.get(name) != (inputs or {}).get(name)]
+    if differ:
+        raise InputError(
+            Problem(
+                str(calibration.path),
+                f"expected a calibration built on this run's {' and '.join(differ)}, found one built on "
+                + ", ".join(f"{n} {str(calibration.inputs.get(n))[:12]}…" for n in differ)
+                + "; run ragaudit calibrate again on these inputs",
+            )
+        )
+
+
+def check_config(config) -> None:
+    """`check_inputs` for a config whose [gate] reads a calibration, against its gold set and corpus."""
+    if config.calibration is None:
+        return
+    from ragaudit.io.files import sha256_file
+
+    check_inputs(config.calibration, {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)})

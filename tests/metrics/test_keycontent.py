@@ -1,0 +1,91 @@
+"""The gold anchor's key content, and whether a claim states it or conflicts with it."""
+
+import numpy as np
+import pytest
+
+from ragaudit.metrics.keycontent import WordVectors, clauses, closest_to_anchor, key_content, stated
+
+ANCHOR = "Administrator hardware keys are rotated every 12 months by the Security team."
+QUESTION = "How often must administrator hardware keys be rotated?"
+
+
+def test_the_key_is_what_the_anchor_adds_to_the_question():
+    key = key_content(ANCHOR, QUESTION)
+    assert [m.surface for m in key.mentions] == ["12 months"]
+    assert set(key.names) == {"security"}  # capitalised inside the sentence: a name
+    assert "team" in key.forms and "rotated" not in key.forms and "keys" not in key.forms
+
+
+def test_a_reference_answer_picks_the_part_of_the_anchor_that_answers():
+    key = key_content(ANCHOR, QUESTION, "Every 12 months.")
+    assert [m.surface for m in key.mentions] == ["12 months"] and key.words == () and key.names == ()
+    # a reference answer that shares nothing with the anchor leaves the anchor's own key
+    assert key_content(ANCHOR, QUESTION, "Yearly.") == key_content(ANCHOR, QUESTION)
+
+
+def test_recall_and_precision():
+    key = key_content(ANCHOR, QUESTION)
+    exact = stated("Administrator hardware keys are rotated every 12 months by the Security team.", key)
+    assert exact.share == 1.0 and exact.drawn == 1.0 and exact.missing == () and exact.conflicts == ()
+    partial = stated("They are rotated every 12 months.", key)
+    assert partial.missing == ("security", "team") and partial.share == pytest.approx(1 / 3)
+    # the words of the claim beyond the question all come from the anchor
+    assert partial.drawn == 1.0
+    other = stated("Lost keys must be reported to the help desk within 4 hours.", key)
+    assert other.share == 0.0 and other.drawn == 0.0
+
+
+def test_precision_is_the_best_clause_so_a_merged_neighbour_sentence_costs_nothing():
+    key = key_content(ANCHOR, QUESTION)
+    merged = "The Security team rotates them every 12 months, and lost keys are reported within 4 hours."
+    assert clauses(merged)[1:] == [
+        "The Security team rotates them every 12 months",
+        "lost keys are reported within 4 hours.",
+    ]
+    assert stated(merged, key).drawn == 1.0
+
+
+def test_numbers_match_by_value_and_unit_names_and_words_by_stem():
+    key = key_content("Passwords must have at least fourteen characters.", "How long must passwords be?")
+    assert stated("A password needs 14 characters at least.", key).missing == ()
+
+
+def test_similar_words_match_through_the_embedding_model():
+    class Two:  # "yearly" and "annually" alike, everything else orthogonal
+        model_id = "two"
+
+        def encode(self, texts):
+            out = np.zeros((len(texts), len(texts) + 2), dtype=np.float32)
+            for i, t in enumerate(texts):
+                out[i, 0 if t in ("yearly", "annually") else i + 2] = 1.0
+            return out
+
+    key = key_content("Keys are replaced annually.", "How often are keys replaced?")
+    vectors = WordVectors(Two())
+    vectors.prepare(["annually", "yearly", "replaced"])
+    assert stated("Keys are replaced yearly.", key).missing == ("annually",)
+    assert stated("Keys are replaced yearly.", key, vectors).missing == ()
+
+
+def test_a_rival_quantity_of_the_same_unit_conflicts():
+    key = key_content(ANCHOR, QUESTION)
+    assert stated("Administrator hardware keys are rotated every 14 months.", key).conflicts == ("14 months",)
+    # another unit is another fact, not a rival value
+    assert stated("Administrator hardware keys are rotated within 14 days.", key).conflicts == ()
+    # a claim closer to another sentence of its cited text states that sentence's fact: no conflict
+    assert stated("Standard keys are replaced every 36 months.", key, about=False).conflicts == ()
+
+
+def test_closest_to_anchor():
+    cited = "Standard keys are replaced every 36 months. " + ANCHOR
+    assert closest_to_anchor("Administrator keys are rotated every 14 months.", ANCHOR, [cited])
+    assert not closest_to_anchor("Standard keys are replaced every 36 months.", ANCHOR, [cited])
+
+
+def test_a_negated_statement_conflicts_but_a_comparison_does_not():
+    anchor = "SMS codes are accepted as a second factor."
+    key = key_content(anchor, "Which second factors are allowed?")
+    assert stated("SMS codes are not accepted as a second factor.", key).conflicts == ("negation",)
+    assert stated("SMS codes are accepted as a second factor.", key).conflicts == ()
+    timed = key_content("Keys are rotated within 12 months.", "When are keys rotated?")
+    assert stated("Keys are rotated no later than 12 months.", timed).conflicts == ()

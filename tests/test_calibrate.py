@@ -1,0 +1,83 @@
+"""`ragaudit calibrate`: thresholds proposed for a gold set and corpus, from the oracle run, its
+LLM-style rewrite and every fault class; no pipeline is called."""
+
+import json
+
+import pytest
+from helpers import BM25, DEMO, invoke, write_config
+
+from ragaudit import runner
+from ragaudit.calibrate import auroc
+from ragaudit.faults import FAULTS
+from ragaudit.faults.oracle import ORACLE, oracle_traces
+from ragaudit.io.calibration import SCHEMA
+from ragaudit.io.config import load_config
+from ragaudit.io.files import sha256_file
+
+ITEMS = 8
+
+
+def test_auroc_is_the_mann_whitney_statistic():
+    assert auroc([0.1, 0.2], [0.3, 0.4]) == 1.0 and auroc([0.3, 0.4], [0.1, 0.2]) == 0.0
+    assert auroc([0.5], [0.5]) == 0.5 and auroc([0.1, 0.5], [0.5]) == 0.75
+    assert auroc([], [0.3]) is None
+
+
+def test_the_oracle_cites_the_chunks_holding_the_anchor_and_states_it(tmp_path):
+    config = load_config(write_config(tmp_path, BM25, items=3, seeds="[1, 2]"))
+    inputs = runner.Inputs(config)
+    traces = oracle_traces(inputs.items, inputs.corpus, inputs.encoder, variants=3, seeds=(1, 2), k=4)
+    assert len(traces) == 3 * 3 * 2 and {t.config for t in traces} == {ORACLE}
+    for trace in traces:
+        item = next(i for i in inputs.items if i.qid == trace.qid)
+        a = item.anchor.span
+        cited = [p for p in trace.retrieved if p.snippet_id in trace.answer.citations]
+        assert cited and all(p.doc_id == item.doc_id and p.span.start < a.end and a.start < p.span.end for p in cited)
+        assert trace.retrieved[: len(cited)] == tuple(cited) and len(trace.retrieved) == 4
+        assert [p.k_pos for p in trace.retrieved] == [1, 2, 3, 4]
+        assert trace.answer.segments[0].text == " ".join(item.anchor.text.split())
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("calibrate")
+    config = write_config(tmp, BM25, items=ITEMS, seeds="[1]")
+    config.write_text(config.read_text().replace('model = "hashing"', 'model = "all-MiniLM-L6-v2"'))
+    result = invoke("calibrate", config, "--rate", "0.25")
+    return config, result
+
+
+@pytest.mark.model
+def test_calibrate_proposes_thresholds_every_control_passes(calibrated):
+    config, result = calibrated
+    assert result.exit_code == 0, result.output
+    written = json.loads((config.parent / "calibration.json").read_text())
+    assert written["schema"] == SCHEMA and written["questions"] == ITEMS
+    assert written["inputs"] == {
+        "gold": sha256_file(config.parent / "gold.jsonl"),
+        "corpus": sha256_file(DEMO / "corpus"),
+    }
+    for key, check in written["checks"].items():
+        assert check["false_fail"] == [], key  # every control passes what is proposed
+        assert set(check["controls"]) == {ORACLE, *(n for n, f in FAULTS.items() if f.control)}
+        assert set(check["faults"]) <= {n for n, f in FAULTS.items() if not f.control}
+        assert written["gate"][key] == check["proposed"]
+    # every fault class that changes an answer or a citation fails some proposed check
+    caught = {name for c in written["checks"].values() for name, f in c["faults"].items() if f["fails"]}
+    assert caught >= {"paraphrase_drift", "wrong_sentence", "number_change", "unsupported_claim", "wrong_marker"}
+    assert "citation_match_min" in result.output and 'use it with [gate] from = "calibration.json"' in result.output
+
+
+@pytest.mark.model
+def test_a_config_runs_with_the_calibration(calibrated):
+    config, _ = calibrated
+    config.write_text(config.read_text().replace("[embedder]", '[gate]\nfrom = "calibration.json"\n\n[embedder]'))
+    assert load_config(config).gate_sources.get("citation_match_min") == "calibration"
+    ran = invoke("run", config, "--no-gate")
+    assert ran.exit_code == 0, ran.output
+
+
+def test_a_bad_rate_is_a_usage_error(tmp_path):
+    config = write_config(tmp_path, BM25, items=3, seeds="[1]")
+    assert invoke("calibrate", config, "--rate", "0").exit_code == 2
+    assert invoke("calibrate", tmp_path / "missing.toml").exit_code in (2, 3)
