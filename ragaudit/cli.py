@@ -54,7 +54,10 @@ class Group(click.Group):
 
                 progress.close()  # the live display is gone before any message below
                 sys.stdout.flush()  # a closed stdout shows here, as BrokenPipeError, not at exit
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
+            if not _stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
+                click.echo(f"error: input/output: {exc.strerror or exc}", err=True)
+                ctx.exit(InputError.exit_code)
             _closed_stdout()
         except RagauditError as exc:
             click.echo(
@@ -72,6 +75,19 @@ class Group(click.Group):
 
 
 CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a writer ended by a closed pipe
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone. A stdout without a file
+    descriptor (an in-process test runner) counts as gone: only a write to it failed."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def _closed_stdout() -> NoReturn:

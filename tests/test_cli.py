@@ -229,3 +229,25 @@ def test_a_closed_stdout_ends_a_command_with_issues_quietly(tmp_path, traces_fil
     child.stdout.close()
     assert child.wait(timeout=120) == 141
     assert child.stderr.read() == b""
+
+
+BOOM = """
+from ragaudit import cli
+
+@cli.main.command("boom")
+def boom():
+    raise BrokenPipeError(32, "Broken pipe")  # as a dead worker's pipe would
+
+cli.main(["boom"], prog_name="ragaudit")
+"""
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error():
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", BOOM], capture_output=True, text=True, timeout=60)
+    assert (child.returncode, child.stderr) == (3, "error: input/output: Broken pipe\n")
+    closed = subprocess.Popen([sys.executable, "-c", BOOM], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    closed.stdout.close()
+    assert closed.wait(timeout=60) == 141 and closed.stderr.read() == b""

@@ -130,8 +130,9 @@ def read_traces(
     "langfuse": production spans joined per SPEC §10, see `ragaudit.spans.join`), one at a time,
     with a BadLine for each defective line. For spans, `config_name` replaces the service name as
     each trace's `config`, and at most `window` spans of unfinished traces are held. The iterator counts
-    what it read (`Ingest`). Raises UsageError for an unknown format and InputError when a file
-    cannot be read."""
+    what it read (`Ingest`), and keeps what it could not use: `unreadable` files and `late` spans.
+    Raises UsageError for an unknown format and InputError when an input does not open (before
+    anything is read)."""
     return Ingest(format, paths, config_name=config_name, window=window)
 
 

@@ -42,8 +42,6 @@ from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, SpanRecord, iso_time
 from ragaudit.types import TRACE_SCHEMA, FieldError, Trace
 
 DEFAULT_WINDOW = 20_000
-
-
 LATE_SHOWN = 100  # late spans described one by one; the rest are counted
 
 
@@ -123,7 +121,7 @@ class TraceJoiner:
 
 def _packed(trace_id: str) -> int | str:
     """A trace id as it is remembered: lowercase hex (OTLP's ids) as an int that keeps its length,
-    in a third of the memory of the text; any other id as it is."""
+    in about half the memory of the text; any other id as it is."""
     if 0 < len(trace_id) <= 32 and not trace_id.strip(_HEX):
         return int(trace_id, 16) << 6 | len(trace_id)
     return trace_id
