@@ -194,3 +194,9 @@ def test_refusals_happen_before_any_work(tmp_path):
         f"folder {corpus}" in result.stderr
     )
     assert not (corpus / "runs").exists()
+
+
+def test_an_output_in_a_folder_that_does_not_exist_names_the_folder(spans, tmp_path):
+    result = invoke("ingest", "otlp", spans, "--out", tmp_path / "missing" / "traces.jsonl")
+    assert result.exit_code == 3
+    assert result.stderr == f"error: {tmp_path / 'missing'}: expected a folder to write traces.jsonl in, found none\n"

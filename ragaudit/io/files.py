@@ -66,7 +66,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     is removed and the target is left as it was. Raises InputError, before the block runs, when
     the target is not a regular file."""
     target = output_target(path)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(
+            Problem(str(target.parent), f"expected a folder to write {target.name} in, found none")
+        ) from None
     os.close(fd)
     tmp = Path(name)
     try:
