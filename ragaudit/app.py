@@ -10,8 +10,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragaudit.errors import InputError
 from ragaudit.io.calibration import check_config
 from ragaudit.io.config import Config
+from ragaudit.io.files import refuse_overwriting
 from ragaudit.runner import RunResult
 from ragaudit.types import Issue
 
@@ -49,6 +51,10 @@ def audit_config(
     from ragaudit.report import write_outputs
 
     store = history.store_of(config, Path(resume).parent if resume else out)
+    sources = [config.path, config.gold, config.corpus]
+    folder = Path(resume).parent if resume else Path(out or config.out)
+    refuse_overwriting([folder], sources, option="--resume" if resume else "--out" if out else "[audit] out")
+    refuse_overwriting([store], sources, option="the history")
     history.check(store)  # a damaged history stops the run before any work, not after it
     check_config(config)  # thresholds calibrated on another gold set or corpus stop the run
     inputs = runner.Inputs(config)
@@ -87,8 +93,8 @@ def audit_config(
                 history=str(store.resolve()),
                 **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
             )
-            report = write_outputs(result.run_dir, finished, subject)
-            history.record(store, result.run_dir, report)  # last: the history holds finished runs only
+            report = write_outputs(result.run_dir, finished, subject, warnings=result.warnings)
+            _record(store, result, report)  # last: the history holds finished runs only
     finally:
         if "work" in audit:
             shutil.rmtree(audit["work"], ignore_errors=True)
@@ -96,6 +102,24 @@ def audit_config(
             cluster.close()
     _note_cache(subject.encoder)
     return Outcome(result, report, findings)
+
+
+def _record(store: Path, result: RunResult, report: dict) -> None:
+    """Append the finished run to the history. A failure to append (the history locked for too
+    long, a full disk) costs the run nothing: it is a warning, and the run's verdict stands."""
+    from ragaudit import history
+
+    try:
+        history.record(store, result.run_dir, report)
+    except (InputError, OSError) as exc:
+        why = (
+            "; ".join(map(str, exc.problems))
+            if isinstance(exc, InputError)
+            else f"{exc.filename or store}: {exc.strerror or exc}"
+        )
+        result.warnings.append(
+            f"the run was not recorded in the history ({why}); its run directory {result.run_dir} is complete"
+        )
 
 
 def _note_cache(encoder) -> None:

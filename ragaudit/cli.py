@@ -8,7 +8,9 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -37,6 +39,12 @@ FORMAT = click.option(
 class Group(click.Group):
     """Turns RagauditError into its exit code and a one-line (or one-per-problem) message on stderr."""
 
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:  # `ragaudit --help | head -1`
+            _closed_stdout()
+
     def invoke(self, ctx):
         try:
             try:
@@ -45,6 +53,12 @@ class Group(click.Group):
                 from ragaudit import progress
 
                 progress.close()  # the live display is gone before any message below
+                sys.stdout.flush()  # a closed stdout shows here, as BrokenPipeError, not at exit
+        except BrokenPipeError as exc:
+            if not _stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
+                click.echo(f"error: input/output: {exc.strerror or exc}", err=True)
+                ctx.exit(InputError.exit_code)
+            _closed_stdout()
         except RagauditError as exc:
             click.echo(
                 f"error: {exc}" if not isinstance(exc, InputError) else "\n".join(f"error: {p}" for p in exc.problems),
@@ -58,6 +72,34 @@ class Group(click.Group):
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             click.echo(f"error: input/output: {where}{exc.strerror or exc}", err=True)
             ctx.exit(InputError.exit_code)
+
+
+CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a writer ended by a closed pipe
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone. A stdout without a file
+    descriptor (an in-process test runner) counts as gone: only a write to it failed."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
+def _closed_stdout() -> NoReturn:
+    """The reader of stdout went away (`ragaudit codes | head -1`): end quietly, as a writer to a
+    closed pipe does, with what is still buffered sent nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout without a file descriptor (tests)
+        pass
+    raise click.exceptions.Exit(CLOSED_STDOUT)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -189,6 +231,7 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
     def terminated(signum, frame):  # unwinds like ctrl-C: workers stopped, spool files removed
         raise Interrupted(signum, "interrupted by SIGTERM")
 
+    readers: list = []  # the span reader, for its late spans
     try:
         previous = signal.signal(signal.SIGTERM, terminated)
     except ValueError:  # not the main thread: leave signals alone
@@ -198,7 +241,7 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
             _emit(
                 validator.check_paths(traces, workers=workers or default_workers(), client=client)
                 if source == "traces"
-                else _span_issues(validator, source, traces),
+                else _span_issues(validator, source, traces, readers),
                 fmt=fmt,
                 records_of=lambda: validator.records,
                 counts_of=lambda: validator.counts,
@@ -210,6 +253,8 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
             client.close()
     if fmt == "text":
         click.echo(_summary(validator.records, validator.counts, lambda c: CODES[c].severity))
+    for reader in readers:
+        _warn_late(reader)
     for exc in validator.unreadable:
         for problem in exc.problems:
             click.echo(f"error: {problem}", err=True)
@@ -220,14 +265,26 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
     sys.exit(1 if validator.errors else 0)
 
 
-def _span_issues(validator, source: str, paths):
+def _span_issues(validator, source: str, paths, readers: list):
     """Issues of span files joined into traces; a file that cannot be read ends the reading."""
     from ragaudit.spans import read_traces
 
+    reader = read_traces(source, paths)
+    readers.append(reader)
     try:
-        yield from validator.check(read_traces(source, paths))
+        yield from validator.check(reader)
     except InputError as exc:
         validator.unreadable.append(exc)
+    if reader.unreadable:
+        validator.unreadable.append(InputError(reader.unreadable))
+
+
+def _warn_late(reader) -> None:
+    """A warning per late span (a span of a trace already written, left out), the first few named."""
+    for problem in reader.late_problems:
+        click.echo(f"warning: {problem}", err=True)
+    if reader.late > len(reader.late_problems):
+        click.echo(f"warning: {reader.late - len(reader.late_problems)} more late spans left out", err=True)
 
 
 @main.command()
@@ -247,15 +304,19 @@ def ingest(source, inputs, out, config_name, window):
     RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span
     export, parquet or JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
 
+    A trace's spans may come in any order, across lines, files and services; a span of a trace
+    already written (further than --window from the rest) is a late span: a warning, left out.
+
     Exit 0: every input read; 3: an input or a line of one could not be read (each on stderr;
     the traces of the readable lines are written all the same).
     """
-    from ragaudit.io.files import atomic_path
+    from ragaudit.io.files import atomic_path, refuse_overwriting
     from ragaudit.io.jsonl import BadLine
     from ragaudit.io.traces import dump_trace
     from ragaudit.progress import phase
     from ragaudit.spans import Ingest
 
+    refuse_overwriting([out], inputs)
     reader = Ingest(source, inputs, config_name=config_name, window=window)
     with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         with phase("ingesting", unit="spans", count=lambda: reader.spans):
@@ -264,12 +325,17 @@ def ingest(source, inputs, out, config_name, window):
                     click.echo(f"error: {item.problem}", err=True)
                 else:
                     handle.write(dump_trace(item) + "\n")
+    _warn_late(reader)
+    for problem in reader.unreadable:
+        click.echo(f"error: {problem}", err=True)
     click.echo(
         f"{reader.spans} spans, {reader.traces} traces written to {out}, "
         f"{reader.skipped} traces without a RETRIEVER span skipped"
+        + (f", {reader.late} late spans left out" if reader.late else "")
         + (f", {reader.bad} defective lines or spans" if reader.bad else "")
+        + (f", {len(reader.unreadable)} unreadable inputs" if reader.unreadable else "")
     )
-    sys.exit(InputError.exit_code if reader.bad else 0)
+    sys.exit(InputError.exit_code if reader.bad or reader.unreadable else 0)
 
 
 @main.command("run")
@@ -320,10 +386,11 @@ def run_command(
     if baseline:
         corpus = load_corpus(config.corpus) if config.corpus else None
         inputs = rundir.input_record(config, corpus)["inputs"]
+        older = rundir.older_hashes(config.corpus, inputs["corpus"])
         if str(baseline) == LAST_PASS:
-            baseline, baseline_report = _last_pass(config, Path(resume).parent if resume else out, inputs)
+            baseline, baseline_report = _last_pass(config, Path(resume).parent if resume else out, inputs, older=older)
         else:
-            baseline_report = _baseline(baseline, inputs, allow_foreign_baseline)
+            baseline_report = _baseline(baseline, inputs, allow_foreign_baseline, older=older)
     outcome = audit_config(
         config,
         out=out,
@@ -358,13 +425,17 @@ def run_command(
 LAST_PASS = "last-pass"
 
 
-def _last_pass(config, out: Path | None, inputs: dict, until: Path | None = None) -> tuple[Path, dict]:
+def _last_pass(
+    config, out: Path | None, inputs: dict, until: Path | None = None, *, older: Sequence[str] = ()
+) -> tuple[Path, dict]:
     """The latest passing run on the same gold set and corpus in the history (recorded before the
-    run `until`): its report.json's path and its report, as recorded."""
+    run `until`; the corpus under its hash or an `older` version's): its report.json's path and
+    its report, as recorded."""
     from ragaudit import history
 
     store = history.store_of(config, out)
-    path, found = history.last_pass(store, gold=inputs.get("gold"), corpus=inputs.get("corpus"), until=until)
+    corpora = [inputs.get("corpus"), *older]
+    path, found = history.last_pass(store, gold=inputs.get("gold"), corpus=corpora, until=until)
     click.echo(f"baseline: {path} (the latest passing run in {store})", err=True)
     return path, found
 
@@ -382,12 +453,15 @@ def _read_report(path: Path) -> dict:
     return report
 
 
-def _baseline(path: Path, inputs: dict | None, allow_foreign: bool) -> dict:
-    """A baseline report, refused (exit 3) when it was built on another gold set or corpus."""
+def _baseline(path: Path, inputs: dict | None, allow_foreign: bool, *, older: Sequence[str] = ()) -> dict:
+    """A baseline report, refused (exit 3) when it was built on another gold set or corpus (the
+    corpus named by its hash, or by an `older` version's hash of it)."""
     from ragaudit.gate import foreign_baseline
 
     report = _read_report(path)
     why = foreign_baseline(inputs, report)
+    if why and any(foreign_baseline({**(inputs or {}), "corpus": alias}, report) is None for alias in older):
+        why = None
     if why and not allow_foreign:
         raise InputError(f"{path}: {why}; pass --allow-foreign-baseline to compare anyway")
     if why:
@@ -398,7 +472,10 @@ def _baseline(path: Path, inputs: dict | None, allow_foreign: bool) -> dict:
 def _build(run_dir: Path, inputs, findings, baseline_report):
     from ragaudit.report import build
 
-    report = build(run_dir, inputs.subject(findings), baseline=baseline_report)
+    warnings: list[str] = []
+    report = build(run_dir, inputs.subject(findings), baseline=baseline_report, warnings=warnings)
+    for line in warnings:
+        click.echo(f"warning: {line}", err=True)
     if not (Path(run_dir) / "report.json").is_file():  # never exit 0 without a report
         raise RagauditError(f"{run_dir}: the report was not written")
     return report
@@ -446,6 +523,7 @@ def report(run_dir, no_gate):
 def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
     """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail; 3: an unreadable report,
     or a baseline built on another gold set or corpus."""
+    from ragaudit import rundir
     from ragaudit.gate import evaluate_gate, evaluation_of, missing_from_baseline
     from ragaudit.io.config import load_config
 
@@ -458,9 +536,13 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
         check_inputs(config.calibration, inputs)
     if baseline and str(baseline) == LAST_PASS:
         run_dir = Path(report_path).resolve().parent
-        baseline, base = _last_pass(config, run_dir.parent, inputs or {}, until=run_dir)
+        older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
+        baseline, base = _last_pass(config, run_dir.parent, inputs or {}, until=run_dir, older=older)
+    elif baseline:
+        older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
+        base = _baseline(baseline, inputs, allow_foreign_baseline, older=older)
     else:
-        base = _baseline(baseline, inputs, allow_foreign_baseline) if baseline else None
+        base = None
     errors: dict[str, int] = {}
     questions: dict[str, set] = {}
     if not isinstance(report.get("issues", []), list) or not isinstance(report.get("pipelines", {}), dict):
@@ -516,13 +598,15 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
 def compare_command(run_dirs, out):
     """Compare the pipelines of one or more runs, each against the first: means, paired differences with
     bootstrap CIs, permutation p-values (Holm-adjusted), win/tie/loss and λ transitions."""
+    from ragaudit.io.files import refuse_overwriting
     from ragaudit.progress import phase
     from ragaudit.report import write_comparison
 
+    target = Path(out or run_dirs[0])
+    refuse_overwriting([target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs])
     with phase("reading reports", counts_as="loading"):
         reports = [_read_report(Path(d) / "report.json") for d in run_dirs]
     labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
-    target = Path(out or run_dirs[0])
     target.mkdir(parents=True, exist_ok=True)
     try:
         with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
@@ -567,23 +651,35 @@ def faults(run_dir, config_path, only, rate, seed, out):
     against the baseline; 1 otherwise.
     """
     from ragaudit import rundir, runner
-    from ragaudit.faults import run_faults
+    from ragaudit.faults import FAULTS, run_faults
     from ragaudit.io.config import load_config
+    from ragaudit.io.files import refuse_overwriting
     from ragaudit.io.traces import read_trace_file
     from ragaudit.progress import phase
     from ragaudit.report import write_json
     from ragaudit.report.faults_html import write_faults_html
     from ragaudit.report.faults_text import render_fault_matrix
 
+    names = None
+    if only is not None:
+        names = [n.strip() for n in only.split(",")]
+        if not all(names) or any(n not in FAULTS for n in names):
+            raise UsageError(
+                f"--only: expected comma-separated fault names (some of {', '.join(FAULTS)}), found {only!r}"
+            )
     manifest = rundir.read_manifest(run_dir)
-    config = load_config(config_path or manifest["config_path"])
+    config_file = config_path or manifest["config_path"]
+    target = Path(out or run_dir)
+    refuse_overwriting(
+        [target / "faults.json", target / "faults.html"],
+        [Path(run_dir) / rundir.TRACES, Path(run_dir) / rundir.MANIFEST, config_file],
+    )
+    config = load_config(config_file)
     inputs = runner.Inputs(config)
     with phase("reading traces", unit="runs", counts_as="loading") as reading:
         traces = read_trace_file(Path(run_dir) / "traces.jsonl", offset_unit=config.offset_unit)
         reading.advance(len(traces))
-    names = [n.strip() for n in only.split(",") if n.strip()] if only else None
     result, _ = run_faults(traces, inputs.subject(inputs.check_gold(strict=False)), only=names, rate=rate, seed=seed)
-    target = Path(out or run_dir)
     target.mkdir(parents=True, exist_ok=True)
     with (
         rundir.locked(run_dir) if target.resolve() == Path(run_dir).resolve() else contextlib.nullcontext(),
@@ -615,14 +711,16 @@ def calibrate_command(config_path, out, rate, seed, fmt):
     from ragaudit import runner
     from ragaudit.calibrate import calibrate
     from ragaudit.io.config import load_config
+    from ragaudit.io.files import refuse_overwriting
     from ragaudit.report import write_json
     from ragaudit.report.calibration_text import render_calibration
 
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
     config = load_config(config_path)
-    result = calibrate(runner.Inputs(config), rate=rate, seed=seed)
     target = Path(out) if out else Path(config_path).parent / "calibration.json"
+    refuse_overwriting([target], [config_path, config.gold, config.corpus])
+    result = calibrate(runner.Inputs(config), rate=rate, seed=seed)
     write_json(target, result)
     if fmt == "json":
         click.echo(json.dumps(result, indent=1, sort_keys=True))
@@ -640,7 +738,10 @@ def verify(run_dir):
     from ragaudit import rundir
     from ragaudit.errors import InputsChangedError
 
-    changed = rundir.changes(run_dir)
+    notes: list[str] = []
+    changed = rundir.changes(run_dir, notes)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     if changed:
         raise InputsChangedError("; ".join(changed))
     click.echo(f"unchanged: gold, corpus, config, traces and outputs of {run_dir}")
@@ -761,17 +862,28 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
         from ragaudit.io.config import load_config
 
         store = history.store_of(load_config(config_path) if config_path else None)
-    points = history.trend(store, metric=metric, pipeline=pipeline, last=last)
+    if plot:
+        from ragaudit.io.files import refuse_overwriting
+
+        refuse_overwriting([plot], [store], option="--plot")
+    problems: list = []
+    points = history.trend(store, metric=metric, pipeline=pipeline, last=last, problems=problems)
+    for problem in problems:
+        click.echo(f"warning: {problem}", err=True)
     if not points and (metric or pipeline):
-        recorded = history.trend(store, last=last)
-        for option, asked, known in (
-            ("--pipeline", pipeline, {p.pipeline for p in recorded}),
-            ("--metric", metric, {p.metric for p in recorded}),
-        ):
+        pipelines, metrics = history.names(store)
+        for option, asked, known in (("--pipeline", pipeline, pipelines), ("--metric", metric, metrics)):
             if asked and asked not in known:
                 raise UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
     if not points:
-        raise InputError(f"{store}: expected recorded values, found none")
+        raise InputError(
+            f"{store}: expected recorded values, found "
+            + (
+                f"none readable ({len(problems)} stored values of the wrong kind, each named above)"
+                if problems
+                else "none"
+            )
+        )
     if plot:
         from ragaudit.io.files import write_atomic
 
@@ -826,6 +938,8 @@ def audit_log_command(traces, corpus, source, window, out, config_path):
     result = run_audit_log(traces, corpus=corpus, fmt=source, window=window, out=out, config=config_path)
     click.echo(render_windows(result.model), nl=False)
     click.echo(f"wrote {result.out}")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     for problem in result.problems:
         click.echo(f"error: {problem}", err=True)
     sys.exit(result.exit_code)

@@ -9,11 +9,20 @@ of the work tree when there is one) and its rows to `metrics` (pipeline, metric,
 of its report.json in `passing_reports` (the newest few per gold set and corpus), so that
 `--baseline last-pass` works where only the history file is kept, as in CI. Two runs finishing
 at once both land: each append is one immediate transaction that waits for the other.
+
+A run checks the whole history before it does any work (`check`: its tables exactly as this
+version makes them, no trigger or view, SQLite's integrity check): a damaged history stops it
+with exit 3 before anything runs. The append comes after every output of the run is written; an
+append that fails (the history locked by another process for more than BUSY_WAIT_S, a full disk)
+loses nothing of the run and is reported as a warning. Reading tolerates bad stored values: a
+value that is not a finite number is left out and reported, never a crash.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -22,13 +31,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.errors import InputError, Problem, describe
 
 FILE = "history.sqlite"
 VERSION = 1
 TREND_METRICS = ("citation_match", "coverage", "delta_s_qr", "convergent_share")
 KEPT_REPORTS = 10  # copies of passing reports kept per gold set and corpus, newest first
+BUSY_WAIT_S = 10.0  # how long a read or an append waits for another process's transaction
 SCHEMA = f"""
 BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS runs (
@@ -67,9 +78,37 @@ def _check_version(store: Path, db: sqlite3.Connection) -> None:
         raise _damaged(store, f"one of schema version {version} (this ragaudit reads version {VERSION})")
 
 
+@functools.cache
+def _schema() -> frozenset[tuple[str, str, str | None]]:
+    """(type, name, sql) of every entry a history's sqlite_master holds: tables, indexes."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        db.executescript(SCHEMA)
+        return frozenset(db.execute("SELECT type, name, sql FROM sqlite_master"))
+    finally:
+        db.close()
+
+
+def _check_schema(store: Path, db: sqlite3.Connection) -> None:
+    """Refuse a history whose tables, columns or indexes differ from this version's, or that has
+    a trigger or a view (an append would run it)."""
+    found = set(db.execute("SELECT type, name, sql FROM sqlite_master"))
+    expected = _schema()
+    if found == expected:
+        return
+    names = {name: (kind, sql) for kind, name, sql in expected}
+    for kind, name, sql in sorted(found - expected, key=lambda row: (row[0] != "trigger", row[1])):
+        if name not in names:
+            raise _damaged(store, f"a {kind} {name!r} a history never has")
+        raise _damaged(store, f"{kind} {name!r} changed: expected {names[name][1]!r}, found {sql!r}")
+    kind, name, _ = min(expected - found)
+    raise _damaged(store, f"no {kind} {name!r}")
+
+
 @contextmanager
 def _opened(store: Path, *, write: bool) -> Iterator[sqlite3.Connection]:
-    """A connection to the store; reading needs an existing history and never changes the file."""
+    """A connection to the store, its schema checked; reading needs an existing history and
+    never changes the file. Waits BUSY_WAIT_S at most for another process's transaction."""
     store = Path(store)
     if not store.is_file():
         if not write:
@@ -77,23 +116,26 @@ def _opened(store: Path, *, write: bool) -> Iterator[sqlite3.Connection]:
         store.parent.mkdir(parents=True, exist_ok=True)
     try:
         if write:
-            db = sqlite3.connect(store, timeout=60, isolation_level=None)
+            db = sqlite3.connect(store, timeout=BUSY_WAIT_S, isolation_level=None)
         else:
-            db = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True, timeout=60, isolation_level=None)
+            db = sqlite3.connect(
+                f"{store.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_WAIT_S, isolation_level=None
+            )
     except sqlite3.Error as exc:
         raise _damaged(store, f"a file SQLite cannot open ({exc})") from None
     try:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
         if write and not tables:
             db.executescript(SCHEMA)
-        elif not {"runs", "metrics", "checks", "passing_reports"} <= tables:
-            raise _damaged(store, "a database without the history's tables")
         else:
             _check_version(store, db)
+            _check_schema(store, db)
         yield db
     except sqlite3.DatabaseError as exc:
-        if "locked" in str(exc):
-            raise InputError(Problem(str(store), "expected the history to be free, found it locked for 60 s")) from None
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise InputError(
+                Problem(str(store), f"expected the history to be free, found it locked for {BUSY_WAIT_S:g} s")
+            ) from None
         raise _damaged(store, f"a file it cannot use ({exc})") from None
     finally:
         db.close()
@@ -101,10 +143,15 @@ def _opened(store: Path, *, write: bool) -> Iterator[sqlite3.Connection]:
 
 def check(store: Path) -> None:
     """Refuse (InputError) a history file that exists but cannot take this run's record, before
-    any work is done; a missing file is fine (the first run creates it)."""
+    any work is done: another schema or version, a trigger or a view, a damaged page. A missing
+    file is fine (the first run creates it)."""
     if Path(store).exists():
-        with _opened(store, write=False):
-            pass
+        with _opened(store, write=False) as db:
+            found = [
+                line.strip() for row in db.execute("PRAGMA integrity_check(3)") for line in str(row[0]).splitlines()
+            ]
+            if found != ["ok"]:
+                raise _damaged(store, f"a damaged database ({'; '.join(found[:4])})")
 
 
 def git_commit(*folders: Path) -> str | None:
@@ -233,9 +280,13 @@ def trend(
     gold: str | None = None,
     corpus: str | None = None,
     until: Path | None = None,
+    problems: list[Problem] | None = None,
 ) -> list[Point]:
     """The recorded values, oldest run first: of the last `last` runs only, of runs on the given
-    gold set and corpus only, and of runs recorded before the run `until` only, when asked."""
+    gold set and corpus only, and of runs recorded before the run `until` only, when asked.
+    A stored value of the wrong kind (a value that is not a finite number, a name that is not
+    text) is left out, or read as unknown, and described in `problems` when given."""
+    bad = _Bad(Path(store), problems)
     with _opened(store, write=False) as db:
         runs = db.execute(
             "SELECT run_dir, finished, git_commit, verdict FROM runs WHERE (:gold IS NULL OR gold = :gold) "
@@ -244,6 +295,13 @@ def trend(
         ).fetchall()[:last]
         points = []
         for run_dir, finished, commit, verdict in reversed(runs):
+            where = f"runs[{run_dir!r}]"
+            if type(run_dir) is not str:
+                bad.note(f"runs[{describe(run_dir)}].run_dir", "a run directory's path", run_dir, "the run left out")
+                continue
+            finished = bad.text(f"{where}.finished", finished)
+            commit = bad.text(f"{where}.git_commit", commit)
+            verdict = bad.text(f"{where}.verdict", verdict, allowed=("pass", "fail")) or "?"
             failed = {
                 row[0] for row in db.execute("SELECT pipeline FROM checks WHERE run_dir = ? AND NOT passed", (run_dir,))
             }
@@ -252,31 +310,108 @@ def trend(
                 "AND (? IS NULL OR pipeline = ?) ORDER BY pipeline, metric",
                 (run_dir, metric, metric, pipeline, pipeline),
             ):
+                at = f"metrics[{run_dir!r}, {found_pipeline!r}, {found_metric!r}]"
+                if type(found_pipeline) is not str or type(found_metric) is not str:
+                    bad.note(at, "a pipeline and a metric name (text)", (found_pipeline, found_metric), "left out")
+                    continue
+                if type(value) not in (int, float) or not math.isfinite(value):
+                    bad.note(f"{at}.value", "a finite number", value, "left out")
+                    continue
                 passed = found_pipeline not in failed
-                points.append(Point(run_dir, finished, commit, verdict, found_pipeline, passed, found_metric, value))
+                points.append(
+                    Point(run_dir, finished, commit, verdict, found_pipeline, passed, found_metric, float(value))
+                )
     return points
 
 
-def last_pass(store: Path, *, gold: str | None, corpus: str | None, until: Path | None = None) -> tuple[Path, dict]:
-    """The latest passing run on the same gold set and corpus (recorded before the run `until`,
-    when given): its report.json's path and its report as it was recorded."""
+def names(store: Path) -> tuple[set[str], set[str]]:
+    """The pipelines and the metrics the history has values of (of any kind)."""
+    with _opened(store, write=False) as db:
+        rows = db.execute("SELECT DISTINCT pipeline, metric FROM metrics").fetchall()
+    return {p for p, _ in rows if type(p) is str}, {m for _, m in rows if type(m) is str}
+
+
+class _Bad:
+    """Notes on stored values of the wrong kind, as located problems (kept only when asked)."""
+
+    def __init__(self, store: Path, problems: list[Problem] | None):
+        self.store, self.problems = store, problems
+
+    def note(self, where: str, expected: str, found: Any, then: str) -> None:
+        if self.problems is not None:
+            shown = found if isinstance(found, tuple) else (found,)
+            self.problems.append(
+                Problem(
+                    str(self.store),
+                    f"expected {expected}, found {', '.join(map(describe, shown))} ({then})",
+                    path=where,
+                )
+            )
+
+    def text(self, where: str, value: Any, *, allowed: tuple[str, ...] | None = None) -> str | None:
+        """`value` when it is text (one of `allowed`, when given) or null; else None, noted."""
+        if value is None or (type(value) is str and (allowed is None or value in allowed)):
+            return value
+        self.note(where, "text" if allowed is None else " or ".join(map(repr, allowed)), value, "read as unknown")
+        return None
+
+
+def last_pass(
+    store: Path, *, gold: str | None, corpus: str | None | list[str | None], until: Path | None = None
+) -> tuple[Path, dict]:
+    """The latest passing run on the same gold set and corpus (`corpus`: its hash, or the hashes
+    it may be recorded under) recorded before the run `until`, when given: its report.json's
+    path and its report as it was recorded. A stored copy that is not a report is an InputError
+    naming it."""
+    from ragaudit.io.jsonl import JsonDefect, decode
+
     expected = "expected a passing run on this gold set and corpus for --baseline last-pass, found"
     if not Path(store).is_file():
         raise InputError(Problem(str(store), f"{expected} no history (no run recorded yet)"))
+    corpora = {f"c{i}": c for i, c in enumerate(corpus if isinstance(corpus, list) else [corpus])}
+    same_corpus = " OR ".join(f"corpus IS :{name}" for name in corpora)
     with _opened(store, write=False) as db:
         found = db.execute(
             "SELECT run_dir, report FROM runs JOIN passing_reports USING (run_dir) WHERE verdict = 'pass' "
-            f"AND gold IS :gold AND corpus IS :corpus AND {_BEFORE} ORDER BY runs.rowid DESC LIMIT 1",
-            {"gold": gold, "corpus": corpus, "until": _key(until)},
+            f"AND gold IS :gold AND ({same_corpus}) AND {_BEFORE} ORDER BY runs.rowid DESC LIMIT 1",
+            {"gold": gold, **corpora, "until": _key(until)},
         ).fetchone()
     if found is None:
         raise InputError(Problem(str(store), f"{expected} none in the history"))
     run_dir, copy = found
+    if type(run_dir) is not str:
+        raise _damaged(Path(store), f"a passing run whose run_dir is {describe(run_dir)}")
+    where = f"passing_reports[{run_dir!r}]"
     try:
-        report = json.loads(zlib.decompress(copy))
-    except (zlib.error, ValueError, TypeError) as exc:
+        report, _ = decode(zlib.decompress(copy))
+    except (zlib.error, TypeError) as exc:
         raise _damaged(Path(store), f"a damaged copy of {run_dir}/report.json ({exc})") from None
+    except JsonDefect as defect:
+        raise _damaged(Path(store), f"a damaged copy of {run_dir}/report.json ({defect.message})") from None
+    shape = _report_problem(report)
+    if shape:
+        raise InputError(
+            Problem(
+                str(store),
+                f"expected a ragaudit report as the stored copy of {run_dir}/report.json, found {shape}",
+                path=where,
+            )
+        )
     return Path(run_dir) / "report.json", report
+
+
+def _report_problem(report: Any) -> str | None:
+    """What keeps `report` from being a ragaudit report (its summary, questions and gate), or None."""
+    if not isinstance(report, dict):
+        return describe(report)
+    for key, kind, name in (
+        ("summary", dict, "an object"),
+        ("questions", list, "an array"),
+        ("gate", dict, "an object"),
+    ):
+        if not isinstance(report.get(key), kind):
+            return f"one whose {key} is {'missing' if report.get(key) is None else describe(report[key])} (expected {name})"
+    return None
 
 
 SPARKS = "▁▂▃▄▅▆▇█"

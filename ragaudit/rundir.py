@@ -4,6 +4,10 @@ The manifest records the sha256 of the inputs (config, gold set, corpus, and eac
 document), of `traces.jsonl` as the runner finished it, and of every output. Only the runner
 stamps the traces; `report` rebuilds outputs and re-stamps only them, so a changed trace file
 is always caught by `verify`. One process owns a run directory at a time (an OS file lock).
+
+`hash_version` says how the inputs were hashed (`ragaudit.io.files.HASH_VERSION`): 2 frames a
+corpus folder's files by length, so no moving of bytes between documents keeps its hash. A
+manifest without it (version 1, older ragaudit) still verifies, the old way, with a note.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ from pathlib import Path
 from typing import Iterator
 
 from ragaudit.errors import InputError, Problem
-from ragaudit.io.files import sha256_file, write_atomic
+from ragaudit.io.files import HASH_VERSION, sha256_file, write_atomic
 
 MANIFEST = "manifest.json"
 TRACES = "traces.jsonl"
 LOCK = ".lock"
 OWNER = ".lock.owner"
 OUTPUTS = (
+    "runs.parquet",
     "issues.jsonl",
     "report.json",
     "report.html",
@@ -33,6 +38,12 @@ OUTPUTS = (
     "compare.json",
     "compare.html",
 )
+# what every finished run writes (compare.* only with more than one pipeline); hash version 1
+# manifests did not record runs.parquet
+WRITTEN = {
+    2: tuple(name for name in OUTPUTS if not name.startswith("compare.")),
+    1: tuple(name for name in OUTPUTS if not name.startswith("compare.") and name != "runs.parquet"),
+}
 
 
 class RunDirBusyError(InputError):
@@ -100,7 +111,22 @@ def read_manifest(run_dir: Path) -> dict:
             raise InputError(
                 Problem(str(path), f"expected {key} entries of the right type, found {bad[0]!r}", path=f"$.{key}")
             )
+    version = manifest.get("hash_version", 1)
+    if type(version) is not int or version not in WRITTEN:
+        raise InputError(
+            Problem(
+                str(path),
+                f"expected hash_version {' or '.join(map(str, sorted(WRITTEN)))}, found {json.dumps(version)} "
+                "(written by a newer ragaudit?)",
+                path="$.hash_version",
+            )
+        )
     return manifest
+
+
+def hash_version(manifest: dict) -> int:
+    """How the manifest's inputs were hashed: its hash_version, 1 when it has none."""
+    return manifest.get("hash_version", 1)
 
 
 _OPTIONAL = {
@@ -138,15 +164,24 @@ def document_hashes(corpus) -> dict[str, str]:
     }
 
 
-def input_record(config, corpus) -> dict:
-    """What the manifest records of a run's inputs."""
+def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
+    """What the manifest records of a run's inputs, hashed as `version` says."""
     paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
     return {
+        "hash_version": version,
         "config_path": str(Path(config.path).resolve()),
-        "inputs": {name: sha256_file(p) for name, p in paths.items()},
+        "inputs": {name: sha256_file(p, version=version) for name, p in paths.items()},
         "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
         "documents": document_hashes(corpus),
     }
+
+
+def older_hashes(path: str | os.PathLike | None, now: str | None) -> list[str]:
+    """The hashes older ragaudit versions recorded for the input `path` (a corpus folder), when
+    `now` is this version's hash of it: baselines and history rows from before name it so."""
+    if path is None or now is None or not Path(path).is_dir() or sha256_file(Path(path)) != now:
+        return []
+    return [sha256_file(Path(path), version=v) for v in range(1, HASH_VERSION)]
 
 
 def stamp_outputs(run_dir: Path) -> dict:
@@ -176,16 +211,25 @@ def _corpus_changes(manifest: dict, path: Path) -> str:
     return f"corpus: {path} changed since the run (documents {'; '.join(parts) or 'unchanged, files renamed'})"
 
 
-def changes(run_dir: Path) -> list[str]:
-    """What changed since the run: inputs (naming changed corpus documents), traces and outputs."""
+def changes(run_dir: Path, notes: list[str] | None = None) -> list[str]:
+    """What changed since the run: inputs (naming changed corpus documents), traces and every
+    output the run writes (one missing from the manifest's outputs counts as changed). `notes`,
+    when given, receives what the caller should know besides (a manifest hashed the old way)."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
+    version = hash_version(manifest)
+    if version < HASH_VERSION and notes is not None:
+        notes.append(
+            f"{run_dir / MANIFEST}: written by an older ragaudit (hash version {version}): its corpus folder "
+            "was hashed the old way (file names and contents run together, without lengths) and runs.parquet "
+            "was not recorded; a new run records both"
+        )
     found = []
     for name in ("gold", "corpus", "config"):
         path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
         if not path.exists():
             found.append(f"{name}: {path} is gone")
-        elif sha256_file(path) != recorded:
+        elif sha256_file(path, version=version) != recorded:
             found.append(
                 _corpus_changes(manifest, path)
                 if name == "corpus"
@@ -197,7 +241,14 @@ def changes(run_dir: Path) -> list[str]:
         found.append(f"traces: {traces} is gone")
     elif sha256_file(traces) != recorded:
         found.append(f"traces: {traces} changed since the run")
-    for name, digest in sorted((manifest.get("outputs") or {}).items()):
+    outputs = manifest.get("outputs") or {}
+    unrecorded = [name for name in WRITTEN[version] if name not in outputs]
+    if unrecorded:
+        found.append(
+            f"output: {', '.join(unrecorded)} not recorded in {MANIFEST} (the run never finished writing its "
+            "outputs, or the manifest was edited)"
+        )
+    for name, digest in sorted(outputs.items()):
         path = run_dir / name
         if not path.exists():
             found.append(f"output: {name} is gone")

@@ -114,7 +114,7 @@ def _now() -> str:
 def _check_resume(run_dir: Path, config: Config, inputs: Inputs) -> dict:
     """The manifest of the run to resume; refused (exit 2) when an input changed since."""
     manifest = rundir.read_manifest(run_dir)
-    now = rundir.input_record(config, inputs.corpus)["inputs"]
+    now = rundir.input_record(config, inputs.corpus, version=rundir.hash_version(manifest))["inputs"]
     changed = [name for name in ("config", "gold", "corpus") if manifest["inputs"].get(name) != now[name]]
     if changed:
         raise UsageError(

@@ -373,3 +373,59 @@ def test_batches_do_not_change_the_result(production, tmp_path):
         assert len(small.model["worst"][kind]) <= 2
         assert small.model["worst"][kind] == full["worst"][kind][:2]
     assert len(small.model["examples"]) <= 2 * len(KINDS)
+
+
+@pytest.mark.parametrize("window", ["1h", "1d", "2w"])
+def test_extreme_and_garbage_times_are_undated_never_a_crash(recorded, tmp_path, window):
+    config, traces = recorded
+    times = [
+        "9999-12-31T23:59:59Z",  # its window would end in the year 10000
+        "9999-12-31T23:00:00-05:00",  # the year 10000 in UTC
+        "0001-01-01T00:00:00+14:00",  # the year 0 in UTC
+        "0001-01-01T00:00:00Z",
+        "2026-13-45T99:00:00Z",
+        "not a time",
+        "",
+        "2026-11-20T10:00:00Z",
+    ]
+    written = []
+    for trace, at in zip(copy.deepcopy(traces), times):
+        trace["retrieved_at"] = at
+        written.append(trace)
+    path = write_traces(tmp_path / "times.jsonl", written)
+    out = tmp_path / "out"
+    result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--window", window, "--out", out)
+    assert result.exit_code in (0, 1), result.output
+    model = json.loads((out / "audit_log.json").read_text(encoding="utf-8"))
+    assert {w["window"]: w["traces"] for w in model["windows"]} == expected_windows(times, window)
+
+
+def expected_windows(times: list[str], window: str) -> dict[str, int]:
+    """Traces per window, by datetime arithmetic: windows of the given length from Monday
+    1970-01-05, undated when a time does not parse or its window leaves the years 1 to 9999."""
+    from collections import Counter
+    from datetime import datetime, timedelta, timezone
+
+    length = timedelta(hours=1) if window == "1h" else timedelta(days=1 if window == "1d" else 14)
+    origin = datetime(1970, 1, 5, tzinfo=timezone.utc)
+    found: Counter = Counter()
+    for text in times:
+        try:
+            at = datetime.fromisoformat(text).astimezone(timezone.utc)
+            start = origin + (at - origin) // length * length
+            _ = start + length  # raises past the year 9999
+            found[start.isoformat().replace("+00:00", "Z")] += 1
+        except (ValueError, OverflowError):
+            found["undated"] += 1
+    return dict(found)
+
+
+def test_a_window_longer_than_a_century_is_a_usage_error(recorded, tmp_path):
+    config, traces = recorded
+    path = write_traces(tmp_path / "t.jsonl", traces[:1])
+    for window in ("999999w", "36526d"):
+        result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--window", window)
+        assert result.exit_code == 2 and "of at most 36525d" in result.stderr
+    assert invoke(
+        "audit-log", path, "--corpus", CORPUS, "--config", config, "--window", "36525d", "--out", tmp_path / "o"
+    ).exit_code in (0, 1)

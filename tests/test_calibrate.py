@@ -77,7 +77,8 @@ def test_a_config_runs_with_the_calibration(calibrated):
     assert ran.exit_code == 0, ran.output
 
 
-def test_a_bad_rate_is_a_usage_error(tmp_path):
+def test_a_bad_rate_or_an_output_over_an_input_is_a_usage_error(tmp_path):
     config = write_config(tmp_path, BM25, items=3, seeds="[1]")
     assert invoke("calibrate", config, "--rate", "0").exit_code == 2
+    assert invoke("calibrate", config, "--out", tmp_path / "gold.jsonl").exit_code == 2
     assert invoke("calibrate", tmp_path / "missing.toml").exit_code in (2, 3)

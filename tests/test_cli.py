@@ -181,6 +181,11 @@ def test_gold_check(cli, tmp_path, corpus_dir):
     assert dup.exit_code == 1 and json.loads(dup.output)["counts"] == {"gold_duplicate_qid": 1}
     gold.write_text(gold.read_text() + "[]\n", encoding="utf-8")
     assert cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance").exit_code == 3
+    for qid in ("", "   "):
+        gold.write_text(json.dumps(dict(item, qid="K1")) + "\n" + json.dumps(dict(item, qid=qid)) + "\n")
+        blank = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance")
+        assert blank.exit_code == 3
+        assert f"error: {gold}:2: $.qid: expected a non-empty qid, found string {qid!r}" in blank.stderr
 
 
 def test_readme_documents_every_command():
@@ -191,3 +196,58 @@ def test_readme_documents_every_command():
         assert f"ragaudit {command}" in readme, command
     for command in ("ragaudit gold check", "make audit", "make test"):
         assert command in readme
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["codes"], ["metrics"], ["codes", "--format", "json"], ["--help"], ["validate", "--help"], ["--version"]],
+)
+def test_a_closed_stdout_ends_quietly(args):
+    """`ragaudit codes | head -1`: the reader has gone before the first write; the command ends
+    as a writer to a closed pipe does (141, no message), never with an error."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "-q", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    child.stdout.close()  # closed before the interpreter has even started: every write fails
+    assert child.wait(timeout=60) == 141
+    assert child.stderr.read() == b""
+
+
+def test_a_closed_stdout_ends_a_command_with_issues_quietly(tmp_path, traces_file, valid_trace):
+    import subprocess
+    import sys
+
+    path = traces_file(*[dict(valid_trace, qid=f"q{i}") for i in range(2000)])
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "-q", "validate", str(path), "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    child.stdout.close()
+    assert child.wait(timeout=120) == 141
+    assert child.stderr.read() == b""
+
+
+BOOM = """
+from ragaudit import cli
+
+@cli.main.command("boom")
+def boom():
+    raise BrokenPipeError(32, "Broken pipe")  # as a dead worker's pipe would
+
+cli.main(["boom"], prog_name="ragaudit")
+"""
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error():
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", BOOM], capture_output=True, text=True, timeout=60)
+    assert (child.returncode, child.stderr) == (3, "error: input/output: Broken pipe\n")
+    closed = subprocess.Popen([sys.executable, "-c", BOOM], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    closed.stdout.close()
+    assert closed.wait(timeout=60) == 141 and closed.stderr.read() == b""

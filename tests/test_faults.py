@@ -221,3 +221,13 @@ def test_cli_writes_the_matrix_and_exits_by_the_verdict(recorded, tmp_path):
     result = invoke("faults", run_dir, "--config", lax, "--only", "wrong_index_hash", "--out", tmp_path)
     assert result.exit_code == 1 and "MISSED" in result.output
     assert invoke("faults", run_dir, "--only", "no_such_fault").exit_code == 2
+
+
+@pytest.mark.parametrize("only", [",", "", " ", "stale_revision,", ",number_change", "stale_revision,,number_change"])
+def test_an_empty_or_malformed_only_is_a_usage_error(recorded, tmp_path, only):
+    _, run_dir, _, _ = recorded
+    result = invoke("faults", run_dir, "--only", only, "--out", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "--only: expected comma-separated fault names (some of stale_revision, " in result.stderr
+    assert f"found {only!r}" in result.stderr
+    assert not (tmp_path / "faults.json").exists()

@@ -439,7 +439,9 @@ def test_a_model_folder_is_keyed_by_the_sha256_of_its_files(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "weights.bin").write_bytes(b"\x00\x01weights")
-    digest = hashlib.sha256(b"weights.bin\0" + b"\x00\x01weights").hexdigest()[:16]
+    name = b"weights.bin"  # framed: its length in 8 bytes, the name, the sha256 of the bytes
+    framed = len(name).to_bytes(8, "big") + name + hashlib.sha256(b"\x00\x01weights").digest()
+    digest = hashlib.sha256(framed).hexdigest()[:16]
     cached = CachedEncoder(FolderEncoder(folder), tmp_path / "embeddings.sqlite")
     cached.encode(["Hardware keys are rotated every 12 months."])
     cached.close()

@@ -10,10 +10,12 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import sys
+import zlib
 from xml.etree import ElementTree as ET
 
 import pytest
-from helpers import BM25, LENIENT, TFIDF, invoke, run_dir_of, write_config
+from helpers import BM25, DEMO, LENIENT, TFIDF, invoke, run_dir_of, write_config
 
 from ragaudit import history
 from ragaudit.report.trends import trend_panel
@@ -291,3 +293,190 @@ def test_the_trend_panel_escapes_what_it_shows():
     panel = trend_panel(points)
     assert "<script>" not in panel and "&lt;script&gt;&amp;" in panel
     assert trend_panel(points[:1]) == ""  # one run is no trend
+
+
+def _trigger(db):
+    db.execute("CREATE TRIGGER refuse AFTER INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no'); END")
+
+
+def _renamed_column(db):
+    db.execute("ALTER TABLE metrics RENAME COLUMN value TO val")
+
+
+def _view(db):
+    db.execute("CREATE VIEW latest AS SELECT * FROM runs")
+
+
+def _version(db):
+    db.execute("PRAGMA user_version = 7")
+
+
+def _corrupt_pages(store):
+    """The header of every page but the first (which holds the schema) overwritten."""
+    data = bytearray(store.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for start in range(page, len(data), page):
+        data[start : start + 8] = b"\xab" * 8
+    store.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage, found",
+    [
+        (_trigger, "a trigger 'refuse' a history never has"),
+        (_renamed_column, "table 'metrics' changed"),
+        (_view, "a view 'latest' a history never has"),
+        (_version, "one of schema version 7"),
+        (None, "a damaged database"),
+    ],
+)
+def test_a_damaged_history_stops_the_run_before_any_work(tmp_path, damage, found):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    first = run(config)
+    store = tmp_path / STORE
+    if damage is None:
+        _corrupt_pages(store)
+    else:
+        db = sqlite3.connect(store)
+        damage(db)
+        db.commit()
+        db.close()
+    before = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    stopped = invoke("run", config, "--no-gate")
+    assert stopped.exit_code == 3, stopped.output
+    assert f"history.sqlite: expected a ragaudit history file (SQLite), found {found}" in stopped.stderr
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == before == sorted([first.name, "history.sqlite"])
+
+
+HOLD = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN")
+db.execute("SELECT count(*) FROM runs").fetchall()  # a reader's open transaction: no writer may commit
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_locked_history_costs_the_run_nothing(tmp_path, monkeypatch):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    run(config)
+    store = tmp_path / STORE
+    monkeypatch.setattr(history, "BUSY_WAIT_S", 0.3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(store)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        result = invoke("run", config, "--no-gate")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.exit_code == 0, result.output  # the run's own exit code stands
+    run_dir = run_dir_of(result)
+    assert "warning: the run was not recorded in the history" in result.stderr
+    assert "expected the history to be free, found it locked for 0.3 s" in result.stderr
+    assert f"its run directory {run_dir} is complete" in result.stderr
+    written = {p.name for p in run_dir.iterdir() if not p.name.startswith(".")}
+    assert written == {
+        "manifest.json", "traces.jsonl", "runs.parquet", "issues.jsonl", "report.json", "report.html",
+        "traces.log", "rag_traces.sqlite", "junit.xml", "summary.md",
+    }  # fmt: skip
+    assert invoke("verify", run_dir).exit_code == 0
+    recorded = [p.run_dir for p in history.trend(store)]
+    assert str(run_dir.resolve()) not in recorded and len(set(recorded)) == 1
+
+
+def test_history_reports_bad_stored_values_and_shows_the_rest(tmp_path):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    first, second = run(config), run(config)
+    store = tmp_path / STORE
+    db = sqlite3.connect(store)
+    key = str(first.resolve())
+    db.execute("UPDATE metrics SET value = NULL WHERE metric = 'coverage' AND run_dir = ?", (key,))
+    db.execute("UPDATE metrics SET value = 'abc' WHERE metric = 'citation_match' AND run_dir = ?", (key,))
+    db.execute("UPDATE metrics SET value = 1e999 WHERE metric = 'mrr' AND run_dir = ?", (key,))
+    db.execute("UPDATE runs SET verdict = NULL, finished = x'ff' WHERE run_dir = ?", (key,))
+    db.commit()
+    db.close()
+    coverage = read(second / "report.json")["summary"]["pipelines"]["bm25"]["metrics"]["coverage"]
+    for fmt in ("text", "json"):
+        result = invoke("history", "--store", store, "--format", fmt, "--plot", tmp_path / f"{fmt}.svg")
+        assert result.exit_code == 0, result.output
+        for metric, found in (("coverage", "null"), ("citation_match", "string 'abc'"), ("mrr", "number inf")):
+            assert (
+                f"warning: {store}: metrics[{key!r}, 'bm25', {metric!r}].value: expected a finite number, "
+                f"found {found} (left out)"
+            ) in result.stderr
+        assert f"warning: {store}: runs[{key!r}].finished: expected text, found bytes (read as unknown)" in (
+            result.stderr
+        )
+        assert "Traceback" not in result.output
+    shown = {s["metric"]: s["runs"] for s in json.loads(result.stdout)}
+    assert [r["value"] for r in shown["coverage"]] == [pytest.approx(coverage)]
+    assert [r["verdict"] for r in shown["anchor_support"]] == ["?", read(second / "report.json")["gate"]["verdict"]]
+    unknown = invoke("history", "--store", store, "--metric", "nope")  # still a usage error among bad values
+    assert unknown.exit_code == 2 and "--metric: expected one of anchor_support, " in unknown.stderr
+    only_bad = invoke("history", "--store", store, "--metric", "citation_match", "--last", "1")
+    assert only_bad.exit_code == 0 and "citation_match" in only_bad.stdout
+    db = sqlite3.connect(store)
+    db.execute("UPDATE metrics SET value = 'x' WHERE metric = 'citation_match'")
+    db.commit()
+    db.close()
+    none_left = invoke("history", "--store", store, "--metric", "citation_match")
+    assert none_left.exit_code == 3
+    assert (
+        "expected recorded values, found none readable (3 stored values of the wrong kind, each named above)"
+        in none_left.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "stored, found",
+    [
+        (b"[]", "found array of 0"),
+        (b"{}", "found one whose summary is missing (expected an object)"),
+        (b'{"summary": NaN, "questions": [], "gate": {}}', "a damaged copy"),
+        (b'{"summary": {}, "questions": {}, "gate": {}}', "found one whose questions is object (expected an array)"),
+        (b"not json", "a damaged copy"),
+    ],
+)
+def test_a_stored_baseline_that_is_not_a_report_is_a_clear_error(tmp_path, stored, found):
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]", extra=LENIENT)
+    good = run(config)
+    db = sqlite3.connect(tmp_path / STORE)
+    db.execute("UPDATE passing_reports SET report = ?", (zlib.compress(stored),))
+    db.commit()
+    db.close()
+    result = invoke("run", config, "--baseline", "last-pass")
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert f"{good.resolve()}" in result.stderr and found in result.stderr
+
+
+def test_last_pass_finds_runs_recorded_before_the_corpus_hash_changed(tmp_path):
+    """History rows and baselines written by a ragaudit that hashed a corpus folder the old way (no
+    length prefixes) still name the same corpus."""
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]", extra=LENIENT)
+    good = run(config)
+    old = old_folder_hash(DEMO / "corpus")
+    db = sqlite3.connect(tmp_path / STORE)
+    db.execute("UPDATE runs SET corpus = ?", (old,))
+    db.commit()
+    db.close()
+    later = run(config, "--baseline", "last-pass")
+    assert read(later / "manifest.json")["baseline"] == str((good / "report.json").resolve())
+    report = read(good / "report.json")
+    report["meta"]["inputs"]["corpus"] = old
+    (tmp_path / "old-report.json").write_text(json.dumps(report))
+    assert invoke("run", config, "--baseline", tmp_path / "old-report.json").exit_code == 0
+    report["meta"]["inputs"]["corpus"] = "0" * 64
+    (tmp_path / "other-report.json").write_text(json.dumps(report))
+    foreign = invoke("run", config, "--baseline", tmp_path / "other-report.json")
+    assert foreign.exit_code == 3 and "expected a baseline built on the same corpus" in foreign.stderr
+
+
+def old_folder_hash(folder) -> str:
+    """How ragaudit hashed a folder before hash version 2: each file's name, a NUL, its bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

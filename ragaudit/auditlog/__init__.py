@@ -34,6 +34,7 @@ class AuditLogResult:
     model: dict  # what audit_log.json holds
     out: Path
     problems: list[Problem | str] = field(default_factory=list)  # unreadable files and lines that are not traces
+    warnings: list[Problem | str] = field(default_factory=list)  # late spans, left out
 
     @property
     def exit_code(self) -> int:
@@ -47,17 +48,25 @@ def default_out(base: Path) -> Path:
     return base / f"audit-log-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
 
 
-def read_records(fmt: str, paths: Sequence[Path], *, offset_unit: str, problems: list) -> Iterator[Trace | BadLine]:
+def read_records(
+    fmt: str, paths: Sequence[Path], *, offset_unit: str, problems: list, warnings: list | None = None
+) -> Iterator[Trace | BadLine]:
     """The records of the inputs: ragaudit's own trace files one by one (a file that cannot be
     read goes to `problems` and the others are still read), or production spans joined into
-    traces across every file (`ragaudit.spans`)."""
+    traces across every file (`ragaudit.spans`; late spans go to `warnings`)."""
     if fmt != "traces":
         from ragaudit.spans import read_traces as read_spans
 
+        reader = read_spans(fmt, paths)
         try:
-            yield from read_spans(fmt, paths)
+            yield from reader
         except InputError as exc:  # the traces joined so far are kept
             problems.extend(exc.problems)
+        problems.extend(reader.unreadable)
+        if warnings is not None:
+            warnings.extend(reader.late_problems)
+            if reader.late > len(reader.late_problems):
+                warnings.append(f"{reader.late - len(reader.late_problems)} more late spans left out")
         return
     from ragaudit.io.traces import read_traces
 
@@ -86,6 +95,7 @@ def run_audit_log(
     from ragaudit import __version__
     from ragaudit.io.config import default_config, load_config
     from ragaudit.io.corpus import load_corpus
+    from ragaudit.io.files import refuse_overwriting
     from ragaudit.metrics.embed import make_encoder
     from ragaudit.metrics.support import Memoized, make_support_scorer
     from ragaudit.report import write_json
@@ -98,6 +108,10 @@ def run_audit_log(
     corpus_path = Path(corpus) if corpus else settings.corpus
     if corpus_path is None:
         raise UsageError("ragaudit audit-log needs --corpus SNAPSHOT (or a --config whose [audit] names a corpus)")
+    target = Path(out) if out else default_out(settings.out)
+    refuse_overwriting(
+        [target / JSON_NAME, target / HTML_NAME, target / TABLE_NAME], [*paths, corpus_path, config], option="--out"
+    )
     snapshot = load_corpus(corpus_path)
     encoder = encoder if encoder is not None else make_encoder(settings.model, memory=ENCODER_MEMORY)
     support = make_support_scorer(
@@ -117,14 +131,17 @@ def run_audit_log(
         allow_cross_section=settings.allow_cross_section,
         cross_section_whitelist=settings.cross_section_whitelist,
     )
-    target = Path(out) if out else default_out(settings.out)
     target.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     problems: list = []
+    warnings: list = []
     table = TraceTable(target / TABLE_NAME)
     try:
         audit = LogAudit(snapshot, scoring, window=length, context=context, table=table.add, limit=limit, batch=batch)
-        for item in read_records(fmt, [Path(p) for p in paths], offset_unit=settings.offset_unit, problems=problems):
+        records = read_records(
+            fmt, [Path(p) for p in paths], offset_unit=settings.offset_unit, problems=problems, warnings=warnings
+        )
+        for item in records:
             if isinstance(item, BadLine):
                 problems.append(item.problem)
             audit.add(item)
@@ -157,4 +174,4 @@ def run_audit_log(
     }
     write_json(target / JSON_NAME, model)
     write_audit_log_html(target / HTML_NAME, model)
-    return AuditLogResult(model, target, problems)
+    return AuditLogResult(model, target, problems, warnings)

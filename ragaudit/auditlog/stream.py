@@ -114,7 +114,7 @@ class LogAudit:
             scoring.advance(len(batch))
 
     def _fold(self, record: int, trace: Trace, issues: list[Issue], score: TraceScore) -> list[dict]:
-        at = parse_time(trace.retrieved_at)
+        at = parse_time(trace.retrieved_at, self.length)
         window = self._window(at)
         window.traces += 1
         window.timed(at)

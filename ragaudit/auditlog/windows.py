@@ -2,8 +2,10 @@
 
 Windows are fixed-length intervals aligned to Monday 1970-01-05T00:00Z, so a `1d` window is a UTC
 day, a `7d` window a week from Monday, and a `1h` window an hour of the clock. A trace falls in
-the window of its `retrieved_at`; a trace without one (or with one that is not an ISO 8601 time)
-falls in the window `undated`, which is shown last and takes no part in drift.
+the window of its `retrieved_at`; a trace without one (or with one that is not an ISO 8601 time,
+or whose window does not lie within the years 1 to 9999, which ISO 8601 cannot write past) falls
+in the window `undated`, which is shown last and takes no part in drift. A window is at most a
+century long.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ VALUES_KEPT = 50  # distinct values of one index field remembered per window; mo
 ZONE_NAMES = tuple(name for name, _ in ZONES)
 
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
+MAX_WINDOW = 36_525 * 86_400  # a century
+FIRST = -62_135_596_800  # 0001-01-01T00:00:00Z: ISO 8601 times lie in [FIRST, END)
+END = 253_402_300_800  # 10000-01-01T00:00:00Z
 
 
 def parse_window(text: str) -> int:
@@ -34,26 +39,37 @@ def parse_window(text: str) -> int:
     604800
     """
     found = _DURATION.fullmatch(text.strip())
-    if not found:
+    if not found or int(found.group(1)) * UNITS[found.group(2)] > MAX_WINDOW:
         raise UsageError(
-            f"The 'window' parameter must be a count and a unit m, h, d or w, such as 1h, 1d or 7d. Got {text!r} instead."
+            "The 'window' parameter must be a count and a unit m, h, d or w, such as 1h, 1d or 7d, of at most "
+            f"{MAX_WINDOW // 86_400}d. Got {text!r} instead."
         )
     return int(found.group(1)) * UNITS[found.group(2)]
 
 
-def parse_time(value: str | None) -> float | None:
+def parse_time(value: str | None, length: int = 0) -> float | None:
     """Seconds since the epoch of an ISO 8601 time (`Z` or an offset; a time without one is UTC),
-    or None when there is no time or it cannot be read."""
+    or None when there is no time, it cannot be read, or its window of `length` seconds does not
+    lie within the years 1 to 9999 (its bounds could not be written)."""
     if not value:
         return None
     try:
         moment = datetime.fromisoformat(value.strip())
-    except ValueError:
+    except (ValueError, TypeError):
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    seconds = moment.timestamp()
-    return seconds if math.isfinite(seconds) else None
+    try:
+        seconds = moment.timestamp()
+    except (OverflowError, ValueError):  # an offset that takes the time past the years 1 to 9999
+        return None
+    if not (math.isfinite(seconds) and FIRST <= seconds < END):
+        return None
+    if length:
+        start = window_start(seconds, length)
+        if start < FIRST or start + length >= END:
+            return None
+    return seconds
 
 
 def iso(seconds: float) -> str:

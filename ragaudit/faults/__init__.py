@@ -118,6 +118,8 @@ def run_faults(
     traces: list[Trace], subject: Subject, *, only: list[str] | None = None, rate: float = 0.2, seed: int = 0
 ) -> tuple[dict, dict[str, Audit]]:
     """faults.json's content, and the audits behind it by name ("clean" first) for benchmarks."""
+    if only is not None and not only:
+        raise UsageError(f"expected some of the faults {', '.join(FAULTS)}, found none")
     unknown = sorted(set(only or ()) - set(FAULTS))
     if unknown:
         raise UsageError(f"unknown fault {', '.join(unknown)}; expected some of {', '.join(FAULTS)}")

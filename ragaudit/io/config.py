@@ -8,12 +8,13 @@ Each `[[pipelines]]` entry takes the keys of its kind and no others:
 
 | kind        | keys                                                                                                 |
 |-------------|------------------------------------------------------------------------------------------------------|
-| every kind  | name (unique), kind, k (>= 1, default 5), timeout_s (> 0, default 30)                                |
+| every kind  | name (unique), kind, k (>= 1, default 5), timeout_s (> 0, at most 86400, default 30)                 |
 | `reference` | retriever, analyzer, rerank ("none"/"mmr"), chunk_size, chunk_overlap < chunk_size, temperature >= 0 |
 | `replay`    | traces (required), format ("traces", or spans: "otlp", "phoenix", "langfuse"; default "traces")      |
 | `python`    | factory (required), options (a table of keyword arguments for the factory)                           |
 | `command`   | command (required: a non-empty array of strings)                                                     |
-| both above  | max_in_flight (>= 1), rate_limit (calls/s > 0), retries (>= 0), retry_backoff_s (> 0), cache (bool)   |
+| both above  | max_in_flight (>= 1), rate_limit (calls/s, 0.0001 to 1e6), retries (0 to 20), retry_backoff_s (> 0, at |
+|             | most 3600), cache (bool): bounded so that every wait they make is one a clock can time               |
 
 `PipelineConfig.options` holds every pipeline key, those the kind does not take at their
 defaults, so every kind has one shape. `[gate] pipelines` must name configured pipelines; a
@@ -219,7 +220,7 @@ class _Executor(_Table):
 class _Pipeline(_Table):
     name: _Text
     k: _Positive = 5
-    timeout_s: float = Field(30.0, gt=0.0)
+    timeout_s: float = Field(30.0, gt=0.0, le=86_400.0)  # a day
 
     @field_validator("name")
     @classmethod
@@ -262,9 +263,11 @@ class _Remote(_Pipeline):
     answers are kept for an unchanged re-run."""
 
     max_in_flight: _Positive | None = None
-    rate_limit: float | None = Field(None, gt=0.0)  # calls per second
-    retries: _Count = 0
-    retry_backoff_s: float = Field(0.5, gt=0.0)
+    # calls per second: one every 10,000 s at the slowest. The bounds keep every wait they make
+    # (1 / rate_limit, retry_backoff_s x 2^retries x 2) within what a clock can time.
+    rate_limit: float | None = Field(None, ge=1e-4, le=1e6)
+    retries: _Count = Field(0, le=20)
+    retry_backoff_s: float = Field(0.5, gt=0.0, le=3_600.0)
     cache: bool = False
 
 

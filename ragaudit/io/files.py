@@ -1,29 +1,85 @@
 """Writing files so that a crash or a full disk never leaves half of one: everything goes to a
-temporary name in the same folder and is renamed into place (an atomic replace on POSIX)."""
+temporary name in the same folder and is renamed into place (an atomic replace on POSIX).
+
+What an output may replace: nothing (a new file) or a regular file. A symlink is written
+through: the file it points to is replaced and the link stays. A FIFO, a device, a socket or a
+folder is refused (InputError, exit 3) before anything is written. The new file gets the mode
+the umask gives a new file (0666 & ~umask), as a shell redirection would. An output that is one
+of the command's inputs (the same file by any path) is refused by `refuse_overwriting`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
+
+from ragaudit.errors import InputError, Problem, UsageError
+
+HASH_VERSION = 2  # 1: a folder's files as `name \0 content`, 2: length-prefixed names and content digests
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where the system says it (Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def output_target(path: str | os.PathLike) -> Path:
+    """The file writing `path` replaces: `path` itself, or the file a symlink there points to.
+    Raises InputError when that is not a regular file (a FIFO, a device, a folder, a socket)."""
+    real = Path(os.path.realpath(path))
+    try:
+        found = os.stat(real).st_mode
+    except FileNotFoundError:
+        return real
+    if stat.S_ISREG(found):
+        return real
+    kind = next((name for test, name in _KINDS if test(found)), "a special file")
+    via = f" (the target of the symlink {os.fspath(path)})" if real != Path(os.path.abspath(path)) else ""
+    raise InputError(Problem(str(real), f"expected a regular file to write{via}, or none, found {kind}"))
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside `path`; when the block ends without error, it replaces `path`.
-    On any error the temporary file is removed and `path` is left as it was."""
-    path = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """A temporary path beside the file `path` names (through a symlink); when the block ends
+    without error, it replaces that file with the umask's mode. On any error the temporary file
+    is removed and the target is left as it was. Raises InputError, before the block runs, when
+    the target is not a regular file."""
+    target = output_target(path)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(
+            Problem(str(target.parent), f"expected a folder to write {target.name} in, found none")
+        ) from None
     os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~umask())
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, output_target(path))  # checked again: the target may have changed meanwhile
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -38,15 +94,66 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
             tmp.write_bytes(data)
 
 
-def sha256_file(path: Path) -> str:
-    """sha256 of a file, or of a folder's files (relative names and contents, in name order)."""
-    path = Path(path)
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether `a` and `b` name one file: by any relative path, symlink or hard link."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare where they lead
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def refuse_overwriting(
+    outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike | None], *, option: str = "--out"
+) -> None:
+    """Raise UsageError (exit 2) when an output is one of the inputs, or lies inside an input
+    folder (writing it would change that input)."""
+    named = [Path(i) for i in inputs if i is not None]
+    for output in map(Path, outputs):
+        for source in named:
+            inside = source.is_dir() and Path(os.path.realpath(output)).is_relative_to(os.path.realpath(source))
+            if inside or same_file(output, source):
+                raise UsageError(
+                    f"{option} {output}: expected an output that is not an input, found "
+                    + (f"it inside the input folder {source}" if inside else f"the input {source}")
+                )
+
+
+def _framed(text: str) -> bytes:
+    data = text.encode("utf-8", "surrogateescape")
+    return len(data).to_bytes(8, "big") + data
+
+
+def folder_digest(folder: Path, names: Iterable[str]) -> hashlib._Hash:
+    """sha256 over the files `names` of `folder` (relative, `/`-separated), in the order given:
+    each file as its length-prefixed name and the sha256 of its content, so that no moving of
+    bytes between names and files gives the same digest."""
     digest = hashlib.sha256()
-    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for p in paths:
-        if path.is_dir():
-            digest.update(p.relative_to(path).as_posix().encode() + b"\0")
-        with open(p, "rb") as handle:
+    for name in names:
+        inner = hashlib.sha256()
+        with open(folder / name, "rb") as handle:
+            while block := handle.read(1 << 20):
+                inner.update(block)
+        digest.update(_framed(name) + inner.digest())
+    return digest
+
+
+def sha256_file(path: Path, *, version: int = HASH_VERSION) -> str:
+    """sha256 of a file, or of a folder's files in name order (see `folder_digest`; `version` 1
+    hashes a folder the old way, names and contents run together, for manifests that recorded it)."""
+    path = Path(path)
+    if not path.is_dir():
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+        return digest.hexdigest()
+    names = [p.relative_to(path).as_posix() for p in sorted(p for p in path.rglob("*") if p.is_file())]
+    if version >= 2:
+        return folder_digest(path, names).hexdigest()
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(name.encode() + b"\0")
+        with open(path / name, "rb") as handle:
             while block := handle.read(1 << 20):
                 digest.update(block)
     return digest.hexdigest()

@@ -50,6 +50,8 @@ def _span(fields: Fields) -> Span | None:
 def _item(fields: Fields) -> GoldItem | None:
     before = len(fields.problems)
     qid = fields.get("qid", "string", required=True)
+    if qid is not None and not qid.strip():  # no run, report row or junit case could name it
+        fields.problem(fields.at("qid"), f"expected a non-empty qid, found {describe(qid)}")
     question = fields.get("question", "string", required=True)
     doc_id = fields.get("doc_id", "string", required=True)
     section_id = fields.get("section_id", "string", required=True)

@@ -20,6 +20,9 @@ the standard parser only runs for the rare text orjson refuses.
 A file of JSON lines can also be read a byte range at a time (`JsonLines(path, start=, end=)`),
 so that several processes share one large file; line numbers then count from the range's first
 line and the caller adds the lines of the ranges before it.
+
+A line longer than `max_line_bytes()` (256 MiB; `RAGAUDIT_MAX_LINE_BYTES` sets another) is a
+located defect, skipped in blocks and never held in memory, and reading goes on (`ragaudit.io.lines`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any, Iterator
 import orjson
 
 from ragaudit.errors import InputError, Problem, clip
+from ragaudit.io.lines import long_line, max_line_bytes, read_lines, skip_line
 from ragaudit.types import FieldError
 
 # orjson serialises at most 254 nested levels, so everything `decode` accepts can be written back
@@ -416,20 +420,26 @@ class JsonLines:
     def __iter__(self) -> Iterator[tuple[int, Any, tuple[FieldError, ...]]]:
         name, finite, end = self.name, self.finite, self.end
         number = records = 0
+        cap = max_line_bytes()
         with open_input(name, buffering=READ_BUFFER) as handle:
             try:
                 position = self.start
                 if position:
                     # The line that runs across `start` belongs to the range before.
                     handle.seek(position - 1)
-                    position += len(handle.readline()) - 1
-                for raw in handle:
+                    position += skip_line(handle) - 1
+                for raw, size in read_lines(handle, cap):
                     if end is not None:
                         if position >= end:
                             break
-                        position += len(raw)
+                        position += size
                     number += 1
                     self.lines = number
+                    if not raw:  # longer than the cap
+                        records += 1
+                        self.records = records
+                        yield number, BadLine(name, number, long_line(cap, size)), ()
+                        continue
                     if raw.isspace():  # never empty: a line read from a file holds at least its newline
                         continue
                     records += 1

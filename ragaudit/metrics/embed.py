@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from ragaudit.errors import RagauditError
+from ragaudit.io.files import HASH_VERSION, folder_digest
 from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -162,19 +163,13 @@ def model_fingerprint(folder: Path, db=None) -> str:
     the same name never share cached vectors. Remembered in `db` by the files' sizes and times, so
     the weights are read once per machine, not once per run."""
     folder = Path(folder).resolve()
-    state = json.dumps(_folder_state(folder))
+    state = json.dumps({"hash": HASH_VERSION, "files": _folder_state(folder)})
     if db is not None:
         db.execute("CREATE TABLE IF NOT EXISTS fingerprints (folder TEXT PRIMARY KEY, state TEXT, digest TEXT)")
         row = db.execute("SELECT state, digest FROM fingerprints WHERE folder = ?", (str(folder),)).fetchone()
         if row and row[0] == state:
             return row[1]
-    digest = hashlib.sha256()
-    for name, _, _ in json.loads(state):
-        digest.update(name.encode() + b"\0")
-        with open(folder / name, "rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
-    found = digest.hexdigest()[:16]
+    found = folder_digest(folder, [name for name, _, _ in json.loads(state)["files"]]).hexdigest()[:16]
     if db is not None:
         db.execute("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)", (str(folder), state, found))
     return found

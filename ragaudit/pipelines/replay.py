@@ -32,16 +32,20 @@ class ReplayPipeline:
         self._index: LiveIndex | None = None
 
     def recorded(self) -> Iterator[Trace]:
+        reader = None
         if self.format == "traces":
             traces = stream_trace_file(self.path, offset_unit=self.offset_unit)
         else:
             from ragaudit.spans import read_traces
 
-            traces = whole(read_traces(self.format, [self.path], config_name=self.name))
+            reader = read_traces(self.format, [self.path], config_name=self.name)
+            traces = whole(reader)
         for trace in traces:
             if self._index is None and trace.index is not None:
                 self._index = trace.index
             yield dataclasses.replace(trace, config=self.name, file=None, line=None)
+        if reader is not None and (reader.unreadable or reader.late):  # a recording must be whole
+            raise InputError([*reader.unreadable, *reader.late_problems])
 
     def index_info(self) -> LiveIndex | None:
         return self._index

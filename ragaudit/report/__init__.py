@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ragaudit import rundir, runstore
+from ragaudit.errors import InputError
 from ragaudit.io.files import write_atomic
 from ragaudit.progress import phase
 
@@ -24,9 +25,9 @@ def write_json(path: Path, value) -> None:
     write_atomic(path, dumps(value))
 
 
-def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
+def build(run_dir: Path, subject, *, baseline: dict | None = None, warnings: list[str] | None = None) -> dict:
     """Audit the stored traces of `run_dir`, read once as a stream, then write every output.
-    Returns the report."""
+    Returns the report; what went wrong without stopping it goes to `warnings`."""
     from ragaudit.audit import StreamingAudit
     from ragaudit.io.stream import stream_trace_file
 
@@ -34,12 +35,13 @@ def build(run_dir: Path, subject, *, baseline: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix=".audit-", dir=run_dir) as work:
         auditor = StreamingAudit(subject, Path(work), baseline=baseline)
         auditor.extend(stream_trace_file(run_dir / rundir.TRACES))
-        return write_outputs(run_dir, auditor.finish(), subject)
+        return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
 
 
-def write_outputs(run_dir: Path, result, subject) -> dict:
+def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None = None) -> dict:
     """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
-    report.html shows the trend of the runs before it in the history the manifest names."""
+    report.html shows the trend of the runs before it in the history the manifest names (none,
+    with a line in `warnings`, when the history cannot be read now)."""
     from ragaudit.audit import report_of
     from ragaudit.report import html, junit, logs, markdown
     from ragaudit.report.trends import load_trend, trend_panel
@@ -54,7 +56,12 @@ def write_outputs(run_dir: Path, result, subject) -> dict:
             report = report_of(result, subject, manifest)
             write_json(run_dir / "report.json", report)
         with phase("history"):
-            trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
+            try:
+                trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
+            except InputError as exc:  # a locked or damaged history costs the report its trend panel only
+                trend = ""
+                if warnings is not None:
+                    warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
         states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
         with phase("traces.log and rag_traces.sqlite"):
             logs.write_logs(

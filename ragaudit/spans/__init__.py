@@ -3,7 +3,8 @@ Langfuse observation exports, read as a stream and joined into ragaudit traces.
 
 `read_traces(format, paths)` is the one way in: it yields a `Trace` per OpenTelemetry trace id
 that holds a RETRIEVER span, or a `BadLine` for each defective input line (file, line, what was
-expected, what was found), and reading goes on. Every trace goes through the same `parse_trace`
+expected, what was found), and reading goes on. Spans that came after their trace was written
+are counted and described (`late`), for the caller to warn about. Every trace goes through the same `parse_trace`
 as a trace file, so absent payload fields are reported by the usual `missing_<field>` codes.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 import os
 from typing import Iterable, Iterator
 
+from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
-from ragaudit.spans.join import DEFAULT_WINDOW, TraceJoiner
+from ragaudit.spans.join import DEFAULT_WINDOW, LATE_SHOWN, TraceJoiner
 from ragaudit.types import Trace
 
 FORMATS = ("traces", "otlp", "phoenix", "langfuse")
@@ -22,7 +24,12 @@ SPAN_FORMATS = FORMATS[1:]
 
 class Ingest:
     """The traces of span files as an iterator, counting as it goes: `spans` read, `traces`
-    yielded, `skipped` trace ids without a RETRIEVER span and `bad` defective lines."""
+    yielded, `skipped` trace ids without a RETRIEVER span, `bad` defective lines, and `late`
+    spans (of traces already written: left out, the first LATE_SHOWN described in `late_problems`).
+
+    Every input must open before any is read (InputError otherwise: nothing is read). A file that
+    opens but cannot be read as a whole (empty, not parquet) goes to `unreadable` and the other
+    files are still read; every trace joined is yielded."""
 
     def __init__(
         self,
@@ -41,12 +48,21 @@ class Ingest:
         self.format, self.paths, self.config_name = format, [os.fspath(p) for p in paths], config_name
         self.window = window
         self.spans = self.traces = self.bad = 0
+        self.unreadable: list[Problem | str] = []
         self._joiner: TraceJoiner | None = None
         self._items = self._generate()
 
     @property
     def skipped(self) -> int:
         return self._joiner.skipped if self._joiner is not None else 0
+
+    @property
+    def late(self) -> int:
+        return self._joiner.late_spans if self._joiner is not None else 0
+
+    @property
+    def late_problems(self) -> list[Problem]:
+        return self._joiner.late if self._joiner is not None else []
 
     def __iter__(self) -> Iterator[Trace | BadLine]:
         return self
@@ -66,34 +82,41 @@ class Ingest:
             for path in self.paths:
                 yield from read_trace_lines(path)
             return
-        read, ends_first = _reader(self.format)
-        joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window, flush_on_root=ends_first)
+        from ragaudit.errors import InputError
+        from ragaudit.io.jsonl import open_input
+
+        for path in self.paths:  # a missing input stops the reading before it starts
+            open_input(path).close()
+        read = _reader(self.format)
+        joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window)
         for path in self.paths:
-            for record in read(path):
-                if isinstance(record, BadLine):
-                    yield record
-                    continue
-                self.spans += 1
-                ready = joiner.add(record)
-                if ready:
-                    yield from ready
+            try:
+                for record in read(path):
+                    if isinstance(record, BadLine):
+                        yield record
+                        continue
+                    self.spans += 1
+                    ready = joiner.add(record)
+                    if ready:
+                        yield from ready
+            except InputError as exc:  # this file as a whole; the traces of the others still join
+                self.unreadable.extend(exc.problems)
         yield from joiner.finish()
 
 
 def _reader(format: str):
-    """The reader of a span format, and whether its spans come in the order they ended (so that a
-    root span closes its trace)."""
+    """The reader of a span format."""
     if format == "otlp":
         from ragaudit.spans.otlp import read_otlp
 
-        return read_otlp, True
+        return read_otlp
     if format == "phoenix":
         from ragaudit.spans.phoenix import read_phoenix
 
-        return read_phoenix, False
+        return read_phoenix
     from ragaudit.spans.langfuse import read_langfuse
 
-    return read_langfuse, False
+    return read_langfuse
 
 
 def read_traces(
@@ -102,14 +125,15 @@ def read_traces(
     *,
     config_name: str | None = None,
     window: int = DEFAULT_WINDOW,
-) -> Iterator[Trace | BadLine]:
+) -> Ingest:
     """The traces of `paths` in `format` ("traces": ragaudit's own JSONL; "otlp", "phoenix",
     "langfuse": production spans joined per SPEC §10, see `ragaudit.spans.join`), one at a time,
     with a BadLine for each defective line. For spans, `config_name` replaces the service name as
     each trace's `config`, and at most `window` spans of unfinished traces are held. The iterator counts
-    what it read (`Ingest`). Raises UsageError for an unknown format and InputError when a file
-    cannot be read."""
+    what it read (`Ingest`), and keeps what it could not use: `unreadable` files and `late` spans.
+    Raises UsageError for an unknown format and InputError when an input does not open (before
+    anything is read)."""
     return Ingest(format, paths, config_name=config_name, window=window)
 
 
-__all__ = ["FORMATS", "SPAN_FORMATS", "Ingest", "read_traces"]
+__all__ = ["FORMATS", "LATE_SHOWN", "SPAN_FORMATS", "Ingest", "read_traces"]

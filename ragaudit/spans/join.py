@@ -18,22 +18,23 @@ Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
 
 "Outermost" means fewest ancestors among the trace's spans (a span whose parent is not among
 them counts as a root); of equal depth, the query comes from the earliest and the answer from the
-latest span.
+latest span. Spans that start at the same time are ordered by span id, so the trace a set of spans
+makes never depends on the order they arrive in.
 
-Streaming. Only incomplete traces are held. With `flush_on_root` (exports written as spans end,
-like OTLP files: a root span ends after its children), a trace is joined when its root span
-arrives. Every trace is joined once `window` spans of other traces have arrived since its last
-span, when more than `window` spans are held (the trace idle longest goes first), and at the end
-of the input. Memory is bounded by the window. Spans of one trace further apart than the window,
-or arriving after their root, still join as long as their trace is held; a span of a trace among
-the last 4 × window joined comes back as a BadLine (`late span`), located, and is not joined
-twice (one of an older trace starts a trace of its own, which is skipped or joined alone).
+Streaming. A trace's spans may arrive in any order, across lines, files and services (a root span
+first, as when the retriever is another service whose exporter flushes later): no span says that
+its trace is complete, so a trace is joined once `window` spans of other traces have arrived since
+its last span, when more than `window` spans are held (the trace idle longest goes first), and at
+the end of the input, which completes every trace. Memory is bounded by the window, plus the ids
+of the traces written (a few dozen bytes each). A trace id is written once: a span of a trace
+already joined is a late span, reported (`late`, located) and left out, never a second trace.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
+from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import parse_trace
 from ragaudit.spans.documents import payload_of
@@ -41,35 +42,42 @@ from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, SpanRecord, iso_time
 from ragaudit.types import TRACE_SCHEMA, FieldError, Trace
 
 DEFAULT_WINDOW = 20_000
+LATE_SHOWN = 100  # late spans described one by one; the rest are counted
 
 
 class TraceJoiner:
-    """Feed spans with `add`, then `finish`; both return the traces (and late-span BadLines) ready.
-    `skipped` counts trace ids joined without a RETRIEVER span."""
+    """Feed spans with `add`, then `finish`; both return the traces ready. `skipped` counts trace
+    ids joined without a RETRIEVER span; `late` describes (the first LATE_SHOWN) and `late_spans`
+    counts the spans that came after their trace was joined, left out."""
 
-    def __init__(self, *, config_name: str | None = None, window: int = DEFAULT_WINDOW, flush_on_root: bool = True):
+    def __init__(self, *, config_name: str | None = None, window: int = DEFAULT_WINDOW):
         if window < 1:
             raise ValueError(f"The 'window' parameter must be an int in [1, inf). Got {window} instead.")
-        self.config_name, self.window, self.flush_on_root = config_name, window, flush_on_root
-        self.skipped = 0
+        self.config_name, self.window = config_name, window
+        self.skipped = self.late_spans = 0
+        self.late: list[Problem] = []
         self._held: OrderedDict[str, list[SpanRecord]] = OrderedDict()  # least recently active first
         self._last: dict[str, int] = {}
         self._count = self._size = 0  # spans seen, spans held
-        self._joined: OrderedDict[str, None] = OrderedDict()  # recently joined trace ids
+        self._joined: set[int | str] = set()  # every joined trace id, packed (`_packed`)
 
     def add(self, span: SpanRecord) -> list[Trace | BadLine]:
-        """The traces (and a late span's BadLine) this span completes or pushes out of the window."""
+        """The traces this span pushes out of the window."""
         trace_id = span.trace_id
         self._count += 1
-        if trace_id in self._joined:
-            return [
-                BadLine(
-                    span.file,
-                    span.line,
-                    f"late span: expected the spans of trace {trace_id} within {self.window} spans of each "
-                    f"other and before it was joined, found span {span.name or span.span_id!r} after it",
+        if trace_id not in self._held and _packed(trace_id) in self._joined:
+            self.late_spans += 1
+            if len(self.late) < LATE_SHOWN:
+                self.late.append(
+                    Problem(
+                        span.file,
+                        f"late span: expected the spans of trace {trace_id} within {self.window} spans of each "
+                        f"other, found span {span.name or span.span_id!r} after the trace was written (left out; "
+                        "a larger --window joins it)",
+                        span.line,
+                    )
                 )
-            ]
+            return []
         held = self._held
         spans = held.get(trace_id)
         if spans is None:
@@ -80,8 +88,6 @@ class TraceJoiner:
         self._size += 1
         self._last[trace_id] = self._count
         ready: list[Trace | BadLine] = []
-        if self.flush_on_root and span.is_root:
-            self._join(trace_id, ready)
         while held:
             oldest = next(iter(held))
             if self._size <= self.window and self._count - self._last[oldest] <= self.window:
@@ -105,14 +111,23 @@ class TraceJoiner:
         spans = self._held.pop(trace_id)
         self._size -= len(spans)
         del self._last[trace_id]
-        self._joined[trace_id] = None
-        if len(self._joined) > 4 * self.window:
-            self._joined.popitem(last=False)
+        self._joined.add(_packed(trace_id))
         trace = join_spans(trace_id, spans, config_name=self.config_name)
         if trace is None:
             self.skipped += 1
         else:
             ready.append(trace)
+
+
+def _packed(trace_id: str) -> int | str:
+    """A trace id as it is remembered: lowercase hex (OTLP's ids) as an int that keeps its length,
+    in about half the memory of the text; any other id as it is."""
+    if 0 < len(trace_id) <= 32 and not trace_id.strip(_HEX):
+        return int(trace_id, 16) << 6 | len(trace_id)
+    return trace_id
+
+
+_HEX = "0123456789abcdef"
 
 
 def join_spans(trace_id: str, spans: list[SpanRecord], *, config_name: str | None = None) -> Trace | BadLine | None:
@@ -129,7 +144,7 @@ def join_spans(trace_id: str, spans: list[SpanRecord], *, config_name: str | Non
     # outermost first; of equal depth, the earlier first (the question comes in early, and the
     # answer goes out late: the last of the outermost spans that have one)
     depths = _depths(spans)
-    order = [s for *_, s in sorted(zip(depths, map(_start, spans), range(len(spans)), spans))]
+    order = [s for *_, s in sorted(zip(depths, map(_start, spans), map(_span_id, spans), range(len(spans)), spans))]
     depth = dict(zip(map(id, spans), depths))
     query = next((s.query for s in order if s.kind == CHAIN and s.query is not None), retriever.query)
     answers = [s for s in order if s.output is not None]
@@ -165,9 +180,14 @@ def _start(span: SpanRecord) -> int:
     return span.start_ns if span.start_ns is not None else -1
 
 
+def _span_id(span: SpanRecord) -> str:
+    return span.span_id or ""
+
+
 def _last(spans: list[SpanRecord]) -> SpanRecord:
-    """The span that starts last (of equal starts, the one that arrived last); `spans` is not empty."""
-    return max(enumerate(spans), key=lambda pair: (_start(pair[1]), pair[0]))[1]
+    """The span that starts last (of equal starts, the greatest span id, then the last to arrive);
+    `spans` is not empty."""
+    return max(enumerate(spans), key=lambda pair: (_start(pair[1]), _span_id(pair[1]), pair[0]))[1]
 
 
 def _depths(spans: list[SpanRecord]) -> list[int]:

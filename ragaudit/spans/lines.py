@@ -2,7 +2,10 @@
 as `MessageToJson` and `json.dump(..., indent=2)` write it); gzip-compressed or not.
 
 Each value comes with the line it starts on; a line that is not JSON becomes a BadLine and
-reading goes on. JSON lines stream; a single document is read whole.
+reading goes on. JSON lines stream; a single document is read whole. A line longer than the
+readers' cap (`ragaudit.io.jsonl.max_line_bytes`) is a BadLine, skipped unread. Damage in a
+compressed file (a bad CRC, a cut or trailing garbage) is a BadLine at the line where reading
+stopped: the lines before it are read, as they would be by any other reader.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import IO, Any, Iterator
 
 from ragaudit.errors import InputError, Problem
 from ragaudit.io.jsonl import BOM, READ_BUFFER, BadLine, JsonDefect, decode, no_records, open_input
+from ragaudit.io.lines import long_line, max_line_bytes, read_lines
 from ragaudit.types import FieldError
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -31,6 +35,11 @@ def json_values(path: str | os.PathLike) -> Iterator[tuple[int, Any, tuple[Field
         first = True
         for raw in _lines(handle, name):
             lines += 1
+            if isinstance(raw, BadLine):
+                records += 1
+                yield raw.line, raw, ()
+                first = False
+                continue
             if raw.isspace():
                 continue
             records += 1
@@ -80,11 +89,19 @@ def _open(name: str) -> Iterator[IO[bytes]]:
             yield unpacked  # type: ignore[misc]
 
 
-def _lines(handle: IO[bytes], name: str) -> Iterator[bytes]:
+def _lines(handle: IO[bytes], name: str) -> Iterator[bytes | BadLine]:
+    """The lines of the file; a BadLine for a line over the cap, and one where damage in a
+    compressed file stops the reading."""
     number = 0
+    cap = max_line_bytes()
     try:
-        for raw in handle:
+        for raw, size in read_lines(handle, cap):
             number += 1
-            yield raw
+            yield raw or BadLine(name, number, long_line(cap, size))
     except _GZIP_ERRORS as exc:
-        raise InputError(Problem(name, f"cannot read file: {exc}", number + 1)) from None
+        yield BadLine(
+            name,
+            number + 1,
+            f"expected the rest of a compressed file, found damage ({exc}): the {number:,} lines before it "
+            "were read, the rest cannot be",
+        )

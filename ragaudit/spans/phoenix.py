@@ -97,6 +97,13 @@ def _span(row: dict, name: str, line: int) -> Iterator[SpanRecord | BadLine]:
     kind = row.get("span_kind")
     if isinstance(kind, str) and "openinference.span.kind" not in attributes:
         attributes["openinference.span.kind"] = kind
+    elif not _absent(kind) and not isinstance(kind, str):  # the span is read, of no kind
+        yield BadLine(
+            name,
+            line,
+            f"expected text in column span_kind (RETRIEVER, LLM, CHAIN, ...), found {describe(kind)}",
+            "$.span_kind",
+        )
     start_ns, problem = _start(row.get("start_time"))
     if problem:
         yield BadLine(name, line, problem, "$.start_time")

@@ -165,3 +165,27 @@ def test_reading_a_config_imports_no_numerical_library():
         [sys.executable, "-c", code, str(ROOT / "configs" / "default.toml")], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("rate_limit", "1e-300", "a number >= 0.0001, found number 1e-300"),
+        ("rate_limit", "1e300", "a number <= 1e+06, found number 1e+300"),
+        ("retry_backoff_s", "1e308", "a number <= 3600, found number 1e+308"),
+        ("retries", "5000", "an integer <= 20, found number 5000"),
+        ("timeout_s", "1e308", "a number <= 86400, found number 1e+308"),
+    ],
+)
+def test_waits_are_bounded_so_no_clock_overflows(tmp_path, key, value, expected):
+    text = f'[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "m:f"\n{key} = {value}\n'
+    assert problems(tmp_path, text) == [f"5: $.pipelines[0].{key}: expected {expected}"]
+    worst = '[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "m:f"\n'
+    worst += "rate_limit = 0.0001\nretries = 20\nretry_backoff_s = 3600\ntimeout_s = 86400\n"
+    path = tmp_path / "worst.toml"
+    path.write_text(worst)
+    options = load_config(path).pipelines[0].options
+    import threading
+
+    longest = max(1 / options["rate_limit"], options["retry_backoff_s"] * 2 ** options["retries"] * 2)
+    assert longest <= threading.TIMEOUT_MAX and options["timeout_s"] <= threading.TIMEOUT_MAX

@@ -82,3 +82,10 @@ def test_an_empty_gold_file_is_an_input_error(tmp_path):
     path.write_bytes(b"\n \n")
     with pytest.raises(InputError, match="found only blank lines"):
         read_gold(path)
+
+
+@pytest.mark.parametrize("qid", ["", " ", "\t\n"])
+def test_an_empty_or_blank_qid_is_a_located_problem(tmp_path, qid):
+    items, problems = read(tmp_path, item(), item(qid), item("K3"))
+    assert [i.qid for i in items] == ["K1", "K3"]
+    assert problems == [f"2: $.qid: expected a non-empty qid, found string {qid!r}"]

@@ -103,3 +103,41 @@ def test_the_traces_format_reads_ragaudit_traces(span_file, tmp_path):
     assert (reader.traces, reader.spans, reader.skipped) == (6, 0, 0)
     with pytest.raises(UsageError, match="expected a span format"):
         spans.read_traces("jaeger", [out])
+
+
+def test_a_late_span_is_a_warning_and_its_trace_is_written_once(tmp_path):
+    provider, exporter = span_recorder("kb-bot")
+    tracer = provider.get_tracer("app")
+    for i in range(12):
+        rag_spans(tracer, f"q{i}", [{"id": f"d{i}", "content": "Hardware keys."}], f"a{i}")
+    spans = exporter.get_finished_spans()
+    late = spans[1]  # the first trace's LLM span, after every other trace
+    path = tmp_path / "spans.jsonl"
+    order = [spans[0], spans[2], *spans[3:], late]
+    path.write_text("".join(otlp_line([s]) + "\n" for s in order))
+    out = tmp_path / "traces.jsonl"
+    result = invoke("ingest", "otlp", path, "--out", out, "--window", "3")
+    assert result.exit_code == 0, result.output
+    trace_id = f"{late.context.trace_id:032x}"
+    assert (
+        f"warning: {path}:{len(order)}: late span: expected the spans of trace {trace_id} within 3 spans of each "
+        "other, found span 'llm' after the trace was written (left out; a larger --window joins it)"
+    ) in result.stderr
+    assert (
+        result.stdout
+        == f"36 spans, 12 traces written to {out}, 0 traces without a RETRIEVER span skipped, 1 late spans left out\n"
+    )
+    qids = [t.qid for t in read_trace_file(out)]
+    assert len(qids) == len(set(qids)) == 12
+    whole = invoke("ingest", "otlp", path, "--out", out)  # the default window holds them all
+    assert whole.exit_code == 0 and "late span" not in whole.output
+    assert next(t for t in read_trace_file(out) if t.qid == trace_id).answer.text == "a0"
+
+
+def test_a_span_recording_that_cannot_be_read_whole_stops_a_replay(tmp_path):
+    pipeline = '[[pipelines]]\nname = "prod"\nkind = "replay"\ntraces = "spans.jsonl"\nformat = "otlp"\n'
+    config = write_config(tmp_path, pipeline, items=1, seeds="[1]")
+    (tmp_path / "spans.jsonl").write_text("\n\n")
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 3, result.output
+    assert f"error: {tmp_path / 'spans.jsonl'}: expected JSON lines, found only blank lines" in result.stderr

@@ -49,11 +49,17 @@ def test_phoenix_rows_that_are_not_spans_are_located(tmp_path):
     assert [(p.snippet_id, p.text, p.doc_id) for p in trace.retrieved] == [("d1", "one", "x")]
 
 
-def test_an_unreadable_parquet_file_is_an_input_error(tmp_path):
+def test_an_unreadable_parquet_file_is_an_input_problem_and_the_others_are_read(tmp_path):
     path = tmp_path / "spans.parquet"
     path.write_bytes(b"PAR1" + b"\0" * 64)
-    with pytest.raises(InputError, match="expected a Phoenix spans parquet file"):
-        list(read_traces("phoenix", [path]))
+    good = tmp_path / "spans.jsonl"
+    good.write_text(json.dumps(phoenix_row("t1", "r", None, "RETRIEVER", **{"input.value": "q"})) + "\n")
+    reader = read_traces("phoenix", [path, good])
+    assert [t.qid for t in reader] == ["t1"]
+    (problem,) = reader.unreadable
+    assert problem.file == str(path) and "expected a Phoenix spans parquet file" in problem.message
+    with pytest.raises(InputError, match="no such file"):  # an input that does not open: nothing is read
+        list(read_traces("phoenix", [good, tmp_path / "missing.parquet"]))
 
 
 def observation(obs_id: str, kind: str, parent: str | None = None, **fields) -> dict:

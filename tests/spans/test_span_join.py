@@ -1,13 +1,18 @@
 """Joining the spans of a trace id (SPEC §10) from a stream: which span gives the query, the
 documents and the answer; traces without a RETRIEVER; the window that bounds memory."""
 
+import itertools
+import json
+from datetime import datetime, timezone
+
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from helpers import otlp_line, rag_spans, span_recorder, write_phoenix
+from helpers import invoke, otlp_line, otlp_request, rag_spans, span_recorder, write_phoenix
 
 from ragaudit.io.jsonl import BadLine
+from ragaudit.io.traces import dump_trace, read_trace_file
 from ragaudit.spans import read_traces
 from ragaudit.spans.join import TraceJoiner
 from ragaudit.spans.otlp import read_otlp
@@ -119,23 +124,48 @@ def test_spans_far_apart_join_within_the_window_and_are_late_beyond_it(tmp_path)
     joined = {t.query: t for t in read_traces("otlp", [path], window=20)}
     assert joined["question A"].answer.text == "answer A" and len(joined) == 3
 
-    items = list(read_traces("otlp", [path], window=4))
-    traces = {t.query: t for t in items if isinstance(t, Trace)}
-    late = [(b.line, b.message) for b in items if isinstance(b, BadLine)]
+    reader = read_traces("otlp", [path], window=4)
+    items = list(reader)
+    traces = [t for t in items if isinstance(t, Trace)]
     # A was joined from its retriever span alone when it fell out of the window (its question is
-    # the retriever's input, it has no answer); its last two spans are reported where they stand
-    assert set(traces) == {"question A", "question B", "question C"}
-    assert traces["question A"].answer is None and [p.snippet_id for p in traces["question A"].retrieved] == ["A-doc"]
-    assert traces["question B"].answer.text == "answer B"
-    trace_a = f"{a[0].context.trace_id:032x}"
-    assert late == [
+    # the retriever's input, it has no answer); its last two spans are late: described where they
+    # stand, left out, and A is not written a second time
+    assert sorted(t.query for t in traces) == ["question A", "question B", "question C"]
+    assert len({t.qid for t in traces}) == 3 and not [b for b in items if isinstance(b, BadLine)]
+    trace_a = next(t for t in traces if t.query == "question A")
+    assert trace_a.answer is None and [p.snippet_id for p in trace_a.retrieved] == ["A-doc"]
+    assert next(t for t in traces if t.query == "question B").answer.text == "answer B"
+    assert reader.late == 2
+    assert [(p.file, p.line, p.message) for p in reader.late_problems] == [
         (
+            str(path),
             line,
-            f"late span: expected the spans of trace {trace_a} within 4 spans of each other and before it "
-            f"was joined, found span {name!r} after it",
+            f"late span: expected the spans of trace {trace_a.qid} within 4 spans of each other, found span "
+            f"{name!r} after the trace was written (left out; a larger --window joins it)",
         )
         for line, name in ((8, "llm"), (9, "rag"))
     ]
+
+
+def test_a_span_far_beyond_the_window_never_makes_a_second_trace(tmp_path):
+    provider, exporter = span_recorder()
+    tracer = provider.get_tracer("app")
+    rag_spans(tracer, "first", [{"id": "x1", "content": "x"}], "answer")
+    for i in range(30):
+        rag_spans(tracer, f"q{i}", [{"id": f"d{i}", "content": "x"}], "a")
+    spans = exporter.get_finished_spans()
+    first = spans[:3]  # retrieve, llm, rag
+    # its LLM span and root first, then 30 other traces (far more than 4 x the window), then its
+    # RETRIEVER span: the trace was joined without a retriever (skipped), and the retriever is late
+    path = tmp_path / "late.jsonl"
+    path.write_text("\n".join(one_span_lines([first[1], first[2], *spans[3:], first[0]])) + "\n")
+    reader = read_traces("otlp", [path], window=2)
+    traces = list(reader)
+    trace_id = f"{first[0].context.trace_id:032x}"
+    assert len(traces) == 30 and trace_id not in {t.qid for t in traces}
+    assert len({t.qid for t in traces}) == 30
+    assert (reader.skipped, reader.late) == (1, 1)
+    assert reader.late_problems[0].line == 2 + 30 * 3 + 1 and "'retrieve'" in reader.late_problems[0].message
 
 
 def test_memory_is_bounded_by_the_window(tmp_path):
@@ -157,7 +187,7 @@ def test_memory_is_bounded_by_the_window(tmp_path):
     assert most == 10
 
 
-def test_traces_are_handed_on_as_soon_as_their_root_ends(tmp_path):
+def test_traces_are_handed_on_once_the_window_has_passed(tmp_path):
     provider, exporter = span_recorder()
     tracer = provider.get_tracer("app")
     for i in range(50):
@@ -165,9 +195,11 @@ def test_traces_are_handed_on_as_soon_as_their_root_ends(tmp_path):
     spans = exporter.get_finished_spans()
     path = tmp_path / "many.jsonl"
     path.write_text("".join(otlp_line(spans[i : i + 3]) + "\n" for i in range(0, len(spans), 3)))
-    reader = read_traces("otlp", [path])
+    reader = read_traces("otlp", [path], window=6)
     first = next(reader)
-    assert first.query == "q0" and reader.spans == 3  # one line read, not the file
+    # held until more than 6 spans are: the 7th span read hands on the first trace, not the file's end
+    assert first.query == "q0" and reader.spans == 7
+    assert [t.query for t in reader] == [f"q{i}" for i in range(1, 50)]
 
 
 def test_phoenix_rows_root_first_still_join(tmp_path):
@@ -181,3 +213,85 @@ def test_phoenix_rows_root_first_still_join(tmp_path):
         (f"question {n}", f"answer {n}", f"{n}-doc") for n in "ABC"
     ]
     assert all(t.retrieved_at for t in traces)
+
+
+def two_service_trace():
+    """One request across two services: the frontend's root CHAIN span and LLM span, and the
+    search service's RETRIEVER span (with an EMBEDDING span inside it), as each one's SDK records
+    them; (spans, what the trace must hold)."""
+    front, front_spans = span_recorder("frontend")
+    search, search_spans = span_recorder("search")
+    app, svc = front.get_tracer("app"), search.get_tracer("svc")
+    root = {"openinference.span.kind": "CHAIN", "input.value": "Which keys rotate?"}
+    with app.start_as_current_span("rag", attributes=root) as span:
+        with svc.start_as_current_span("search", attributes=docs("k1", "k2")) as retriever:
+            with svc.start_as_current_span("embed", attributes={"openinference.span.kind": "EMBEDDING"}):
+                pass
+        llm = {"openinference.span.kind": "LLM", "output.value": "Hardware keys."}
+        with app.start_as_current_span("llm", attributes=llm):
+            pass
+        span.set_attribute("output.value", "Hardware keys rotate yearly.")
+    spans = [*front_spans.get_finished_spans(), *search_spans.get_finished_spans()]
+    started = retriever.start_time
+    expected = {
+        "qid": f"{span.context.trace_id:032x}",
+        "query": "Which keys rotate?",
+        "retrieved": ["k1", "k2"],
+        "answer": "Hardware keys rotate yearly.",  # the root's: the outermost text output
+        "config": "frontend",  # the root's service
+        "retriever_name": "search",
+        "retrieved_at": datetime.fromtimestamp(started // 10**9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        + f".{started % 10**9 // 1000:06d}Z",
+    }
+    return spans, expected
+
+
+def seen(trace: Trace) -> dict:
+    return {
+        "qid": trace.qid,
+        "query": trace.query,
+        "retrieved": [p.snippet_id for p in trace.retrieved],
+        "answer": trace.answer.text,
+        "config": trace.config,
+        "retriever_name": trace.retriever_name,
+        "retrieved_at": trace.retrieved_at,
+    }
+
+
+@pytest.mark.parametrize("layout", ["a line per span", "one line, a resource per span", "two files"])
+def test_every_arrival_order_of_a_trace_across_services_joins_the_same_trace(tmp_path, layout):
+    spans, expected = two_service_trace()
+    assert len(spans) == 4 and len({s.resource.attributes["service.name"] for s in spans}) == 2
+    written = set()
+    for n, order in enumerate(itertools.permutations(spans)):
+        if layout == "a line per span":
+            paths = [tmp_path / f"{n}.jsonl"]
+            paths[0].write_text("".join(otlp_line([s], hex_ids=True) + "\n" for s in order))
+        elif layout == "one line, a resource per span":
+            requests = [otlp_request([s]) for s in order]
+            paths = [tmp_path / f"{n}.jsonl"]
+            paths[0].write_text(json.dumps({"resourceSpans": [r["resourceSpans"][0] for r in requests]}) + "\n")
+        else:
+            paths = [tmp_path / f"{n}-a.jsonl", tmp_path / f"{n}-b.jsonl"]
+            paths[0].write_text(otlp_line(order[:2]) + "\n")
+            paths[1].write_text(otlp_line(order[2:]) + "\n")
+        reader = read_traces("otlp", paths, window=3)
+        (trace,) = list(reader)
+        assert seen(trace) == expected, [s.name for s in order]
+        assert (reader.late, reader.skipped, reader.bad) == (0, 0, 0)
+        written.add(dump_trace(trace))
+    assert len(written) == 1  # the same trace, byte for byte, whatever the order
+
+
+def test_ingest_writes_a_trace_whose_root_span_came_first(tmp_path):
+    spans, expected = two_service_trace()
+    by_name = {s.name: s for s in spans}
+    path = tmp_path / "root-first.jsonl"  # one service exporting [root, RETRIEVER, LLM], then the other
+    path.write_text(otlp_line([by_name["rag"], by_name["search"], by_name["llm"]]) + "\n")
+    path.write_text(path.read_text() + otlp_line([by_name["embed"]]) + "\n")
+    out = tmp_path / "traces.jsonl"
+    result = invoke("ingest", "otlp", path, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "4 spans, 1 traces written" in result.output
+    (trace,) = read_trace_file(out)
+    assert seen(trace) == expected
