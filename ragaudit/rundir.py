@@ -115,6 +115,7 @@ _OPTIONAL = {
     "gold_checked": (bool,),
     "started": (str,),
     "finished": (str,),
+    "command": (list,),
 }
 _NAMES = {dict: "an object", type(None): "null", str: "a string", list: "an array", bool: "a boolean"}
 

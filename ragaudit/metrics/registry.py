@@ -20,6 +20,8 @@ class Metric:
     compute: Callable | None = None  # RunView -> value, for the metrics computed from one run alone
     higher_is_better: bool = True
     bounds: tuple[float, float] = (0.0, 1.0)
+    compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
+    outcome: bool = False  # a per-run 0/1 outcome, whose question mean is a share: `compare` sign-tests it
 
     def __str__(self) -> str:
         return self.name
@@ -42,6 +44,7 @@ METRICS: dict[str, Metric] = {
             "expected snippet or overlaps it widened by match_tolerance, and every citation was retrieved; an "
             'accept = "any" item matches when any alternative does',
             citation.citation_match,
+            outcome=True,
         ),
         Metric(
             "citation_precision",
@@ -52,7 +55,9 @@ METRICS: dict[str, Metric] = {
         Metric(
             "citation_recall", "run", "gold spans overlapped by a cited payload / gold spans", citation.citation_recall
         ),
-        Metric("hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k),
+        Metric(
+            "hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k, compared=False
+        ),
         Metric("recall@k", "run", "relevant payloads in the top k / size of the relevant set", citation.recall_at_k),
         Metric("mrr", "run", "1 / rank of the first relevant payload", citation.mrr),
         Metric("ndcg@10", "run", "nDCG over the top 10, binary gain, log2 discount", citation.ndcg_at_10),
@@ -70,12 +75,14 @@ METRICS: dict[str, Metric] = {
             "run",
             "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
             higher_is_better=False,
+            compared=False,
         ),
         Metric(
             "delta_s_ra",
             "run",
             "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
             higher_is_better=False,
+            compared=False,
         ),
         Metric(
             "support",
@@ -83,18 +90,20 @@ METRICS: dict[str, Metric] = {
             "how well a segment's cited texts support it (calibrated scorer, or the "
             "CrossEncoder of [support] model); mean per run",
         ),
-        Metric("grounded_rate", "run", "share of answer segments with support >= support.threshold"),
+        Metric("grounded_rate", "run", "share of answer segments with support >= support.threshold", compared=False),
         Metric(
             "anchor_support",
             "run",
             "best support the matched gold anchor gives an answer segment that cites a "
             "matching payload; decides, with citation match, whether the run is correct",
+            compared=False,
         ),
         Metric(
             "correct",
             "run",
             "1 when citation match holds and, with an answer, anchor_support >= "
             "lambda.anchor_support_min; every run's reason is in the report",
+            outcome=True,
         ),
         Metric(
             "hallucinations",
@@ -103,6 +112,7 @@ METRICS: dict[str, Metric] = {
             "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
             higher_is_better=False,
             bounds=(0.0, float("inf")),
+            compared=False,
         ),
         Metric(
             "css",
