@@ -258,6 +258,7 @@ class Checked:
     verified_with: str | None = None
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)  # inputs not on this machine
 
 
 def _foreign(path: Path, message: str, where: str = "$") -> InputError:
@@ -377,6 +378,25 @@ def check(run_dir: Path, path: Path, pubkey: Path | None = None) -> Checked:
     extra = [n for n in subject_files(run_dir, Path(path)) if n not in attested]
     if extra:
         found.notes.append(f"not attested (added since): {', '.join(extra[:10])}{' …' if len(extra) > 10 else ''}")
+    return found
+
+
+def verify(run_dir: Path, path: Path, pubkey: Path | None = None) -> Checked:
+    """`ragaudit verify --attestation`: the run directory against its manifest, as `verify` checks it,
+    and against the attestation. Inputs missing from their recorded paths (the run directory
+    checked on another machine) are noted, not failed: the attestation holds their hashes."""
+    from ragaudit import rundir
+
+    found = check(run_dir, path, pubkey)
+    try:
+        changed = rundir.changes(run_dir, absent=found.absent)
+    except InputError as exc:  # a damaged manifest: when the attestation names it, that is the answer
+        if not found.mismatches:
+            raise
+        changed = [f"manifest: {problem}" for problem in exc.problems]
+    found.mismatches = changed + found.mismatches
+    if found.absent:
+        found.notes.append(f"inputs not on this machine, not checked: {'; '.join(found.absent)}")
     return found
 
 

@@ -660,27 +660,25 @@ def verify(run_dir, attestation, pubkey):
     from ragaudit import rundir
     from ragaudit.errors import InputsChangedError
 
-    checked = None
     if attestation or pubkey:
         from ragaudit import attest
 
         attest.check_options(attestation, pubkey)
-        checked = attest.check(run_dir, attestation, pubkey)
+        checked = attest.verify(run_dir, attestation, pubkey)
         for note in checked.notes:
             click.echo(f"note: {note}", err=True)
-    try:
-        changed = rundir.changes(run_dir)
-    except InputError as exc:
-        if not (checked and checked.mismatches):
-            raise
-        changed = [f"manifest: {problem}" for problem in exc.problems]  # the attestation names what changed
-    changed += checked.mismatches if checked else []
+        if checked.mismatches:
+            raise InputsChangedError("; ".join(checked.mismatches))
+        signed = f", signature verified with key {checked.verified_with[:16]}…" if checked.verified_with else ""
+        click.echo(
+            f"unchanged: {'traces and outputs' if checked.absent else 'gold, corpus, config, traces and outputs'} of {run_dir}"
+        )
+        click.echo(f"attested: {len(checked.statement['subject'])} files match {attestation}{signed}")
+        return
+    changed = rundir.changes(run_dir)
     if changed:
         raise InputsChangedError("; ".join(changed))
     click.echo(f"unchanged: gold, corpus, config, traces and outputs of {run_dir}")
-    if checked:
-        signed = f", signature verified with key {checked.verified_with[:16]}…" if checked.verified_with else ""
-        click.echo(f"attested: {len(checked.statement['subject'])} files match {attestation}{signed}")
 
 
 @main.group()

@@ -280,7 +280,10 @@ def detectable(a: System, b: System, shared: list[str], assumptions: Assumptions
     (`power.py`), under the planning assumptions."""
 
     def runs(system: System, qid: str) -> int:
-        return int((system.questions[qid].get("stats") or {}).get("runs") or 1)
+        count = (system.questions[qid].get("stats") or {}).get("runs") or 1
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise TypeError(f"question {qid}: expected stats.runs, a count of runs, found {count!r}")
+        return count
 
     design = Design(tuple(min(runs(a, q), runs(b, q)) for q in shared))
     found = mde(design, assumptions) if shared else None

@@ -104,10 +104,25 @@ def choose_pairs(runs: list[Run], specs: list[str] | None) -> tuple[list[tuple[S
     return default_pairs(runs)
 
 
+def _settings(report: dict) -> dict:
+    """`[compare]` of the run's config as its report records it (older reports have none)."""
+    settings = (report.get("meta") or {}).get("compare") or {}
+    if not isinstance(settings, dict):
+        raise TypeError(f"meta.compare: expected an object, found {type(settings).__name__}")
+    pairs = settings.get("pairs") or []
+    if not isinstance(pairs, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in pairs
+    ):
+        raise TypeError("meta.compare.pairs: expected [A, B] pairs of pipeline names")
+    for key in ("margin", "discordance", "icc"):
+        if key in settings and (isinstance(settings[key], bool) or not isinstance(settings[key], int | float)):
+            raise TypeError(f"meta.compare.{key}: expected a number, found {type(settings[key]).__name__}")
+    return settings
+
+
 def configured_pairs(report: dict) -> list[str]:
     """`[compare] pairs` of the run's config, as recorded in its report, in `A:B` form."""
-    recorded = ((report.get("meta") or {}).get("compare") or {}).get("pairs") or []
-    return [f"{a}:{b}" for a, b in recorded]
+    return [f"{a}:{b}" for a, b in _settings(report).get("pairs") or []]
 
 
 def comparison_of(
@@ -129,10 +144,10 @@ def comparison_of(
         run_of(r, labels[i] if labels else None, Path(run_dirs[i]) / RUNS if run_dirs else None)
         for i, r in enumerate(reports)
     ]
-    settings = (reports[0].get("meta") or {}).get("compare") or {}
+    settings = _settings(reports[0])
     if margin is None:
         margin = settings.get("margin", MARGIN)
-    if not isinstance(margin, float | int) or not 0 < margin < 1:
+    if not 0 < margin < 1:
         raise UsageError(f"The 'margin' parameter must be a number in (0, 1). Got {margin!r} instead.")
     if not specs and len(runs) == 1:
         specs = configured_pairs(reports[0])

@@ -177,14 +177,18 @@ def _corpus_changes(manifest: dict, path: Path) -> str:
     return f"corpus: {path} changed since the run (documents {'; '.join(parts) or 'unchanged, files renamed'})"
 
 
-def changes(run_dir: Path) -> list[str]:
-    """What changed since the run: inputs (naming changed corpus documents), traces and outputs."""
+def changes(run_dir: Path, *, absent: list[str] | None = None) -> list[str]:
+    """What changed since the run: inputs (naming changed corpus documents), traces and outputs.
+    With `absent`, an input missing from its recorded path (a run directory checked on another
+    machine, whose attestation holds the inputs' hashes) is listed there instead."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     found = []
     for name in ("gold", "corpus", "config"):
         path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
-        if not path.exists():
+        if not path.exists() and absent is not None:
+            absent.append(f"{name}: {path}")
+        elif not path.exists():
             found.append(f"{name}: {path} is gone")
         elif sha256_file(path) != recorded:
             found.append(

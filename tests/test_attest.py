@@ -216,3 +216,22 @@ def test_a_file_added_after_the_attestation_is_noted_not_failed(run):
     (run / "notes.txt").write_text("added later\n")
     result = invoke("verify", run, "--attestation", run / "attestation.intoto.jsonl")
     assert result.exit_code == 0 and "not attested (added since): notes.txt" in result.output
+
+
+def test_a_release_archive_verifies_on_another_machine(run, keys, tmp_path):
+    """The inputs are not where the run recorded them: the attestation holds their hashes."""
+    import shutil
+
+    private, public = keys
+    assert invoke("attest", run, "--key", private, "--out", tmp_path / "release.intoto.jsonl").exit_code == 0
+    elsewhere = tmp_path / "downloaded" / "rag-audit"
+    shutil.copytree(run, elsewhere)
+    (tmp_path / "gold.jsonl").rename(tmp_path / "moved.jsonl")  # not at its recorded path any more
+    plain = invoke("verify", elsewhere)
+    assert plain.exit_code == 5 and "gold:" in plain.output and "is gone" in plain.output
+    result = invoke("verify", elsewhere, "--attestation", tmp_path / "release.intoto.jsonl", "--pubkey", public)
+    assert result.exit_code == 0, result.output
+    assert "inputs not on this machine, not checked: gold:" in result.output and "signature verified" in result.stdout
+    (elsewhere / "report.json").write_text("{}")
+    tampered = invoke("verify", elsewhere, "--attestation", tmp_path / "release.intoto.jsonl", "--pubkey", public)
+    assert tampered.exit_code == 5 and "attested file report.json changed" in tampered.output
