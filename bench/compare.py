@@ -6,22 +6,27 @@ in a fresh process and reports the wall and CPU time (CPU time is the steadier f
 machine), the peak of memory traced while it runs (tracemalloc; numpy reports its buffers to it) and
 the peak RSS of the whole process (VmHWM), which also holds the synthetic systems.
 
-  * batched: `ragaudit.compare.compare_pair` at --questions (default 100,000): the BCa bootstrap
-    (`scipy.stats.bootstrap`, whose jackknife is O(questions²) time) and the permutation p-values,
-    in batches of resamples.
+  * batched: `ragaudit.compare.compare_pair` at --questions (default 100,000): per metric the CI
+    (BCa up to BCA_MAX questions, whose jackknife is O(questions²) time; the Student t interval
+    above), the two-sided p-value (exact sign test for per-run 0/1 outcomes; sign-flip permutation
+    otherwise: exact, then MONTE_CARLO_MAX random sign patterns, then the normal approximation), the
+    non-inferiority test, and the pair's detectable change. The script exits 1 when it takes more
+    than 30 s or its peak RSS reaches 1 GiB.
   * unbatched: the same CIs and p-values from scipy called without `batch=` on each metric's paired
     differences, at the --reference sizes, and the memory its arrays take at --questions (BCa's
     jackknife holds a questions × questions array). Its time is the batched one's: the same
     arithmetic.
   * equality: at --mid questions both must give every CI and p-value bit for bit. The script exits 1
-    when they do not, or when the batched peak RSS reaches 1 GiB.
+    when they do not.
   * permutation_test: scipy's own randomized paired test (`permutation_type="samples"`) on one
     metric at the --permutation sizes, its time extrapolated quadratically to --questions (with
     batches bounded in bytes there are questions/batch of them, each a Python loop over the
     questions): why the randomized test runs through `scipy.stats.monte_carlo_test`.
+  * --same-verdicts: also run compare_pair at --questions with BCa and randomized sign flips at
+    every size (about six minutes at 100,000 questions), and exit 1 unless every verdict is the same.
 
     .venv/bin/python bench/compare.py [--questions 100000] [--mid 2000] [--reference 500 1000 2000]
-                                      [--permutation 1000 2000 4000]
+                                      [--permutation 1000 2000 4000] [--same-verdicts]
 """
 
 from __future__ import annotations
@@ -37,9 +42,12 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+import ragaudit.compare as compare_module
 from ragaudit.compare import (
+    BCA_MAX,
     COMPARED,
     EXACT_MAX,
+    MONTE_CARLO_MAX,
     RESAMPLES,
     SEED,
     STATES,
@@ -47,6 +55,9 @@ from ragaudit.compare import (
     batch_size,
     compare_pair,
 )
+from ragaudit.metrics.registry import METRICS
+
+LIMIT_SECONDS = 30
 
 
 def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
@@ -106,14 +117,22 @@ def paired(reference: System, other: System) -> dict[str, np.ndarray]:
 def unbatched_ci(diffs: np.ndarray) -> list[float]:
     if np.ptp(diffs) == 0:
         return [float(diffs[0])] * 2
+    if diffs.size > BCA_MAX:  # the Student t interval of the mean
+        half = stats.t.ppf(0.975, diffs.size - 1) * diffs.std(ddof=1) / np.sqrt(diffs.size)
+        return [float(diffs.mean() - half), float(diffs.mean() + half)]
     ci = stats.bootstrap((diffs,), np.mean, n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(SEED))
     return [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
 
 
-def unbatched_p(diffs: np.ndarray) -> float:
+def unbatched_p(diffs: np.ndarray, outcome: bool = False) -> float:
+    if outcome:  # the exact sign test
+        up, down = int(np.sum(diffs > 0)), int(np.sum(diffs < 0))
+        return 1.0 if up + down == 0 else float(stats.binomtest(up, up + down, 0.5).pvalue)
     flipping = diffs[diffs != 0]
     if flipping.size < 2 or abs(flipping.sum()) <= 1e-9 * np.abs(flipping).sum():
         return 1.0  # no difference, a single one, or gains and losses that cancel
+    if flipping.size > MONTE_CARLO_MAX:
+        return float(2 * stats.norm.sf(abs(flipping.sum()) / np.sqrt(np.square(flipping).sum())))
     if flipping.size <= EXACT_MAX:
         exact = stats.permutation_test((flipping,), np.mean, permutation_type="samples", n_resamples=np.inf)
         return float(exact.pvalue)
@@ -129,7 +148,8 @@ def unbatched_p(diffs: np.ndarray) -> float:
 def unbatched(reference: System, other: System) -> dict:
     return {
         "metrics": {
-            name: {"ci95": unbatched_ci(d), "p_value": unbatched_p(d)} for name, d in paired(reference, other).items()
+            name: {"ci95": unbatched_ci(d), "p_value": unbatched_p(d, METRICS[name].outcome)}
+            for name, d in paired(reference, other).items()
         }
     }
 
@@ -148,7 +168,14 @@ def permutation_test(reference: System, other: System) -> dict:
     return {"metrics": {"ndcg@10": {"p_value": float(result.pvalue)}}}
 
 
-ALGORITHMS = {"batched": compare_pair, "unbatched": unbatched, "permutation_test": permutation_test}
+def slow(reference: System, other: System) -> dict:
+    """compare_pair with BCa and randomized sign flips at every size: what the verdicts were before
+    the switches above BCA_MAX and MONTE_CARLO_MAX."""
+    compare_module.BCA_MAX = compare_module.MONTE_CARLO_MAX = 10**12
+    return compare_pair(reference, other)
+
+
+ALGORITHMS = {"batched": compare_pair, "unbatched": unbatched, "permutation_test": permutation_test, "slow": slow}
 
 
 def measure(algorithm: str, n: int) -> dict:
@@ -222,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         default=[1_000, 2_000, 4_000],
         help="questions at which scipy's permutation_test runs, to extrapolate from",
     )
+    parser.add_argument(
+        "--same-verdicts", action="store_true", help="also run the slow methods at --questions and compare verdicts"
+    )
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -271,8 +301,16 @@ def main(argv: list[str] | None = None) -> int:
     line(batched)
     print(f"verdicts at {args.questions:,}: {batched['verdicts']}")
     within = batched["max_rss"] < 2**30
+    fast = batched["seconds"] <= LIMIT_SECONDS
     print(f"peak RSS at {args.questions:,} questions {'<' if within else '>='} 1 GiB")
-    return 0 if equal and within else 1
+    print(f"wall time at {args.questions:,} questions {'<=' if fast else '>'} {LIMIT_SECONDS} s")
+    same = True
+    if args.same_verdicts:
+        reference = in_child("slow", args.questions)
+        line(reference, "  (BCa and randomized sign flips at every size)")
+        same = reference["verdicts"] == batched["verdicts"]
+        print(f"verdicts {'the same' if same else 'DIFFERENT'}: {reference['verdicts']}")
+    return 0 if equal and within and fast and same else 1
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ def audit_config(
     gold_check: bool = True,
     executor: str | None = None,
     scheduler: str | None = None,
+    command: list[str] | None = None,
 ) -> Outcome:
-    """Run and audit `config`; `baseline` is an earlier report.json (already read and accepted)."""
+    """Run and audit `config`; `baseline` is an earlier report.json (already read and accepted);
+    `command`, the command line that asked for it, goes into the manifest."""
     from ragaudit import history, rundir, runner
     from ragaudit.audit import StreamingAudit
     from ragaudit.executors import make_executor
@@ -92,6 +94,7 @@ def audit_config(
                 gold_checked=gold_check,
                 history=str(store.resolve()),
                 **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
+                **({"command": command} if command else {}),
             )
             report = write_outputs(result.run_dir, finished, subject, warnings=result.warnings)
             _record(store, result, report)  # last: the history holds finished runs only

@@ -348,4 +348,7 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
         gold_findings=subject.gold_findings,
     )
     report["meta"]["support_model"] = getattr(subject.support, "model_id", None)
+    # the config's order of pipelines (report.json's objects are key-sorted) and its [compare]
+    report["meta"]["pipeline_order"] = [p.name for p in config.pipelines]
+    report["meta"]["compare"] = config.compare
     return report

@@ -26,6 +26,7 @@ SPANS_FROM = click.option(
     show_default=True,
     help="input format: ragaudit traces, or production spans (OTLP JSON, a Phoenix or a Langfuse export)",
 )
+ARGV = "ragaudit.argv"
 FORMAT = click.option(
     "--format",
     "fmt",
@@ -44,6 +45,10 @@ class Group(click.Group):
             return super().make_context(*args, **kwargs)
         except BrokenPipeError:  # `ragaudit --help | head -1`
             _closed_stdout()
+
+    def parse_args(self, ctx, args):
+        ctx.meta[ARGV] = list(args)  # the command as given, which a run records in its manifest
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
         try:
@@ -401,6 +406,7 @@ def run_command(
         gold_check=not no_gold_check,
         executor=executor,
         scheduler=scheduler,
+        command=["ragaudit", *click.get_current_context().meta.get(ARGV, [])],
     )
     result, report, findings = outcome.result, outcome.report, outcome.findings
     for line in result.warnings:
@@ -589,19 +595,39 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
 
 
 @main.command("compare")
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.argument(
+    "run_dirs", metavar="RUN_A [RUN_B]", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False)
+)
+@click.option(
+    "--pair",
+    "pairs",
+    multiple=True,
+    metavar="PIPE_A:PIPE_B",
+    help="compare PIPE_B with PIPE_A (repeatable); across two runs, PIPE_A is RUN_A's and PIPE_B RUN_B's "
+    "(default: [compare] pairs, else each pipeline with the first, or with its namesake in RUN_A)",
+)
+@click.option("--margin", type=float, help="non-inferiority margin in (0, 1) (default: [compare] margin, else 0.02)")
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     help="where compare.json/html go (default: the first run directory)",
 )
-def compare_command(run_dirs, out):
-    """Compare the pipelines of one or more runs, each against the first: means, paired differences with
-    bootstrap CIs, permutation p-values (Holm-adjusted), win/tie/loss and λ transitions."""
+@FORMAT
+def compare_command(run_dirs, pairs, margin, out, fmt):
+    """Is B better, worse, or no worse than A? Per pair of pipelines and metric: means, the paired
+    difference with a 95% CI, p-values (exact sign test for per-run 0/1 outcomes, sign-flip permutation
+    otherwise; Holm-adjusted), a non-inferiority test against the margin, win/tie/loss, the noise floor
+    of pipelines that sample, λ transitions, and the smallest change in a rate the questions can
+    detect. Writes compare.json and compare.html.
+
+    Exit 0; 2: an unknown pipeline in --pair or a margin outside (0, 1); 3: an unreadable report."""
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.progress import phase
     from ragaudit.report import write_comparison
+    from ragaudit.report.compare_text import render_text
 
+    if margin is not None and not 0 < margin < 1:
+        raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")
     target = Path(out or run_dirs[0])
     refuse_overwriting([target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs])
     with phase("reading reports", counts_as="loading"):
@@ -610,20 +636,20 @@ def compare_command(run_dirs, out):
     target.mkdir(parents=True, exist_ok=True)
     try:
         with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
-            result = write_comparison(target, reports, labels)
+            result, notes = write_comparison(
+                target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin
+            )
     except (KeyError, TypeError, AttributeError) as exc:  # a report edited by hand or damaged
         raise InputError(
             f"expected the shape of ragaudit reports in {', '.join(map(str, run_dirs))}, found a "
             f"damaged one ({type(exc).__name__}: {exc})"
         ) from None
-    for c in result["comparisons"]:
-        click.echo(f"{c['other']} vs {c['reference']} ({c['questions']} questions)")
-        for name, m in c["metrics"].items():
-            click.echo(
-                f"  {name:<20} {m['mean_reference']:.3f} -> {m['mean_other']:.3f}  diff {m['difference']:+.3f} "
-                f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]  p_holm {m['p_holm']:.4f}  "
-                f"w/t/l {m['wins']}/{m['ties']}/{m['losses']}  {m['verdict']}"
-            )
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=1, sort_keys=True))
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+        return
+    click.echo(render_text(result, notes), nl=False)
     click.echo(f"wrote {target / 'compare.json'} and {target / 'compare.html'}")
 
 
@@ -731,13 +757,40 @@ def calibrate_command(config_path, out, rate, seed, fmt):
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-def verify(run_dir):
+@click.option(
+    "--attestation",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="also check every file this attestation (ragaudit attest) lists against its sha256",
+)
+@click.option(
+    "--pubkey",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="and check the attestation's signature with this ed25519 public key (PEM)",
+)
+def verify(run_dir, attestation, pubkey):
     """Check that the inputs (gold set, corpus, config), the traces and every output of RUN_DIR are
-    unchanged since the run. Exit 0: unchanged; 5: changed (each change named, corpus documents
-    too); 3: no run directory or a damaged manifest."""
+    unchanged since the run; with --attestation, that every file it lists has its attested sha256,
+    and with --pubkey that it is signed with that key. Exit 0: unchanged; 5: changed or a signature
+    that does not verify (each named, corpus documents too); 3: no run directory, a damaged manifest,
+    or a damaged or foreign attestation."""
     from ragaudit import rundir
     from ragaudit.errors import InputsChangedError
 
+    if attestation or pubkey:
+        from ragaudit import attest
+
+        attest.check_options(attestation, pubkey)
+        checked = attest.verify(run_dir, attestation, pubkey)
+        for note in checked.notes:
+            click.echo(f"note: {note}", err=True)
+        if checked.mismatches:
+            raise InputsChangedError("; ".join(checked.mismatches))
+        signed = f", signature verified with key {checked.verified_with[:16]}…" if checked.verified_with else ""
+        click.echo(
+            f"unchanged: {'traces and outputs' if checked.absent else 'gold, corpus, config, traces and outputs'} of {run_dir}"
+        )
+        click.echo(f"attested: {len(checked.statement['subject'])} files match {attestation}{signed}")
+        return
     notes: list[str] = []
     changed = rundir.changes(run_dir, notes)
     for note in notes:
@@ -947,8 +1000,11 @@ def audit_log_command(traces, corpus, source, window, out, config_path):
 
 def _register_adapters() -> None:
     from ragaudit.adapters.graphrag.cli import graphrag
+    from ragaudit.release_cli import attest, plan
 
     main.add_command(graphrag)
+    main.add_command(plan)
+    main.add_command(attest)
 
 
 _register_adapters()

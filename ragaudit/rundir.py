@@ -141,6 +141,7 @@ _OPTIONAL = {
     "gold_checked": (bool,),
     "started": (str,),
     "finished": (str,),
+    "command": (list,),
 }
 _NAMES = {dict: "an object", type(None): "null", str: "a string", list: "an array", bool: "a boolean"}
 
@@ -211,10 +212,12 @@ def _corpus_changes(manifest: dict, path: Path) -> str:
     return f"corpus: {path} changed since the run (documents {'; '.join(parts) or 'unchanged, files renamed'})"
 
 
-def changes(run_dir: Path, notes: list[str] | None = None) -> list[str]:
+def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] | None = None) -> list[str]:
     """What changed since the run: inputs (naming changed corpus documents), traces and every
     output the run writes (one missing from the manifest's outputs counts as changed). `notes`,
-    when given, receives what the caller should know besides (a manifest hashed the old way)."""
+    when given, receives what the caller should know besides (a manifest hashed the old way). With
+    `absent`, an input missing from its recorded path (a run directory checked on another machine,
+    whose attestation holds the inputs' hashes) is listed there instead."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     version = hash_version(manifest)
@@ -227,7 +230,9 @@ def changes(run_dir: Path, notes: list[str] | None = None) -> list[str]:
     found = []
     for name in ("gold", "corpus", "config"):
         path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
-        if not path.exists():
+        if not path.exists() and absent is not None:
+            absent.append(f"{name}: {path}")
+        elif not path.exists():
             found.append(f"{name}: {path} is gone")
         elif sha256_file(path, version=version) != recorded:
             found.append(

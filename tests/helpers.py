@@ -466,3 +466,14 @@ def rag_spans(
             pass
         if not genai:
             span.set_attribute("output.value", answer)
+
+
+def write_demo_config(folder: Path, *, extra: str = "") -> Path:
+    """configs/default.toml (the demo: bm25-k5, dense-k5 and the sampling hybrid-mmr-k5 over every
+    handbook question) with the fast hashing encoder, writing its runs under `folder`."""
+    text = (ROOT / "configs" / "default.toml").read_text()
+    text = text.replace('"../gold_sets', f'"{ROOT / "gold_sets"}').replace('out = "../reports"', 'out = "runs"')
+    text = text.replace('model = "all-MiniLM-L6-v2"', 'model = "hashing"')
+    config = Path(folder) / "demo.toml"
+    config.write_text(text + extra)
+    return config

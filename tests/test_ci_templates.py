@@ -2,6 +2,7 @@
 CI system needs, names files a run really writes, and every `ragaudit` command in it parses with
 the real CLI (a renamed command or option breaks this test)."""
 
+import json
 import re
 import shlex
 
@@ -19,9 +20,9 @@ OUT = "reports/ci"  # the templates' --out: the run directories and the history 
 
 def templates() -> dict[str, dict]:
     blocks = re.findall(r"^```yaml\n(.*?)^```$", DOC.read_text(), re.S | re.M)
-    assert len(blocks) == 2
-    github, gitlab = (yaml.safe_load(b) for b in blocks)
-    return {"github": github, "gitlab": gitlab}
+    assert len(blocks) == 3
+    github, gitlab, release = (yaml.safe_load(b) for b in blocks)
+    return {"github": github, "gitlab": gitlab, "release": release}
 
 
 def script_lines(template: dict) -> list[str]:
@@ -91,6 +92,22 @@ def test_a_renamed_option_would_be_caught():
 
 def steps_using(steps: list[dict], action: str) -> list[dict]:
     return [s for s in steps if s.get("uses", "").split("@")[0] == action]
+
+
+def test_the_release_workflow_attests_signs_checks_and_attaches():
+    workflow = templates()["release"]
+    assert (workflow[True] if True in workflow else workflow["on"]) == {"release": {"types": ["published"]}}
+    assert workflow["permissions"]["contents"] == "write"
+    commands = ragaudit_commands(workflow)
+    assert [c[0] for c in commands] == ["run", "attest", "verify"]
+    attest, verify = commands[1], commands[2]
+    assert "--key" in attest and attest[attest.index("--out") + 1] == verify[verify.index("--attestation") + 1]
+    assert "--pubkey" in verify
+    lines = script_lines(workflow)
+    assert any(line.startswith("gh release upload") and attest[attest.index("--out") + 1] in line for line in lines)
+    assert "secrets.RAGAUDIT_SIGNING_KEY" in json.dumps(workflow)
+    for line in re.findall(r"^ragaudit .*$", DOC.read_text(), re.M):  # the commands outside the templates too
+        parse_with_the_cli(command_words(line)[1:])
 
 
 def test_github_workflow_has_what_github_needs():

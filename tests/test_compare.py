@@ -39,24 +39,24 @@ def system(name, values, state="convergent"):
 def test_clearly_worse_configuration_is_reported_worse():
     good = system("good", [1.0] * 30)
     bad = system("bad", [1.0] * 5 + [0.0] * 25)
-    result = compare([good, bad])
-    m = result["comparisons"][0]["metrics"]["citation_match"]
+    result = compare([(good, bad)])
+    m = result["pairs"][0]["metrics"]["citation_match"]
     assert m["p_holm"] < 0.05 and m["verdict"] == "worse"
     assert (m["wins"], m["ties"], m["losses"]) == (0, 5, 25)
     assert m["ci95"][1] < 0 and m["difference"] == pytest.approx(-25 / 30)
-    assert result["comparisons"][0]["metrics"]["delta_s_qr"]["verdict"] == "tie"
-    assert result["comparisons"][0]["lambda_transitions"]["convergent"]["chaotic"] == 25
+    assert result["pairs"][0]["metrics"]["delta_s_qr"]["verdict"] == "tie"
+    assert result["pairs"][0]["lambda_transitions"]["convergent"]["chaotic"] == 25
 
 
 def test_identical_systems_tie():
     a = system("a", [1.0, 0.0] * 10)
-    m = compare([a, system("b", [1.0, 0.0] * 10)])["comparisons"][0]["metrics"]["coverage"]
+    m = compare([(a, system("b", [1.0, 0.0] * 10))])["pairs"][0]["metrics"]["coverage"]
     assert (m["p_value"], m["verdict"], m["ties"]) == (1.0, "tie", 20)
 
 
 def test_comparison_is_seeded():
     a, b = system("a", [1.0, 0.0, 1.0] * 7), system("b", [0.0, 1.0, 0.0] * 7)
-    assert compare([a, b]) == compare([a, b])
+    assert compare([(a, b)]) == compare([(a, b)])
 
 
 def test_holm_adjustment():
@@ -84,7 +84,7 @@ def test_compare_command_writes_json_and_html(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "compare.json").read_text())
     assert data["systems"] == ["a/p", "b/p"]
-    assert data["comparisons"][0]["metrics"]["citation_match"]["verdict"] == "worse"
+    assert data["pairs"][0]["metrics"]["citation_match"]["verdict"] == "worse"
     assert "<script" not in (tmp_path / "compare.html").read_text()
 
 
@@ -95,7 +95,12 @@ def test_the_first_configured_pipeline_is_the_reference(tmp_path):
     result = CliRunner().invoke(main, ["run", str(config), "--no-gate"])
     assert result.exit_code == 0, result.output
     compared = json.loads((run_dir_of(result) / "compare.json").read_text())
-    assert compared["systems"] == ["tfidf", "bm25"] and compared["comparisons"][0]["reference"] == "tfidf"
+    assert compared["systems"] == ["tfidf", "bm25"] and compared["pairs"][0]["a"] == "tfidf"
+    # compare reads report.json again, whose objects are key-sorted: the config's order still holds
+    again = CliRunner().invoke(main, ["compare", str(run_dir_of(result)), "--out", str(tmp_path / "again")])
+    assert again.exit_code == 0, again.output
+    reread = json.loads((tmp_path / "again" / "compare.json").read_text())
+    assert (reread["pairs"][0]["a"], reread["pairs"][0]["b"]) == ("tfidf", "bm25")
 
 
 def graded_systems(n):
@@ -169,13 +174,22 @@ def test_ci_and_p_value_are_scipys_on_the_paired_differences():
     reference, other = graded_systems(60)
     metrics = compare_pair(reference, other)["metrics"]
     assert {m["questions"] for m in metrics.values()} == {60, 51, 40}
-    flipping = {name: np.count_nonzero(paired_differences(reference, other, name)) for name in metrics}
+    permuted = [name for name in metrics if name != "citation_match"]
+    flipping = {name: np.count_nonzero(paired_differences(reference, other, name)) for name in permuted}
     assert min(flipping.values()) == 0 and any(0 < m <= EXACT_MAX for m in flipping.values())
     assert max(flipping.values()) > EXACT_MAX  # both the exact and the randomized test are exercised
     for name, m in metrics.items():
         diffs = paired_differences(reference, other, name)
-        assert (m["ci95"], m["p_value"]) == (scipy_ci(diffs), scipy_p(diffs)), name
+        # a per-run 0/1 outcome takes the exact sign test, every other metric the permutation test
+        p = scipy_sign_p(diffs) if name == "citation_match" else scipy_p(diffs)
+        assert (m["ci95"], m["ci_method"], m["p_value"]) == (scipy_ci(diffs), "BCa", p), name
+    assert metrics["citation_match"]["test"] == "sign test, exact"
     assert (metrics["delta_s_qr"]["ci95"], metrics["delta_s_qr"]["p_value"]) == ([0.0, 0.0], 1.0)
+
+
+def scipy_sign_p(diffs):
+    up, down = int(np.sum(diffs > 0)), int(np.sum(diffs < 0))
+    return 1.0 if up + down == 0 else float(stats.binomtest(up, up + down, 0.5).pvalue)
 
 
 def test_bca_differs_from_the_percentile_interval_on_skewed_differences():

@@ -87,6 +87,9 @@ class Config:
     history: dict[str, Any] = field(default_factory=lambda: {"path": None})
     gate_sources: dict[str, str] = field(default_factory=dict)  # threshold -> "config" or "calibration"
     calibration: Any = None  # the ragaudit.io.calibration.Calibration named by [gate] from
+    compare: dict[str, Any] = field(
+        default_factory=lambda: {"pairs": [], "margin": 0.02, "discordance": 0.10, "icc": 0.5}
+    )
 
 
 def _beside(config_path: Path, value: str) -> Path:
@@ -208,6 +211,46 @@ class _Support(_Table):
     params: _ConfigPath | None = None
 
 
+def _open_rate(value: float) -> float:
+    if not 0 < value < 1:
+        raise _fail("a number in (0, 1)")
+    return value
+
+
+def _two(names: list[str]) -> list[str]:
+    if len(names) != 2:
+        raise _fail("a pair of two pipeline names [A, B]", f"an array of {len(names)}")
+    return names
+
+
+_OpenRate = Annotated[float, AfterValidator(_open_rate)]
+_Pair = Annotated[list[_Text], AfterValidator(_two)]
+
+
+class _Compare(_Table):
+    """Decisions between configurations: which pipelines to pair (each with the first when empty),
+    the non-inferiority margin, and the planning assumptions of the detectable-change line."""
+
+    pairs: list[_Pair] = Field(default_factory=list)
+    margin: _OpenRate = 0.02
+    discordance: _OpenRate = 0.10
+    icc: _Rate = 0.5
+
+    @field_validator("pairs")
+    @classmethod
+    def _configured(cls, pairs: list[list[str]], info) -> list[list[str]]:
+        configured = (info.context or {}).get("pipelines") or ()
+        for i, pair in enumerate(pairs):
+            unknown = [name for name in pair if configured and name not in configured]
+            if unknown:
+                raise _fail(
+                    f"pairs of configured pipelines ({', '.join(dict.fromkeys(configured))})",
+                    f"{', '.join(map(repr, unknown))}, not configured",
+                    at=i,
+                )
+        return pairs
+
+
 class _History(_Table):
     path: _ConfigPath | None = None  # the history file (default: history.sqlite beside the run directories)
 
@@ -300,6 +343,7 @@ class _Root(_Table):
     support: _Support
     executor: _Executor
     history: _History
+    compare: _Compare
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
 
 
@@ -312,6 +356,7 @@ _SECTIONS: dict[str, type[_Table]] = {
     "support": _Support,
     "executor": _Executor,
     "history": _History,
+    "compare": _Compare,
 }
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 
@@ -619,6 +664,7 @@ def load_config(path: str | Path) -> Config:
         support=root.support.model_dump(),
         executor=root.executor.model_dump(),
         history=root.history.model_dump(),
+        compare=root.compare.model_dump(),
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
             for p in root.pipelines

@@ -20,6 +20,8 @@ class Metric:
     compute: Callable | None = None  # RunView -> value, for the metrics computed from one run alone
     higher_is_better: bool = True
     bounds: tuple[float, float] = (0.0, 1.0)
+    compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
+    outcome: bool = False  # a per-run 0/1 outcome, whose question mean is a share: `compare` sign-tests it
 
     def __str__(self) -> str:
         return self.name
@@ -42,6 +44,7 @@ METRICS: dict[str, Metric] = {
             "expected snippet or overlaps it widened by match_tolerance, and every citation was retrieved; an "
             'accept = "any" item matches when any alternative does',
             citation.citation_match,
+            outcome=True,
         ),
         Metric(
             "citation_precision",
@@ -52,7 +55,9 @@ METRICS: dict[str, Metric] = {
         Metric(
             "citation_recall", "run", "gold spans overlapped by a cited payload / gold spans", citation.citation_recall
         ),
-        Metric("hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k),
+        Metric(
+            "hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k, compared=False
+        ),
         Metric("recall@k", "run", "relevant payloads in the top k / size of the relevant set", citation.recall_at_k),
         Metric("mrr", "run", "1 / rank of the first relevant payload", citation.mrr),
         Metric("ndcg@10", "run", "nDCG over the top 10, binary gain, log2 discount", citation.ndcg_at_10),
@@ -68,15 +73,17 @@ METRICS: dict[str, Metric] = {
         Metric(
             "delta_s_gold",
             "run",
-            "dS(query, gold text) in the same reading: the question against the texts the gold set says to cite "
-            "(its expected citations, or the anchor)",
+            "dS(query, gold statement): the question against the closest sentence of the texts the gold set says "
+            "to cite (its expected citations, or the anchor)",
             higher_is_better=False,
+            compared=False,
         ),
         Metric(
             "delta_s_excess",
             "run",
-            "max(0, delta_s_qr − delta_s_gold): how much farther from the question the cited text lies than the "
-            "gold text; the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
+            "max(0, dS(query, closest cited statement) − delta_s_gold): how much farther from the question the "
+            "closest sentence the run cites lies than the gold's (0 when it cites the gold sentence, whatever the "
+            "chunk); the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
             "that errored or cites nothing",
             higher_is_better=False,
         ),
@@ -85,12 +92,14 @@ METRICS: dict[str, Metric] = {
             "run",
             "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
             higher_is_better=False,
+            compared=False,
         ),
         Metric(
             "delta_s_ra",
             "run",
             "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
             higher_is_better=False,
+            compared=False,
         ),
         Metric(
             "support",
@@ -109,17 +118,20 @@ METRICS: dict[str, Metric] = {
             "run",
             "1 when every claim of the answer is supported, else 0; null without an answer; its mean is what "
             "grounded_pass_rate gates",
+            outcome=True,
         ),
         Metric(
             "anchor_support",
             "run",
             "support the gold anchor gives the claim (citing a matching payload) that states it best",
+            compared=False,
         ),
         Metric(
             "key_content",
             "run",
             "share of the gold anchor's key content (quantities, identifiers, names, content words not in the "
             "question; the reference answer's part of them when there is one) stated by the best such claim",
+            compared=False,
         ),
         Metric(
             "correct",
@@ -128,6 +140,7 @@ METRICS: dict[str, Metric] = {
             "anchor (key content recall >= lambda.key_recall_min, precision >= lambda.key_precision_min, anchor "
             "support >= lambda.anchor_support_min) and no claim "
             "conflicts with it (a rival quantity or identifier, or a negation); every run's reason is in the report",
+            outcome=True,
         ),
         Metric(
             "hallucinations",
@@ -136,6 +149,7 @@ METRICS: dict[str, Metric] = {
             "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
             higher_is_better=False,
             bounds=(0.0, float("inf")),
+            compared=False,
         ),
         Metric(
             "css",

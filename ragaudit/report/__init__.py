@@ -71,25 +71,34 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
             )
         with phase("junit.xml"):
             junit.write_junit(run_dir / "junit.xml", report)
+        comparison = None
+        if len(report["summary"]["pipelines"]) > 1 or subject.config.compare.get("pairs"):
+            with phase("compare.json and compare.html"):
+                comparison = write_comparison(run_dir, [report], run_dirs=[run_dir])[0]
         with phase("summary.md"):
-            markdown.write_summary(run_dir / "summary.md", report)
+            markdown.write_summary(run_dir / "summary.md", report, comparison)
         with phase("report.html"):
             html.write_html(run_dir / "report.html", report, trend)
-        if len(report["summary"]["pipelines"]) > 1:
-            with phase("compare.json and compare.html"):
-                write_comparison(run_dir, [report])
         with phase("manifest"):  # the sha256 of every output
             rundir.stamp_outputs(run_dir)
     return report
 
 
-def write_comparison(out_dir: Path, reports: list[dict], labels: list[str] | None = None) -> dict:
-    """compare.json and compare.html for the systems (pipelines) of one or more reports."""
-    from ragaudit.compare import compare, systems_of
+def write_comparison(
+    out_dir: Path,
+    reports: list[dict],
+    labels: list[str] | None = None,
+    *,
+    run_dirs: list[Path] | None = None,
+    pairs: list[str] | None = None,
+    margin: float | None = None,
+) -> tuple[dict, list[str]]:
+    """compare.json and compare.html for pairs of the systems (pipelines) of one or more reports
+    (`ragaudit.pairing`); returns the comparison and notes on pipelines left out."""
+    from ragaudit.pairing import comparison_of
     from ragaudit.report.compare_html import write_compare_html
 
-    systems = [s for i, r in enumerate(reports) for s in systems_of(r, labels[i] if labels else None)]
-    result = compare(systems)
+    result, notes = comparison_of(reports, labels=labels, run_dirs=run_dirs, specs=pairs, margin=margin)
     write_json(Path(out_dir) / "compare.json", result)
     write_compare_html(Path(out_dir) / "compare.html", result)
-    return result
+    return result, notes

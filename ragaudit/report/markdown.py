@@ -29,7 +29,7 @@ def _fmt(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def render_summary(report: dict) -> str:
+def render_summary(report: dict, comparison: dict | None = None) -> str:
     gate = report["gate"]
     lines = [f"# ragaudit: gate {'passed ✅' if gate['verdict'] == 'pass' else 'FAILED ❌'}", ""]
     s = report["summary"]
@@ -69,8 +69,22 @@ def render_summary(report: dict) -> str:
     missing = [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
     if missing:
         lines += ["", f"Not in the baseline (no drift checks): {', '.join(md(p) for p in missing)}."]
+    if comparison:
+        lines += decisions(comparison)
     return "\n".join(lines) + "\n"
 
 
-def write_summary(path: Path, report: dict) -> None:
-    write_atomic(path, render_summary(report))
+def decisions(comparison: dict) -> list[str]:
+    """Each compared pair in words (compare.json has the figures)."""
+    from ragaudit.report import compare_text
+
+    lines = ["", "## Decisions between pipelines"]
+    for pair in comparison["pairs"]:
+        lines += ["", f"**{md(pair['b'])} vs {md(pair['a'])}** ({pair['questions']} questions)", ""]
+        lines += [f"- {md(sentence)}" for sentence in compare_text.sentences(pair)]
+        lines += [f"- {md(compare_text.noise_line(comparison, pair))}", f"- {md(compare_text.mde_line(pair))}"]
+    return lines
+
+
+def write_summary(path: Path, report: dict, comparison: dict | None = None) -> None:
+    write_atomic(path, render_summary(report, comparison))

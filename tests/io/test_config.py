@@ -463,13 +463,13 @@ MISSING_LINES = [
         "[audit]\nseeds = [1]\n\n[colour]\nred = 1\n",
         4,
         "$.colour",
-        "expected one of audit, embedder, executor, gate, history, lambda, metrics, pipelines, support, found unknown table [colour]",
+        "expected one of audit, compare, embedder, executor, gate, history, lambda, metrics, pipelines, support, found unknown table [colour]",
     ),
     (
         'title = "x"\n',
         1,
         "$.title",
-        "expected one of audit, embedder, executor, gate, history, lambda, metrics, pipelines, support, found unknown key 'title'",
+        "expected one of audit, compare, embedder, executor, gate, history, lambda, metrics, pipelines, support, found unknown key 'title'",
     ),
     (
         '[audit]\nseeds = [1]\n\n[pipelines]\nname = "p"\n',
@@ -537,6 +537,36 @@ def test_gate_pipelines_must_be_configured(tmp_path):
     assert problems(rejected) == [
         f"{rejected}:2: $.gate.pipelines[1]: expected names of configured pipelines "
         "(bm25, dense), found 'sparse', 'hybrid', not configured"
+    ]
+
+
+def test_compare_pairs_name_configured_pipelines_and_margins_lie_inside_0_1(tmp_path):
+    pipelines = (
+        '[[pipelines]]\nname = "bm25"\nkind = "reference"\n\n[[pipelines]]\nname = "dense"\nkind = "reference"\n'
+    )
+    accepted = write(
+        tmp_path, '[compare]\npairs = [["bm25", "dense"], ["dense", "dense"]]\nmargin = 0.05\n\n' + pipelines
+    )
+    assert load_config(accepted).compare == {
+        "pairs": [["bm25", "dense"], ["dense", "dense"]],
+        "margin": 0.05,
+        "discordance": 0.1,
+        "icc": 0.5,
+    }
+    rejected = write(
+        tmp_path,
+        '[compare]\npairs = [["bm25", "dense"],\n  ["bm25", "dense", "sparse"]]\nmargin = 0.0\ndiscordance = 1.0\n\n'
+        + pipelines,
+    )
+    assert problems(rejected) == [
+        f"{rejected}:3: $.compare.pairs[1]: expected a pair of two pipeline names [A, B], found an array of 3",
+        f"{rejected}:4: $.compare.margin: expected a number in (0, 1), found number 0.0",
+        f"{rejected}:5: $.compare.discordance: expected a number in (0, 1), found number 1.0",
+    ]
+    unknown = write(tmp_path, '[compare]\npairs = [["bm25", "sparse"]]\n\n' + pipelines)
+    assert problems(unknown) == [
+        f"{unknown}:2: $.compare.pairs[0]: expected pairs of configured pipelines (bm25, dense), found 'sparse', "
+        "not configured"
     ]
 
 

@@ -36,7 +36,7 @@ METRICS = (
     "coverage",
     "delta_s_qr",
     "delta_s_ra",
-    "grounded_rate",
+    "grounded",
     "hallucinations",
     "hit@k",
     "mrr",

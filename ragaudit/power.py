@@ -1,0 +1,249 @@
+"""Power of a paired comparison of two configurations on one gold set: the smallest change in a rate
+it can detect, and how many questions a target change needs (`ragaudit plan`, and the MDE line of
+every `ragaudit compare`).
+
+A rate is the mean of a per-run 0/1 outcome (correct, citation match, coverage pass, grounded),
+averaged per question and then over questions. `compare` tests such a rate with the exact two-sided
+sign test on the per-question differences (exact McNemar when a question has one run), so power is
+computed for that test, exactly, under this model of how two configurations A and B differ:
+
+* **discordance** ψ: the share of runs (one question, variant and seed) whose outcome differs
+  between A and B. A change δ = rate(B) − rate(A) moves (ψ + δ)/2 of the runs up and (ψ − δ)/2
+  down, so |δ| <= ψ: a change of 5 points needs at least 5% of the runs to differ.
+* **ICC** ρ: how alike the runs of one question are in that difference. With probability ρ a
+  question's runs all share one draw (the question moves as a unit); otherwise each run draws on
+  its own. Two runs of one question then correlate with coefficient ρ, which is the usual
+  intraclass correlation.
+* the questions are independent; a question with fewer variants (a gold item with fewer
+  paraphrases) has fewer runs, and the test's power uses the average of the questions' chances
+  to move up or down (exact when every question has as many runs).
+
+The defaults are conservative for the bundled demo, where ψ is 0.01–0.32 and ρ 0.05–0.20 between
+its three pipelines; set them from a comparison of your own (`compare` prints the figures it
+measures). A deterministic pipeline gives the same result for every seed: plan it with one seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+import numpy as np
+
+RATES = ("correct", "citation_match", "coverage_pass", "grounded")
+DESCRIPTIONS = {
+    "correct": "share of runs that are correct",
+    "citation_match": "share of runs whose citations match the gold",
+    "coverage_pass": "share of runs whose coverage reaches coverage_min",
+    "grounded": "share of answered runs whose claims are all supported",
+}
+DISCORDANCE = 0.10
+ICC = 0.5
+ALPHA = 0.05
+POWER = 0.80
+MAX_QUESTIONS = 10_000_000  # questions_needed searches up to this many
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    discordance: float = DISCORDANCE
+    icc: float = ICC
+    alpha: float = ALPHA
+    power: float = POWER
+
+    def __post_init__(self) -> None:
+        from ragaudit.errors import UsageError
+
+        for name, value, low_open in (
+            ("discordance", self.discordance, True),
+            ("icc", self.icc, False),
+            ("alpha", self.alpha, True),
+            ("power", self.power, True),
+        ):
+            if not (0 < value < 1 if low_open else 0 <= value <= 1) or value != value:
+                bounds = "(0, 1)" if low_open else "[0, 1]"
+                raise UsageError(f"The '{name}' parameter must be a number in {bounds}. Got {value!r} instead.")
+
+
+@dataclass(frozen=True)
+class Design:
+    """How many runs each question has in each configuration (its variants × seeds)."""
+
+    runs: tuple[int, ...]
+
+    @property
+    def questions(self) -> int:
+        return len(self.runs)
+
+    @classmethod
+    def uniform(cls, questions: int, runs: int) -> Design:
+        return cls((runs,) * questions)
+
+    @classmethod
+    def of_gold(cls, variant_counts: Iterable[int], variants: int, seeds: int) -> Design:
+        """Each gold item runs its first `variants` variants (fewer when it has fewer) under `seeds` seeds."""
+        return cls(tuple(min(variants, count) * seeds for count in variant_counts))
+
+    def scaled(self, questions: int) -> Design:
+        """The same mix of runs per question over another number of questions."""
+        counts = np.bincount(np.asarray(self.runs))
+        share = counts / counts.sum()
+        per = np.floor(share * questions).astype(int)
+        per[np.argsort(-(share * questions - per))[: questions - per.sum()]] += 1  # largest remainders
+        return Design(tuple(int(r) for r, k in enumerate(per) for _ in range(k)))
+
+
+def _moves(runs: int, delta: float, a: Assumptions) -> tuple[float, float]:
+    """P(a question's mean difference > 0), P(< 0), for a question with `runs` runs."""
+    from scipy import stats
+
+    up, down = (a.discordance + delta) / 2, (a.discordance - delta) / 2
+    # runs drawn on their own: t of them differ (binomial), of which a share up/ψ went up
+    t = np.arange(runs + 1)
+    differing = stats.binom.pmf(t, runs, a.discordance)
+    theta = up / a.discordance
+    more_up = stats.binom.sf(np.floor(t / 2), t, theta)  # P(ups > t/2)
+    more_down = stats.binom.cdf(np.ceil(t / 2) - 1, t, theta)  # P(ups < t/2)
+    independent_up, independent_down = float(differing @ more_up), float(differing @ more_down)
+    return (
+        a.icc * up + (1 - a.icc) * independent_up,
+        a.icc * down + (1 - a.icc) * independent_down,
+    )
+
+
+def sign_test_rejections(m: np.ndarray, alpha: float) -> np.ndarray:
+    """For each count m of non-zero differences, the largest count c of one sign at which the exact
+    two-sided sign test rejects at `alpha` (p = 2·P(Bin(m, ½) <= c) < alpha); -1 when no count does."""
+    from scipy import stats
+
+    m = np.asarray(m)
+    # ppf: the smallest k with P(X <= k) >= alpha/2; every count below it has 2·P(X <= c) < alpha
+    return np.where(m > 0, stats.binom.ppf(alpha / 2, np.maximum(m, 1), 0.5) - 1, -1).astype(int)
+
+
+def power(design: Design, delta: float, assumptions: Assumptions = Assumptions()) -> float:
+    """The chance that compare's sign test (two-sided, at `assumptions.alpha`) finds a change `delta`
+    in a rate, under the model of this module's docstring."""
+    from scipy import stats
+
+    if abs(delta) > assumptions.discordance:
+        raise ValueError(f"a change of {delta} needs a discordance of at least {abs(delta)}")
+    n = design.questions
+    if n == 0:
+        return 0.0
+    runs, weight = np.unique(np.asarray(design.runs), return_counts=True)
+    moves = np.array([_moves(int(r), delta, assumptions) for r in runs])
+    up, down = (weight @ moves) / n
+    if up + down <= 0:
+        return 0.0
+    share = min(1.0, up + down)
+    # the counts of moving questions that carry any weight: 12 standard deviations either side
+    spread = 12 * np.sqrt(n * share * (1 - share)) + 12
+    m = np.arange(max(0, int(n * share - spread)), min(n, int(np.ceil(n * share + spread))) + 1)
+    moving = stats.binom.pmf(m, n, share)
+    c = sign_test_rejections(m, assumptions.alpha)
+    theta = up / (up + down)
+    reject = np.where(c >= 0, stats.binom.cdf(c, m, theta) + stats.binom.sf(m - c - 1, m, theta), 0.0)
+    return float(min(1.0, moving @ reject))
+
+
+def mde(design: Design, assumptions: Assumptions = Assumptions(), *, tolerance: float = 1e-5) -> float | None:
+    """The smallest change in a rate detected with probability `assumptions.power`; None when even a
+    change as large as the discordance is not."""
+    high = assumptions.discordance
+    if power(design, high, assumptions) < assumptions.power:
+        return None
+    low = 0.0
+    while high - low > tolerance:
+        middle = (low + high) / 2
+        if power(design, middle, assumptions) >= assumptions.power:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def questions_needed(design: Design, effect: float, assumptions: Assumptions = Assumptions()) -> int | None:
+    """The fewest questions (with the design's mix of runs per question) at which a change `effect` is
+    detected with probability `assumptions.power`; None when the model rules it out (an effect larger
+    than the discordance) or it needs more than MAX_QUESTIONS."""
+    effect = abs(effect)
+    if effect == 0 or effect > assumptions.discordance:
+        return None
+
+    def enough(n: int) -> bool:
+        return power(design.scaled(n), effect, assumptions) >= assumptions.power
+
+    high = 1
+    while not enough(high):
+        if high >= MAX_QUESTIONS:
+            return None
+        high = min(MAX_QUESTIONS, high * 2)
+    low = high // 2  # not enough (or 0)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if enough(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def rate_plan(design: Design, assumptions: Assumptions, effect: float | None) -> dict:
+    """What `plan` says of one rate: its MDE, and the questions a target effect needs."""
+    found = mde(design, assumptions)
+    out: dict = {
+        "mde": None if found is None else round(found, 4),
+        "questions": design.questions,
+        "runs_per_question": _runs_summary(design),
+        "test": "exact two-sided sign test on per-question differences",
+        **asdict(assumptions),
+    }
+    if effect is not None:
+        out["effect"] = effect
+        out["questions_needed"] = questions_needed(design, effect, assumptions)
+    return out
+
+
+def _runs_summary(design: Design) -> float:
+    return round(float(np.mean(design.runs)), 4) if design.runs else 0.0
+
+
+def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: float | None = None) -> dict:
+    """Per rate (RATES): the MDE and, with `effect`, the questions needed. The model is the same for
+    every rate, so their figures agree unless the assumptions differ."""
+    if effect is not None and not 0 < effect < 1:
+        from ragaudit.errors import UsageError
+
+        raise UsageError(f"The 'effect' parameter must be a number in (0, 1). Got {effect!r} instead.")
+    figures = rate_plan(design, assumptions, effect)
+    return {rate: dict(figures) for rate in RATES}
+
+
+def render_text(result: dict) -> str:
+    """`plan`'s table for people: the design, the model's assumptions, and per rate its figures."""
+    first = next(iter(result.values()))
+    effect = first.get("effect")
+    lines = [
+        f"{first['questions']} questions × {first['runs_per_question']:g} runs a question (variants × seeds)",
+        f"test: {first['test']}, α = {first['alpha']:g}, power {first['power']:.0%}",
+        f"assumed: discordance {first['discordance']:g} (share of runs whose outcome differs between the two "
+        f"configurations), ICC {first['icc']:g} (how alike a question's runs are in that difference)",
+        "",
+        f"{'rate':<16} {'MDE':>7}" + (f"  {'questions for ' + format(effect, 'g'):>20}" if effect is not None else ""),
+    ]
+    for rate, figures in result.items():
+        shown = "–" if figures["mde"] is None else f"{figures['mde']:.3f}"
+        line = f"{rate:<16} {shown:>7}"
+        if effect is not None:
+            needed = figures["questions_needed"]
+            line += f"  {'not reachable' if needed is None else format(needed, ','):>20}"
+        lines.append(line)
+    lines.append("MDE: the smallest change in the rate detected with that power; the model is the same for every rate")
+    if effect is not None and first["questions_needed"] is None:
+        lines.append(
+            f"a change of {effect:g} needs at least that share of runs to differ: raise --discordance if yours do"
+            if effect > first["discordance"]
+            else f"a change of {effect:g} needs more than {MAX_QUESTIONS:,} questions"
+        )
+    return "\n".join(lines) + "\n"
