@@ -433,15 +433,20 @@ LAST_PASS = "last-pass"
 
 def _last_pass(
     config, out: Path | None, inputs: dict, until: Path | None = None, *, older: Sequence[str] = ()
-) -> tuple[Path, dict]:
+) -> tuple[Path, dict] | tuple[None, None]:
     """The latest passing run on the same gold set and corpus in the history (recorded before the
     run `until`; the corpus under its hash or an `older` version's): its report.json's path and
-    its report, as recorded."""
+    its report, as recorded; (None, None) with a warning while none has passed yet, so that CI can
+    gate with `--baseline last-pass` from its first run."""
     from ragaudit import history
 
     store = history.store_of(config, out)
     corpora = [inputs.get("corpus"), *older]
-    path, found = history.last_pass(store, gold=inputs.get("gold"), corpus=corpora, until=until)
+    try:
+        path, found = history.last_pass(store, gold=inputs.get("gold"), corpus=corpora, until=until)
+    except history.NoPassingRun as exc:  # a first run, or none has passed yet: gate without a baseline
+        click.echo(f"warning: no baseline, so no regression checks this time: {exc}", err=True)
+        return None, None
     click.echo(f"baseline: {path} (the latest passing run in {store})", err=True)
     return path, found
 
@@ -947,8 +952,9 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
 @main.command("metrics")
 @FORMAT
 def metrics_command(fmt):
-    """List every metric with its level, direction and definition."""
-    from ragaudit.metrics.registry import METRICS
+    """List every metric with its level, direction, the gate checks that read it, and its definition;
+    then which ΔS the gate reads, and why."""
+    from ragaudit.metrics.registry import GATED_DELTA_S, METRICS
 
     if fmt == "json":
         click.echo(
@@ -958,6 +964,7 @@ def metrics_command(fmt):
                         "name": m.name,
                         "level": m.level,
                         "higher_is_better": m.higher_is_better,
+                        "gated_by": list(m.gated_by),
                         "description": m.description,
                     }
                     for m in METRICS.values()
@@ -968,7 +975,9 @@ def metrics_command(fmt):
         return
     for m in METRICS.values():
         direction = "higher is better" if m.higher_is_better else "lower is better"
-        click.echo(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}")
+        gated = f" [gated: {', '.join(m.gated_by)}]" if m.gated_by else ""
+        click.echo(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}{gated}")
+    click.echo(f"\n{GATED_DELTA_S}")
 
 
 @main.command("audit-log")

@@ -23,6 +23,7 @@ class Check:
     questions: list[str] = field(default_factory=list)
     detail: str = ""
     source: str = "default"  # where the threshold came from: default, config, or calibration
+    reasons: dict[str, str] = field(default_factory=dict)  # qid -> why that question fails it, where known
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -359,6 +360,7 @@ def _regressions(evaluation, pipeline: str, baseline: dict) -> Check:
         not lost,
         sorted(lost),
         detail or f"no question lost a correct or grounded run ({held} held in every run)",
+        reasons=dict(sorted(lost.items())),
     )
 
 

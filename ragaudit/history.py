@@ -356,6 +356,10 @@ class _Bad:
         return None
 
 
+class NoPassingRun(InputError):
+    """The history holds no passing run on this gold set and corpus (yet)."""
+
+
 def last_pass(
     store: Path, *, gold: str | None, corpus: str | None | list[str | None], until: Path | None = None
 ) -> tuple[Path, dict]:
@@ -367,7 +371,7 @@ def last_pass(
 
     expected = "expected a passing run on this gold set and corpus for --baseline last-pass, found"
     if not Path(store).is_file():
-        raise InputError(Problem(str(store), f"{expected} no history (no run recorded yet)"))
+        raise NoPassingRun(Problem(str(store), f"{expected} no history (no run recorded yet)"))
     corpora = {f"c{i}": c for i, c in enumerate(corpus if isinstance(corpus, list) else [corpus])}
     same_corpus = " OR ".join(f"corpus IS :{name}" for name in corpora)
     with _opened(store, write=False) as db:
@@ -377,7 +381,7 @@ def last_pass(
             {"gold": gold, **corpora, "until": _key(until)},
         ).fetchone()
     if found is None:
-        raise InputError(Problem(str(store), f"{expected} none in the history"))
+        raise NoPassingRun(Problem(str(store), f"{expected} none in the history"))
     run_dir, copy = found
     if type(run_dir) is not str:
         raise _damaged(Path(store), f"a passing run whose run_dir is {describe(run_dir)}")

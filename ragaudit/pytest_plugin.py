@@ -151,10 +151,18 @@ class QuestionItem(pytest.Item):
 
     def runtest(self) -> None:
         if self.failing:
+            lam, qid = self.question.get("lambda") or {}, self.question.get("qid")
             lines = [f"{c['name']}: value {c['value']}, threshold {c['threshold']}" for c in self.failing]
+            lines.append(f"lambda {lam.get('state')} (css {lam.get('css')})")
+            lines += [f"  regression: {why}" for c in self.failing if (why := (c.get("reasons") or {}).get(qid))]
             for run in self.question.get("runs") or []:
                 verdict = "correct" if run.get("correct") else "not correct"
                 lines.append(f"  v{run.get('variant')} s{run.get('seed')}: {verdict}: {run.get('why')}")
+                lines += [
+                    f"    claim {c.get('n')} {c.get('grounding')}: {c.get('text')}"
+                    for c in run.get("claims") or []
+                    if c.get("grounding") in ("unsupported", "uncited")
+                ]
             raise AuditFailure("\n".join(lines))
 
     def repr_failure(self, excinfo, style=None) -> str:

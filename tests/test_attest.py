@@ -111,7 +111,7 @@ def test_a_configured_threshold_says_so(tmp_path):
     assert invoke("attest", run).exit_code == 0
     checks = json.loads((run / "attestation.intoto.jsonl").read_text())["predicate"]["checks"]
     sources = {c["name"]: c["source"] for c in checks}
-    assert sources["citation_match_min"] == "config" and sources["delta_s_max"] == "default"
+    assert sources["citation_match_min"] == "config" and sources["delta_s_excess_max"] == "default"
 
 
 @pytest.mark.parametrize(

@@ -90,8 +90,12 @@ def test_a_failing_audit_fails_exactly_the_flagged_questions_and_checks(pytester
             for check in report["gate"]["checks"]:
                 named = not check["passed"] and q["qid"] in check["questions"]
                 assert (f"{check['name']}: value {check['value']}" in text) == named
+            assert f"lambda {q['lambda']['state']} (css {q['lambda']['css']})" in text
             for run in q["runs"]:
                 assert f"v{run['variant']} s{run['seed']}: " in text and run["why"] in text
+                for claim in run["claims"]:
+                    named = claim["grounding"] != "supported"
+                    assert (f"claim {claim['n']} {claim['grounding']}: {claim['text']}" in text) == named
     for check in report["gate"]["checks"]:
         if not check["passed"]:
             text = messages[f"gate::{check['pipeline']}::{check['name']}"]

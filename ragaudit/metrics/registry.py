@@ -22,6 +22,7 @@ class Metric:
     bounds: tuple[float, float] = (0.0, 1.0)
     compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
     outcome: bool = False  # a per-run 0/1 outcome, whose question mean is a share: `compare` sign-tests it
+    gated_by: tuple[str, ...] = ()  # the [gate] checks that read it by default
 
     def __str__(self) -> str:
         return self.name
@@ -36,6 +37,7 @@ METRICS: dict[str, Metric] = {
             "|(∪ cited spans) ∩ (∪ gold spans)| / |∪ gold spans|, per document, in the gold "
             "unit; null when units cannot be reconciled",
             citation.coverage,
+            gated_by=("coverage_pass_rate",),
         ),
         Metric(
             "citation_match",
@@ -45,6 +47,7 @@ METRICS: dict[str, Metric] = {
             'accept = "any" item matches when any alternative does',
             citation.citation_match,
             outcome=True,
+            gated_by=("citation_match_min",),
         ),
         Metric(
             "citation_precision",
@@ -86,6 +89,7 @@ METRICS: dict[str, Metric] = {
             "chunk); the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
             "that errored or cites nothing",
             higher_is_better=False,
+            gated_by=("delta_s_excess_max",),
         ),
         Metric(
             "delta_s_topk",
@@ -119,6 +123,7 @@ METRICS: dict[str, Metric] = {
             "1 when every claim of the answer is supported, else 0; null without an answer; its mean is what "
             "grounded_pass_rate gates",
             outcome=True,
+            gated_by=("grounded_pass_rate",),
         ),
         Metric(
             "anchor_support",
@@ -141,15 +146,17 @@ METRICS: dict[str, Metric] = {
             "support >= lambda.anchor_support_min) and no claim "
             "conflicts with it (a rival quantity or identifier, or a negation); every run's reason is in the report",
             outcome=True,
+            gated_by=("lambda_convergent_min", "lambda_forbid"),
         ),
         Metric(
             "hallucinations",
             "run",
-            "quantities and identifiers in answer segments that none of their cited texts "
+            "quantities and identifiers in the answer's claims that none of their cited texts (nor the question) "
             "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
             higher_is_better=False,
             bounds=(0.0, float("inf")),
             compared=False,
+            gated_by=("hallucination_max",),
         ),
         Metric(
             "css",
@@ -175,3 +182,14 @@ METRICS: dict[str, Metric] = {
 }
 
 RUN_METRICS = tuple(m for m in METRICS.values() if m.compute is not None)
+
+# Which ΔS the gate reads, and why: the figures `bench/faults.py` prints (AUROC for runs citing a wrong
+# text against runs citing the gold, over clean runs and the faults that change what a run cites).
+GATED_DELTA_S = (
+    "The gate reads delta_s_excess (delta_s_excess_max), not absolute ΔS: how far a relevant text lies "
+    "from its question depends on the corpus. AUROC, wrong vs right citations, absolute → excess: handbook "
+    "0.95 → 1.00, SQuAD 0.67 → 0.91, ExpertQA web evidence 0.34 → 0.68. Where the excess separates nothing "
+    "(ExpertQA: other passages on the topic lie as close to the question as the gold), ragaudit calibrate "
+    "proposes not to gate it and says why. Absolute ΔS (delta_s_qr) and its zones stay in every report, are "
+    "what gold-free audits (audit-log) use, and are gated when a config sets delta_s_max or delta_s_mean_max."
+)

@@ -39,13 +39,28 @@ def write_junit(path: Path, report: dict) -> None:
         if reasons:
             lam = q["lambda"]
             failure = ET.SubElement(case, "failure", message=f"failed gate checks: {', '.join(reasons)}")
+            why = [
+                f"regression: {lost}"
+                for c in checks
+                if (lost := (c.get("reasons") or {}).get(q["qid"]))
+                if c["pipeline"] == q["pipeline"]
+            ]
             wrong = [f"v{r['variant']} s{r['seed']}: {r['why']}" for r in q.get("runs", []) if not r.get("correct")]
+            unsupported = [
+                f"v{r['variant']} s{r['seed']}: claim {c['n']} {c['grounding']}: {c['text']}"
+                for r in q.get("runs", [])
+                for c in r.get("claims") or []
+                if c.get("grounding") in ("unsupported", "uncited")
+            ]
             failure.text = "\n".join(
                 [
                     f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
                     + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None),
+                    *why,
                     *wrong[:12],
                     *([f"... {len(wrong) - 12} more runs not correct"] if len(wrong) > 12 else []),
+                    *unsupported[:12],
+                    *([f"... {len(unsupported) - 12} more claims not supported"] if len(unsupported) > 12 else []),
                 ]
             )
     gate = ET.SubElement(root, "testsuite", name="gate")

@@ -66,12 +66,48 @@ def render_summary(report: dict, comparison: dict | None = None) -> str:
                 + (f"; questions: {shown}" if qs else "")
                 + (f" ({md(c['detail'])})" if c.get("detail") else "")
             )
+    lines += _regressions(gate) + _unsupported(report)
     missing = [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
     if missing:
         lines += ["", f"Not in the baseline (no drift checks): {', '.join(md(p) for p in missing)}."]
     if comparison:
         lines += decisions(comparison)
     return "\n".join(lines) + "\n"
+
+
+CLAIMS_SHOWN = 20
+
+
+def _regressions(gate: dict) -> list[str]:
+    """Each question that lost correct or grounded runs since the baseline, with what it lost."""
+    lost = [(c["pipeline"], qid, why) for c in gate["checks"] for qid, why in (c.get("reasons") or {}).items()]
+    if not lost:
+        return []
+    return ["", "## Regressions since the baseline", ""] + [
+        f"- **{md(pipeline)} · {md(qid)}**: {md(why)}" for pipeline, qid, why in lost
+    ]
+
+
+def _unsupported(report: dict) -> list[str]:
+    """The claims their cited texts do not support, or that cite nothing, of the runs the report carries."""
+    found = [
+        (q["pipeline"], q["qid"], r, c)
+        for q in report["questions"]
+        for r in q.get("runs") or []
+        for c in r.get("claims") or []
+        if c.get("grounding") in ("unsupported", "uncited")
+    ]
+    if not found:
+        return []
+    lines = ["", "## Claims their cited texts do not support", ""]
+    for pipeline, qid, r, c in found[:CLAIMS_SHOWN]:
+        how = "cites nothing" if c["grounding"] == "uncited" else f"support {_fmt(c.get('support'))}"
+        if c.get("hallucinated"):
+            how += f"; its sources lack {', '.join(c['hallucinated'])}"
+        lines.append(f"- {md(pipeline)} · {md(qid)} v{r['variant']} s{r['seed']}: “{md(c['text'])}” ({md(how)})")
+    if len(found) > CLAIMS_SHOWN:
+        lines.append(f"- and {len(found) - CLAIMS_SHOWN} more (report.json has every one)")
+    return lines
 
 
 def decisions(comparison: dict) -> list[str]:

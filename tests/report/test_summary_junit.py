@@ -1,0 +1,78 @@
+"""summary.md and junit.xml say, per question, what regressed and which claims their sources do not
+support."""
+
+from xml.etree import ElementTree as ET
+
+from ragaudit.report.junit import write_junit
+from ragaudit.report.markdown import render_summary
+
+
+def _claim(n, text, grounding, support=None, hallucinated=()):
+    return {"n": n, "text": text, "grounding": grounding, "support": support, "hallucinated": list(hallucinated)}
+
+
+def report() -> dict:
+    run = {
+        "variant": 1,
+        "seed": 2,
+        "correct": True,
+        "why": "cites the gold span",
+        "claims": [
+            _claim(1, "Keys rotate every 12 months.", "supported", 0.93),
+            _claim(2, "Lost keys cost 40 dollars.", "unsupported", 0.21, ["40 dollars"]),
+            _claim(3, "Badges are blue.", "uncited"),
+        ],
+    }
+    checks = [
+        {
+            "pipeline": "p",
+            "name": "regressions",
+            "threshold": "no question loses correct or grounded runs",
+            "value": 1,
+            "passed": False,
+            "questions": ["KEYS-1"],
+            "detail": "KEYS-1: 1 runs with unsupported or uncited claims, 0 before",
+            "source": "default",
+            "reasons": {"KEYS-1": "1 runs with unsupported or uncited claims, 0 before"},
+        }
+    ]
+    return {
+        "gate": {"verdict": "fail", "pipelines": ["p"], "checks": checks},
+        "summary": {
+            "runs": 1,
+            "questions": 1,
+            "issues": {"errors": 0, "warnings": 0},
+            "pipelines": {
+                "p": {"metrics": {}, "lambda": {"convergent": 1}, "questions": 1, "errored": 0, "hallucinating_runs": 1}
+            },
+        },
+        "questions": [
+            {
+                "pipeline": "p",
+                "qid": "KEYS-1",
+                "lambda": {"state": "convergent", "css": 1.0, "spread": 0.0},
+                "metrics": {},
+                "runs": [run],
+            }
+        ],
+    }
+
+
+def test_summary_names_regressions_and_unsupported_claims():
+    text = render_summary(report())
+    assert "## Regressions since the baseline" in text
+    assert "**p · KEYS-1**: 1 runs with unsupported or uncited claims, 0 before" in text
+    assert "## Claims their cited texts do not support" in text
+    assert "p · KEYS-1 v1 s2: “Lost keys cost 40 dollars.” (support 0.210; its sources lack 40 dollars)" in text
+    assert "“Badges are blue.” (cites nothing)" in text and "Keys rotate" not in text
+
+
+def test_junit_says_why_for_the_question(tmp_path):
+    write_junit(tmp_path / "junit.xml", report())
+    [case] = [c for c in ET.parse(tmp_path / "junit.xml").iter("testcase") if c.get("name") == "KEYS-1"]
+    failure = case.find("failure")
+    assert failure.get("message") == "failed gate checks: regressions"
+    lines = failure.text.splitlines()
+    assert "regression: 1 runs with unsupported or uncited claims, 0 before" in lines
+    assert "v1 s2: claim 2 unsupported: Lost keys cost 40 dollars." in lines
+    assert "v1 s2: claim 3 uncited: Badges are blue." in lines
