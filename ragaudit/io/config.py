@@ -174,7 +174,7 @@ class _Gate(_Table):
     coverage_min: _Rate = 0.70
     coverage_pass_rate: _Rate = 0.90
     citation_match_min: _Rate = 0.95
-    lambda_convergent_min: _Rate = 0.80
+    lambda_convergent_min: _Rate = 0.85
     # a question some run of which errored or cited nothing; a question every run gets wrong is counted
     # by lambda_convergent_min and, against a baseline, by regressions, not failed outright
     lambda_forbid: list[_LambdaState] = Field(default_factory=lambda: list[_LambdaState](["divergent"]))

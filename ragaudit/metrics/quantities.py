@@ -258,8 +258,11 @@ def _dates(text: str):
 
 
 def _token_identifier(m: re.Match):
-    """An identifier (FIDO2, AES-256, H2O, p99, eu-west-1), or None for a quantity (21st, 12-day, 5k)."""
+    """An identifier (FIDO2, AES-256, H2O, p99, eu-west-1, a number written in three or more groups:
+    9-1-1, 1-800-555-0100), or None for a quantity (21st, 12-day, 5k, a range 10-12)."""
     token, start = m.group(), m.start()
+    if re.fullmatch(r"\d+(?:-\d+){2,}", token):
+        return start, m.end(), "identifier", _identifier_key(token)
     if not any(c.isalpha() for c in token):
         return None
     parts = re.split(r"(?<=[A-Za-z0-9])-(?=[A-Za-z0-9])", token)

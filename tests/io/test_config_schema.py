@@ -24,7 +24,7 @@ GATE = {
     "coverage_min": 0.70,
     "coverage_pass_rate": 0.90,
     "citation_match_min": 0.95,
-    "lambda_convergent_min": 0.80,
+    "lambda_convergent_min": 0.85,
     "lambda_forbid": ["divergent"],
     "hallucination_max": 0,
     "grounded_pass_rate": 0.90,

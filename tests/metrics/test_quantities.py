@@ -355,3 +355,12 @@ def test_few_expertqa_claims_judged_complete_are_flagged():
     complete, other = (sum(v) / len(v) for v in flagged.values())
     # measured: 5.1% of Complete claims (3.9% with the number-only check) and 7.7% of the others
     assert complete <= 0.06 and complete < other
+
+
+def test_a_number_in_three_or_more_groups_is_one_identifier():
+    assert [(m.surface, m.kind) for m in mentions("call 9-1-1 or 1-800-555-0100")] == [
+        ("9-1-1", "identifier"),
+        ("1-800-555-0100", "identifier"),
+    ]
+    assert hallucinated("Call 1-1-1 at once.", ["Immediately call 9-1-1."]) == ["1-1-1"]
+    assert hallucinated("Wait 10-12 days.", ["It takes 10-12 days."]) == []  # a range stays two numbers
