@@ -176,3 +176,63 @@ def test_retries_of_a_service_pipeline_apply_on_the_cluster(tmp_path, cluster):
     assert len(traces) == 2 * 3 and all(t.error is None for t in traces)
     # each worker thread's instance fails its first call of a query: every run needed a retry
     assert all(t.attempts >= 2 and t.retried[0].startswith("ConnectionError") for t in traces)
+
+
+def fatal_config(tmp_path, how: str, *, policy: str = "", items: int = 3):
+    """A python pipeline that ends its worker process whenever it is asked the query of one
+    paraphrase; the config, and the (qid, variant) of the runs that kill their worker."""
+    beside(tmp_path, "slow_rag", "fatal_rag")
+    config = write_config(tmp_path, "", items=items, seeds="[1]")
+    gold = [json.loads(line) for line in (tmp_path / "gold.jsonl").read_text().splitlines()]
+    fatal = gold[1]["paraphrases"][0]
+    config.write_text(
+        config.read_text()
+        + f'[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "fatal_rag:make"\n{policy}'
+        + f"options = {{fatal = {json.dumps(fatal)}, how = {json.dumps(how)}}}\n"
+    )
+    killers = {
+        (item["qid"], variant)
+        for item in gold
+        for variant, text in enumerate([item["question"], *item["paraphrases"]][:3])
+        if fatal in text
+    }
+    assert len(killers) == 1
+    return config, killers
+
+
+def died_and_answered(run_dir, killers, total):
+    traces = list(read_traces(run_dir / "traces.jsonl"))
+    assert len(traces) == total
+    died = {(t.qid, t.variant) for t in traces if t.error is not None}
+    assert died == killers
+    assert all(t.error.startswith("WorkerDied: the worker process running this call died") for t in traces if t.error)
+    return traces
+
+
+def test_a_call_that_kills_every_worker_is_that_runs_error_and_the_rest_go_on(tmp_path):
+    config, killers = fatal_config(tmp_path, "exit")
+    result = invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    died_and_answered(run_dir_of(result), killers, 3 * 3)
+
+
+def test_a_segfault_on_the_cluster_is_that_runs_error(tmp_path, cluster):
+    config, killers = fatal_config(tmp_path, "segfault", policy="max_in_flight = 2\n")  # one call per task
+    result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    died_and_answered(run_dir_of(result), killers, 3 * 3)
+    cluster.wait_for_workers(2, timeout=60)
+
+
+def test_a_run_with_a_call_that_kills_its_worker_resumes(tmp_path):
+    config, killers = fatal_config(tmp_path, "exit", items=4)
+    whole = run_dir_of(invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2"))
+    cut = tmp_path / "cut"
+    shutil.copytree(whole, cut)
+    lines = (cut / "traces.jsonl").read_text().splitlines(keepends=True)
+    (cut / "traces.jsonl").write_text("".join(lines[:2]) + lines[2][:30])  # before the killer, torn
+    result = invoke("run", config, "--resume", cut, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    died_and_answered(cut, killers, 4 * 3)
+    assert without_times(cut) == without_times(whole)

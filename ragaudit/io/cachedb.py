@@ -145,7 +145,11 @@ class CacheDB:
         for options in ("mode=ro", "mode=ro&immutable=1"):
             try:
                 db = self._db = sqlite3.connect(
-                    f"{self.path.resolve().as_uri()}?{options}", uri=True, timeout=TIMEOUT_S, check_same_thread=False, isolation_level=None
+                    f"{self.path.resolve().as_uri()}?{options}",
+                    uri=True,
+                    timeout=TIMEOUT_S,
+                    check_same_thread=False,
+                    isolation_level=None,
                 )
                 self._check_shape(db)
             except (sqlite3.Error, Damaged, OSError) as exc:
@@ -209,7 +213,9 @@ class CacheDB:
             self._give_up(f"it was damaged ({why}) and a new one cannot be built ({exc})")
             return False
         if aside is not None:
-            self.warnings.append(f"{self.what} {self.path} was damaged ({why}): set aside as {aside}, a new one is built")
+            self.warnings.append(
+                f"{self.what} {self.path} was damaged ({why}): set aside as {aside}, a new one is built"
+            )
         return True
 
     def _still_ours(self) -> bool:

@@ -246,7 +246,9 @@ def test_a_cache_damaged_while_in_use_is_set_aside_and_the_lookups_miss(tmp_path
     _sql(path, "DROP TABLE answers", "CREATE TABLE answers (k TEXT, v TEXT)")  # by another program
     assert db.read("SELECT trace FROM answers WHERE key = ?", ("a",)) == []
     [aside] = set_aside(path)
-    assert db.warnings == [f"answer cache {path} was damaged (no such column: trace): set aside as {aside}, a new one is built"]
+    assert db.warnings == [
+        f"answer cache {path} was damaged (no such column: trace): set aside as {aside}, a new one is built"
+    ]
     db.write("INSERT INTO answers VALUES (?, ?)", [("c", "3")])
     assert db.read("SELECT key, trace FROM answers", ()) == [("c", "3")]
     db.close()
