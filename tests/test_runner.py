@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -209,3 +210,46 @@ def test_run_rechecks_the_gold_set_first(tmp_path):
     gold.write_text("\n".join([lines[0], lines[0], *lines[1:]]) + "\n")
     result = invoke("run", config, "--no-gold-check")
     assert result.exit_code == 3 and "gold_duplicate_qid" in result.stderr
+
+
+def test_a_resumed_run_keeps_the_index_of_every_pipeline(tmp_path):
+    """A run killed while its second pipeline waits, resumed: the first pipeline, done before the
+    kill and not started again, keeps its index in the manifest and the report."""
+    for name in ("slow_rag", "waiting_rag"):
+        shutil.copy(FIXTURES / f"{name}.py", tmp_path / f"{name}.py")
+    go = tmp_path / "go"
+    config = write_config(
+        tmp_path,
+        '[[pipelines]]\nname = "py"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.0}\n'
+        f'[[pipelines]]\nname = "waits"\nkind = "python"\nfactory = "waiting_rag:make"\noptions = {{go = "{go}"}}\n',
+        items=2,
+        seeds="[1]",
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "run", str(config), "--no-gate"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    runs, deadline = tmp_path / "runs", time.monotonic() + 120
+    traces = None
+    while time.monotonic() < deadline and child.poll() is None:
+        found = list(runs.glob("*/traces.jsonl")) if runs.exists() else []
+        if found and len(found[0].read_text().splitlines()) == 2 * 3:  # py's runs; waits waits
+            traces = found[0]
+            break
+        time.sleep(0.05)
+    child.kill()
+    _, err = child.communicate()
+    assert traces is not None, err.decode()
+    assert "index" not in json.loads((traces.parent / "manifest.json").read_text())  # killed: never finished
+    go.write_text("")
+    result = invoke("run", config, "--resume", traces.parent, "--no-gate")
+    assert result.exit_code == 0, result.output
+    slow = {"index_hash": "sha256:slow", "analyzer": "lowercase", "embed_model": "none", "store": "slow"}
+    waiting = {"index_hash": "sha256:waiting", "analyzer": "lowercase", "embed_model": "none", "store": "waiting"}
+    manifest = json.loads((traces.parent / "manifest.json").read_text())
+    assert manifest["index"] == {"py": slow, "waits": waiting}
+    report = json.loads((traces.parent / "report.json").read_text())
+    assert report["meta"]["index"] == {"py": slow, "waits": waiting}
+    assert {p: q["index"] for p, q in report["pipelines"].items()} == {"py": slow, "waits": waiting}
