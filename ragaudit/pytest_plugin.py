@@ -190,7 +190,7 @@ class AuditErrorItem(pytest.Item):
 class AuditCollector(pytest.Collector):
     """The tests of one config's audit."""
 
-    def collect(self) -> Iterator[pytest.Item]:
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         try:
             report = read_report(session_audit(self.config, self.path))
         except Exception as exc:  # one failing test says why, whatever stopped the audit
