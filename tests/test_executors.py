@@ -146,8 +146,9 @@ def test_validate_cli_on_the_cluster_prints_what_one_process_does(tmp_path, vali
     from helpers import trace_lines, write
 
     path = write(tmp_path / "t.jsonl", trace_lines(valid_trace, 60, seed=5))
-    local = invoke("validate", path, "--corpus", corpus_dir, "--workers", "1", "--format", "json")
+    local = invoke("--quiet", "validate", path, "--corpus", corpus_dir, "--workers", "1", "--format", "json")
     remote = invoke(
+        "--quiet",
         "validate",
         path,
         "--corpus",

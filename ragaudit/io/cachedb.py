@@ -107,7 +107,7 @@ class CacheDB:
             if _code(exc) in UNWRITABLE:
                 self._open_read_only(exc)
             elif _code(exc) in IN_USE:
-                self._give_up(f"it is {exc} (another process holds it)")
+                self._give_up(f"another process holds it ({exc})")
             else:
                 self._set_aside(str(exc))
         except OSError as exc:

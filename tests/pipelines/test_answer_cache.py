@@ -177,7 +177,10 @@ def test_a_cache_locked_by_another_process_is_left_alone(tmp_path, cache):
     with locked(cache, "DELETE"):  # nobody else may even read it
         result = invoke("run", config, "--no-gate")
     assert answers(result) == first and calls(log) == 2 * RUNS
-    assert f"warning: answer cache {cache} is not used in this run: it is database is locked" in result.stderr
+    assert (
+        f"warning: answer cache {cache} is not used in this run: another process holds it (database is locked)"
+        in result.stderr
+    )
     assert not set_aside(cache)
     db = sqlite3.connect(cache)
     assert db.execute("SELECT count(*) FROM answers").fetchone() == (RUNS + FILLER,)  # the holder's row rolled back
