@@ -83,17 +83,12 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(
-        self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None, one_task_each: bool = False
-    ):
-        """`one_task_each`: every worker has one thread and is sent only the task it runs, so a
-        worker's death is the fault of that task alone."""
+    def __init__(self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None):
         from distributed import Client
 
         self.client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
         self.owned = not isinstance(scheduler, Client)
         self.cluster = cluster
-        self.one_task_each = one_task_each
         self.config_path = str(Path(config_path).resolve())
         self.digest = sha256_file(Path(self.config_path))
         threads = sum(self.client.nthreads().values()) or 1
@@ -122,9 +117,9 @@ class RemotePipeline:
     given to another worker, as any task whose worker dies; when it ends every worker it is given
     to, the cluster gives up on it (KilledWorker) and that run becomes a `pipeline_error`; the
     other runs go on. A task of several calls that the cluster gives up on is asked again one call
-    per task, so only the call that kills its worker is lost. A call given up on is asked once more
-    before it counts as an error: on a cluster that sends a worker more tasks than it has threads,
-    a call queued behind one that kills the worker shares its fate."""
+    per task, so only the call that kills its worker is lost. A call given up on is asked once more,
+    alone, before it counts as an error: a call that ran or waited on a worker beside one that
+    killed it shares its deaths."""
 
     def __init__(self, executor: DaskExecutor, name: str):
         self.executor, self.name = executor, name
@@ -137,7 +132,7 @@ class RemotePipeline:
             from ragaudit.pipelines.base import error_trace
 
             return error_trace(self.name, request, f"pipeline {self.name!r} was stopped")
-        return self._call(request, again=not self.executor.one_task_each)
+        return self._call(request, again=True)
 
     def _call(self, request, *, again: bool):
         """One call in a task of its own; when the cluster gives up on it, once more (`again`): a
@@ -183,7 +178,7 @@ class RemotePipeline:
 
     def _one_by_one(self, requests: list) -> list:
         """Each call in a task of its own, all at once; a call the cluster gives up on is asked
-        once more, alone (unless each worker runs one task at a time: then it killed its workers)."""
+        once more, alone, once the others are done."""
         futures = [self._submit(remote_run, request) for request in requests]
         self._futures.update(futures)
         traces: list = []
@@ -196,17 +191,14 @@ class RemotePipeline:
                 except Exception as exc:  # noqa: BLE001 - see the class docstring
                     if not _worker_died(exc):
                         raise
-                    trace, index = (exc if self.executor.one_task_each else None), None
+                    trace, index = None, None  # asked again once the others are done
                 self._index = index or self._index
                 traces.append(trace)
         finally:
             for future in futures:
                 self._futures.discard(future)
                 future.release()
-        return [
-            self._call(r, again=False) if t is None else self._died(r, t) if isinstance(t, Exception) else t
-            for r, t in zip(requests, traces)
-        ]
+        return [self._call(r, again=False) if t is None else t for r, t in zip(requests, traces)]
 
     def _submit(self, function, requests):
         return self.executor.client.submit(
@@ -288,11 +280,11 @@ def local_processes(workers: int, config_path: Path) -> DaskExecutor:
     import dask
     from distributed import LocalCluster
 
-    # a worker is sent only the task it runs: when a call kills it, no other call is blamed
+    # a worker is sent only the task it runs: when a call kills it, few others share the blame
     with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     try:
-        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster, one_task_each=True)
+        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster)
     except BaseException:
         cluster.close()
         raise
