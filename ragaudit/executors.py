@@ -24,6 +24,7 @@ from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
+WATCH_S = 5.0  # how often a wait on a cluster of our own looks whether it still has workers
 _cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
 
@@ -83,12 +84,15 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None):
+    def __init__(
+        self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None, size: int | None = None
+    ):
+        """`cluster`: a cluster of our own, of `size` workers, closed with the executor."""
         from distributed import Client
 
         self.client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
         self.owned = not isinstance(scheduler, Client)
-        self.cluster = cluster
+        self.cluster, self.size = cluster, size
         self.config_path = str(Path(config_path).resolve())
         self.digest = sha256_file(Path(self.config_path))
         threads = sum(self.client.nthreads().values()) or 1
@@ -96,6 +100,34 @@ class DaskExecutor:
 
     def workers(self) -> int:
         return sum(self.client.nthreads().values()) or 1
+
+    def result(self, future):
+        """The future's result. On a cluster of our own the wait also keeps the cluster going: a
+        worker that a call kills is restarted by its nanny, but a restart can fail (the call may
+        kill the new worker as it starts), and a cluster left without any worker would wait
+        forever; once it has had none for a while, new workers are started."""
+        if self.cluster is None or not self.size:
+            return future.result()
+        empty = 0
+        while True:
+            try:
+                return future.result(timeout=WATCH_S)
+            except TimeoutError:
+                pass
+            empty = 0 if self.client.nthreads() else empty + 1
+            if empty >= 3:
+                self._restore()
+                empty = 0
+
+    def _restore(self) -> None:
+        """Close the nannies left without a worker, then start as many new ones."""
+        import time
+
+        self.cluster.scale(0)
+        deadline = time.monotonic() + 60
+        while self.cluster.workers and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.cluster.scale(self.size)
 
     def pipeline(self, name: str) -> "RemotePipeline":
         return RemotePipeline(self, name)
@@ -140,7 +172,7 @@ class RemotePipeline:
         future = self._submit(remote_run, request)
         self._futures.add(future)
         try:
-            trace, index = future.result()
+            trace, index = self.executor.result(future)
         except PipelineStartError:
             raise
         except Exception as exc:  # noqa: BLE001 - a call that kills its workers is that run's error
@@ -164,7 +196,7 @@ class RemotePipeline:
         """The traces of a task of `submit_many`, in order; when the cluster gave up on the task,
         each of its calls is asked again in a task of its own."""
         try:
-            traces, index = future.result()
+            traces, index = self.executor.result(future)
         except PipelineStartError:
             raise
         except Exception as exc:  # noqa: BLE001 - see the class docstring
@@ -185,7 +217,7 @@ class RemotePipeline:
         try:
             for request, future in zip(requests, futures):
                 try:
-                    trace, index = future.result()
+                    trace, index = self.executor.result(future)
                 except PipelineStartError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - see the class docstring
@@ -253,11 +285,11 @@ class RemoteScoring:
         )
         ready = []
         while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
-            ready.append(self._pending.popleft().result())
+            ready.append(self.executor.result(self._pending.popleft()))
         return ready
 
     def drain(self) -> list:
-        out = [future.result() for future in self._pending]
+        out = [self.executor.result(future) for future in self._pending]
         self._pending.clear()
         return out
 
@@ -280,11 +312,14 @@ def local_processes(workers: int, config_path: Path) -> DaskExecutor:
     import dask
     from distributed import LocalCluster
 
-    # a worker is sent only the task it runs: when a call kills it, few others share the blame
-    with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+    # A worker is sent only the task it runs, so when a call kills it few others share the blame;
+    # and a task is given up on after its second dead worker, not its fourth: each death is a
+    # restart, and a call that kills is asked again alone anyway.
+    settings = {"distributed.scheduler.worker-saturation": 1.0, "distributed.scheduler.allowed-failures": 1}
+    with dask.config.set(settings):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     try:
-        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster)
+        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster, size=workers)
     except BaseException:
         cluster.close()
         raise

@@ -237,3 +237,31 @@ def test_a_run_with_a_call_that_kills_its_worker_resumes(tmp_path):
     assert result.exit_code == 0, result.output
     died_and_answered(cut, killers, 4 * 3)
     assert without_times(cut) == without_times(whole)
+
+
+def test_a_cluster_of_our_own_that_lost_every_worker_starts_new_ones(tmp_path, monkeypatch):
+    """A nanny whose worker a call killed can fail to start a new one; with every worker gone
+    for good, a wait would never end: the processes executor starts new workers instead."""
+    import threading
+    import time
+
+    from ragaudit import executors
+
+    monkeypatch.setattr(executors, "WATCH_S", 0.5)
+    executor = executors.local_processes(2, write_config(tmp_path, BM25, items=1, seeds="[1]"))
+    try:
+        client = executor.client
+        client.retire_workers(list(client.nthreads()), close_workers=True)  # their nannies close: none comes back
+        deadline = time.monotonic() + 60
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not client.nthreads()
+        got: list = []
+        waiting = threading.Thread(target=lambda: got.append(executor.result(client.submit(sum, [1, 2], pure=False))))
+        waiting.daemon = True
+        waiting.start()
+        waiting.join(timeout=300)  # a bound for a stalled machine; without new workers it never ends
+        assert got == [3]
+        client.wait_for_workers(2, timeout=120)
+    finally:
+        executor.close()
