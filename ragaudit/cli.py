@@ -110,14 +110,19 @@ def _closed_stdout() -> NoReturn:
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ragaudit")
 @click.option("--quiet", "-q", is_flag=True, help="no progress on stderr: errors, warnings and results only")
-@click.option("--verbose", "-v", is_flag=True, help="every phase, those under a second too, and debug detail")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="every phase, those under a second too, and debug detail (as timestamped lines in a pipe or a file)",
+)
 def main(quiet: bool, verbose: bool):
     """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS,
     coverage, λ convergence and citation match, as reports and a CI gate.
 
     Long phases (model load, indexing, embedding, runs, scoring, writing) show their progress on
-    stderr: a live display on a terminal, timestamped lines elsewhere (CI, a pipe). stdout carries
-    results only."""
+    stderr: a live display on a terminal, timestamped lines in CI (CI set), nothing in a pipe or a
+    file unless --verbose (then timestamped lines). stdout carries results only."""
     from ragaudit import progress
 
     if quiet and verbose:

@@ -10,7 +10,8 @@ per worker thread for calls (a `python` pipeline's factory runs once per worker 
 once per local worker). The config, gold set and corpus must therefore be readable at the same
 paths on every machine (a shared folder), and the model installed there too. Results come back in
 the order they were asked for and fold together exactly as a local run's would: the report of a
-Dask run is the report of the same run done locally. A task whose worker dies is given to another.
+Dask run is the report of the same run done locally. A task whose worker dies is given to another;
+a call that kills every worker it is given to becomes that run's `pipeline_error`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
+WATCH_S = 5.0  # how often a wait on a cluster of our own looks whether it still has workers
 _cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
 
@@ -82,12 +84,15 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None):
+    def __init__(
+        self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None, size: int | None = None
+    ):
+        """`cluster`: a cluster of our own, of `size` workers, closed with the executor."""
         from distributed import Client
 
         self.client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
         self.owned = not isinstance(scheduler, Client)
-        self.cluster = cluster
+        self.cluster, self.size = cluster, size
         self.config_path = str(Path(config_path).resolve())
         self.digest = sha256_file(Path(self.config_path))
         threads = sum(self.client.nthreads().values()) or 1
@@ -95,6 +100,34 @@ class DaskExecutor:
 
     def workers(self) -> int:
         return sum(self.client.nthreads().values()) or 1
+
+    def result(self, future):
+        """The future's result. On a cluster of our own the wait also keeps the cluster going: a
+        worker that a call kills is restarted by its nanny, but a restart can fail (the call may
+        kill the new worker as it starts), and a cluster left without any worker would wait
+        forever; once it has had none for a while, new workers are started."""
+        if self.cluster is None or not self.size:
+            return future.result()
+        empty = 0
+        while True:
+            try:
+                return future.result(timeout=WATCH_S)
+            except TimeoutError:
+                pass
+            empty = 0 if self.client.nthreads() else empty + 1
+            if empty >= 3:
+                self._restore()
+                empty = 0
+
+    def _restore(self) -> None:
+        """Close the nannies left without a worker, then start as many new ones."""
+        import time
+
+        self.cluster.scale(0)
+        deadline = time.monotonic() + 60
+        while self.cluster.workers and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.cluster.scale(self.size)
 
     def pipeline(self, name: str) -> "RemotePipeline":
         return RemotePipeline(self, name)
@@ -110,7 +143,15 @@ class DaskExecutor:
 
 
 class RemotePipeline:
-    """A pipeline whose calls run on the cluster; the runner treats it as a shared instance."""
+    """A pipeline whose calls run on the cluster; the runner treats it as a shared instance.
+
+    A call that ends its worker process (os._exit, a segmentation fault, the memory limit) is
+    given to another worker, as any task whose worker dies; when it ends every worker it is given
+    to, the cluster gives up on it (KilledWorker) and that run becomes a `pipeline_error`; the
+    other runs go on. A task of several calls that the cluster gives up on is asked again one call
+    per task, so only the call that kills its worker is lost. A call given up on is asked once more,
+    alone, before it counts as an error: a call that ran or waited on a worker beside one that
+    killed it shares its deaths."""
 
     def __init__(self, executor: DaskExecutor, name: str):
         self.executor, self.name = executor, name
@@ -123,31 +164,91 @@ class RemotePipeline:
             from ragaudit.pipelines.base import error_trace
 
             return error_trace(self.name, request, f"pipeline {self.name!r} was stopped")
-        future = self.executor.client.submit(
-            remote_run, self.executor.config_path, self.executor.digest, self.name, request, pure=False, retries=1
-        )
+        return self._call(request, again=True)
+
+    def _call(self, request, *, again: bool):
+        """One call in a task of its own; when the cluster gives up on it, once more (`again`): a
+        call can be given up on for sharing a worker with one that kills it."""
+        future = self._submit(remote_run, request)
         self._futures.add(future)
         try:
-            trace, index = future.result()
+            trace, index = self.executor.result(future)
         except PipelineStartError:
             raise
+        except Exception as exc:  # noqa: BLE001 - a call that kills its workers is that run's error
+            if not _worker_died(exc):
+                raise
+            return self._call(request, again=False) if again and not self.killed else self._died(request, exc)
         finally:
             self._futures.discard(future)
+            future.release()
         self._index = index or self._index
         return trace
 
     def submit_many(self, requests: list):
         """Send several calls as one task (pipelines without limits or retries: a task costs a few
         milliseconds, a call of a CPU-bound pipeline often less)."""
-        return self.executor.client.submit(
-            remote_run_many, self.executor.config_path, self.executor.digest, self.name, requests, pure=False, retries=1
-        )
+        future = self._submit(remote_run_many, requests)
+        future.requests = requests
+        return future
 
     def results(self, future) -> list:
-        traces, index = future.result()
+        """The traces of a task of `submit_many`, in order; when the cluster gave up on the task,
+        each of its calls is asked again in a task of its own."""
+        try:
+            traces, index = self.executor.result(future)
+        except PipelineStartError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see the class docstring
+            if not _worker_died(exc):
+                raise
+            future.release()
+            return self._one_by_one(future.requests)
         future.release()
         self._index = index or self._index
         return traces
+
+    def _one_by_one(self, requests: list) -> list:
+        """Each call in a task of its own, all at once; a call the cluster gives up on is asked
+        once more, alone, once the others are done."""
+        futures = [self._submit(remote_run, request) for request in requests]
+        self._futures.update(futures)
+        traces: list = []
+        try:
+            for request, future in zip(requests, futures):
+                try:
+                    trace, index = self.executor.result(future)
+                except PipelineStartError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - see the class docstring
+                    if not _worker_died(exc):
+                        raise
+                    trace, index = None, None  # asked again once the others are done
+                self._index = index or self._index
+                traces.append(trace)
+        finally:
+            for future in futures:
+                self._futures.discard(future)
+                future.release()
+        return [self._call(r, again=False) if t is None else t for r, t in zip(requests, traces)]
+
+    def _submit(self, function, requests):
+        return self.executor.client.submit(
+            function, self.executor.config_path, self.executor.digest, self.name, requests, pure=False, retries=1
+        )
+
+    def _died(self, request, exc: Exception):
+        from ragaudit.pipelines.base import error_trace
+
+        tries = getattr(exc, "allowed_failures", None)
+        times = f" {tries + 1} times, on as many workers" if isinstance(tries, int) else ""
+        return error_trace(
+            self.name,
+            request,
+            f"WorkerDied: the worker process running this call died{times} (the pipeline ended its process: "
+            "os._exit, a crash such as a segmentation fault, or the worker's memory limit)",
+            self._index,
+        )
 
     def index_info(self):
         return self._index
@@ -159,6 +260,12 @@ class RemotePipeline:
 
     def close(self) -> str | None:
         return None
+
+
+def _worker_died(exc: BaseException) -> bool:
+    from distributed import KilledWorker
+
+    return isinstance(exc, KilledWorker)
 
 
 class RemoteScoring:
@@ -178,11 +285,11 @@ class RemoteScoring:
         )
         ready = []
         while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
-            ready.append(self._pending.popleft().result())
+            ready.append(self.executor.result(self._pending.popleft()))
         return ready
 
     def drain(self) -> list:
-        out = [future.result() for future in self._pending]
+        out = [self.executor.result(future) for future in self._pending]
         self._pending.clear()
         return out
 
@@ -202,11 +309,17 @@ def connect(scheduler):
 
 def local_processes(workers: int, config_path: Path) -> DaskExecutor:
     """A Dask cluster of `workers` processes on this machine, one thread each."""
+    import dask
     from distributed import LocalCluster
 
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    # A worker is sent only the task it runs, so when a call kills it few others share the blame;
+    # and a task is given up on after its second dead worker, not its fourth: each death is a
+    # restart, and a call that kills is asked again alone anyway.
+    settings = {"distributed.scheduler.worker-saturation": 1.0, "distributed.scheduler.allowed-failures": 1}
+    with dask.config.set(settings):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     try:
-        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster)
+        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster, size=workers)
     except BaseException:
         cluster.close()
         raise

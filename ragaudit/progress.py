@@ -6,10 +6,12 @@ always on stderr, so that stdout carries only results:
 
 * on a terminal (and `CI` unset): a live display (rich), one row per running phase with its
   bar, count, rate, ETA and elapsed time; a phase that took a second or more leaves a line;
-* elsewhere (a pipe, a log file, CI): timestamped lines such as
+* in CI (`CI` set): timestamped lines such as
   `2026-11-24T16:40:01Z  indexing dense-k5 › embedding: 1,200/3,400 texts, 240 texts/s, ETA 9 s`,
   a start line once a phase has run for a second, a progress line at most every PERIOD_S
   seconds while its count moves, and an end line; a phase under a second says nothing;
+* elsewhere (a pipe, a log file, `CI` unset): nothing, so what a script reads from stderr never
+  depends on how fast the machine was; verbose asks for the timestamped lines there too;
 * quiet: nothing; verbose: short phases too. Unconfigured (ragaudit used as a library): nothing.
 
 Time: each phase's seconds are booked to its category (`counts_as`, else that of the phase it
@@ -36,7 +38,7 @@ ARROW = " › "  # between a phase and the phase it runs in
 
 _lock = threading.RLock()
 _settings: dict[str, Any] = {"quiet": True, "verbose": False, "stream": None}
-_display: Any = None  # _Lines or _Live, made at the first phase after `configure`
+_display: Any = None  # _Lines, _Live or _Nothing, made at the first phase after `configure`
 _open: list[Phase] = []
 _booked: dict[str, float] = {}  # category -> seconds, in the order the categories first ran
 _clock = [time.monotonic()]  # when the command started
@@ -234,8 +236,14 @@ def _display_for_now() -> Any:
     global _display
     if _display is None:
         stream = _settings["stream"] or sys.stderr
-        live = getattr(stream, "isatty", None) and stream.isatty() and not os.environ.get("CI")
-        _display = _Live(stream, _settings["verbose"]) if live else _Lines(stream, _settings["verbose"])
+        terminal = bool(getattr(stream, "isatty", None) and stream.isatty())
+        ci = bool(os.environ.get("CI"))
+        if terminal and not ci:
+            _display = _Live(stream, _settings["verbose"])
+        elif ci or _settings["verbose"]:
+            _display = _Lines(stream, _settings["verbose"])
+        else:
+            _display = _Nothing()
     return _display
 
 
@@ -282,6 +290,20 @@ def phase(
 
 def _stamp(at: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+class _Nothing:
+    """Where progress is not wanted: a pipe or a file outside CI."""
+
+    def opened(self, shown: Phase, now: float) -> None: ...
+
+    def look(self, shown: Phase, now: float) -> None: ...
+
+    def ended(self, shown: Phase, now: float) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class _Lines:

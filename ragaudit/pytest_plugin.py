@@ -12,10 +12,12 @@ audited (invalid, a gold-set error, a pipeline that does not start) gives one fa
 `configs/default.toml::audit`, whose message says where and why.
 
 A finished audit is reused while its inputs are unchanged: ragaudit's version and the sha256 of the
-config, the gold set, the corpus, replay recordings, and the embedding and support models' files.
-A pipeline's own code is not among them: after changing a `python` or `command` pipeline, pass
-`--ragaudit-fresh`. The latest audit of each config is kept under `pytest/` in ragaudit's cache
-folder; older ones are removed when it is replaced.
+config, the gold set, the corpus, replay recordings, the embedding and support models' files, and
+each pipeline's own code (a `python` pipeline's module and the files of its package, a `command`
+pipeline's executable and the files its arguments name). It is reused only once it verifies (its
+traces and outputs unchanged since they were written); one that does not is set aside and audited
+again. The latest audit of each config is kept under `pytest/` in ragaudit's cache folder; older
+ones are removed once no session still reads them (`ragaudit.auditcache`).
 
 In a test module, the `ragaudit_run` fixture gives the loaded run (`ragaudit.load_run`) of the
 config named by `@pytest.mark.ragaudit("configs/x.toml")`, else by the `ragaudit_config` ini
@@ -26,18 +28,22 @@ imported until an audit is asked for.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
-CACHE_FOLDER = "pytest"
-POINTER = "audit.json"  # {"inputs": key, "run_dir": name} of the audit kept for one config
+from ragaudit.auditcache import cache_folder, inputs_key  # noqa: F401  (the plugin's API)
+
 SESSION_AUDITS = pytest.StashKey[dict]()  # config path -> run directory, or the error that stopped it
 SESSION_RUNS = pytest.StashKey[dict]()  # config path -> loaded run, for the fixture
+SESSION_HOLDS = pytest.StashKey[list]()  # the kept runs this session reads, released when it ends
+
+
+class KeptAuditWarning(UserWarning):
+    """A kept audit did not verify and was audited again."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,88 +59,63 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ragaudit(config): the config whose audit the ragaudit_run fixture loads")
     config.stash[SESSION_AUDITS] = {}
     config.stash[SESSION_RUNS] = {}
+    config.stash[SESSION_HOLDS] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for hold in config.stash.get(SESSION_HOLDS, []):
+        hold.release()
 
 
 # ---- the audit, once per inputs -------------------------------------------------------------------
 
 
-def inputs_key(config: Any) -> str:
-    """What decides an audit's result: ragaudit's version and the sha256 of every file the config
-    names (a missing one counts as absent; the audit itself then says what is wrong)."""
-    from ragaudit import __version__
-    from ragaudit.io.files import sha256_file
-
-    named: dict[str, Any] = {
-        "config": config.path,
-        "gold": config.gold,
-        "corpus": config.corpus,
-        "embedder": Path(config.model).expanduser(),  # a model folder; a model's name is in the config
-        "support_model": config.support.get("model"),
-        "support_params": config.support.get("params"),
-    }
-    for pipeline in config.pipelines:
-        if pipeline.kind == "replay":
-            named[f"traces of {pipeline.name}"] = pipeline.options.get("traces")
-    hashes = {name: sha256_file(Path(p)) if p and Path(p).exists() else None for name, p in named.items()}
-    body = json.dumps({"ragaudit": __version__, **hashes}, sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
-def cache_folder(config_path: Path) -> Path:
-    """Where the audit of `config_path` is kept."""
-    from ragaudit.metrics.embed import cache_dir
-
-    name = hashlib.sha256(str(config_path.resolve()).encode()).hexdigest()[:16]
-    return cache_dir() / CACHE_FOLDER / name
-
-
-def audited(config_path: Path, *, fresh: bool = False) -> Path:
-    """The run directory of an audit of `config_path` with the current inputs, run now if needed.
-    One process at a time audits a config (a file lock), so parallel sessions run it once."""
-    import shutil
-
-    from filelock import FileLock
-
-    from ragaudit.app import audit_config
-    from ragaudit.io.config import load_config
-
-    config = load_config(config_path)
-    key = inputs_key(config)
-    folder = cache_folder(config_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(folder / ".lock")):
-        kept = _kept(folder)
-        if not fresh and kept.get("inputs") == key and (folder / kept["run_dir"] / "report.json").is_file():
-            return folder / kept["run_dir"]
-        run_dir = audit_config(config, out=folder).run_dir
-        temporary = folder / f"{POINTER}.tmp"
-        temporary.write_text(json.dumps({"inputs": key, "run_dir": run_dir.name}), encoding="utf-8")
-        os.replace(temporary, folder / POINTER)
-        for old in folder.iterdir():
-            if old.is_dir() and old.name != run_dir.name:
-                shutil.rmtree(old, ignore_errors=True)
-    return run_dir
-
-
-def _kept(folder: Path) -> dict:
-    try:
-        kept = json.loads((folder / POINTER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return kept if isinstance(kept, dict) and isinstance(kept.get("run_dir"), str) else {}
-
-
 def session_audit(config: pytest.Config, path: Path) -> Path:
-    """The run directory of `path`'s audit in this session: audited at most once per session."""
+    """The run directory of `path`'s audit in this session: audited at most once per session, and
+    held (never deleted by another session) until the session ends."""
+    from ragaudit.auditcache import kept_audit
+
     audits = config.stash[SESSION_AUDITS]
     if path not in audits:
         try:
-            audits[path] = audited(path, fresh=config.getoption("ragaudit_fresh"))
-        except Exception as exc:
+            run_dir, hold, said = kept_audit(path, fresh=config.getoption("ragaudit_fresh"))
+        except Exception as exc:  # shown as one failing test: never an internal error of pytest
             audits[path] = exc
+        else:
+            config.stash[SESSION_HOLDS].append(hold)
+            audits[path] = run_dir
+            for line in said:
+                warnings.warn(line, KeptAuditWarning, stacklevel=2)
     if isinstance(audits[path], Exception):
         raise audits[path]
     return audits[path]
+
+
+def audit_error(exc: Exception) -> str:
+    """What stopped an audit, as a test's message: ragaudit's own errors say where and why; an
+    error of the system (a file that cannot be opened) names the file."""
+    from ragaudit.errors import RagauditError
+
+    if isinstance(exc, RagauditError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def read_report(run_dir: Path) -> dict:
+    """The audit's report.json, with what the plugin reads checked: an InputError naming the file
+    and what it lacks otherwise."""
+    from ragaudit.auditcache import report_problem
+    from ragaudit.errors import InputError, Problem
+    from ragaudit.io.jsonl import read_json_file
+
+    path = run_dir / "report.json"
+    report = read_json_file(path, what="report")
+    problem = report_problem(report)
+    if problem:
+        raise InputError(Problem(str(path), problem))
+    return report
 
 
 # ---- collection -----------------------------------------------------------------------------------
@@ -144,6 +125,10 @@ class AuditFailure(Exception):
     """A question flagged by the gate, a failing gate check, or a config that could not be audited."""
 
 
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 class QuestionItem(pytest.Item):
     def __init__(self, *, question: dict, failing: list[dict], **kwargs: Any):
         super().__init__(**kwargs)
@@ -151,10 +136,10 @@ class QuestionItem(pytest.Item):
 
     def runtest(self) -> None:
         if self.failing:
-            lam, qid = self.question.get("lambda") or {}, self.question.get("qid")
-            lines = [f"{c['name']}: value {c['value']}, threshold {c['threshold']}" for c in self.failing]
+            lam, qid = _mapping(self.question.get("lambda")), self.question.get("qid")
+            lines = [f"{c['name']}: value {c.get('value')}, threshold {c.get('threshold')}" for c in self.failing]
             lines.append(f"lambda {lam.get('state')} (css {lam.get('css')})")
-            lines += [f"  regression: {why}" for c in self.failing if (why := (c.get("reasons") or {}).get(qid))]
+            lines += [f"  regression: {why}" for c in self.failing if (why := _mapping(c.get("reasons")).get(qid))]
             for run in self.question.get("runs") or []:
                 verdict = "correct" if run.get("correct") else "not correct"
                 lines.append(f"  v{run.get('variant')} s{run.get('seed')}: {verdict}: {run.get('why')}")
@@ -184,7 +169,7 @@ class CheckItem(pytest.Item):
             c = self.check
             named = ", ".join(c.get("questions") or []) or "none"
             detail = f" ({c['detail']})" if c.get("detail") else ""
-            raise AuditFailure(f"value {c['value']}, threshold {c['threshold']}{detail}; questions: {named}")
+            raise AuditFailure(f"value {c.get('value')}, threshold {c.get('threshold')}{detail}; questions: {named}")
 
     def repr_failure(self, excinfo, style=None) -> str:
         if isinstance(excinfo.value, AuditFailure):
@@ -217,14 +202,11 @@ class AuditErrorItem(pytest.Item):
 class AuditCollector(pytest.Collector):
     """The tests of one config's audit."""
 
-    def collect(self):
-        from ragaudit.errors import RagauditError
-        from ragaudit.io.jsonl import read_json_file
-
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         try:
-            report = read_json_file(session_audit(self.config, self.path) / "report.json", what="report")
-        except RagauditError as exc:
-            yield AuditErrorItem.from_parent(self, name="audit", error=str(exc))
+            report = read_report(session_audit(self.config, self.path))
+        except Exception as exc:  # one failing test says why, whatever stopped the audit
+            yield AuditErrorItem.from_parent(self, name="audit", error=audit_error(exc))
             return
         failing: dict[tuple[str, str], list[dict]] = {}
         for check in report["gate"]["checks"]:
@@ -269,7 +251,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def ragaudit_run(request: pytest.FixtureRequest):
     """The loaded run (`ragaudit.load_run`) of the marked or configured config's audit, shared by
     every test of the session that names the same config."""
-    from ragaudit.errors import RagauditError
     from ragaudit.results import load_run
 
     marker = request.node.get_closest_marker("ragaudit")
@@ -284,7 +265,9 @@ def ragaudit_run(request: pytest.FixtureRequest):
     runs = request.config.stash[SESSION_RUNS]
     if path not in runs:
         try:
-            runs[path] = load_run(session_audit(request.config, path))
-        except RagauditError as exc:
-            pytest.fail(f"the audit of {name} could not run:\n{exc}", pytrace=False)
+            run_dir = session_audit(request.config, path)
+            read_report(run_dir)
+            runs[path] = load_run(run_dir)
+        except Exception as exc:  # a failing test that says why, not an error of pytest
+            pytest.fail(f"the audit of {name} could not run:\n{audit_error(exc)}", pytrace=False)
     return runs[path]

@@ -32,7 +32,7 @@ from ragaudit.pipelines.pool import PipelinePool, build_pipeline  # noqa: F401  
 from ragaudit.plan import PlanIndex
 from ragaudit.progress import Phase, note, phase
 from ragaudit.rundir import MANIFEST, TRACES
-from ragaudit.types import Trace
+from ragaudit.types import LiveIndex, Trace
 from ragaudit.workers import Interrupted, Stopper, run_jobs
 
 __all__ = ["Inputs", "RunResult", "run"]
@@ -181,12 +181,14 @@ class _Run:
         self.pools: dict[str, PipelinePool] = {}
         self.shown: Phase | None = None  # the "runs" phase, while it runs
         self.written = self.resumed = 0
+        self.seen_index: dict[str, LiveIndex] = {}  # pipeline -> the live index of its latest trace naming one
         self.k = {p.name: p.options.get("k") or config.metrics.get("k", 5) for p in config.pipelines}
 
     def go(self) -> RunResult:
         for trace in recover_traces(self.run_dir / TRACES):
             self.plan.mark(trace)
             self._parity(trace)
+            self._saw_index(trace)
             self.sink(trace)
             self.resumed += 1
         warnings: list[str] = []
@@ -249,8 +251,13 @@ class _Run:
                 f"kept in {self.run_dir}; finish with: ragaudit run {self.config.path} "
                 f"--resume {self.run_dir}",
             )
-        index = dict(self.manifest.get("index") or {})  # pipelines with nothing left to run keep their identity
-        index.update({name: _index_dict(pool) for name, pool in self.pools.items()})
+        # every pipeline keeps its identity: as its instance reports it now, else as the run (or the
+        # run it resumes) last recorded it, else from its latest trace that names one
+        names = {p.name for p in self.config.pipelines}
+        index: dict[str, dict | None] = {name: None for name in self.pools}
+        index.update({k: _as_dict(v) for k, v in self.seen_index.items() if k in names})
+        index.update({k: v for k, v in (self.manifest.get("index") or {}).items() if k in names and v is not None})
+        index.update({name: found for name, pool in self.pools.items() if (found := _index_dict(pool)) is not None})
         aborted = {name: message for name, (_, message) in sorted(self.cuts.items())}
         rundir.write_manifest(
             self.run_dir,
@@ -263,6 +270,10 @@ class _Run:
             },
         )
         return RunResult(self.run_dir, self.plan.size, self.written, self.resumed, seconds, aborted, warnings)
+
+    def _saw_index(self, trace: Trace) -> None:
+        if trace.index is not None and trace.config:
+            self.seen_index[trace.config] = trace.index
 
     def _parity(self, trace: Trace) -> bool:
         """Record a parity break; True when the trace comes after its pipeline's break (not kept)."""
@@ -282,6 +293,7 @@ class _Run:
         self.out.write(dump_trace(trace) + "\n")
         self.out.flush()
         self.plan.mark(trace)
+        self._saw_index(trace)
         self.sink(trace)
         self.written += 1
         if self.shown is not None:
@@ -358,13 +370,13 @@ class _Run:
 
 def _index_dict(pool: PipelinePool) -> dict | None:
     info = pool.instances[0].index_info()
-    return (
-        None
-        if info is None
-        else {
-            "index_hash": info.index_hash,
-            "analyzer": info.analyzer,
-            "embed_model": info.embed_model,
-            "store": info.store,
-        }
-    )
+    return None if info is None else _as_dict(info)
+
+
+def _as_dict(info: LiveIndex) -> dict:
+    return {
+        "index_hash": info.index_hash,
+        "analyzer": info.analyzer,
+        "embed_model": info.embed_model,
+        "store": info.store,
+    }

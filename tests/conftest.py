@@ -4,8 +4,17 @@ from pathlib import Path
 
 import pytest
 from helpers import KEYS_SENTENCE, ONCALL, PASSWORDS_SENTENCE, POLICIES, payload_for
+from hypothesis import HealthCheck, settings
 
 from ragaudit.io.corpus import load_corpus
+
+# Property tests judge results, never speed: no per-example deadline and no "too slow" health
+# check, which a busy machine trips; and the same examples on every run, so a failure is a
+# finding that reproduces, not a draw.
+settings.register_profile(
+    "ragaudit", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("ragaudit")
 
 
 @pytest.fixture
@@ -84,12 +93,28 @@ def private_cache(tmp_path_factory):
     os.environ["RAGAUDIT_CACHE"] = str(tmp_path_factory.mktemp("cache"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def outside_ci():
+    """The suite runs as outside CI wherever it runs, so the commands it invokes show no progress
+    (their stderr is not a terminal) and no output it compares depends on how busy the machine is.
+    Tests of the progress lines of CI set `CI` themselves."""
+    saved = os.environ.pop("CI", None)
+    yield
+    if saved is not None:
+        os.environ["CI"] = saved
+
+
 @pytest.fixture
-def shown_progress():
-    """`show(stream, **settings)` sends progress to `stream` for one test; silent again afterwards."""
+def shown_progress(monkeypatch):
+    """`show(stream, ci=True, **settings)` sends progress to `stream` for one test, as in CI (`CI`
+    set) unless `ci=False`; silent again afterwards."""
     from ragaudit import progress
 
-    def show(stream, **settings):
+    def show(stream, *, ci: bool = True, **settings):
+        if ci:
+            monkeypatch.setenv("CI", "true")
+        else:
+            monkeypatch.delenv("CI", raising=False)
         progress.configure(stream=stream, **settings)
         progress.reset()
         return stream

@@ -116,6 +116,18 @@ BM25 = '[[pipelines]]\nname = "bm25"\nkind = "reference"\nretriever = "bm25"\n'
 TFIDF = '[[pipelines]]\nname = "tfidf"\nkind = "reference"\nretriever = "tfidf"\nrerank = "mmr"\ntemperature = 0.5\n'
 
 
+def stalling(*, answered: int, go) -> str:
+    """A python pipeline (the stalling_rag fixture) for a config of `write_config`: the runs of its
+    first `answered` questions answer at once, the others wait until the file `go` exists; no call
+    times out meanwhile."""
+    gold = [json.loads(line) for line in (DEMO / "gold.jsonl").read_text().splitlines()]
+    stall = sorted({q for item in gold[answered:] for q in [item["question"], *item["paraphrases"]]})
+    return (
+        '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "stalling_rag:make"\ntimeout_s = 3600\n'
+        f"options = {{stall = {json.dumps(stall)}, go = {json.dumps(str(go))}}}\n"
+    )
+
+
 def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 

@@ -146,8 +146,9 @@ def test_validate_cli_on_the_cluster_prints_what_one_process_does(tmp_path, vali
     from helpers import trace_lines, write
 
     path = write(tmp_path / "t.jsonl", trace_lines(valid_trace, 60, seed=5))
-    local = invoke("validate", path, "--corpus", corpus_dir, "--workers", "1", "--format", "json")
+    local = invoke("--quiet", "validate", path, "--corpus", corpus_dir, "--workers", "1", "--format", "json")
     remote = invoke(
+        "--quiet",
         "validate",
         path,
         "--corpus",
@@ -176,3 +177,91 @@ def test_retries_of_a_service_pipeline_apply_on_the_cluster(tmp_path, cluster):
     assert len(traces) == 2 * 3 and all(t.error is None for t in traces)
     # each worker thread's instance fails its first call of a query: every run needed a retry
     assert all(t.attempts >= 2 and t.retried[0].startswith("ConnectionError") for t in traces)
+
+
+def fatal_config(tmp_path, how: str, *, policy: str = "", items: int = 3):
+    """A python pipeline that ends its worker process whenever it is asked the query of one
+    paraphrase; the config, and the (qid, variant) of the runs that kill their worker."""
+    beside(tmp_path, "slow_rag", "fatal_rag")
+    config = write_config(tmp_path, "", items=items, seeds="[1]")
+    gold = [json.loads(line) for line in (tmp_path / "gold.jsonl").read_text().splitlines()]
+    fatal = gold[1]["paraphrases"][0]
+    config.write_text(
+        config.read_text()
+        + f'[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "fatal_rag:make"\n{policy}'
+        + f"options = {{fatal = {json.dumps(fatal)}, how = {json.dumps(how)}}}\n"
+    )
+    killers = {
+        (item["qid"], variant)
+        for item in gold
+        for variant, text in enumerate([item["question"], *item["paraphrases"]][:3])
+        if fatal in text
+    }
+    assert len(killers) == 1
+    return config, killers
+
+
+def died_and_answered(run_dir, killers, total):
+    traces = list(read_traces(run_dir / "traces.jsonl"))
+    assert len(traces) == total
+    died = {(t.qid, t.variant) for t in traces if t.error is not None}
+    assert died == killers
+    assert all(t.error.startswith("WorkerDied: the worker process running this call died") for t in traces if t.error)
+    return traces
+
+
+def test_a_call_that_kills_every_worker_is_that_runs_error_and_the_rest_go_on(tmp_path):
+    config, killers = fatal_config(tmp_path, "exit")
+    result = invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    died_and_answered(run_dir_of(result), killers, 3 * 3)
+
+
+def test_a_segfault_on_the_cluster_is_that_runs_error(tmp_path, cluster):
+    config, killers = fatal_config(tmp_path, "segfault", policy="max_in_flight = 2\n")  # one call per task
+    result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    died_and_answered(run_dir_of(result), killers, 3 * 3)
+    cluster.wait_for_workers(2, timeout=60)
+
+
+def test_a_run_with_a_call_that_kills_its_worker_resumes(tmp_path):
+    config, killers = fatal_config(tmp_path, "exit", items=4)
+    whole = run_dir_of(invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2"))
+    cut = tmp_path / "cut"
+    shutil.copytree(whole, cut)
+    lines = (cut / "traces.jsonl").read_text().splitlines(keepends=True)
+    (cut / "traces.jsonl").write_text("".join(lines[:2]) + lines[2][:30])  # before the killer, torn
+    result = invoke("run", config, "--resume", cut, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    died_and_answered(cut, killers, 4 * 3)
+    assert without_times(cut) == without_times(whole)
+
+
+def test_a_cluster_of_our_own_that_lost_every_worker_starts_new_ones(tmp_path, monkeypatch):
+    """A nanny whose worker a call killed can fail to start a new one; with every worker gone
+    for good, a wait would never end: the processes executor starts new workers instead."""
+    import threading
+    import time
+
+    from ragaudit import executors
+
+    monkeypatch.setattr(executors, "WATCH_S", 0.5)
+    executor = executors.local_processes(2, write_config(tmp_path, BM25, items=1, seeds="[1]"))
+    try:
+        client = executor.client
+        client.retire_workers(list(client.nthreads()), close_workers=True)  # their nannies close: none comes back
+        deadline = time.monotonic() + 60
+        while client.nthreads() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not client.nthreads()
+        got: list = []
+        waiting = threading.Thread(target=lambda: got.append(executor.result(client.submit(sum, [1, 2], pure=False))))
+        waiting.daemon = True
+        waiting.start()
+        waiting.join(timeout=300)  # a bound for a stalled machine; without new workers it never ends
+        assert got == [3]
+        client.wait_for_workers(2, timeout=120)
+    finally:
+        executor.close()

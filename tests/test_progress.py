@@ -74,7 +74,7 @@ def test_a_long_phase_that_counts_nothing_still_says_it_started(shown_progress, 
     monkeypatch.setattr(progress, "TICK_S", 0.01)
     out = shown_progress(io.StringIO())
     with progress.phase("model load"):
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a bound for a stalled machine, not a timing
         while "started" not in out.getvalue() and time.monotonic() < deadline:
             time.sleep(0.01)
         said_inside = out.getvalue()
@@ -82,7 +82,8 @@ def test_a_long_phase_that_counts_nothing_still_says_it_started(shown_progress, 
     assert re.fullmatch(r"model load: done in \d+\.\d s", unstamped(out.getvalue())[-1])
 
 
-def test_short_phases_show_only_when_verbose_and_quiet_shows_nothing(shown_progress):
+def test_short_phases_show_only_when_verbose_and_quiet_shows_nothing(shown_progress, monkeypatch):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 3600.0)  # every phase here is short, however busy the machine
     out = shown_progress(io.StringIO())
     with progress.phase("indexing"):
         pass
@@ -90,7 +91,9 @@ def test_short_phases_show_only_when_verbose_and_quiet_shows_nothing(shown_progr
     verbose = shown_progress(io.StringIO(), verbose=True)
     with progress.phase("indexing"):
         progress.note("cache: 3 texts found")
-    assert unstamped(verbose.getvalue()) == ["indexing: started", "cache: 3 texts found", "indexing: done in 0.0 s"]
+    said = unstamped(verbose.getvalue())
+    assert said[:2] == ["indexing: started", "cache: 3 texts found"] and len(said) == 3
+    assert re.fullmatch(r"indexing: done in \d+\.\d s", said[2])
     quiet = shown_progress(io.StringIO(), quiet=True)
     with progress.phase("indexing", total=2) as shown:
         shown.advance(2)
@@ -108,12 +111,11 @@ def test_a_failed_phase_says_it_stopped(shown_progress, monkeypatch):
 
 
 def test_a_terminal_gets_the_live_display(shown_progress, monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
     monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
-    screen = shown_progress(Terminal())
+    screen = shown_progress(Terminal(), ci=False)
     with progress.phase("runs", total=4, unit="runs") as shown:
         shown.advance(2)
-        deadline = time.monotonic() + 5  # rich redraws 4 times a second
+        deadline = time.monotonic() + 60  # rich redraws 4 times a second; a bound for a stalled machine
         while "2/4 runs" not in screen.getvalue() and time.monotonic() < deadline:
             time.sleep(0.05)
         shown.advance(2)
@@ -124,45 +126,68 @@ def test_a_terminal_gets_the_live_display(shown_progress, monkeypatch):
     assert not re.search(STAMP, drawn)
 
 
-def test_time_is_booked_once_to_each_category(shown_progress):
+class Clock:
+    """progress's clock, moved by hand: times and rates exact, however busy the machine."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(progress, "time", clock)
+    return clock
+
+
+def test_time_is_booked_once_to_each_category(shown_progress, clock):
     shown_progress(io.StringIO(), quiet=True)
 
     def elsewhere():
         with progress.phase("on a worker thread"):
-            time.sleep(0.1)
+            clock.sleep(0.1)
 
-    started = time.monotonic()
+    started = clock.monotonic()
     with progress.phase("runs"):
-        time.sleep(0.1)
+        clock.sleep(0.1)
         with progress.phase("indexing bm25", counts_as="indexing"):
-            time.sleep(0.1)
+            clock.sleep(0.1)
             with progress.phase("embedding"):  # counts as the indexing it is part of
-                time.sleep(0.1)
+                clock.sleep(0.1)
             with progress.phase("model load", counts_as="model load"):
-                time.sleep(0.1)
+                clock.sleep(0.1)
         worker = threading.Thread(target=elsewhere)
         worker.start()
         worker.join()  # the main thread waits: that is its runs' time
-    wall = time.monotonic() - started
+    wall = clock.monotonic() - started
     spent = progress.time_spent()
     assert list(spent) == ["runs", "indexing", "model load"]  # the worker thread's phase books nothing
-    assert 0.2 <= spent["runs"] < 0.45  # its own time and the wait (0.2 s), not its nested phases' (0.3 s more)
-    assert 0.2 <= spent["indexing"] < 0.45
-    assert 0.1 <= spent["model load"] < 0.35
-    assert sum(spent.values()) <= wall
+    assert spent["runs"] == pytest.approx(0.2)  # its own time and the wait, not its nested phases' (0.3 s more)
+    assert spent["indexing"] == pytest.approx(0.2)
+    assert spent["model load"] == pytest.approx(0.1)
+    assert sum(spent.values()) == pytest.approx(wall)
 
 
-def test_a_rate_leaves_out_the_setup_nested_in_it(shown_progress, monkeypatch):
+def test_a_rate_leaves_out_the_setup_nested_in_it(shown_progress, monkeypatch, clock):
     monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
     out = shown_progress(io.StringIO())
     with progress.phase("runs", total=20, unit="runs") as shown:
         with progress.phase("indexing", counts_as="indexing"):
-            time.sleep(0.5)
+            clock.sleep(0.5)
         with progress.phase("embedding queries"):  # the runs' own work: in the rate
-            time.sleep(0.1)
+            clock.sleep(0.1)
         shown.advance(20)
     rate = float(re.search(r"runs: done in .* runs, ([\d.]+) runs/s", out.getvalue()).group(1))
-    assert 20 / 0.25 < rate <= 20 / 0.1  # not 20 / 0.6
+    assert rate == 200  # 20 / 0.1, not 20 / 0.6
 
 
 def test_the_breakdown_names_each_category_and_the_rest(monkeypatch):
@@ -209,7 +234,9 @@ def test_the_cli_keeps_stdout_for_results_and_says_where_the_time_went(tmp_path,
     assert end, verbose.stdout
     spent = {name: float(s) for name, s in re.findall(r"([a-z ]+) (\d+\.\d) s(?:, |$)", end.group(2))}
     assert spent and set(spent) <= CATEGORIES
-    assert abs(sum(spent.values()) - float(end.group(1))) <= 0.05 * (len(spent) + 1)
+    # each figure is rounded to 0.1 s, and a category under 0.05 s is left out
+    slack = 0.05 * (len(spent) + 1) + 0.05 * len(CATEGORIES - set(spent))
+    assert abs(sum(spent.values()) - float(end.group(1))) <= slack
     assert verbose.stdout.rstrip().splitlines()[-1].startswith("run directory: ")
     quiet = invoke("--quiet", "run", config, "--no-gate")
     assert quiet.exit_code == 0 and not re.search(STAMP, quiet.stderr)
@@ -223,3 +250,17 @@ def test_validate_counts_the_records_it_reads(tmp_path):
     result = invoke("--verbose", "validate", run_dir / "traces.jsonl", "--workers", "1")
     assert re.search(STAMP + r"  validating: done in \d+\.\d s \(6 records, ", result.stderr)
     assert "validating" not in result.stdout
+
+
+def test_a_pipe_outside_ci_gets_no_progress_however_long_the_phases(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)  # every phase counts as long: as on a busy machine
+    monkeypatch.setattr(progress, "PERIOD_S", 0.0)
+    config = write_config(tmp_path, BM25, items=2, seeds="[1]")
+    piped = invoke("run", config, "--no-gate")  # CliRunner's stderr is a pipe, and CI is unset
+    assert piped.exit_code == 0 and not re.search(STAMP, piped.stderr), piped.stderr
+    monkeypatch.setenv("CI", "true")
+    in_ci = invoke("run", config, "--no-gate")
+    assert re.search(STAMP + r"  runs: started \(6 runs\)", in_ci.stderr)
+    monkeypatch.delenv("CI")
+    asked = invoke("--verbose", "run", config, "--no-gate")
+    assert re.search(STAMP + r"  runs: started \(6 runs\)", asked.stderr)

@@ -4,13 +4,17 @@ finished audit while the inputs are unchanged and runs it again under `--ragaudi
 that cannot be audited is one failing test; the `ragaudit_run` fixture loads a marked or configured
 config's run; and loading the plugin imports nothing heavy."""
 
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from helpers import BM25, LENIENT, invoke, run_dir_of, write_config
+from helpers import BM25, FIXTURES, LENIENT, invoke, run_dir_of, write_config
 
 pytest_plugins = ["pytester"]
 
@@ -65,9 +69,18 @@ def run_plugin(pytester, config, *args) -> tuple[object, dict[str, str], dict[st
 
 
 def run_dirs(config) -> list:
+    """The kept runs of `config` (not those set aside)."""
     from ragaudit.pytest_plugin import cache_folder
 
-    return sorted(p for p in cache_folder(config).iterdir() if p.is_dir())
+    return sorted(
+        p for p in cache_folder(config).iterdir() if (p / "manifest.json").is_file() and ".damaged-" not in p.name
+    )
+
+
+def set_aside(config) -> list:
+    from ragaudit.pytest_plugin import cache_folder
+
+    return sorted(p for p in cache_folder(config).iterdir() if ".damaged-" in p.name)
 
 
 def test_a_failing_audit_fails_exactly_the_flagged_questions_and_checks(pytester):
@@ -222,3 +235,227 @@ def test_the_inputs_key_follows_every_file_the_config_names(tmp_path):
         path.write_text(change)
         keys.append(inputs_key(load_config(config)))
     assert len(set(keys)) == len(keys)
+
+
+READER = """
+import os, time
+from pathlib import Path
+
+import pytest
+
+@pytest.mark.ragaudit("reader/audit.toml")
+def test_reads_its_run_while_another_session_runs(ragaudit_run):
+    ready, go = Path("{ready}"), Path("{go}")
+    ready.write_text(str(ragaudit_run.path))
+    deadline = time.monotonic() + 300
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert go.exists()
+    assert (ragaudit_run.path / "report.json").is_file() and (ragaudit_run.path / "traces.jsonl").is_file()
+    assert len(ragaudit_run.runs) == 4 * 3
+"""
+
+
+def test_a_fresh_session_never_deletes_the_run_another_session_reads(pytester):
+    config = make_config(pytester, "reader", extra=LENIENT)
+    ready, go = pytester.path / "ready", pytester.path / "go"
+    (pytester.path / "side").mkdir()
+    (pytester.path / "side" / "test_reader.py").write_text(READER.format(ready=ready, go=go))
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={pytester.path}", "side"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists() and reader.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), reader.communicate()[0]
+        read = Path(ready.read_text())
+        fresh, seen, _ = run_plugin(pytester, config, "--ragaudit-fresh", "--ignore=side")
+        assert fresh.ret == pytest.ExitCode.OK and set(seen.values()) == {"passed"}
+        assert read.is_dir() and len(run_dirs(config)) == 2  # the fresh audit is a new entry beside it
+    finally:
+        go.write_text("")
+        out = reader.communicate(timeout=300)[0]
+    assert reader.returncode == 0, out
+    later, _, _ = run_plugin(pytester, config, "--ignore=side")  # the reader is gone: its run goes now
+    assert later.ret == pytest.ExitCode.OK
+    [kept] = run_dirs(config)
+    assert kept != read and not read.exists()
+
+
+def damage_report(run_dir):
+    path = run_dir / "report.json"
+    path.write_text(path.read_text()[:100])
+
+
+def pass_everything(run_dir):
+    """Tamper with the report: every check passed."""
+    path = run_dir / "report.json"
+    report = json.loads(path.read_text())
+    for check in report["gate"]["checks"]:
+        check["passed"] = True
+    report["gate"]["verdict"] = "pass"
+    path.write_text(json.dumps(report))
+
+
+def without_questions_restamped(run_dir):
+    """A report without questions whose manifest records its new sha256, so it verifies."""
+    path = run_dir / "report.json"
+    report = json.loads(path.read_text())
+    del report["questions"]
+    path.write_text(json.dumps(report))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["outputs"]["report.json"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def damage_manifest(run_dir):
+    (run_dir / "manifest.json").write_text("{not json")
+
+
+def change_traces(run_dir):
+    path = run_dir / "traces.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))
+
+
+DAMAGE = {
+    "a torn report": damage_report,
+    "a tampered report": pass_everything,
+    "a report without questions": without_questions_restamped,
+    "a damaged manifest": damage_manifest,
+    "changed traces": change_traces,
+}
+
+
+def test_a_kept_audit_that_does_not_verify_is_set_aside_and_audited_again(pytester):
+    config = make_config(pytester, "kept", items=6)
+    report, flagged, failing_checks = expected_outcome(config)
+    first, seen, _ = run_plugin(pytester, config)
+    assert first.ret == pytest.ExitCode.TESTS_FAILED and {k for k, v in seen.items() if v == "failed"}
+    for n, (name, damage) in enumerate(DAMAGE.items(), start=1):
+        [kept] = run_dirs(config)
+        damage(kept)
+        again, seen, _ = run_plugin(pytester, config)
+        assert again.ret == pytest.ExitCode.TESTS_FAILED, name
+        assert "INTERNALERROR" not in again.stdout.str() and "Traceback" not in again.stdout.str(), name
+        questions = {k for k, v in seen.items() if v == "failed" and not k.startswith("gate::")}
+        checks = {k[len("gate::") :] for k, v in seen.items() if v == "failed" and k.startswith("gate::")}
+        assert questions == flagged and checks == failing_checks, name  # the audit's outcome, not the damaged one
+        aside = [p for p in set_aside(config) if p.name.startswith(kept.name + ".damaged-")]
+        [rebuilt] = run_dirs(config)
+        assert len(aside) == 1 and len(set_aside(config)) == n and rebuilt != kept, name
+        again.stdout.fnmatch_lines(
+            [f"*KeptAuditWarning: the kept audit {kept} does not verify*set aside as {aside[0]}*"]
+        )
+    third, _, _ = run_plugin(pytester, config)
+    assert run_dirs(config) == [rebuilt] and "KeptAuditWarning" not in third.stdout.str()  # reused: it verifies
+
+
+def test_a_folder_where_the_lock_goes_is_one_failing_test(pytester):
+    from ragaudit.pytest_plugin import cache_folder
+
+    config = make_config(pytester, "locked")
+    lock = cache_folder(config) / ".lock"
+    lock.mkdir(parents=True)
+    result, seen, messages = run_plugin(pytester, config)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and seen == {"audit": "failed"}
+    assert f"{lock}: expected the lock file of the kept audits, found a folder" in messages["audit"]
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_an_audit_whose_report_lacks_what_the_plugin_reads_is_one_failing_test(pytester):
+    config = make_config(pytester, "bare", extra=LENIENT)
+    pytester.makeconftest(
+        """
+        import json
+
+        import ragaudit.app
+
+        audit_config = ragaudit.app.audit_config
+
+        def without_questions(config, **options):
+            outcome = audit_config(config, **options)
+            path = outcome.run_dir / "report.json"
+            report = json.loads(path.read_text())
+            del report["questions"]
+            path.write_text(json.dumps(report))
+            return outcome
+
+        ragaudit.app.audit_config = without_questions
+        """
+    )
+    result, seen, messages = run_plugin(pytester, config)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and seen == {"audit": "failed"}
+    report = run_dirs(config)[0] / "report.json"
+    assert f"{report}: expected questions, an array, found none" in messages["audit"]
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_a_change_to_the_pipelines_code_is_audited_again(pytester):
+    folder = pytester.path / "code"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "slow_rag.py", folder / "my_rag.py")
+    pipeline = '[[pipelines]]\nname = "py"\nkind = "python"\nfactory = "my_rag:make"\noptions = {delay = 0.0}\n'
+    config = write_config(folder, pipeline, items=2, seeds="[1]", extra=LENIENT)
+    first, _, _ = run_plugin(pytester, config)
+    [before] = run_dirs(config)
+    again, _, _ = run_plugin(pytester, config)
+    assert run_dirs(config) == [before]  # unchanged code: reused
+    module = folder / "my_rag.py"
+    module.write_text(module.read_text().replace('"text": "# Policies"', '"text": "# Policies, fixed"'))
+    fixed, _, _ = run_plugin(pytester, config)
+    [after] = run_dirs(config)
+    assert after != before
+    texts = {json.loads(line)["retrieved"][0]["text"] for line in (after / "traces.jsonl").read_text().splitlines()}
+    assert texts == {"# Policies, fixed"}
+
+
+def test_the_inputs_key_follows_the_pipelines_code(tmp_path):
+    from ragaudit.io.config import load_config
+    from ragaudit.pytest_plugin import inputs_key
+
+    package = tmp_path / "mypkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "rag.py").write_text("from mypkg.util import helper\ndef make():\n    return None\n")
+    (package / "util.py").write_text("def helper():\n    return 1\n")
+    (package / "prompt.txt").write_text("Answer briefly.")
+    (tmp_path / "solo.py").write_text("def make():\n    return None\n")
+    (tmp_path / "script.py").write_text("print('answer')\n")
+    (tmp_path / "other.py").write_text("x = 1\n")
+    pipelines = (
+        '[[pipelines]]\nname = "pkg"\nkind = "python"\nfactory = "mypkg.sub.rag:make"\n'
+        '[[pipelines]]\nname = "solo"\nkind = "python"\nfactory = "solo:make"\n'
+        f'[[pipelines]]\nname = "cmd"\nkind = "command"\ncommand = ["{sys.executable}", "script.py", "--fast"]\n'
+    )
+    config = write_config(tmp_path, pipelines, items=2)
+    key = inputs_key(load_config(config))
+    assert inputs_key(load_config(config)) == key
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "util.cpython-311.pyc").write_bytes(b"compiled")
+    (tmp_path / "other.py").write_text("x = 2\n")  # named by no pipeline
+    assert inputs_key(load_config(config)) == key
+    keys = {key}
+    for path, text in [
+        (package / "sub" / "rag.py", "def make():\n    return 1\n"),  # the factory's module
+        (package / "util.py", "def helper():\n    return 2\n"),  # another module of its package
+        (package / "prompt.txt", "Answer at length."),  # a file of its package
+        (tmp_path / "solo.py", "def make():\n    return 1\n"),  # a module of its own
+        (tmp_path / "script.py", "print('another answer')\n"),  # the command's script
+    ]:
+        path.write_text(text)
+        keys.add(inputs_key(load_config(config)))
+    assert len(keys) == 6
+    executable = tmp_path / "rag-bin"
+    executable.write_text("#!/bin/sh\necho one\n")
+    executable.chmod(0o755)
+    config.write_text(config.read_text().replace(f'"{sys.executable}", "script.py", "--fast"', '"./rag-bin"'))
+    before = inputs_key(load_config(config))
+    executable.write_text("#!/bin/sh\necho two\n")
+    assert inputs_key(load_config(config)) != before  # the command's executable

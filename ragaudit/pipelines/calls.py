@@ -5,7 +5,9 @@ after an exponential backoff with jitter (each attempt's error kept in the trace
 
 The answer cache is keyed by the pipeline's configuration (kind, factory or command, options),
 the live index it reports (so a rebuilt index misses), the query, the seed and k. It lives in
-`answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`).
+`answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`); a damaged
+one is set aside and rebuilt, a locked or read-only one is left alone, and the run goes on either
+way (the warnings say what happened).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import dataclasses
 import hashlib
 import json
 import random
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -42,15 +43,14 @@ class RateLimiter:
 
 
 class AnswerCache:
-    """Traces of successful calls by (pipeline config, live index, query, seed, k)."""
+    """Traces of successful calls by (pipeline config, live index, query, seed, k). A damaged file
+    is set aside and rebuilt, and a row that is not such a trace is a miss (`CacheDB`)."""
 
     def __init__(self, path: Path, config_key: str):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from ragaudit.io.cachedb import CacheDB
+
         self.config_key = config_key
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, trace TEXT)")
-        self._lock = threading.Lock()
+        self.db = CacheDB(path, {"answers": "key TEXT PRIMARY KEY, trace TEXT"}, what="answer cache")
 
     def key(self, request: Request, index: LiveIndex | None) -> str:
         body = json.dumps(
@@ -60,23 +60,31 @@ class AnswerCache:
         )
         return hashlib.sha256(body.encode("utf-8", "replace")).hexdigest()
 
-    def get(self, key: str) -> Trace | None:
+    def get(self, key: str, request: Request) -> Trace | None:
+        """The answer kept for `request` under `key`, or None: absent, or a row that is not the
+        successful trace of this query and seed."""
         import orjson
 
         from ragaudit.io.traces import parse_trace
 
-        with self._lock:
-            row = self._db.execute("SELECT trace FROM answers WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        rows = self.db.read("SELECT trace FROM answers WHERE key = ?", (key,))
+        if not rows:
             return None
-        parsed = parse_trace(orjson.loads(row[0]))
-        return parsed if isinstance(parsed, Trace) else None
+        try:
+            parsed = parse_trace(orjson.loads(rows[0][0]))
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            return None
+        if not isinstance(parsed, Trace) or parsed.error is not None:
+            return None
+        return parsed if (parsed.query, parsed.seed) == (request.query, request.seed) else None
 
     def put(self, key: str, trace: Trace) -> None:
         from ragaudit.io.traces import dump_trace
 
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?)", (key, dump_trace(trace)))
+        self.db.write("INSERT OR REPLACE INTO answers VALUES (?, ?)", [(key, dump_trace(trace))])
+
+    def warnings(self) -> list[str]:
+        return list(self.db.warnings)
 
 
 def config_key(kind: str, options: dict) -> str:
@@ -103,10 +111,18 @@ class CallPolicy:
         self._jitter = random.Random(f"{name}:backoff")
         self.active = bool(self.retries or self.slots or self.limiter or self.cache)
 
+    def warnings(self) -> list[str]:
+        """What went wrong with the answer cache, if anything."""
+        return self.cache.warnings() if self.cache is not None else []
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.db.close()
+
     def call(self, run: Callable[[Request], Trace], request: Request, index: LiveIndex | None = None) -> Trace:
         cache = self.cache
         key = cache.key(request, index) if cache else None
-        if cache is not None and key is not None and (hit := cache.get(key)) is not None:
+        if cache is not None and key is not None and (hit := cache.get(key, request)) is not None:
             return dataclasses.replace(
                 hit,
                 qid=request.qid,

@@ -128,8 +128,9 @@ class PipelinePool:
                 kill()
 
     def close(self) -> list[str]:
-        """Close every instance; what went wrong comes back as warnings."""
-        warnings = []
+        """Close every instance; what went wrong (there or with the answer cache) comes back as warnings."""
+        warnings = self.policy.warnings()
+        self.policy.close()
         for instance in self.instances:
             try:
                 said = instance.close()

@@ -74,7 +74,7 @@ def test_max_in_flight_caps_concurrent_calls(tmp_path, fixtures_on_path):
     assert invoke("run", config, "--no-gate", "--workers", "4").exit_code == 0
     assert flaky_rag.FlakyRag.most_in_flight == 1
     flaky_rag.FlakyRag.most_in_flight = 0
-    config = flaky(tmp_path, options="delay = 0.02")
+    config = flaky(tmp_path, options="delay = 0.02, meet = 2")  # without the cap, two calls meet
     assert invoke("run", config, "--no-gate", "--workers", "4").exit_code == 0
     assert flaky_rag.FlakyRag.most_in_flight > 1
 
