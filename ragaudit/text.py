@@ -8,6 +8,13 @@ from functools import lru_cache
 from ragaudit.markers import MARKER
 
 _LINE = re.compile(r"[^\n]+")
+# pysbd's time grows with the square of the text it is given, so a long line goes to it in blocks
+# of about BLOCK characters, cut where a sentence surely ends: after a word of three or more
+# lower-case letters or digits and its full stop, before a capital ("Dr. Smith", "U.S. law" and
+# "e.g. Vault" are never cut). A line without such a place is cut at a space every 4 × BLOCK.
+BLOCK = 500
+_SURE_END = re.compile(r"(?<=[a-z0-9]{3}[.!?])\s+(?=[A-Z])")
+_SPACE = re.compile(r"\s+")
 
 
 @lru_cache(maxsize=1)
@@ -17,22 +24,37 @@ def _segmenter():
     return pysbd.Segmenter(language="en", clean=False, char_span=True)
 
 
+def _blocks(line: str) -> list[tuple[int, int]]:
+    """Cuts of `line` into blocks of about BLOCK characters or fewer (see BLOCK); one block when short."""
+    cuts, start = [], 0
+    while len(line) - start > BLOCK:
+        end = _SURE_END.search(line, start + BLOCK, start + 4 * BLOCK) or _SPACE.search(line, start + 4 * BLOCK)
+        if end is None:
+            break
+        cuts.append((start, end.start()))
+        start = end.end()
+    cuts.append((start, len(line)))
+    return cuts
+
+
 @lru_cache(maxsize=65_536)  # the same passages come back run after run
 def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
     and ellipses inside their sentence), whitespace trimmed; a piece that opens in lower case
-    continues the sentence before it."""
+    continues the sentence before it. Linear in the line's length (see BLOCK)."""
     spans: list[tuple[int, int]] = []
-    for found in _segmenter().segment(line):
-        piece = line[found.start : found.end]
-        stripped = piece.strip()
-        if not stripped:
-            continue
-        start = found.start + len(piece) - len(piece.lstrip())
-        if spans and stripped[0].islower():  # "approx. five dollars": no sentence opens in lower case
-            spans[-1] = (spans[-1][0], start + len(stripped))
-        else:
-            spans.append((start, start + len(stripped)))
+    for first, last in _blocks(line):
+        block = line[first:last]
+        for found in _segmenter().segment(block):
+            piece = block[found.start : found.end]
+            stripped = piece.strip()
+            if not stripped:
+                continue
+            start = first + found.start + len(piece) - len(piece.lstrip())
+            if spans and stripped[0].islower():  # "approx. five dollars": no sentence opens in lower case
+                spans[-1] = (spans[-1][0], start + len(stripped))
+            else:
+                spans.append((start, start + len(stripped)))
     return tuple(spans)
 
 

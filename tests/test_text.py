@@ -6,7 +6,7 @@ import re
 
 from helpers import ROOT
 
-from ragaudit.text import sentence_spans, sentences
+from ragaudit.text import BLOCK, sentence_spans, sentences
 
 
 def test_abbreviations_decimals_and_ellipses_keep_a_sentence_whole():
@@ -30,6 +30,36 @@ def test_lines_end_sentences_and_lower_case_continues_one():
         "- at least two keys i.e. a spare.",
         "It cost approx. five dollars.",
     ]
+
+
+def _pysbd_alone(line: str) -> list[str]:
+    """pysbd on the whole line at once, lower-case openers joined to the sentence before: the
+    reference a long line cut into blocks must reproduce."""
+    import pysbd
+
+    out: list[str] = []
+    for piece in pysbd.Segmenter(language="en", clean=False).segment(line):
+        piece = piece.strip()
+        if piece and out and piece[0].islower():
+            out[-1] = line[line.index(out[-1]) : line.index(piece, line.index(out[-1])) + len(piece)]
+        elif piece:
+            out.append(piece)
+    return out
+
+
+def test_a_long_line_is_split_as_pysbd_splits_it_whole():
+    corpus = sorted((ROOT / "gold_sets" / "handbook" / "corpus").glob("*.md"))
+    prose = [s for path in corpus for s in sentences(path.read_text()) if not s.startswith(("#", "-", "|"))]
+    line = " ".join(prose[:120])
+    assert len(line) > 10 * BLOCK
+    assert sentences(line) == _pysbd_alone(line)
+
+
+def test_a_line_without_an_end_is_cut_at_spaces_and_loses_nothing():
+    line = "word " * (5 * BLOCK) + "x" * (9 * BLOCK)
+    spans = sentence_spans(line)
+    assert "".join(line[a:b] for a, b in spans).replace(" ", "") == line.replace(" ", "")
+    assert [b for _, b in spans] == sorted(b for _, b in spans)
 
 
 def test_spans_are_offsets_into_the_text():
