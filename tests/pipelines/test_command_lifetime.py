@@ -100,7 +100,10 @@ def test_kill_ends_a_run_in_flight_as_an_error_that_says_so(family, how):
         trigger = threading.Thread(target=lambda: (sent.wait(60), pipeline.kill()))
     else:
         previous = signal.signal(signal.SIGUSR1, lambda signum, frame: pipeline.kill())
-        trigger = threading.Thread(target=lambda: (sent.wait(60), os.kill(os.getpid(), signal.SIGUSR1)))
+        # to the main thread itself: a signal sent to the process may land on another thread
+        trigger = threading.Thread(
+            target=lambda: (sent.wait(60), signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1))
+        )
     trigger.start()
     try:
         began = time.monotonic()
