@@ -89,6 +89,7 @@ class Ingest:
             open_input(path).close()
         read = _reader(self.format)
         joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window)
+        keys = RunKeys()
         for path in self.paths:
             try:
                 for record in read(path):
@@ -98,10 +99,36 @@ class Ingest:
                     self.spans += 1
                     ready = joiner.add(record)
                     if ready:
-                        yield from ready
+                        yield from map(keys.check, ready)
             except InputError as exc:  # this file as a whole; the traces of the others still join
                 self.unreadable.extend(exc.problems)
-        yield from joiner.finish()
+        yield from map(keys.check, joiner.finish())
+
+
+class RunKeys:
+    """One trace per run key (pipeline, qid, variant, seed): a second trace under a key already
+    given is a located BadLine naming both, never a run that silently replaces or shadows the
+    first. Remembers one key per trace."""
+
+    def __init__(self) -> None:
+        self._first: dict[tuple, tuple[str | None, int | None]] = {}
+
+    def check(self, item: Trace | BadLine) -> Trace | BadLine:
+        if isinstance(item, BadLine):
+            return item
+        key = (item.config, item.qid, item.variant, item.seed)
+        first = self._first.get(key)
+        if first is None:
+            self._first[key] = (item.file, item.line)
+            return item
+        where = first[0] if first[1] is None else f"{first[0]}:{first[1]}"
+        return BadLine(
+            item.file or "",
+            item.line or 0,
+            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline {item.config!r} "
+            f"qid {item.qid!r} variant {item.variant} seed {item.seed} again (first at {where}); "
+            "this trace is left out",
+        )
 
 
 def _reader(format: str):

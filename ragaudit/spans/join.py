@@ -14,7 +14,9 @@ Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
 * `config`: the given name, else the service name; `error`: the outermost span's error status;
 * run key: `qid` = the trace id, `variant` 0, `seed` 0, unless a span carries the attributes
   `ragaudit.qid`, `ragaudit.variant`, `ragaudit.seed` (the outermost span that has them wins),
-  so that spans of a pipeline run over a gold set line up with its questions.
+  so that spans of a pipeline run over a gold set line up with its questions. A trace with a run
+  key value that is not one (`record.run_key_of`) is not joined: each such value is a located
+  BadLine instead, since a default key would file the run under another run's key.
 
 "Outermost" means fewest ancestors among the trace's spans (a span whose parent is not among
 them counts as a root); of equal depth, the query comes from the earliest and the answer from the
@@ -112,6 +114,14 @@ class TraceJoiner:
         self._size -= len(spans)
         del self._last[trace_id]
         self._joined.add(_packed(trace_id))
+        unkeyed = [
+            BadLine(s.file, s.line, f"{where}: {found}; trace {trace_id} left out (its run key is unknown)")
+            for s in spans
+            for where, found in s.key_problems
+        ]
+        if unkeyed:
+            ready.extend(unkeyed)
+            return
         trace = join_spans(trace_id, spans, config_name=self.config_name)
         if trace is None:
             self.skipped += 1
