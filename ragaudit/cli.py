@@ -1059,7 +1059,8 @@ def metrics_command(fmt):
 def audit_log_command(traces, corpus, source, window, out, config_path):
     """Audit production traces without a gold set: validate every payload against the corpus
     snapshot, measure ΔS of the cited text, support and hallucinations of each answer segment,
-    per time window (by retrieved_at), with index drift between windows and the worst examples.
+    per time window (by retrieved_at), with index drift (between windows and within one) and the
+    worst examples.
 
     Writes audit_log.json, audit_log.html and rag_traces.sqlite. Exit 0: no error-severity issue
     and no drift; 1: some; 3: an input could not be read."""

@@ -122,10 +122,11 @@ class RunKeys:
             self._first[key] = (item.file, item.line)
             return item
         where = first[0] if first[1] is None else f"{first[0]}:{first[1]}"
+        pipeline = repr(item.config) if item.config else "(unnamed)"
         return BadLine(
             item.file or "",
             item.line or 0,
-            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline {item.config!r} "
+            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline {pipeline} "
             f"qid {item.qid!r} variant {item.variant} seed {item.seed} again (first at {where}); "
             "this trace is left out",
         )

@@ -213,7 +213,7 @@ def test_two_traces_under_one_run_key_are_a_located_error(tmp_path):
     for row in (5, 8):  # the retriever spans of the second and third traces
         assert (
             f"error: {export}:{row}: expected one trace per run key (pipeline, qid, variant, seed), found pipeline "
-            f"None qid '{QID}' variant 0 seed {SEED} again (first at {export}:2); this trace is left out"
+            f"(unnamed) qid '{QID}' variant 0 seed {SEED} again (first at {export}:2); this trace is left out"
         ) in result.stderr
     assert [(t.qid, t.variant, t.seed) for t in read_trace_file(out)] == [(QID, 0, SEED)]
     assert "1 traces written" in result.stdout and "2 defective lines or spans" in result.stdout
@@ -241,7 +241,7 @@ def test_langfuse_metadata_as_pandas_writes_it(tmp_path):
     assert [(b.line, b.message) for b in items if isinstance(b, BadLine)] == [
         (
             3,
-            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline None qid '{QID}' "
+            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline (unnamed) qid '{QID}' "
             f"variant 0 seed {SEED} again (first at {path}:1); this trace is left out",
         ),
         (
