@@ -3,7 +3,8 @@ Langfuse observation exports, read as a stream and joined into ragaudit traces.
 
 `read_traces(format, paths)` is the one way in: it yields a `Trace` per OpenTelemetry trace id
 that holds a RETRIEVER span, or a `BadLine` for each defective input line (file, line, what was
-expected, what was found), and reading goes on. Spans that came after their trace was written
+expected, what was found) and for each trace whose run key is no key or one already taken
+(`ragaudit.spans.join`), and reading goes on. Spans that came after their trace was written
 are counted and described (`late`), for the caller to warn about. Every trace goes through the same `parse_trace`
 as a trace file, so absent payload fields are reported by the usual `missing_<field>` codes.
 """
@@ -89,7 +90,6 @@ class Ingest:
             open_input(path).close()
         read = _reader(self.format)
         joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window)
-        keys = RunKeys()
         for path in self.paths:
             try:
                 for record in read(path):
@@ -99,37 +99,10 @@ class Ingest:
                     self.spans += 1
                     ready = joiner.add(record)
                     if ready:
-                        yield from map(keys.check, ready)
+                        yield from ready
             except InputError as exc:  # this file as a whole; the traces of the others still join
                 self.unreadable.extend(exc.problems)
-        yield from map(keys.check, joiner.finish())
-
-
-class RunKeys:
-    """One trace per run key (pipeline, qid, variant, seed): a second trace under a key already
-    given is a located BadLine naming both, never a run that silently replaces or shadows the
-    first. Remembers one key per trace."""
-
-    def __init__(self) -> None:
-        self._first: dict[tuple, tuple[str | None, int | None]] = {}
-
-    def check(self, item: Trace | BadLine) -> Trace | BadLine:
-        if isinstance(item, BadLine):
-            return item
-        key = (item.config, item.qid, item.variant, item.seed)
-        first = self._first.get(key)
-        if first is None:
-            self._first[key] = (item.file, item.line)
-            return item
-        where = first[0] if first[1] is None else f"{first[0]}:{first[1]}"
-        pipeline = repr(item.config) if item.config else "(unnamed)"
-        return BadLine(
-            item.file or "",
-            item.line or 0,
-            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline {pipeline} "
-            f"qid {item.qid!r} variant {item.variant} seed {item.seed} again (first at {where}); "
-            "this trace is left out",
-        )
+        yield from joiner.finish()
 
 
 def _reader(format: str):
