@@ -861,6 +861,70 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
     sys.exit(1 if any(i.severity == "error" for i in found) else 0)
 
 
+@gold.command("anchor")
+@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl")
+@click.option("--question", required=True, help="the gold item's question")
+@click.option("--answer", required=True, help="the answer's text, as the corpus has it or close to it")
+@click.option("--qid", help="the item's qid (default: the question's slug)")
+@click.option("--paraphrase", "paraphrases", multiple=True, help="a paraphrase of the question (repeatable)")
+@click.option("--model", default=None, help="embedding model for the similarity search (default: all-MiniLM-L6-v2)")
+def gold_anchor(corpus, question, answer, qid, paraphrases, model):
+    """Find where ANSWER is in the corpus: candidate anchor spans on stderr, each labelled how it was
+    found (exact, normalised: whitespace, case and markup folded, similar: the closest sentences by
+    the embedding model), and a gold line anchored at the first on stdout.
+
+    Exit 0: a gold line printed; 1: nothing found; 2: usage; 3: the corpus could not be read.
+    """
+    from ragaudit.goldtools.anchor import describe, find_anchor, gold_line
+    from ragaudit.io.corpus import load_corpus
+    from ragaudit.metrics.embed import DEFAULT_MODEL, make_encoder
+
+    if not answer.strip() or not question.strip():
+        raise UsageError("--question and --answer must hold text")
+    found = find_anchor(load_corpus(corpus), answer, lambda: make_encoder(model or DEFAULT_MODEL, cached=False))
+    for i, candidate in enumerate(found.candidates, start=1):
+        click.echo(f"candidate {i} {describe(candidate)}", err=True)
+    if not found.candidates:
+        click.echo("error: no sentence of the corpus to anchor the answer in", err=True)
+        sys.exit(1)
+    click.echo(gold_line(found.candidates[0], question=question, answer=answer, qid=qid, paraphrases=paraphrases))
+    if len(paraphrases) < 2:
+        click.echo("note: `ragaudit gold check` asks for 3 variants by default: add --paraphrase twice", err=True)
+
+
+@gold.command("reanchor")
+@click.argument("gold_path", metavar="GOLD", type=click.Path(path_type=Path))
+@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="the edited corpus")
+@click.option("--from", "old", type=click.Path(path_type=Path), help="the corpus the gold set was anchored in")
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="the new gold set to write")
+@click.option(
+    "--min-ratio",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=0.9,
+    show_default=True,
+    help="difflib ratio a fuzzy match must reach to move an anchor",
+)
+def gold_reanchor(gold_path, corpus, old, out, min_ratio):
+    """Move the anchors of GOLD to where their text is in the edited corpus: kept where it still
+    is, moved to the same text elsewhere, or to the most similar sentences (fuzzy, with the ratio);
+    each item that cannot be moved is listed with the reason and left out of --out.
+
+    Exit 0: every item stayed or moved; 1: some could not be moved; 3: an input could not be read.
+    """
+    from ragaudit.goldtools.reanchor import reanchor, report
+    from ragaudit.io.corpus import load_corpus
+    from ragaudit.io.files import refuse_overwriting, write_atomic
+
+    refuse_overwriting([out], [gold_path, corpus, old])
+    result = reanchor(gold_path, load_corpus(corpus), old=load_corpus(old) if old else None, min_ratio=min_ratio)
+    write_atomic(out, "".join(line + "\n" for line in result.lines))
+    lines, problems = report(result, gold_path, out)
+    click.echo("\n".join(lines))
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    sys.exit(result.exit_code)
+
+
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--qid", multiple=True, help="only these questions (repeatable)")
@@ -995,7 +1059,8 @@ def metrics_command(fmt):
 def audit_log_command(traces, corpus, source, window, out, config_path):
     """Audit production traces without a gold set: validate every payload against the corpus
     snapshot, measure ΔS of the cited text, support and hallucinations of each answer segment,
-    per time window (by retrieved_at), with index drift between windows and the worst examples.
+    per time window (by retrieved_at), with index drift (between windows and within one) and the
+    worst examples.
 
     Writes audit_log.json, audit_log.html and rag_traces.sqlite. Exit 0: no error-severity issue
     and no drift; 1: some; 3: an input could not be read."""

@@ -13,6 +13,7 @@ import json
 import random
 import re
 import sqlite3
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pytest
 from helpers import BM25, DEMO, invoke, run_dir_of, write_config
 
 from ragaudit.auditlog import run_audit_log
+from ragaudit.auditlog.windows import Window, drift
 from ragaudit.auditlog.worst import KINDS, WorstExamples
 from ragaudit.metrics.embed import HashingEncoder
 
@@ -157,8 +159,10 @@ def test_windows_errors_drift_and_hallucinations(production):
             "field": "index_hash",
             "value": NEW_HASH,
             "previous": [production["original_hash"]],
+            "previous_first_seen": {production["original_hash"]: f"{DAYS[1]}T{min(HOURS):02d}:00:00Z"},
             "window": "2026-11-22T00:00:00Z",
             "first_seen": f"{DAYS[2]}T{min(HOURS):02d}:00:00Z",
+            "within_window": False,
         }
     ]
     assert [sorted(w["index"]["index_hash"]) for w in windows] == [
@@ -169,6 +173,89 @@ def test_windows_errors_drift_and_hallucinations(production):
     summary = model["summary"]
     assert (summary["verdict"], summary["errors"], summary["drift"], summary["hallucinations"]) == ("fail", 1, 1, 1)
     assert "FAIL" in result.output and NEW_HASH in result.output
+
+
+NEW_MODEL = "bge-small-en-v1.5:cls"
+
+
+def test_a_reindex_and_a_new_model_inside_one_window_are_drift(recorded, tmp_path):
+    """One day of traffic: the index is rebuilt at 11:00 and the embedding model changed at 13:00.
+    The lines run newest first, so only the times say which value came first."""
+    config, traces = recorded
+    day = copy.deepcopy(traces[:6])
+    for i, trace in enumerate(day):
+        trace["retrieved_at"] = f"{DAYS[0]}T{8 + i:02d}:00:00Z"
+    for trace in day[3:]:
+        reindex(trace)
+    day[5]["index"]["embed_model"] = NEW_MODEL
+    for payload in day[5]["retrieved"]:
+        payload["embed_model"] = NEW_MODEL
+    original, model_before = traces[0]["index"]["index_hash"], traces[0]["index"]["embed_model"]
+    assert model_before != NEW_MODEL and original != NEW_HASH
+    path = write_traces(tmp_path / "day.jsonl", list(reversed(day)))
+    out = tmp_path / "out"
+    result = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--window", "1d", "--out", out)
+    model = json.loads((out / "audit_log.json").read_text(encoding="utf-8"))
+    assert [w["window"] for w in model["windows"]] == [f"{DAYS[0]}T00:00:00Z"]
+    assert model["drift"] == [
+        {
+            "field": "index_hash",
+            "value": NEW_HASH,
+            "previous": [original],
+            "previous_first_seen": {original: f"{DAYS[0]}T08:00:00Z"},
+            "window": f"{DAYS[0]}T00:00:00Z",
+            "first_seen": f"{DAYS[0]}T11:00:00Z",
+            "within_window": True,
+        },
+        {
+            "field": "embed_model",
+            "value": NEW_MODEL,
+            "previous": [model_before],
+            "previous_first_seen": {model_before: f"{DAYS[0]}T08:00:00Z"},
+            "window": f"{DAYS[0]}T00:00:00Z",
+            "first_seen": f"{DAYS[0]}T13:00:00Z",
+            "within_window": True,
+        },
+    ]
+    summary = model["summary"]
+    assert (summary["verdict"], summary["drift"]) == ("fail", 2)
+    assert "2 index changes (embed_model, index_hash; 2 within a window)" in summary["why"]
+    assert result.exit_code == 1, result.output
+    assert (
+        f"drift: index_hash {NEW_HASH!r} first seen {DAYS[0]}T11:00:00Z within window {DAYS[0]}T00:00:00Z "
+        f"(before: {original!r} first seen {DAYS[0]}T08:00:00Z)"
+    ) in result.output
+    assert f"drift: embed_model {NEW_MODEL!r} first seen {DAYS[0]}T13:00:00Z within window" in result.output
+    page = page_text((out / "audit_log.html").read_text(encoding="utf-8"))
+    assert f"{original} ({DAYS[0]}T08:00:00Z){NEW_HASH}{DAYS[0]}T00:00:00Z (within the window)" in page
+    assert f"{model_before} ({DAYS[0]}T08:00:00Z){NEW_MODEL}" in page
+    assert "2 index changes" in page
+
+
+def hours(day: str, **values: int) -> dict[str, float]:
+    return {
+        value: datetime(2026, 11, int(day), hour, tzinfo=timezone.utc).timestamp() for value, hour in values.items()
+    }
+
+
+def window(day: str, **values: int) -> Window:
+    found = Window(int(datetime(2026, 11, int(day), tzinfo=timezone.utc).timestamp()), 86_400)
+    for value, at in hours(day, **values).items():
+        found.seen("index_hash", value, at)
+    return found
+
+
+def test_drift_within_and_between_windows():
+    changes = drift([window("20", A=8, B=9), window("21", B=8), window("22", C=9, B=8, D=9)])
+    assert [(c["window"][:10], c["value"], c["previous_first_seen"], c["within_window"]) for c in changes] == [
+        ("2026-11-20", "B", {"A": "2026-11-20T08:00:00Z"}, True),
+        # B was there the day before: C and D (first seen at the same time: in value order) are new
+        ("2026-11-22", "C", {"B": "2026-11-21T08:00:00Z"}, True),
+        ("2026-11-22", "D", {"B": "2026-11-21T08:00:00Z", "C": "2026-11-22T09:00:00Z"}, True),
+    ]
+    assert drift([window("20", A=8), window("21", A=9), window("22", A=10)]) == []
+    assert [c["previous"] for c in drift([window("20", A=8), window("21", E=3)])] == [["A"]]
+    assert drift([window("21", E=3)]) == []  # a first value changes nothing
 
 
 def test_worst_examples_point_at_their_lines(production):

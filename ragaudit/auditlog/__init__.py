@@ -3,8 +3,8 @@
 No gold set: every trace is validated against the corpus (every rule of `ragaudit codes`), its
 cited text measured against its query (ΔS), and each answer segment scored for support by its
 cited texts and for quantities and identifiers they lack. Results add up per time window
-(`windows.py`), index changes between windows are drift, and the worst examples are kept in
-bounded lists. Outputs: `audit_log.json`, `audit_log.html` and `rag_traces.sqlite`.
+(`windows.py`), every index change is drift (between windows and within one), and the worst
+examples are kept in bounded lists. Outputs: `audit_log.json`, `audit_log.html` and `rag_traces.sqlite`.
 """
 
 from __future__ import annotations

@@ -203,7 +203,12 @@ def _summary(windows: list[Window], changes: list[dict], records: int) -> dict:
         why.append(_count(total["errors"], "error-severity issue"))
     if changes:
         fields = ", ".join(sorted({c["field"] for c in changes}))
-        why.append(f"{_count(len(changes), 'index change')} between windows ({fields})")
+        inside = sum(c["within_window"] for c in changes)
+        why.append(
+            f"{_count(len(changes), 'index change')} ({fields}"
+            + (f"; {inside} within a window" if inside else "")
+            + ")"
+        )
     return {
         "verdict": "fail" if why else "pass",
         "why": why,

@@ -158,25 +158,50 @@ class Window:
 
 
 def drift(windows: list[Window]) -> list[dict]:
-    """Index values that changed from one dated window to the next: each value of index_hash,
-    analyzer or embed_model that a window holds and the window before it (with traffic, and some
-    value of that field) did not, with the time it was first seen. Windows in time order."""
+    """Every change of index_hash, analyzer or embed_model, between windows and within one.
+
+    Per dated window, in time order, and per field: a value is a change when it is not a value of
+    the window before (the dated window before it with traffic) and some other value came before
+    it, either in the window before or earlier in this window (first seen earlier; of equal first
+    times, the smaller value first). So a re-index inside one window is a change as much as one
+    between windows; the first value of a field is not. Each change names the value and when it
+    was first seen, and the values before it (`previous`) with theirs (`previous_first_seen`: the
+    earliest time each was first seen, in this window or the one before); `within_window` says
+    whether a value before it was seen in the same window, i.e. the change happened inside it."""
     out: list[dict] = []
     dated = [w for w in windows if w.start is not None]
-    for previous, current in zip(dated, dated[1:]):
+    for previous, current in zip([None, *dated], dated):
         for name in INDEX_FIELDS:
-            before, now = previous.values[name], current.values[name]
-            if not before:
-                continue
-            for value in sorted(set(now) - set(before)):
+            before = previous.values[name] if previous is not None else {}
+            now = current.values[name]
+            order = sorted(now, key=lambda value: (_time(now[value]), value))
+            for i, value in enumerate(order):
+                if value in before:
+                    continue
+                earlier = {v: now[v] for v in order[:i]}
+                if not before and not earlier:
+                    continue
+                seen = {v: _earliest(before.get(v), earlier.get(v)) for v in {*before, *earlier}}
                 at = now[value]
                 out.append(
                     {
                         "field": name,
                         "value": value,
-                        "previous": sorted(before),
+                        "previous": sorted(seen),
+                        "previous_first_seen": {v: (None if t is None else iso(t)) for v, t in sorted(seen.items())},
                         "window": current.key,
                         "first_seen": None if at is None else iso(at),
+                        "within_window": bool(earlier),
                     }
                 )
     return out
+
+
+def _time(at: float | None) -> float:
+    return -math.inf if at is None else at
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)

@@ -1,4 +1,8 @@
-"""Corpus reader: a directory of `.md`/`.txt` files, or a `corpus.jsonl` (SPEC §1.1)."""
+"""Corpus reader: a directory of `.md`/`.rst`/`.txt` files, or a `corpus.jsonl` (SPEC §1.1).
+
+Markdown sections come from ATX headings, reStructuredText sections from adorned titles
+(`ragaudit.io.rst`); both get their ids the same way (`sections_of`). A `.txt` file is one section.
+"""
 
 from __future__ import annotations
 
@@ -29,10 +33,13 @@ def slugify(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", folded).strip("-") or "section"
 
 
+SUFFIXES = (".md", ".rst", ".txt")
+
+
 def markdown_sections(text: str) -> tuple[Section, ...]:
     """Sections from ATX headings: each runs from its heading line to the next heading of any level.
 
-    Headings inside fenced code blocks do not count. A repeated section id gets `-2`, `-3`, …
+    Headings inside fenced code blocks do not count. Section ids as `sections_of` makes them.
     """
     heads: list[tuple[int, int, str]] = []  # (char offset, level, title)
     fence = None
@@ -51,7 +58,23 @@ def markdown_sections(text: str) -> tuple[Section, ...]:
             if match:
                 heads.append((offset, len(match.group(1)), (match.group(2) or "").strip()))
         offset += len(line)
+    return sections_of(text, heads)
 
+
+def rst_sections(text: str) -> tuple[Section, ...]:
+    """Sections from reStructuredText titles (levels by adornment style, `ragaudit.io.rst`): each
+    runs from its title's first line to the next title of any level. Ids as `sections_of` makes them."""
+    from ragaudit.io.rst import rst_headings
+
+    return sections_of(text, rst_headings(text))
+
+
+def sections_of(text: str, heads: list[tuple[int, int, str]]) -> tuple[Section, ...]:
+    """Sections from headings given as (char offset, level, title), in text order: a section runs
+    from its heading to the next heading of any level, and text before the first heading is the
+    `_preamble` section (when it holds more than blanks). A section's id is the slugs of its own
+    and its enclosing headings' titles joined by `/`; a repeated id gets `-2`, `-3`, …
+    """
     sections: list[Section] = []
     first = heads[0][0] if heads else len(text)
     if text[:first].strip():
@@ -77,38 +100,47 @@ def load_corpus(path: str | os.PathLike) -> Corpus:
     path = Path(path)
     if path.is_dir():
         return _load_directory(path)
-    if path.suffix in (".md", ".txt") and path.is_file():
+    if path.suffix in SUFFIXES and path.is_file():
         raise InputError(
             Problem(
                 str(path),
-                f"expected a directory of .md/.txt files or a corpus.jsonl, "
+                f"expected a directory of .md/.rst/.txt files or a corpus.jsonl, "
                 f"found one {path.suffix} file (give the directory holding it)",
             )
         )
     if path.exists() or path.suffix == ".jsonl":
         return _load_jsonl(path)
-    raise InputError(Problem(str(path), "no such corpus: expected a directory of .md/.txt files or a corpus.jsonl"))
+    raise InputError(
+        Problem(str(path), "no such corpus: expected a directory of .md/.rst/.txt files or a corpus.jsonl")
+    )
 
 
 def text_document(
-    doc_id: str, text: str, *, markdown: bool = True, title: str = "", source_url: str | None = None
+    doc_id: str,
+    text: str,
+    *,
+    markdown: bool = True,
+    rst: bool = False,
+    title: str = "",
+    source_url: str | None = None,
 ) -> Document:
-    """A document from its text: its markdown heading sections (else one `_preamble` section),
-    revision, and the first heading as title (else `title`)."""
-    sections = (markdown_sections(text) if markdown else ()) or (Section(PREAMBLE, 0, len(text), ""),)
+    """A document from its text: its markdown heading sections (`rst`: its reStructuredText title
+    sections; else one `_preamble` section), revision, and the first heading as title (else `title`)."""
+    found = rst_sections(text) if rst else markdown_sections(text) if markdown else ()
+    sections = found or (Section(PREAMBLE, 0, len(text), ""),)
     title = next((s.title for s in sections if s.title), title)
     return Document(doc_id, text, revision(text), title, source_url, sections)
 
 
 def _load_directory(root: Path) -> Corpus:
     try:
-        files = sorted(p for p in root.rglob("*") if p.suffix in (".md", ".txt") and p.is_file())
+        files = sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES and p.is_file())
     except OSError as exc:  # a symlink loop, or a folder that cannot be listed
         raise InputError(
             Problem(exc.filename or str(root), f"cannot list the corpus directory: {exc.strerror}")
         ) from None
     if not files:
-        raise InputError(Problem(str(root), "expected .md or .txt files in the corpus directory, found none"))
+        raise InputError(Problem(str(root), "expected .md, .rst or .txt files in the corpus directory, found none"))
     documents: dict[str, Document] = {}
     origin: dict[str, Path] = {}
     problems: list[Problem] = []
@@ -134,7 +166,12 @@ def _load_directory(root: Path) -> Corpus:
             problems.append(_not_utf8(file, data, exc))
             continue
         documents[doc_id] = text_document(
-            doc_id, text, markdown=file.suffix == ".md", title=file.stem, source_url=file.resolve().as_uri()
+            doc_id,
+            text,
+            markdown=file.suffix == ".md",
+            rst=file.suffix == ".rst",
+            title=file.stem,
+            source_url=file.resolve().as_uri(),
         )
         origin[doc_id] = file
     if problems:

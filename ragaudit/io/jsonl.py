@@ -273,6 +273,11 @@ def _path(stack: list[list]) -> str:
     return "".join(parts)
 
 
+def member_path(key: str, parent: str = "$") -> str:
+    """The JSON path of member `key` of the value at `parent`, as notes and BadLines name it."""
+    return parent + _member(key)
+
+
 def _member(key: str) -> str:
     key = _SURROGATE.sub("\ufffd", key)
     return f".{key}" if _IDENTIFIER.match(key) else f"[{json.dumps(key, ensure_ascii=False)}]"

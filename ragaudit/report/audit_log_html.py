@@ -128,7 +128,7 @@ def render_audit_log(model: dict) -> str:
         "audit_log.html",
         style=trusted(STYLE),
         verdict=summary["verdict"],
-        why="; ".join(summary["why"]) or "no error-severity issue and no index change between windows",
+        why="; ".join(summary["why"]) or "no error-severity issue and no index change",
         summary=summary,
         meta=model["meta"],
         fields=INDEX_FIELDS,

@@ -1,5 +1,5 @@
 """The production audit (`ragaudit audit-log`) as text for a terminal: one line per window, then
-the drift, the verdict and why."""
+each index change (drift) with the values before it and their first-seen times, the verdict and why."""
 
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ def render_windows(model: dict) -> str:
             f"{w['hallucinations']:>8}  " + " ".join(f"{w['zones'][z]:>7}" for z in zones)
         )
     for d in model["drift"]:
+        before = ", ".join(f"{v!r} first seen {at or '–'}" for v, at in d["previous_first_seen"].items())
+        where = "within window" if d["within_window"] else "in window"
         lines.append(
             f"drift: {d['field']} {d['value']!r} first seen {d['first_seen'] or d['window']} "
-            f"(before: {', '.join(map(repr, d['previous']))})"
+            f"{where} {d['window']} (before: {before})"
         )
     summary = model["summary"]
     if summary["issues"]:

@@ -3,7 +3,8 @@ Langfuse observation exports, read as a stream and joined into ragaudit traces.
 
 `read_traces(format, paths)` is the one way in: it yields a `Trace` per OpenTelemetry trace id
 that holds a RETRIEVER span, or a `BadLine` for each defective input line (file, line, what was
-expected, what was found), and reading goes on. Spans that came after their trace was written
+expected, what was found) and for each trace whose run key is no key or one already taken
+(`ragaudit.spans.join`), and reading goes on. Spans that came after their trace was written
 are counted and described (`late`), for the caller to warn about. Every trace goes through the same `parse_trace`
 as a trace file, so absent payload fields are reported by the usual `missing_<field>` codes.
 """

@@ -14,7 +14,11 @@ Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
 * `config`: the given name, else the service name; `error`: the outermost span's error status;
 * run key: `qid` = the trace id, `variant` 0, `seed` 0, unless a span carries the attributes
   `ragaudit.qid`, `ragaudit.variant`, `ragaudit.seed` (the outermost span that has them wins),
-  so that spans of a pipeline run over a gold set line up with its questions.
+  so that spans of a pipeline run over a gold set line up with its questions. A trace with a run
+  key value that is not one (`record.run_key_of`) is not joined: each such value is a located
+  BadLine instead, since a default key would file the run under another run's key. A second
+  trace keyed by attributes under a run key (config, qid, variant, seed) already written is a
+  BadLine naming both, never a run that replaces or shadows the first.
 
 "Outermost" means fewest ancestors among the trace's spans (a span whose parent is not among
 them counts as a root); of equal depth, the query comes from the earliest and the answer from the
@@ -26,7 +30,8 @@ first, as when the retriever is another service whose exporter flushes later): n
 its trace is complete, so a trace is joined once `window` spans of other traces have arrived since
 its last span, when more than `window` spans are held (the trace idle longest goes first), and at
 the end of the input, which completes every trace. Memory is bounded by the window, plus the ids
-of the traces written (a few dozen bytes each). A trace id is written once: a span of a trace
+of the traces written (a few dozen bytes each) and the run keys of those keyed by attributes
+(a gold-set run's, never plain production traffic's). A trace id is written once: a span of a trace
 already joined is a late span, reported (`late`, located) and left out, never a second trace.
 """
 
@@ -60,6 +65,7 @@ class TraceJoiner:
         self._last: dict[str, int] = {}
         self._count = self._size = 0  # spans seen, spans held
         self._joined: set[int | str] = set()  # every joined trace id, packed (`_packed`)
+        self._keys: dict[tuple, str | None] = {}  # run key -> where its trace is, of traces keyed by attributes
 
     def add(self, span: SpanRecord) -> list[Trace | BadLine]:
         """The traces this span pushes out of the window."""
@@ -112,11 +118,37 @@ class TraceJoiner:
         self._size -= len(spans)
         del self._last[trace_id]
         self._joined.add(_packed(trace_id))
+        unkeyed = [
+            BadLine(s.file, s.line, f"{where}: {found}; trace {trace_id} left out (its run key is unknown)")
+            for s in spans
+            for where, found in s.key_problems
+        ]
+        if unkeyed:
+            ready.extend(unkeyed)
+            return
         trace = join_spans(trace_id, spans, config_name=self.config_name)
         if trace is None:
             self.skipped += 1
+        elif isinstance(trace, Trace) and any(s.run_key for s in spans):
+            ready.append(self._keyed(trace))
         else:
             ready.append(trace)
+
+    def _keyed(self, trace: Trace) -> Trace | BadLine:
+        """The trace, or a BadLine naming both when another trace already had its run key."""
+        key = (trace.config, trace.qid, trace.variant, trace.seed)
+        first = self._keys.get(key)
+        if first is None:
+            self._keys[key] = trace.file if trace.line is None else f"{trace.file}:{trace.line}"
+            return trace
+        pipeline = repr(trace.config) if trace.config else "(unnamed)"
+        return BadLine(
+            trace.file or "",
+            trace.line or 0,
+            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline {pipeline} "
+            f"qid {trace.qid!r} variant {trace.variant} seed {trace.seed} again (first at {first}); "
+            "this trace is left out",
+        )
 
 
 def _packed(trace_id: str) -> int | str:

@@ -12,7 +12,8 @@ application) and an `EVENT` has no kind. Documents in `output`: a list, or
 OpenInference `document.*` keys. `input` and `output` are text, or an object whose `query` /
 `query_str` / `input` / `question` (input) or `content` / `text` / `output` / `response` /
 `answer` (output) is text. The service name comes from `metadata.resourceAttributes`, and the
-run key from `ragaudit.qid` / `ragaudit.variant` / `ragaudit.seed` in the metadata.
+run key from `ragaudit.qid` / `ragaudit.variant` / `ragaudit.seed` in the metadata, read as
+pandas writes them (an integral float is an integer, null or NaN is absent; `record.run_key_of`).
 """
 
 from __future__ import annotations
@@ -21,22 +22,25 @@ import os
 from typing import Any, Iterator
 
 from ragaudit.errors import describe
-from ragaudit.io.jsonl import BadLine
+from ragaudit.io.jsonl import BadLine, member_path
 from ragaudit.spans.documents import openinference_document, plain_document
 from ragaudit.spans.lines import json_values
-from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, RUN_KEY_ATTRIBUTES, SpanRecord, ns_of_iso
+from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, RUN_KEY_ATTRIBUTES, SpanRecord, ns_of_iso, run_key_of
 
 _KINDS = {"GENERATION": LLM}
 _PLAIN = {"SPAN": CHAIN, "EVENT": None}  # a plain span is a step of the application, as a CHAIN is
 _QUERY_KEYS = ("query", "query_str", "input", "question")
 _ANSWER_KEYS = ("content", "text", "output", "response", "answer")
 _DOCUMENT_KEYS = ("documents", "nodes")
+_RUN_KEY_PATHS = tuple(member_path(k, ".metadata") for k in RUN_KEY_ATTRIBUTES)
 _CONTENT_KEYS = ("content", "text", "page_content", "document.content", "document.id")
 
 
 def read_langfuse(path: str | os.PathLike) -> Iterator[SpanRecord | BadLine]:
     name = os.fspath(path)
     for line, value, notes in json_values(name):
+        if notes:  # a NaN run key is a missing one, as pandas writes it
+            notes = tuple(n for n in notes if not (n.found == "NaN" and n.path.endswith(_RUN_KEY_PATHS)))
         for note in notes:
             yield BadLine(name, line, f"expected {note.expected}, found {note.found}", note.path)
         if isinstance(value, BadLine):
@@ -73,7 +77,7 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
     kind = _kind(obs.get("type"), metadata, documents)
     observation_name = obs.get("name")
     level, message = obs.get("level"), obs.get("statusMessage")
-    run_key = {k: metadata[k] for k in RUN_KEY_ATTRIBUTES if k in metadata} or None
+    run_key, problems = run_key_of(metadata)
     yield SpanRecord(
         trace_id=trace_id,
         span_id=_text(obs.get("id")),
@@ -90,6 +94,7 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
         run_key=run_key,
         file=name,
         line=line,
+        key_problems=tuple((member_path(key, f"{at}.metadata"), found) for key, found in problems),
     )
 
 

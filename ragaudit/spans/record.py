@@ -7,12 +7,14 @@ OTLP and Phoenix readers alike.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import orjson
 
+from ragaudit.errors import describe
 from ragaudit.spans.documents import documents_of
 
 # OpenInference span kinds; GenAI `gen_ai.operation.name` values map onto them.
@@ -31,7 +33,8 @@ _GENAI_KINDS = {
 # Spans whose output is documents, vectors or scores, never an answer.
 NOT_ANSWERS = frozenset({RETRIEVER, "EMBEDDING", "RERANKER"})
 _TEXT_MIME = (None, "text/plain")
-RUN_KEY_ATTRIBUTES = ("ragaudit.qid", "ragaudit.variant", "ragaudit.seed")
+QID_ATTRIBUTE = "ragaudit.qid"
+RUN_KEY_ATTRIBUTES = (QID_ATTRIBUTE, "ragaudit.variant", "ragaudit.seed")
 
 
 @dataclass(slots=True)
@@ -52,9 +55,12 @@ class SpanRecord:
     documents: list[dict] | None = None
     service: str | None = None
     error: str | None = None
-    run_key: dict | None = None  # ragaudit.qid / ragaudit.variant / ragaudit.seed, as given
+    run_key: dict | None = None  # ragaudit.qid (text), ragaudit.variant / ragaudit.seed (integers)
     file: str = ""
     line: int = 0
+    # run key values that are not one, as (where, "expected ..., found ..."): the span's trace
+    # cannot be keyed, so it is reported (a located error) instead of joined under a wrong key
+    key_problems: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_root(self) -> bool:
@@ -73,9 +79,11 @@ def from_attributes(
     error: str | None = None,
     file: str = "",
     line: int = 0,
+    locate: Callable[[str], str] | None = None,
 ) -> SpanRecord:
     """A span from its OpenInference / GenAI attributes (flat dotted keys; document lists may be
-    flat `retrieval.documents.{i}.document.*` keys or one list, as Phoenix stores them)."""
+    flat `retrieval.documents.{i}.document.*` keys or one list, as Phoenix stores them). `locate`
+    says where in the input an attribute is, for the run key's problems ("attribute <name>")."""
     get = attributes.get
     kind, operation = get("openinference.span.kind"), get("gen_ai.operation.name")
     if isinstance(kind, str):
@@ -90,7 +98,7 @@ def from_attributes(
     if query is None:
         query = get("gen_ai.retrieval.query.text")
     output = get("output.value") if get("output.mime_type") in _TEXT_MIME and kind not in NOT_ANSWERS else None
-    run_key = {k: attributes[k] for k in RUN_KEY_ATTRIBUTES if k in attributes} or None
+    run_key, problems = run_key_of(attributes)
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
@@ -107,7 +115,44 @@ def from_attributes(
         run_key=run_key,
         file=file,
         line=line,
+        key_problems=tuple((locate(name) if locate else f"attribute {name}", message) for name, message in problems),
     )
+
+
+def run_key_of(values: Mapping[str, Any]) -> tuple[dict | None, tuple[tuple[str, str], ...]]:
+    """The run key among `values` (`ragaudit.qid` text, `ragaudit.variant` and `ragaudit.seed`
+    integers), read as pandas and pyarrow store such columns: an integral float is an integer
+    (a column of integers with gaps is float64), and null or NaN is absent. Returns the key (None
+    when no attribute is there) and, for each value that is not what it should be, the attribute
+    and "expected ..., found ...": such a value never keys a run, not even as a default."""
+    key: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for name in RUN_KEY_ATTRIBUTES:
+        value = values.get(name)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        if name == QID_ATTRIBUTE:
+            if isinstance(value, str) and value:
+                key[name] = value
+            else:
+                problems.append((name, f"expected the run's qid as text, found {describe(value)}"))
+            continue
+        number = _integer(value)
+        if number is None:
+            what = name.rpartition(".")[2]
+            problems.append((name, f"expected the run's {what} as an integer, found {describe(value)}"))
+        else:
+            key[name] = number
+    return key or None, tuple(problems)
+
+
+def _integer(value: Any) -> int | None:
+    """An integer, or a float that is one (2.0, as a float64 column holds 2); else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
 
 
 def _llm_output(attributes: dict[str, Any]) -> Any:

@@ -234,7 +234,7 @@ def test_a_single_markdown_file_is_not_a_corpus(tmp_path):
     (tmp_path / "a.md").write_text("# A\n", encoding="utf-8")
     with pytest.raises(
         InputError,
-        match=r"expected a directory of \.md/\.txt files or a corpus\.jsonl, found one "
+        match=r"expected a directory of \.md/\.rst/\.txt files or a corpus\.jsonl, found one "
         r"\.md file",
     ):
         load_corpus(tmp_path / "a.md")

@@ -102,10 +102,10 @@ def test_gzip_hex_ids_and_a_whole_document_read_alike(tmp_path, documents):
         assert all(t.file == str(path) and t.line == 1 for t in got)
 
 
-def typed_request() -> str:
+def typed_request(**seed) -> str:
     """A request built with the OTLP protobuf classes, every kind of typed value in it: a GenAI
     retrieval span whose documents are an array of key/value lists (bytes id, double score,
-    integer offsets), and run-key attributes as integer and boolean values."""
+    integer offsets), and run-key attributes as integer and double values (the seed: `seed`)."""
     from google.protobuf.json_format import MessageToJson
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
@@ -137,7 +137,7 @@ def typed_request() -> str:
             kv("gen_ai.retrieval.documents", array_value=ArrayValue(values=[AnyValue(kvlist_value=document)])),
             kv("ragaudit.qid", string_value="SEC-KEYS-1"),
             kv("ragaudit.variant", int_value=2),
-            kv("ragaudit.seed", bool_value=True),
+            kv("ragaudit.seed", **(seed or {"double_value": 3.0})),
         ],
     )
     request = ExportTraceServiceRequest(
@@ -154,10 +154,11 @@ def typed_request() -> str:
 def test_typed_attribute_values(tmp_path):
     line = typed_request()
     assert '"intValue": "2"' in line and '"bytesValue"' in line and '"kvlistValue"' in line
+    assert '"doubleValue": 3.0' in line
     path = tmp_path / "typed.jsonl"
     path.write_text(line + "\n")
     (trace,) = traces_of(list(read_traces("otlp", [path])))
-    assert (trace.qid, trace.variant, trace.seed, trace.config) == ("SEC-KEYS-1", 2, 0, "svc")
+    assert (trace.qid, trace.variant, trace.seed, trace.config) == ("SEC-KEYS-1", 2, 3, "svc")
     assert trace.qid != "000102030405060708090a0b0c0d0e0f"  # the run key attribute wins over the trace id
     assert (trace.query, trace.retriever_name, trace.retrieved_at) == (
         "keys?",
@@ -168,8 +169,17 @@ def test_typed_attribute_values(tmp_path):
     assert (p.snippet_id, p.score_raw, p.text, p.doc_id, p.page) == ("0a0b", 0.5, "Hardware keys", "policies", 2)
     # an end that was never given is not invented: the offsets are reported, not guessed
     assert (p.offsets.start, p.offsets.end) == (40, None)
-    # a boolean where the seed's integer belongs is located
-    assert [(e.path, e.expected, e.found) for e in trace.field_errors] == [("$.seed", "integer", "boolean true")]
+    assert trace.field_errors == ()
+    # a boolean where the seed's integer belongs is located, and its trace is not filed under seed 0
+    path.write_text(typed_request(bool_value=True) + "\n")
+    assert list(read_traces("otlp", [path])) == [
+        BadLine(
+            str(path),
+            1,
+            "attribute ragaudit.seed: expected the run's seed as an integer, found boolean true; "
+            "trace 000102030405060708090a0b0c0d0e0f left out (its run key is unknown)",
+        )
+    ]
 
 
 def test_defective_lines_are_located_and_reading_goes_on(tmp_path, documents):
