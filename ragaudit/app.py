@@ -14,6 +14,7 @@ from ragaudit.errors import InputError
 from ragaudit.io.calibration import check_config
 from ragaudit.io.config import Config
 from ragaudit.io.files import refuse_overwriting
+from ragaudit.model import Baseline, Report
 from ragaudit.runner import RunResult
 from ragaudit.types import Issue
 
@@ -24,7 +25,7 @@ class Outcome:
     set's findings against the corpus."""
 
     result: RunResult
-    report: dict
+    report: Report
     findings: list[Issue] = field(default_factory=list)
 
     @property
@@ -38,7 +39,7 @@ def audit_config(
     out: Path | None = None,
     resume: Path | None = None,
     workers: int | None = None,
-    baseline: dict | None = None,
+    baseline: Baseline | None = None,
     baseline_path: Path | None = None,
     gold_check: bool = True,
     executor: str | None = None,
@@ -107,7 +108,7 @@ def audit_config(
     return Outcome(result, report, findings)
 
 
-def _record(store: Path, result: RunResult, report: dict) -> None:
+def _record(store: Path, result: RunResult, report: Report) -> None:
     """Append the finished run to the history. A failure to append (the history locked for too
     long, a full disk) costs the run nothing: it is a warning, and the run's verdict stands."""
     from ragaudit import history

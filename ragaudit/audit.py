@@ -24,6 +24,7 @@ from ragaudit.gate import evaluate_gate
 from ragaudit.io.config import Config
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
+from ragaudit.model import Aborted, Baseline, Gate, PipelineResult, Report
 from ragaudit.plan import PlanIndex
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate import Context, validate_trace
@@ -59,8 +60,8 @@ class Subject:
 @dataclass
 class Audit:
     evaluation: Evaluation
-    gate: dict
-    aborted: dict[str, str]
+    gate: Gate
+    aborted: dict[str, Aborted]
     issue_counts: Counter  # by code
     issue_sample: list[Issue]  # the first ISSUES_SHOWN of each code
     codes_by_pipeline: dict[str, Counter]
@@ -116,7 +117,7 @@ class StreamingAudit:
         subject: Subject,
         out: Path,
         *,
-        baseline: dict | None = None,
+        baseline: Baseline | None = None,
         batch: int = BATCH,
         issues: bool = True,
         keep: bool = False,
@@ -139,7 +140,7 @@ class StreamingAudit:
         self.sample: list[Issue] = []
         self.errors: Counter = Counter()
         self.error_questions: dict[str, set[str]] = defaultdict(set)
-        self.aborted: dict[str, str] = {}
+        self.aborted: dict[str, Aborted] = {}
         self.unmatched: list[str] = []
         self.notes: list[Issue] = []
         self.kept_runs: list[dict] = []
@@ -182,7 +183,7 @@ class StreamingAudit:
             self.errors[pipeline] += 1
             self.error_questions[pipeline].add(found.qid if found.qid is not None else f"line {found.line}")
         if found.code == "analyzer_mismatch" and pipeline not in self.aborted:
-            self.aborted[pipeline] = f"{found.qid} v{found.variant} s{found.seed}: {found.message}"
+            self.aborted[pipeline] = Aborted(found.qid, found.variant, found.seed, found.message)
 
     def _flush(self) -> None:
         # A batch allocates hundreds of thousands of short-lived objects and makes no cycles worth
@@ -296,7 +297,7 @@ class StreamingAudit:
         )
 
 
-def regate(result: Audit, subject: Subject, *, baseline: dict | None) -> dict:
+def regate(result: Audit, subject: Subject, *, baseline: Baseline | None) -> Gate:
     """The gate of a finished audit again, against another baseline: nothing is scored twice."""
     return evaluate_gate(
         result.evaluation,
@@ -309,12 +310,12 @@ def regate(result: Audit, subject: Subject, *, baseline: dict | None) -> dict:
     )
 
 
-def as_baseline(result: Audit) -> dict:
+def as_baseline(result: Audit) -> Baseline:
     """What the drift checks read of a baseline report, from an audit held in memory."""
-    return {"summary": {"pipelines": result.evaluation.pipelines}, "questions": result.evaluation.questions}
+    return Baseline(result.evaluation.pipelines, result.evaluation.questions)
 
 
-def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = None) -> Audit:
+def audit(traces: Iterable[Trace], subject: Subject, *, baseline: Baseline | None = None) -> Audit:
     """Audit traces held in memory (fault injection, tests), keeping every run and trace in the
     result; its runs file is gone when this returns, so the result answers from memory."""
     with tempfile.TemporaryDirectory(prefix="ragaudit-audit-") as out:
@@ -324,19 +325,21 @@ def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = 
     return result
 
 
-def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
-    """The report model (SPEC §6) of an audit."""
+def report_of(result: Audit, subject: Subject, manifest: dict) -> Report:
+    """The report model of an audit."""
     from ragaudit.report.model import build_report
 
     config = subject.config
     index = manifest.get("index") or {}
     pipelines = {
-        p.name: {
-            "kind": p.kind,
-            "options": {k: v for k, v in sorted(p.options.items()) if v is not None},
-            "index": index.get(p.name),
-            "aborted": result.aborted.get(p.name),
-        }
+        p.name: PipelineResult(
+            kind=p.kind,
+            options=json.loads(
+                json.dumps({k: v for k, v in sorted(p.options.items()) if v is not None}, default=str, allow_nan=False)
+            ),
+            index=index.get(p.name),
+            aborted=result.aborted.get(p.name),
+        )
         for p in config.pipelines
     }
     report = build_report(
@@ -344,11 +347,13 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
         items=subject.items,
         corpus=subject.corpus,
         manifest=manifest,
-        pipelines=json.loads(json.dumps(pipelines, default=str, allow_nan=False)),
+        pipelines=pipelines,
         gold_findings=subject.gold_findings,
     )
-    report["meta"]["support_model"] = getattr(subject.support, "model_id", None)
+    report.meta["support_model"] = getattr(subject.support, "model_id", None)
     # the config's order of pipelines (report.json's objects are key-sorted) and its [compare]
-    report["meta"]["pipeline_order"] = [p.name for p in config.pipelines]
-    report["meta"]["compare"] = config.compare
+    report.meta["pipeline_order"] = [p.name for p in config.pipelines]
+    report.meta["compare"] = config.compare
+    # the settings every metric was computed with: hit@k's and recall@k's k, the citation match's tolerance
+    report.meta["metrics"] = {"k": config.metrics["k"], "match_tolerance": config.metrics["match_tolerance"]}
     return report

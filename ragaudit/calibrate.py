@@ -28,6 +28,7 @@ from ragaudit.faults.oracle import ORACLE, oracle_traces
 from ragaudit.faults.registry import FAULTS
 from ragaudit.io.calibration import SCHEMA
 from ragaudit.metrics.support import Memoized
+from ragaudit.model import Question
 from ragaudit.plan import run_order
 from ragaudit.progress import phase
 from ragaudit.types import Trace
@@ -43,25 +44,25 @@ class Tuned:
 
     key: str
     kind: str  # "max": a ceiling on each run; "rate": a floor on a pipeline's share; "count": a ceiling on a count
-    stat: Callable[[dict], float | None]  # per-question statistic, higher = worse
+    stat: Callable[[Question], float | None]  # per-question statistic, higher = worse
 
     def value(self, result: Audit) -> float | None:
         """The check's value on an audit, as the gate computed it."""
-        for check in result.gate["checks"]:
-            if check["name"] == self.key and isinstance(check["value"], (int, float)):
-                return float(check["value"])
+        for check in result.gate.checks:
+            if check.name == self.key and check.value is not None:
+                return float(check.value)
         return None
 
 
-def _share(key: str) -> Callable[[dict], float | None]:
-    return lambda q: q["stats"].get(key, 0) / q["stats"]["runs"] if q["stats"].get("runs") else None
+def _share(key: str) -> Callable[[Question], float | None]:
+    return lambda q: getattr(q.stats, key) / q.stats.runs if q.stats.runs else None
 
 
 TUNED = (
-    Tuned("delta_s_excess_max", "max", lambda q: q["stats"].get("max_delta_s_excess")),
+    Tuned("delta_s_excess_max", "max", lambda q: q.stats.max_delta_s_excess),
     Tuned("citation_match_min", "rate", _share("unmatched")),
-    Tuned("coverage_pass_rate", "rate", lambda q: 1.0 - (q["stats"].get("min_coverage") or 0.0)),
-    Tuned("lambda_convergent_min", "rate", lambda q: 0.0 if q["lambda"]["state"] == "convergent" else 1.0),
+    Tuned("coverage_pass_rate", "rate", lambda q: 1.0 - (q.stats.min_coverage or 0.0)),
+    Tuned("lambda_convergent_min", "rate", lambda q: 0.0 if q.lam.state == "convergent" else 1.0),
     Tuned("grounded_pass_rate", "rate", _share("ungrounded")),
     Tuned("hallucination_max", "count", _share("hallucinating")),
 )
@@ -110,11 +111,11 @@ def score(traces: list[Trace], subject: Subject, *, rate: float = 0.2, seed: int
     return Scored(controls, faults)
 
 
-def _questions(result: Audit, qids: set[str] | None = None) -> list[dict]:
-    return [q for q in result.evaluation.questions if qids is None or q["qid"] in qids]
+def _questions(result: Audit, qids: set[str] | None = None) -> list[Question]:
+    return [q for q in result.evaluation.questions if qids is None or q.qid in qids]
 
 
-def _stats(tuned: Tuned, rows: list[dict]) -> list[float]:
+def _stats(tuned: Tuned, rows: list[Question]) -> list[float]:
     return [v for v in (tuned.stat(q) for q in rows) if v is not None and not math.isnan(v)]
 
 

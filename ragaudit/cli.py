@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -386,34 +385,34 @@ def run_command(
     Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input, a gold error or a full disk;
     4: a pipeline could not start; 130/143: interrupted (finished runs kept, --resume finishes).
     """
-    from ragaudit import rundir
-    from ragaudit.app import audit_config
+    from ragaudit import api, progress
     from ragaudit.io.config import load_config
-    from ragaudit.io.corpus import load_corpus
 
     config = load_config(config_path)
-    baseline_report = None
+    chosen = None
     if baseline:
-        corpus = load_corpus(config.corpus) if config.corpus else None
-        inputs = rundir.input_record(config, corpus)["inputs"]
-        older = rundir.older_hashes(config.corpus, inputs["corpus"])
-        if str(baseline) == LAST_PASS:
-            baseline, baseline_report = _last_pass(config, Path(resume).parent if resume else out, inputs, older=older)
-        else:
-            baseline_report = _baseline(baseline, inputs, allow_foreign_baseline, older=older)
-    outcome = audit_config(
+        from ragaudit import rundir
+
+        chosen = api.choose_baseline(
+            baseline,
+            config,
+            rundir.input_hashes(config),
+            allow_foreign=allow_foreign_baseline,
+            history_dir=Path(resume).parent if resume else out,
+        )
+        _tell(chosen)
+    outcome = api.audit(
         config,
         out=out,
         resume=resume,
         workers=workers,
-        baseline=baseline_report,
-        baseline_path=baseline,
+        baseline=chosen,
         gold_check=not no_gold_check,
         executor=executor,
         scheduler=scheduler,
         command=["ragaudit", *click.get_current_context().meta.get(ARGV, [])],
     )
-    result, report, findings = outcome.result, outcome.report, outcome.findings
+    result, findings = outcome.result, outcome.findings
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     for name, why in sorted(result.aborted.items()):
@@ -421,91 +420,30 @@ def run_command(
     if findings:
         errors = sum(1 for f in findings if f.severity == "error")
         click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
-    from ragaudit import progress
-
     took = progress.elapsed()
     click.echo(
         f"{result.total:,} runs ({result.executed:,} run now, {result.resumed:,} resumed) in {took:.1f} s, "
         f"{result.executed / took if took > 0 else 0.0:.1f} runs/s ({progress.breakdown(took)})"
     )
-    if not (result.run_dir / "report.json").is_file():  # never exit 0 without a report
-        raise RagauditError(f"{result.run_dir}: the report was not written")
-    _finish(report, result.run_dir, no_gate)
+    _finish(outcome.report, result.run_dir, no_gate)
 
 
-LAST_PASS = "last-pass"
-
-
-def _last_pass(
-    config, out: Path | None, inputs: dict, until: Path | None = None, *, older: Sequence[str] = ()
-) -> tuple[Path, dict] | tuple[None, None]:
-    """The latest passing run on the same gold set and corpus in the history (recorded before the
-    run `until`; the corpus under its hash or an `older` version's): its report.json's path and
-    its report, as recorded; (None, None) with a warning while none has passed yet, so that CI can
-    gate with `--baseline last-pass` from its first run."""
-    from ragaudit import history
-
-    store = history.store_of(config, out)
-    corpora = [inputs.get("corpus"), *older]
-    try:
-        path, found = history.last_pass(store, gold=inputs.get("gold"), corpus=corpora, until=until)
-    except history.NoPassingRun as exc:  # a first run, or none has passed yet: gate without a baseline
-        click.echo(f"warning: no baseline, so no regression checks this time: {exc}", err=True)
-        return None, None
-    click.echo(f"baseline: {path} (the latest passing run in {store})", err=True)
-    return path, found
-
-
-def _read_report(path: Path) -> dict:
-    from ragaudit.io.jsonl import read_json_file
-
-    report = read_json_file(Path(path), what="report")
-    for key, kind in (("summary", dict), ("questions", list)):
-        if not isinstance(report.get(key), kind):
-            raise InputError(
-                f"{path}: expected a ragaudit report with {key}, found "
-                f"{'none' if report.get(key) is None else type(report[key]).__name__}"
-            )
-    return report
-
-
-def _baseline(path: Path, inputs: dict | None, allow_foreign: bool, *, older: Sequence[str] = ()) -> dict:
-    """A baseline report, refused (exit 3) when it was built on another gold set or corpus (the
-    corpus named by its hash, or by an `older` version's hash of it)."""
-    from ragaudit.gate import foreign_baseline
-
-    report = _read_report(path)
-    why = foreign_baseline(inputs, report)
-    if why and any(foreign_baseline({**(inputs or {}), "corpus": alias}, report) is None for alias in older):
-        why = None
-    if why and not allow_foreign:
-        raise InputError(f"{path}: {why}; pass --allow-foreign-baseline to compare anyway")
-    if why:
-        click.echo(f"warning: {path}: {why}", err=True)
-    return report
-
-
-def _build(run_dir: Path, inputs, findings, baseline_report):
-    from ragaudit.report import build
-
-    warnings: list[str] = []
-    report = build(run_dir, inputs.subject(findings), baseline=baseline_report, warnings=warnings)
-    for line in warnings:
+def _tell(chosen) -> None:
+    """What the user should know about the baseline chosen."""
+    for line in chosen.warnings:
         click.echo(f"warning: {line}", err=True)
-    if not (Path(run_dir) / "report.json").is_file():  # never exit 0 without a report
-        raise RagauditError(f"{run_dir}: the report was not written")
-    return report
+    for line in chosen.notes:
+        click.echo(line, err=True)
 
 
-def _finish(report: dict, run_dir: Path, no_gate: bool) -> None:
-    from ragaudit.gate import missing_from_baseline
+def _finish(report, run_dir: Path, no_gate: bool) -> None:
     from ragaudit.report.markdown import render_summary
 
-    for name in missing_from_baseline(report["gate"]):
+    for name in report.gate.missing_from_baseline():
         click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
     click.echo(render_summary(report), nl=False)
     click.echo(f"\nrun directory: {run_dir}")
-    sys.exit(0 if no_gate or report["gate"]["verdict"] == "pass" else 1)
+    sys.exit(0 if no_gate or report.gate.passed else 1)
 
 
 @main.command()
@@ -513,16 +451,12 @@ def _finish(report: dict, run_dir: Path, no_gate: bool) -> None:
 @click.option("--no-gate", is_flag=True, help="exit 0 whatever the gate says")
 def report(run_dir, no_gate):
     """Rebuild every output of RUN_DIR from its stored traces (which are only read, never rewritten)."""
-    from ragaudit import rundir, runner
-    from ragaudit.io.config import load_config
+    from ragaudit import api
 
-    manifest = rundir.read_manifest(run_dir)
-    config = load_config(manifest["config_path"])
-    inputs = runner.Inputs(config)
-    baseline = _baseline(Path(manifest["baseline"]), manifest["inputs"], True) if manifest.get("baseline") else None
-    with rundir.locked(run_dir):
-        built = _build(run_dir, inputs, inputs.check_gold(strict=False), baseline)
-    _finish(built, run_dir, no_gate)
+    built = api.report(run_dir)
+    for line in built.warnings:
+        click.echo(f"warning: {line}", err=True)
+    _finish(built.report, built.run_dir, no_gate)
 
 
 @main.command()
@@ -539,69 +473,22 @@ def report(run_dir, no_gate):
 def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
     """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail; 3: an unreadable report,
     or a baseline built on another gold set or corpus."""
-    from ragaudit import rundir
-    from ragaudit.gate import evaluate_gate, evaluation_of, missing_from_baseline
-    from ragaudit.io.config import load_config
+    from ragaudit import api
 
-    config = load_config(config_path)
-    report = _read_report(report_path)
-    inputs = (report.get("meta") or {}).get("inputs")
-    if config.calibration is not None:
-        from ragaudit.io.calibration import check_inputs
-
-        check_inputs(config.calibration, inputs)
-    if baseline and str(baseline) == LAST_PASS:
-        run_dir = Path(report_path).resolve().parent
-        older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
-        baseline, base = _last_pass(config, run_dir.parent, inputs or {}, until=run_dir, older=older)
-    elif baseline:
-        older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
-        base = _baseline(baseline, inputs, allow_foreign_baseline, older=older)
-    else:
-        base = None
-    errors: dict[str, int] = {}
-    questions: dict[str, set] = {}
-    if not isinstance(report.get("issues", []), list) or not isinstance(report.get("pipelines", {}), dict):
-        raise InputError(f"{report_path}: expected issues as an array and pipelines as an object")
-    for issue in report.get("issues", []):
-        if issue.get("severity") == "error":
-            errors[issue.get("pipeline")] = errors.get(issue.get("pipeline"), 0) + 1
-            questions.setdefault(issue.get("pipeline"), set()).add(issue.get("qid") or f"line {issue.get('line')}")
-    aborted = {name: p["aborted"] for name, p in report.get("pipelines", {}).items() if p.get("aborted")}
-    from ragaudit import runstore
-
-    runs_file = Path(report_path).parent / runstore.RUNS
-    evaluation = evaluation_of(report, runstore.coverage_share(runs_file) if runs_file.is_file() else None)
-    if not runs_file.is_file():  # a report moved alone: the runs it carries must be all of them
-        if any("runs" not in q for q in report["questions"]):
-            raise InputError(
-                f"{report_path}: expected {runstore.RUNS} beside the report (the per-run coverage "
-                "behind coverage_pass_rate), found none"
-            )
-        evaluation.runs = [r for q in report["questions"] for r in q["runs"]]
-    try:
-        result = evaluate_gate(
-            evaluation,
-            config.gate,
-            error_counts=errors,
-            aborted=aborted,
-            baseline=base,
-            error_questions={p: sorted(q) for p, q in questions.items()},
-            sources=config.gate_sources,
-        )
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a report edited by hand or damaged
-        raise InputError(
-            f"{report_path}: expected the shape of a ragaudit report, found a damaged one ({type(exc).__name__}: {exc})"
-        ) from None
-    for name in missing_from_baseline(result):
+    gated = api.gate(report_path, config_path, baseline=baseline, allow_foreign_baseline=allow_foreign_baseline)
+    for line in gated.warnings:
+        click.echo(f"warning: {line}", err=True)
+    for line in gated.notes:
+        click.echo(line, err=True)
+    for name in gated.gate.missing_from_baseline():
         click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
     if fmt == "json":
-        click.echo(json.dumps(result, indent=1, sort_keys=True))
+        click.echo(json.dumps(gated.gate.to_json(), indent=1, sort_keys=True))
     else:
         from ragaudit.report.markdown import render_summary
 
-        click.echo(render_summary({**report, "gate": result}), nl=False)
-    sys.exit(0 if result["verdict"] == "pass" else 1)
+        click.echo(render_summary(gated.report), nl=False)
+    sys.exit(0 if gated.gate.passed else 1)
 
 
 @main.command("compare")
@@ -631,29 +518,10 @@ def compare_command(run_dirs, pairs, margin, out, fmt):
     detect. Writes compare.json and compare.html.
 
     Exit 0; 2: an unknown pipeline in --pair or a margin outside (0, 1); 3: an unreadable report."""
-    from ragaudit.io.files import refuse_overwriting
-    from ragaudit.progress import phase
-    from ragaudit.report import write_comparison
+    from ragaudit import api
     from ragaudit.report.compare_text import render_text
 
-    if margin is not None and not 0 < margin < 1:
-        raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")
-    target = Path(out or run_dirs[0])
-    refuse_overwriting([target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs])
-    with phase("reading reports", counts_as="loading"):
-        reports = [_read_report(Path(d) / "report.json") for d in run_dirs]
-    labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
-            result, notes = write_comparison(
-                target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin
-            )
-    except (KeyError, TypeError, AttributeError) as exc:  # a report edited by hand or damaged
-        raise InputError(
-            f"expected the shape of ragaudit reports in {', '.join(map(str, run_dirs))}, found a "
-            f"damaged one ({type(exc).__name__}: {exc})"
-        ) from None
+    result, notes, target = api.compare(run_dirs, pairs=pairs, margin=margin, out=out)
     if fmt == "json":
         click.echo(json.dumps(result, indent=1, sort_keys=True))
         for note in notes:
@@ -686,14 +554,8 @@ def faults(run_dir, config_path, only, rate, seed, out):
     and faults.html. Exit 0: the clean run and the controls pass and every fault fails the gate
     against the baseline; 1 otherwise.
     """
-    from ragaudit import rundir, runner
-    from ragaudit.faults import FAULTS, run_faults
-    from ragaudit.io.config import load_config
-    from ragaudit.io.files import refuse_overwriting
-    from ragaudit.io.traces import read_trace_file
-    from ragaudit.progress import phase
-    from ragaudit.report import write_json
-    from ragaudit.report.faults_html import write_faults_html
+    from ragaudit import api
+    from ragaudit.faults import FAULTS
     from ragaudit.report.faults_text import render_fault_matrix
 
     names = None
@@ -703,29 +565,10 @@ def faults(run_dir, config_path, only, rate, seed, out):
             raise UsageError(
                 f"--only: expected comma-separated fault names (some of {', '.join(FAULTS)}), found {only!r}"
             )
-    manifest = rundir.read_manifest(run_dir)
-    config_file = config_path or manifest["config_path"]
-    target = Path(out or run_dir)
-    refuse_overwriting(
-        [target / "faults.json", target / "faults.html"],
-        [Path(run_dir) / rundir.TRACES, Path(run_dir) / rundir.MANIFEST, config_file],
-    )
-    config = load_config(config_file)
-    inputs = runner.Inputs(config)
-    with phase("reading traces", unit="runs", counts_as="loading") as reading:
-        traces = read_trace_file(Path(run_dir) / "traces.jsonl", offset_unit=config.offset_unit)
-        reading.advance(len(traces))
-    result, _ = run_faults(traces, inputs.subject(inputs.check_gold(strict=False)), only=names, rate=rate, seed=seed)
-    target.mkdir(parents=True, exist_ok=True)
-    with (
-        rundir.locked(run_dir) if target.resolve() == Path(run_dir).resolve() else contextlib.nullcontext(),
-        phase("writing faults.json and faults.html", counts_as="writing"),
-    ):
-        write_json(target / "faults.json", result)
-        write_faults_html(target / "faults.html", result)
-    click.echo(render_fault_matrix(result), nl=False)
-    click.echo(f"wrote {target / 'faults.json'} and {target / 'faults.html'}")
-    sys.exit(0 if result["passed"] else 1)
+    done = api.faults(run_dir, config=config_path, only=names, rate=rate, seed=seed, out=out)
+    click.echo(render_fault_matrix(done.result), nl=False)
+    click.echo(f"wrote {done.json_path} and {done.html_path}")
+    sys.exit(0 if done.passed else 1)
 
 
 @main.command("calibrate")
@@ -744,20 +587,10 @@ def calibrate_command(config_path, out, rate, seed, fmt):
     reworded as an LLM writes them, and every fault class are built from the gold set and corpus,
     then audited. Prints per check how well it separates them and the threshold it proposes, and
     writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
-    from ragaudit import runner
-    from ragaudit.calibrate import calibrate
-    from ragaudit.io.config import load_config
-    from ragaudit.io.files import refuse_overwriting
-    from ragaudit.report import write_json
+    from ragaudit import api
     from ragaudit.report.calibration_text import render_calibration
 
-    if not 0 < rate <= 1:
-        raise UsageError(f"expected --rate in (0, 1], found {rate}")
-    config = load_config(config_path)
-    target = Path(out) if out else Path(config_path).parent / "calibration.json"
-    refuse_overwriting([target], [config_path, config.gold, config.corpus])
-    result = calibrate(runner.Inputs(config), rate=rate, seed=seed)
-    write_json(target, result)
+    result, target = api.calibrate(config_path, out=out, rate=rate, seed=seed)
     if fmt == "json":
         click.echo(json.dumps(result, indent=1, sort_keys=True))
     else:
@@ -783,31 +616,16 @@ def verify(run_dir, attestation, pubkey):
     and with --pubkey that it is signed with that key. Exit 0: unchanged; 5: changed or a signature
     that does not verify (each named, corpus documents too); 3: no run directory, a damaged manifest,
     or a damaged or foreign attestation."""
-    from ragaudit import rundir
+    from ragaudit import api
     from ragaudit.errors import InputsChangedError
 
-    if attestation or pubkey:
-        from ragaudit import attest
-
-        attest.check_options(attestation, pubkey)
-        checked = attest.verify(run_dir, attestation, pubkey)
-        for note in checked.notes:
-            click.echo(f"note: {note}", err=True)
-        if checked.mismatches:
-            raise InputsChangedError("; ".join(checked.mismatches))
-        signed = f", signature verified with key {checked.verified_with[:16]}…" if checked.verified_with else ""
-        click.echo(
-            f"unchanged: {'traces and outputs' if checked.absent else 'gold, corpus, config, traces and outputs'} of {run_dir}"
-        )
-        click.echo(f"attested: {len(checked.statement['subject'])} files match {attestation}{signed}")
-        return
-    notes: list[str] = []
-    changed = rundir.changes(run_dir, notes)
-    for note in notes:
+    checked = api.verify(run_dir, attestation=attestation, pubkey=pubkey)
+    for note in checked.notes:
         click.echo(f"note: {note}", err=True)
-    if changed:
-        raise InputsChangedError("; ".join(changed))
-    click.echo(f"unchanged: gold, corpus, config, traces and outputs of {run_dir}")
+    if checked.changed:
+        raise InputsChangedError("; ".join(checked.changed))
+    for line in checked.checked:
+        click.echo(line)
 
 
 @main.group()

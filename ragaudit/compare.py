@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragaudit.metrics.lam import STATES
 from ragaudit.metrics.registry import METRICS
+from ragaudit.model import Question
 from ragaudit.noise import NoiseFloor
 from ragaudit.power import Assumptions, Design, mde
 
 COMPARED = tuple(m.name for m in METRICS.values() if m.compared and m.level != "question")
-STATES = ("convergent", "recursive", "chaotic", "divergent")
 SEED = 20261122
 RESAMPLES = 9_999  # bootstrap resamples, and random sign patterns of a randomized test (p in steps of 1/10,000)
 EXACT_MAX = 16  # up to 2^16 = 65,536 sign patterns, enumerated in about 0.2 s
@@ -56,7 +57,7 @@ BATCH_BYTES = 4 << 20
 @dataclass(frozen=True, eq=False)  # one system is one object: pairs are told apart by identity
 class System:
     name: str
-    questions: dict[str, dict]  # qid -> question record of the report
+    questions: dict[str, Question]  # qid -> question of the report
     noise: NoiseFloor = field(default_factory=NoiseFloor.unknown)
 
 
@@ -194,7 +195,7 @@ def paired_values(a: System, b: System, shared: list[str]) -> dict[str, tuple[np
     """Per compared metric, a's and b's values over the shared questions both scored."""
     paired: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in COMPARED:
-        pairs = [(a.questions[q]["metrics"].get(name), b.questions[q]["metrics"].get(name)) for q in shared]
+        pairs = [(a.questions[q].metrics.get(name), b.questions[q].metrics.get(name)) for q in shared]
         pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
         if pairs:
             paired[name] = (_values(name, [p[0] for p in pairs]), _values(name, [p[1] for p in pairs]))
@@ -262,7 +263,7 @@ def compare_pair(
         metrics[name]["verdict"] = verdict(metrics[name])
     transitions = {s: {t: 0 for t in STATES} for s in STATES}
     for q in shared:
-        transitions[a.questions[q]["lambda"]["state"]][b.questions[q]["lambda"]["state"]] += 1
+        transitions[a.questions[q].lam.state][b.questions[q].lam.state] += 1
     return {
         "a": a.name,
         "b": b.name,
@@ -280,7 +281,7 @@ def detectable(a: System, b: System, shared: list[str], assumptions: Assumptions
     (`power.py`), under the planning assumptions."""
 
     def runs(system: System, qid: str) -> int:
-        count = (system.questions[qid].get("stats") or {}).get("runs") or 1
+        count = system.questions[qid].stats.runs or 1
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise TypeError(f"question {qid}: expected stats.runs, a count of runs, found {count!r}")
         return count
@@ -316,7 +317,7 @@ def compare(
         "systems": [s.name for s in systems],
         "margin": margin,
         "means": {
-            s.name: {name: _mean([q["metrics"].get(name) for q in s.questions.values()]) for name in COMPARED}
+            s.name: {name: _mean([q.metrics.get(name) for q in s.questions.values()]) for name in COMPARED}
             for s in systems
         },
         "noise": {s.name: s.noise.to_dict() for s in systems},

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.errors import InputError, Problem
+from ragaudit.metrics.lam import STATES
 
 RUNS, REPORT, ISSUES, MANIFEST = "runs.parquet", "report.json", "issues.jsonl", "manifest.json"
 METRIC_PREFIX = "m."
@@ -26,7 +27,6 @@ RUN_COUNTS = {
     "ungrounded": "ungrounded_runs",
     "coverage_missing": "coverage_missing_runs",
 }
-STATES = ("convergent", "recursive", "chaotic", "divergent")
 
 
 @dataclass

@@ -284,13 +284,14 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
         (tmp_path / run / "report.json").write_text(
             json.dumps(
                 {
-                    "summary": {"pipelines": {"p": {}}},
+                    "summary": {"pipelines": {"p": {"runs": 3, "metrics": {}}}},
                     "questions": [
                         {
                             "pipeline": "p",
                             "qid": f"q{i}",
                             "metrics": {"citation_match": value},
                             "lambda": {"state": "convergent"},
+                            "stats": {"runs": 1},
                         }
                         for i in range(3)
                     ],
@@ -298,4 +299,5 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
             )
         )
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path)])
-    assert result.exit_code == 3 and "metric citation_match: expected one number per question" in result.output
+    assert result.exit_code == 3
+    assert "$.questions[0].metrics.citation_match: expected a number or null, found an array" in result.output

@@ -367,7 +367,8 @@ def test_report_json_has_the_documented_keys(run):
     runs = [r for q in questions for r in q["runs"]]
     assert set().union(*runs) == documented("table: report.run")
     assert set(report["gate"]) == {"verdict", "pipelines", "checks"}
-    check_keys = {"pipeline", "name", "threshold", "value", "passed", "questions", "detail", "source", "reasons"}
+    check_keys = {"pipeline", "name", "threshold", "value", "passed", "bound", "questions", "detail", "source"}
+    check_keys |= {"reasons", "settings"}
     assert set(report["gate"]["checks"][0]) == check_keys
 
 

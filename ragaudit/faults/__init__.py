@@ -24,8 +24,8 @@ from ragaudit.audit import Audit, Subject, as_baseline, audit, regate
 from ragaudit.errors import UsageError
 from ragaudit.faults.mutations import Fault, Scene
 from ragaudit.faults.registry import FAULTS
-from ragaudit.gate import flagged_questions
 from ragaudit.metrics.support import Memoized
+from ragaudit.model import Gate
 from ragaudit.plan import run_order
 from ragaudit.progress import phase
 from ragaudit.types import Payload, Trace
@@ -88,18 +88,17 @@ def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, 
     return Injection(fault, applicable, affected, dict(changed), out)
 
 
-def _row(result: Audit, gate: dict, gated: list[str], affected: dict[str, set[str]]) -> dict:
-    flagged = flagged_questions(gate)
-    checks = gate["checks"]
+def _row(result: Audit, gate: Gate, gated: list[str], affected: dict[str, set[str]]) -> dict:
+    flagged = gate.flagged_questions()
     pipelines = {}
     for name in gated:
-        questions = {q["qid"] for q in result.evaluation.questions if q["pipeline"] == name}
+        questions = {q.qid for q in result.evaluation.questions if q.pipeline == name}
         hit = affected.get(name, set()) & questions
         rest = questions - hit
         mine = flagged.get(name, set())
         pipelines[name] = {
-            "verdict": "pass" if all(c["passed"] for c in checks if c["pipeline"] == name) else "fail",
-            "failed_checks": [c["name"] for c in checks if c["pipeline"] == name and not c["passed"]],
+            "verdict": "pass" if all(c.passed for c in gate.of(name)) else "fail",
+            "failed_checks": [c.name for c in gate.of(name) if not c.passed],
             "codes": dict(sorted(result.codes_by_pipeline.get(name, Counter()).items())),
             "affected": len(hit),
             "detected": len(hit & mine),
@@ -107,7 +106,7 @@ def _row(result: Audit, gate: dict, gated: list[str], affected: dict[str, set[st
             "false_flag_rate": len(rest & mine) / len(rest) if rest else None,
             "flagged": sorted(mine),
         }
-    return {"verdict": gate["verdict"], "pipelines": pipelines}
+    return {"verdict": gate.verdict, "pipelines": pipelines}
 
 
 def _failed_everywhere(row: dict) -> bool:
@@ -130,7 +129,7 @@ def run_faults(
     chosen = {name: fault for name, fault in FAULTS.items() if not only or name in only}
     with phase("clean run", counts_as="faults"):
         clean = audit(traces, subject)
-    gated = list(clean.gate["pipelines"])
+    gated = list(clean.gate.pipelines)
     baseline = as_baseline(clean)
     audits = {"clean": clean}
     rows = []

@@ -48,12 +48,15 @@ from pydantic_core import PydanticCustomError
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import InputError, Problem, describe
+from ragaudit.metrics.lam import STATES
 
 _Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
 _LambdaState = Literal["convergent", "recursive", "chaotic", "divergent"]
 _Analyzer = Literal["whitespace", "lowercase", "lowercase+ascii_fold"]
 RETRIEVERS: tuple[str, ...] = get_args(_Retriever)
 LAMBDA_STATES: tuple[str, ...] = get_args(_LambdaState)
+if LAMBDA_STATES != STATES:
+    raise ImportError("the config schema's λ states no longer match ragaudit.metrics.lam.STATES")
 if set(get_args(_Analyzer)) != set(ANALYZERS):
     raise ImportError("the config schema's analyzers no longer match ragaudit.analyzers")
 

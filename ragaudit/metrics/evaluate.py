@@ -32,6 +32,7 @@ from ragaudit.metrics.keycontent import Bars
 from ragaudit.metrics.lam import chain_states
 from ragaudit.metrics.registry import RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
+from ragaudit.model import PipelineSummary, Question
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
 from ragaudit.validate.codes import issue
 from ragaudit.validate.registry import where
@@ -90,9 +91,9 @@ class Scored:
 @dataclass
 class Evaluation:
     runs: list[dict] = field(default_factory=list)  # kept only when the caller holds every run
-    questions: list[dict] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
     sections: list[dict] = field(default_factory=list)
-    pipelines: dict[str, dict] = field(default_factory=dict)
+    pipelines: dict[str, PipelineSummary] = field(default_factory=dict)
     unmatched: list[str] = field(default_factory=list)
     notes: list[Issue] = field(default_factory=list)
     coverage_share: Callable[[str, float], float] | None = None  # share of a pipeline's runs with coverage >= t

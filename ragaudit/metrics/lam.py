@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The λ states, best first, each with its symbol: the one list every reader of λ uses.
 SYMBOLS = {"convergent": "→", "recursive": "<>", "chaotic": "×", "divergent": "←"}
+STATES: tuple[str, ...] = tuple(SYMBOLS)
 
 
 @dataclass(frozen=True)

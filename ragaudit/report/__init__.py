@@ -13,6 +13,7 @@ from pathlib import Path
 from ragaudit import rundir, runstore
 from ragaudit.errors import InputError
 from ragaudit.io.files import write_atomic
+from ragaudit.model import Baseline, Report
 from ragaudit.progress import phase
 
 
@@ -25,7 +26,7 @@ def write_json(path: Path, value) -> None:
     write_atomic(path, dumps(value))
 
 
-def build(run_dir: Path, subject, *, baseline: dict | None = None, warnings: list[str] | None = None) -> dict:
+def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings: list[str] | None = None) -> Report:
     """Audit the stored traces of `run_dir`, read once as a stream, then write every output.
     Returns the report; what went wrong without stopping it goes to `warnings`."""
     from ragaudit.audit import StreamingAudit
@@ -38,7 +39,7 @@ def build(run_dir: Path, subject, *, baseline: dict | None = None, warnings: lis
         return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
 
 
-def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None = None) -> dict:
+def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None = None) -> Report:
     """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
     report.html shows the trend of the runs before it in the history the manifest names (none,
     with a line in `warnings`, when the history cannot be read now)."""
@@ -54,7 +55,7 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
             os.replace(result.issues_path, run_dir / "issues.jsonl")
         with phase("report.json"):
             report = report_of(result, subject, manifest)
-            write_json(run_dir / "report.json", report)
+            write_json(run_dir / "report.json", report.to_json())
         with phase("history"):
             try:
                 trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
@@ -62,7 +63,7 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
                 trend = ""
                 if warnings is not None:
                     warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
-        states = {(q["pipeline"], q["qid"]): q["lambda"]["state"] for q in report["questions"]}
+        states = {q.key: q.lam.state for q in report.questions}
         with phase("traces.log and rag_traces.sqlite"):
             logs.write_logs(
                 run_dir / "traces.log",
@@ -72,7 +73,7 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         with phase("junit.xml"):
             junit.write_junit(run_dir / "junit.xml", report)
         comparison = None
-        if len(report["summary"]["pipelines"]) > 1 or subject.config.compare.get("pairs"):
+        if len(report.summary.pipelines) > 1 or subject.config.compare.get("pairs"):
             with phase("compare.json and compare.html"):
                 comparison = write_comparison(run_dir, [report], run_dirs=[run_dir])[0]
         with phase("summary.md"):
@@ -86,7 +87,7 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
 
 def write_comparison(
     out_dir: Path,
-    reports: list[dict],
+    reports: list[Report],
     labels: list[str] | None = None,
     *,
     run_dirs: list[Path] | None = None,

@@ -17,14 +17,14 @@ from pathlib import Path
 from ragaudit.io.config import SCHEMA
 from ragaudit.io.files import write_atomic
 from ragaudit.metrics.delta_s import ZONES
-from ragaudit.metrics.lam import SYMBOLS
-from ragaudit.report import charts
+from ragaudit.metrics.lam import STATES, SYMBOLS
+from ragaudit.model import Report
+from ragaudit.report import charts, formatting
 from ragaudit.report.formatting import num, pct
 from ragaudit.report.templating import asset, render, trusted
 
 # The config's gate defaults, used only for a threshold that no gate check in the report carries.
 DEFAULT_GATE = {k: v for k, (_, v) in SCHEMA["gate"].items() if isinstance(v, float)}
-STATES = ("convergent", "recursive", "chaotic", "divergent")
 RUN_METRICS = (
     "citation_match",
     "coverage",
@@ -91,10 +91,10 @@ def thresholds(report: dict) -> dict:
     out = dict(DEFAULT_GATE)
     for check in (report.get("gate") or {}).get("checks", []):
         limit = check.get("threshold")
-        if check["name"] == "coverage_pass_rate" and isinstance(limit, dict):
-            out["coverage_min"] = limit.get("coverage_min", out["coverage_min"])
-            out["coverage_pass_rate"] = limit.get("pass_rate", out["coverage_pass_rate"])
-        elif check["name"] in out and isinstance(limit, (int, float)) and not isinstance(limit, bool):
+        for key, setting in (check.get("settings") or {}).items():  # coverage_pass_rate's coverage_min
+            if key in out and isinstance(setting, (int, float)) and not isinstance(setting, bool):
+                out[key] = setting
+        if check["name"] in out and isinstance(limit, (int, float)) and not isinstance(limit, bool):
             out[check["name"]] = limit
     return out
 
@@ -379,6 +379,7 @@ def _check(c: dict) -> dict:
         "name": c["name"],
         "state": "pass" if c["passed"] else "fail",
         "threshold": c.get("threshold"),
+        "bound": c.get("bound") or formatting.limit(c.get("threshold")),
         "value": c.get("value"),
         "questions": c.get("questions") or [],
         "detail": c.get("detail"),
@@ -571,5 +572,7 @@ def render_html(report: dict, trend: str = "") -> str:
     )
 
 
-def write_html(path: Path, report: dict, trend: str = "") -> None:
-    write_atomic(path, render_html(report, trend))
+def write_html(path: Path, report: Report, trend: str = "") -> None:
+    """report.html. The page's view model reads the report as report.json holds it: the same
+    document the page embeds for its drill-down."""
+    write_atomic(path, render_html(report.to_json(), trend))

@@ -11,6 +11,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from ragaudit.io.files import atomic_path
+from ragaudit.model import Report
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -24,38 +25,32 @@ def _fmt(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def write_junit(path: Path, report: dict) -> None:
-    checks = report["gate"]["checks"]
+def write_junit(path: Path, report: Report) -> None:
+    checks = report.gate.checks
     failed_by: dict[tuple[str, str], list[str]] = {}
-    for check in checks:
-        if not check["passed"]:
-            for qid in check["questions"]:
-                failed_by.setdefault((check["pipeline"], qid), []).append(check["name"])
+    for check in report.gate.failed():
+        for qid in check.questions:
+            failed_by.setdefault((check.pipeline, qid), []).append(check.name)
     root = ET.Element("testsuites", name="ragaudit")
     questions = ET.SubElement(root, "testsuite", name="questions")
-    for q in report["questions"]:
-        case = ET.SubElement(questions, "testcase", classname=f"ragaudit.{q['pipeline']}", name=q["qid"])
-        reasons = failed_by.get((q["pipeline"], q["qid"]))
+    for q in report.questions:
+        case = ET.SubElement(questions, "testcase", classname=f"ragaudit.{q.pipeline}", name=q.qid)
+        reasons = failed_by.get(q.key)
         if reasons:
-            lam = q["lambda"]
+            lam = q.lam
             failure = ET.SubElement(case, "failure", message=f"failed gate checks: {', '.join(reasons)}")
-            why = [
-                f"regression: {lost}"
-                for c in checks
-                if (lost := (c.get("reasons") or {}).get(q["qid"]))
-                if c["pipeline"] == q["pipeline"]
-            ]
-            wrong = [f"v{r['variant']} s{r['seed']}: {r['why']}" for r in q.get("runs", []) if not r.get("correct")]
+            why = [f"regression: {lost}" for c in checks if (lost := c.reasons.get(q.qid)) if c.pipeline == q.pipeline]
+            wrong = [f"v{r['variant']} s{r['seed']}: {r['why']}" for r in q.runs or [] if not r.get("correct")]
             unsupported = [
                 f"v{r['variant']} s{r['seed']}: claim {c['n']} {c['grounding']}: {c['text']}"
-                for r in q.get("runs", [])
+                for r in q.runs or []
                 for c in r.get("claims") or []
                 if c.get("grounding") in ("unsupported", "uncited")
             ]
             failure.text = "\n".join(
                 [
-                    f"lambda {lam['state']} (css {_fmt(lam['css'])}, spread {_fmt(lam['spread'])}); "
-                    + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q["metrics"].items()) if v is not None),
+                    f"lambda {lam.state} (css {_fmt(lam.css)}, spread {_fmt(lam.spread)}); "
+                    + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q.metrics.items()) if v is not None),
                     *why,
                     *wrong[:12],
                     *([f"... {len(wrong) - 12} more runs not correct"] if len(wrong) > 12 else []),
@@ -65,18 +60,13 @@ def write_junit(path: Path, report: dict) -> None:
             )
     gate = ET.SubElement(root, "testsuite", name="gate")
     for check in checks:
-        case = ET.SubElement(gate, "testcase", classname=f"ragaudit.gate.{check['pipeline']}", name=check["name"])
-        if not check["passed"]:
+        case = ET.SubElement(gate, "testcase", classname=f"ragaudit.gate.{check.pipeline}", name=check.name)
+        if not check.passed:
             failure = ET.SubElement(
-                case,
-                "failure",
-                message=f"{check['name']}: value {_fmt(check['value'])}, threshold {_fmt(check['threshold'])}",
+                case, "failure", message=f"{check.name}: value {_fmt(check.value)}, threshold {check.bound}"
             )
             failure.text = " ".join(
-                filter(
-                    None,
-                    [check.get("detail"), "questions: " + ", ".join(check["questions"]) if check["questions"] else ""],
-                )
+                filter(None, [check.detail, "questions: " + ", ".join(check.questions) if check.questions else ""])
             )
     for suite in (questions, gate):
         cases = suite.findall("testcase")

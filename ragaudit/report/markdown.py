@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from ragaudit.io.files import write_atomic
+from ragaudit.model import Gate, Report
 
 SHOWN = ("citation_match", "coverage", "delta_s_qr", "correct", "mrr", "support")
 
@@ -29,45 +30,41 @@ def _fmt(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def render_summary(report: dict, comparison: dict | None = None) -> str:
-    gate = report["gate"]
-    lines = [f"# ragaudit: gate {'passed ✅' if gate['verdict'] == 'pass' else 'FAILED ❌'}", ""]
-    s = report["summary"]
+def render_summary(report: Report, comparison: dict | None = None) -> str:
+    gate = report.gate
+    lines = [f"# ragaudit: gate {'passed ✅' if gate.passed else 'FAILED ❌'}", ""]
+    s = report.summary
     lines.append(
-        f"{s['runs']} runs over {s['questions']} questions; "
-        f"{s['issues']['errors']} validation errors, {s['issues']['warnings']} warnings."
+        f"{s.runs} runs over {s.questions} questions; {s.issues.errors} validation errors, {s.issues.warnings} warnings."
     )
-    gold = s.get("gold_check") or {}
-    if gold.get("errors") or gold.get("warnings"):
-        lines.append(f"Gold check: {gold.get('errors', 0)} errors, {gold.get('warnings', 0)} warnings.")
+    if s.gold_errors or s.gold_warnings:
+        lines.append(f"Gold check: {s.gold_errors} errors, {s.gold_warnings} warnings.")
     lines += [
         "",
         "| pipeline | gate | " + " | ".join(SHOWN) + " | errored runs | hallucinating runs | λ convergent |",
         "|---" * (len(SHOWN) + 5) + "|",
     ]
-    for name, p in s["pipelines"].items():
-        lam = p["lambda"]
-        mine = [c for c in gate["checks"] if c["pipeline"] == name]
-        verdict = "not gated" if not mine else "passed" if all(c["passed"] for c in mine) else "failed"
+    for name, p in s.pipelines.items():
+        mine = gate.of(name)
+        verdict = "not gated" if not mine else "passed" if all(c.passed for c in mine) else "failed"
         lines.append(
             f"| {md(name)} | {verdict} | "
-            + " | ".join(_fmt(p["metrics"].get(m)) for m in SHOWN)
-            + f" | {p.get('errored', 0)} | {p.get('hallucinating_runs', 0)} | {lam['convergent']}/{p['questions']} |"
+            + " | ".join(_fmt(p.metrics.get(m)) for m in SHOWN)
+            + f" | {p.errored} | {p.hallucinating_runs} | {p.lam.get('convergent', 0)}/{p.questions} |"
         )
-    failed = [c for c in gate["checks"] if not c["passed"]]
+    failed = gate.failed()
     if failed:
         lines += ["", "## Failing checks", ""]
         for c in failed:
-            qs = c["questions"]
+            qs = c.questions
             shown = ", ".join(md(q) for q in qs[:10]) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
             lines.append(
-                f"- **{md(c['pipeline'])} · {md(c['name'])}**: value {md(_fmt(c['value']))}, threshold "
-                f"{md(_fmt(c['threshold']))}"
+                f"- **{md(c.pipeline)} · {md(c.name)}**: value {md(_fmt(c.value))}, threshold {md(c.bound)}"
                 + (f"; questions: {shown}" if qs else "")
-                + (f" ({md(c['detail'])})" if c.get("detail") else "")
+                + (f" ({md(c.detail)})" if c.detail else "")
             )
     lines += _regressions(gate) + _unsupported(report)
-    missing = [c["pipeline"] for c in gate["checks"] if c["name"] == "baseline_missing"]
+    missing = gate.missing_from_baseline()
     if missing:
         lines += ["", f"Not in the baseline (no drift checks): {', '.join(md(p) for p in missing)}."]
     if comparison:
@@ -78,9 +75,9 @@ def render_summary(report: dict, comparison: dict | None = None) -> str:
 CLAIMS_SHOWN = 20
 
 
-def _regressions(gate: dict) -> list[str]:
+def _regressions(gate: Gate) -> list[str]:
     """Each question that lost correct or grounded runs since the baseline, with what it lost."""
-    lost = [(c["pipeline"], qid, why) for c in gate["checks"] for qid, why in (c.get("reasons") or {}).items()]
+    lost = [(c.pipeline, qid, why) for c in gate.checks for qid, why in c.reasons.items()]
     if not lost:
         return []
     return ["", "## Regressions since the baseline", ""] + [
@@ -88,12 +85,12 @@ def _regressions(gate: dict) -> list[str]:
     ]
 
 
-def _unsupported(report: dict) -> list[str]:
+def _unsupported(report: Report) -> list[str]:
     """The claims their cited texts do not support, or that cite nothing, of the runs the report carries."""
     found = [
-        (q["pipeline"], q["qid"], r, c)
-        for q in report["questions"]
-        for r in q.get("runs") or []
+        (q.pipeline, q.qid, r, c)
+        for q in report.questions
+        for r in q.runs or []
         for c in r.get("claims") or []
         if c.get("grounding") in ("unsupported", "uncited")
     ]
@@ -122,5 +119,5 @@ def decisions(comparison: dict) -> list[str]:
     return lines
 
 
-def write_summary(path: Path, report: dict, comparison: dict | None = None) -> None:
+def write_summary(path: Path, report: Report, comparison: dict | None = None) -> None:
     write_atomic(path, render_summary(report, comparison))

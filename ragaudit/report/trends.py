@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 from ragaudit.history import TREND_METRICS, Point
+from ragaudit.model import Report
 
 LABELS = {
     "citation_match": "citation match",
@@ -21,7 +22,7 @@ SHOWN_RUNS = 20
 WIDTH, HEIGHT = 140, 28
 
 
-def load_trend(store: Path | None, run_dir: Path, report: dict, *, last: int = SHOWN_RUNS) -> list[Point]:
+def load_trend(store: Path | None, run_dir: Path, report: Report, *, last: int = SHOWN_RUNS) -> list[Point]:
     """The points of the panel: up to `last` - 1 runs the history recorded before this one on the
     same gold set and corpus, then this run. No store (or none yet): this run only."""
     from ragaudit import history
@@ -29,7 +30,7 @@ def load_trend(store: Path | None, run_dir: Path, report: dict, *, last: int = S
     current = history.points_of(run_dir, report)
     if store is None or not Path(store).is_file() or last < 2:
         return current
-    inputs = (report.get("meta") or {}).get("inputs") or {}
+    inputs = report.inputs or {}
     earlier = history.trend(
         store,
         last=last - 1,
