@@ -1,6 +1,17 @@
-"""The flows behind the commands, as functions that return typed results: `ragaudit.cli` parses,
-calls one of these, prints what it returns and maps it to an exit code. Messages a caller should
-show (warnings, notes) are returned, never printed."""
+"""ragaudit as a library: every command's flow as a function that returns a typed result.
+
+    from ragaudit import api
+
+    outcome = api.audit("configs/default.toml")          # run, audit, gate, write the run directory
+    outcome.report.gate.verdict                            # a ragaudit.model.Report
+    gated = api.gate("reports/RUN/report.json", "configs/strict.toml", baseline="last-pass")
+    with api.validate(["traces.jsonl"], corpus="corpus/") as found:
+        for issue in found: ...
+
+`ragaudit.cli` parses, calls one of these, prints what it returns and maps it to an exit code.
+Messages a caller should show (warnings, notes) are returned, never printed; bad input raises
+`ragaudit.errors.InputError` (exit 3), `UsageError` (2), `PipelineError` (4).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +20,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragaudit.checking import check_gold, ingest, validate
 from ragaudit.errors import InputError, RagauditError, UsageError
 from ragaudit.model import Gate, Report
 
+__all__ = [
+    "LAST_PASS",
+    "Report",
+    "audit",
+    "calibrate",
+    "check_gold",
+    "choose_baseline",
+    "compare",
+    "faults",
+    "gate",
+    "ingest",
+    "load_run",
+    "read_report",
+    "report",
+    "support_scores",
+    "validate",
+    "verify",
+]
 LAST_PASS = "last-pass"
 
 
@@ -362,3 +392,18 @@ def _config(config):
     from ragaudit.io.config import Config, load_config
 
     return config if isinstance(config, Config) else load_config(config)
+
+
+def load_run(path: str | Path):
+    """A finished run directory as pandas DataFrames (`ragaudit.results.Run`)."""
+    from ragaudit.results import load_run as load
+
+    return load(path)
+
+
+def support_scores(pairs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
+    """Support of each (segment, cited texts) pair in [0, 1], from the bundled scorer; offline, CPU
+    (`ragaudit.metrics.support.support_scores`)."""
+    from ragaudit.metrics.support import support_scores as scores
+
+    return scores(pairs)

@@ -4,7 +4,6 @@ audit scores the traces as they come, and write every output of the run director
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -63,11 +62,12 @@ def audit_config(
     inputs = runner.Inputs(config)
     findings = inputs.check_gold(strict=gold_check)
     subject = inputs.subject(findings)
+    workers = max(1, workers or config.workers)  # one count: the runner's threads and the executor's processes
     cluster = make_executor(
         executor or config.executor["kind"],
         scheduler or config.executor["scheduler"],
         config.path,
-        workers=workers or (os.cpu_count() or 2),
+        workers=workers,
     )
     audit: dict = {}
 

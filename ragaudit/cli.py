@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -136,47 +134,6 @@ def main(quiet: bool, verbose: bool):
     gc.set_threshold(50_000, 50, 100)
 
 
-def _issue_line(issue) -> str:
-    where = issue.file or "-"
-    if issue.line is not None:
-        where += f":{issue.line}"
-    run = (
-        ""
-        if issue.qid is None
-        else f" [{issue.qid} v{issue.variant} s{issue.seed}"
-        + (f" seg{issue.seg}" if issue.seg is not None else "")
-        + "]"
-    )
-    return f"{where}: {issue.severity} {issue.code}{run} {issue.path}: {issue.message}\n    fix: {issue.fix}"
-
-
-def _emit(issues, *, fmt: str, records_of, counts_of) -> None:
-    """Print issues as they come (text), or as the JSON document of SPEC §7 without holding them in memory."""
-    if fmt == "text":
-        for issue in issues:
-            click.echo(_issue_line(issue))
-        return
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        first = True
-        for issue in issues:
-            spool.write(("" if first else ",\n  ") + json.dumps(issue.to_dict(), sort_keys=True, ensure_ascii=False))
-            first = False
-        spool.seek(0)
-        out = sys.stdout
-        out.write('{"records": %d, "issues": [\n  ' % records_of())
-        while chunk := spool.read(1 << 16):
-            out.write(chunk)
-        out.write('\n], "counts": %s}\n' % json.dumps(dict(sorted(counts_of().items())), sort_keys=True))
-
-
-def _summary(records: int, counts, severity_of) -> str:
-    errors = sum(n for c, n in counts.items() if severity_of(c) == "error")
-    warnings = sum(counts.values()) - errors
-    lines = [f"{records} records, {errors} errors, {warnings} warnings"]
-    lines += [f"  {code}: {n}" for code, n in sorted(counts.items())]
-    return "\n".join(lines)
-
-
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -207,93 +164,34 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
 
     Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read.
     """
-    if source != "traces" and (executor == "dask" or (workers or 1) > 1):
-        raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
-    import signal
-
-    from ragaudit.io.corpus import load_corpus
+    from ragaudit.checking import validate as check
     from ragaudit.progress import phase
-    from ragaudit.validate import CODES, Context, Validator
-    from ragaudit.validate.shards import default_workers
-    from ragaudit.workers import Interrupted
+    from ragaudit.report import issues_text
 
-    policy: dict = {}  # without a config: no cross-section whitelist, char offsets (and no config import)
-    offset_unit, corpus_path = "char", corpus
-    if config_path:
-        from ragaudit.io.config import load_config
-
-        config = load_config(config_path)
-        policy = {
-            "allow_cross_section": config.allow_cross_section,
-            "cross_section_whitelist": config.cross_section_whitelist,
-        }
-        offset_unit, corpus_path = config.offset_unit, corpus or config.corpus
-    with phase("loading corpus", counts_as="loading") if corpus_path else contextlib.nullcontext():
-        ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
-    validator = Validator(ctx, offset_unit=offset_unit)
-    client = None
-    if executor == "dask":
-        from ragaudit.executors import connect
-
-        client = connect(scheduler)
-
-    def terminated(signum, frame):  # unwinds like ctrl-C: workers stopped, spool files removed
-        raise Interrupted(signum, "interrupted by SIGTERM")
-
-    readers: list = []  # the span reader, for its late spans
-    try:
-        previous = signal.signal(signal.SIGTERM, terminated)
-    except ValueError:  # not the main thread: leave signals alone
-        previous = None
-    try:
-        with phase("validating", unit="records", count=lambda: validator.records):
-            _emit(
-                validator.check_paths(traces, workers=workers or default_workers(), client=client)
-                if source == "traces"
-                else _span_issues(validator, source, traces, readers),
-                fmt=fmt,
-                records_of=lambda: validator.records,
-                counts_of=lambda: validator.counts,
-            )
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        if client is not None:
-            client.close()
+    found = check(
+        traces,
+        corpus=corpus,
+        config=config_path,
+        workers=workers,
+        executor=executor,
+        scheduler=scheduler,
+        source=source,
+    )
+    with found, phase("validating", unit="records", count=lambda: found.records):
+        issues_text.write_issues(
+            found, sys.stdout, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts
+        )
     if fmt == "text":
-        click.echo(_summary(validator.records, validator.counts, lambda c: CODES[c].severity))
-    for reader in readers:
-        _warn_late(reader)
-    for exc in validator.unreadable:
-        for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
-    for bad in validator.bad_lines:
-        click.echo(f"error: {bad.problem}", err=True)
-    if validator.unreadable or validator.bad_lines:
-        sys.exit(InputError.exit_code)
-    sys.exit(1 if validator.errors else 0)
+        click.echo(issues_text.summary(found.records, found.counts))
+    _report(found.warnings, found.problems)
+    sys.exit(InputError.exit_code if found.problems else 1 if found.errors else 0)
 
 
-def _span_issues(validator, source: str, paths, readers: list):
-    """Issues of span files joined into traces; a file that cannot be read ends the reading."""
-    from ragaudit.spans import read_traces
-
-    reader = read_traces(source, paths)
-    readers.append(reader)
-    try:
-        yield from validator.check(reader)
-    except InputError as exc:
-        validator.unreadable.append(exc)
-    if reader.unreadable:
-        validator.unreadable.append(InputError(reader.unreadable))
-
-
-def _warn_late(reader) -> None:
-    """A warning per late span (a span of a trace already written, left out), the first few named."""
-    for problem in reader.late_problems:
-        click.echo(f"warning: {problem}", err=True)
-    if reader.late > len(reader.late_problems):
-        click.echo(f"warning: {reader.late - len(reader.late_problems)} more late spans left out", err=True)
+def _report(warnings, problems) -> None:
+    for line in warnings:
+        click.echo(f"warning: {line}", err=True)
+    for line in problems:
+        click.echo(f"error: {line}", err=True)
 
 
 @main.command()
@@ -319,32 +217,19 @@ def ingest(source, inputs, out, config_name, window):
     Exit 0: every input read; 3: an input or a line of one could not be read (each on stderr;
     the traces of the readable lines are written all the same).
     """
-    from ragaudit.io.files import atomic_path, refuse_overwriting
-    from ragaudit.io.jsonl import BadLine
-    from ragaudit.io.traces import dump_trace
-    from ragaudit.progress import phase
-    from ragaudit.spans import Ingest
+    from ragaudit.checking import ingest as join
 
-    refuse_overwriting([out], inputs)
-    reader = Ingest(source, inputs, config_name=config_name, window=window)
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        with phase("ingesting", unit="spans", count=lambda: reader.spans):
-            for item in reader:
-                if isinstance(item, BadLine):
-                    click.echo(f"error: {item.problem}", err=True)
-                else:
-                    handle.write(dump_trace(item) + "\n")
-    _warn_late(reader)
-    for problem in reader.unreadable:
-        click.echo(f"error: {problem}", err=True)
+    done = join(source, inputs, out, config_name=config_name, window=window)
+    _report([], done.bad_lines)
+    _report(done.warnings, done.unreadable_inputs)
     click.echo(
-        f"{reader.spans} spans, {reader.traces} traces written to {out}, "
-        f"{reader.skipped} traces without a RETRIEVER span skipped"
-        + (f", {reader.late} late spans left out" if reader.late else "")
-        + (f", {reader.bad} defective lines or spans" if reader.bad else "")
-        + (f", {len(reader.unreadable)} unreadable inputs" if reader.unreadable else "")
+        f"{done.spans} spans, {done.traces} traces written to {out}, "
+        f"{done.skipped} traces without a RETRIEVER span skipped"
+        + (f", {done.late} late spans left out" if done.late else "")
+        + (f", {done.bad} defective lines or spans" if done.bad else "")
+        + (f", {done.unreadable} unreadable inputs" if done.unreadable else "")
     )
-    sys.exit(InputError.exit_code if reader.bad or reader.unreadable else 0)
+    sys.exit(InputError.exit_code if done.problems else 0)
 
 
 @main.command("run")
@@ -651,32 +536,17 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
 
     Exit 0: no error; 1: error findings; 3: the gold set or corpus could not be read.
     """
-    from collections import Counter
+    from ragaudit.checking import check_gold
+    from ragaudit.report import issues_text
 
-    from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.gold import read_gold
-    from ragaudit.progress import phase
-    from ragaudit.validate import CODES
-    from ragaudit.validate.gold import check_gold
-
-    with phase("loading corpus and gold set", counts_as="loading"):
-        loaded = load_corpus(corpus)
-        items, problems = read_gold(gold_path)
-    encoder = None
-    if not no_distance:
-        from ragaudit.metrics.embed import DEFAULT_MODEL, SentenceTransformerEncoder
-
-        encoder = SentenceTransformerEncoder(model or DEFAULT_MODEL)
-    found = check_gold(items, loaded, file=str(gold_path), paraphrases=paraphrases, problems=problems, encoder=encoder)
-    counts = Counter(i.code for i in found)
-    _emit(found, fmt=fmt, records_of=lambda: len(items) + len(problems), counts_of=lambda: counts)
+    found = check_gold(gold_path, corpus, paraphrases=paraphrases, model=model, distance=not no_distance)
+    issues_text.write_issues(
+        found.issues, sys.stdout, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts
+    )
     if fmt == "text":
-        click.echo(_summary(len(items) + len(problems), counts, lambda c: CODES[c].severity))
-    for problem in problems:
-        click.echo(f"error: {problem}", err=True)
-    if problems:
-        sys.exit(InputError.exit_code)
-    sys.exit(1 if any(i.severity == "error" for i in found) else 0)
+        click.echo(issues_text.summary(found.records, found.counts))
+    _report([], found.problems)
+    sys.exit(InputError.exit_code if found.problems else 1 if found.errors else 0)
 
 
 @main.command()
@@ -704,21 +574,9 @@ def cite(traces, qid, base_url):
 @FORMAT
 def codes(fmt):
     """List every issue code with its severity, meaning and fix."""
-    from ragaudit.validate import CODES
+    from ragaudit.report.issues_text import codes as listing
 
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {"code": c.code, "severity": c.severity, "family": c.family, "meaning": c.meaning, "fix": c.fix}
-                    for c in CODES.values()
-                ],
-                indent=2,
-            )
-        )
-        return
-    for c in CODES.values():
-        click.echo(f"{c.code:<28} {c.severity:<8} {c.meaning}\n{'':<37} fix: {c.fix}")
+    click.echo(listing(fmt))
 
 
 @main.command("history")
@@ -777,30 +635,9 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
 def metrics_command(fmt):
     """List every metric with its level, direction, the gate checks that read it, and its definition;
     then which ΔS the gate reads, and why."""
-    from ragaudit.metrics.registry import GATED_DELTA_S, METRICS
+    from ragaudit.report.issues_text import metrics as listing
 
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "name": m.name,
-                        "level": m.level,
-                        "higher_is_better": m.higher_is_better,
-                        "gated_by": list(m.gated_by),
-                        "description": m.description,
-                    }
-                    for m in METRICS.values()
-                ],
-                indent=2,
-            )
-        )
-        return
-    for m in METRICS.values():
-        direction = "higher is better" if m.higher_is_better else "lower is better"
-        gated = f" [gated: {', '.join(m.gated_by)}]" if m.gated_by else ""
-        click.echo(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}{gated}")
-    click.echo(f"\n{GATED_DELTA_S}")
+    click.echo(listing(fmt))
 
 
 @main.command("audit-log")

@@ -265,3 +265,22 @@ def test_a_cluster_of_our_own_that_lost_every_worker_starts_new_ones(tmp_path, m
         client.wait_for_workers(2, timeout=120)
     finally:
         executor.close()
+
+
+def test_processes_without_workers_use_the_configured_count(tmp_path, monkeypatch):
+    """`--executor processes` without --workers starts [audit] workers processes, the count the
+    runner's threads use (it took every CPU of the machine)."""
+    import ragaudit.executors
+
+    started = []
+    real = ragaudit.executors.local_processes
+
+    def counted(workers, config_path):
+        started.append(workers)
+        return real(workers, config_path)
+
+    monkeypatch.setattr(ragaudit.executors, "local_processes", counted)
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]", extra="workers = 3\n")
+    result = invoke("run", config, "--no-gate", "--executor", "processes")
+    assert result.exit_code == 0, result.output
+    assert started == [3]

@@ -93,11 +93,11 @@ def run_audit_log(
     the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
     policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one."""
     from ragaudit import __version__
+    from ragaudit.inputs import encoder_for, support_for
     from ragaudit.io.config import default_config, load_config
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.files import refuse_overwriting
-    from ragaudit.metrics.embed import make_encoder
-    from ragaudit.metrics.support import Memoized, make_support_scorer
+    from ragaudit.metrics.support import Memoized
     from ragaudit.report import write_json
     from ragaudit.report.audit_log_html import write_audit_log_html
     from ragaudit.report.trace_table import TraceTable
@@ -113,12 +113,8 @@ def run_audit_log(
         [target / JSON_NAME, target / HTML_NAME, target / TABLE_NAME], [*paths, corpus_path, config], option="--out"
     )
     snapshot = load_corpus(corpus_path)
-    encoder = encoder if encoder is not None else make_encoder(settings.model, memory=ENCODER_MEMORY)
-    support = make_support_scorer(
-        settings.support["model"] and str(settings.support["model"]),
-        params=settings.support["params"] and str(settings.support["params"]),
-        encoder=encoder,
-    )
+    encoder = encoder if encoder is not None else encoder_for(settings.model, memory=ENCODER_MEMORY)
+    support = support_for(settings.support, encoder)
     scoring = Scoring(
         encoder,
         Memoized(support, size=SUPPORT_MEMO),
