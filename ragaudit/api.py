@@ -80,7 +80,7 @@ def choose_baseline(
     go, for the default history). A baseline built on another gold set or corpus is refused (exit
     3) unless `allow_foreign`, then kept with a warning."""
     from ragaudit import history, rundir
-    from ragaudit.gate import foreign_baseline
+    from ragaudit.gating import foreign_baseline
 
     older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
     if str(baseline) == LAST_PASS:
@@ -151,7 +151,7 @@ def report(run_dir: Path) -> Rebuilt:
     the config, gold set and baseline its manifest names."""
     from ragaudit import rundir
     from ragaudit.inputs import Inputs
-    from ragaudit.report import build
+    from ragaudit.render import build
 
     manifest = rundir.read_manifest(run_dir)
     inputs = Inputs(_config(manifest["config_path"]))
@@ -185,7 +185,7 @@ def gate(
     report.json or `last-pass`). The report's runs' coverage is read from runs.parquet beside it;
     a report moved alone must carry all its runs."""
     from ragaudit import runstore
-    from ragaudit.gate import evaluate_gate
+    from ragaudit.gating import evaluate_gate
     from ragaudit.metrics.evaluate import Evaluation
 
     config = _config(config)
@@ -265,15 +265,15 @@ def faults(
     out: Path | None = None,
 ) -> FaultsResult:
     """Inject each fault class into a share of the questions of a finished run and gate every
-    faulty copy as `report` would (module `ragaudit.faults`); writes faults.json and faults.html."""
+    faulty copy as `report` would (module `ragaudit.injection`); writes faults.json and faults.html."""
     from ragaudit import rundir
-    from ragaudit.faults import run_faults
+    from ragaudit.injection import run_faults
     from ragaudit.inputs import Inputs
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.io.traces import read_trace_file
     from ragaudit.progress import phase
-    from ragaudit.report import write_json
-    from ragaudit.report.faults_html import write_faults_html
+    from ragaudit.render import write_json
+    from ragaudit.render.faults_html import write_faults_html
 
     manifest = rundir.read_manifest(run_dir)
     config_file = config or manifest["config_path"]
@@ -303,12 +303,12 @@ def faults(
 
 def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int = 0) -> tuple[dict, Path]:
     """Propose [gate] thresholds for the gold set and corpus of `config` (module
-    `ragaudit.calibrate`); writes calibration.json (default: beside the config) and returns its
+    `ragaudit.calibrating`); writes calibration.json (default: beside the config) and returns its
     content and path."""
-    from ragaudit.calibrate import calibrate as propose
+    from ragaudit.calibrating import calibrate as propose
     from ragaudit.inputs import Inputs
     from ragaudit.io.files import refuse_overwriting
-    from ragaudit.report import write_json
+    from ragaudit.render import write_json
 
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
@@ -327,12 +327,12 @@ def compare(
     margin: float | None = None,
     out: Path | None = None,
 ) -> tuple[dict, list[str], Path]:
-    """Compare pipelines within a run or across two (module `ragaudit.compare`); writes
+    """Compare pipelines within a run or across two (module `ragaudit.comparison`); writes
     compare.json and compare.html (default: in the first run directory). Returns the comparison,
     notes on pipelines left out, and the folder written."""
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.progress import phase
-    from ragaudit.report import write_comparison
+    from ragaudit.render import write_comparison
 
     if margin is not None and not 0 < margin < 1:
         raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")

@@ -48,9 +48,9 @@ def audit_config(
     """Run and audit `config`; `baseline` is an earlier report.json (already read and accepted);
     `command`, the command line that asked for it, goes into the manifest."""
     from ragaudit import history, rundir, runner
-    from ragaudit.audit import StreamingAudit
+    from ragaudit.auditing import StreamingAudit
     from ragaudit.executors import make_executor
-    from ragaudit.report import write_outputs
+    from ragaudit.render import write_outputs
 
     store = history.store_of(config, Path(resume).parent if resume else out)
     sources = [config.path, config.gold, config.corpus]

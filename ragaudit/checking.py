@@ -94,8 +94,8 @@ def validate(
     CPUs, at most 8) or a Dask cluster (`executor="dask"`) share large inputs."""
     from ragaudit.io.corpus import load_corpus
     from ragaudit.progress import phase
-    from ragaudit.validate import Context, Validator
-    from ragaudit.validate.shards import default_workers
+    from ragaudit.validation import Context, Validator
+    from ragaudit.validation.shards import default_workers
 
     if source != TRACES and (executor == "dask" or (workers or 1) > 1):
         raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
@@ -230,7 +230,7 @@ def check_gold(
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.gold import read_gold
     from ragaudit.progress import phase
-    from ragaudit.validate.gold import check_gold as check
+    from ragaudit.validation.gold import check_gold as check
 
     with phase("loading corpus and gold set", counts_as="loading"):
         loaded = load_corpus(corpus)

@@ -166,7 +166,7 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
     """
     from ragaudit.checking import validate as check
     from ragaudit.progress import phase
-    from ragaudit.report import issues_text
+    from ragaudit.render import issues_text
 
     found = check(
         traces,
@@ -322,7 +322,7 @@ def _tell(chosen) -> None:
 
 
 def _finish(report, run_dir: Path, no_gate: bool) -> None:
-    from ragaudit.report.markdown import render_summary
+    from ragaudit.render.markdown import render_summary
 
     for name in report.gate.missing_from_baseline():
         click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
@@ -370,7 +370,7 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
     if fmt == "json":
         click.echo(json.dumps(gated.gate.to_json(), indent=1, sort_keys=True))
     else:
-        from ragaudit.report.markdown import render_summary
+        from ragaudit.render.markdown import render_summary
 
         click.echo(render_summary(gated.report), nl=False)
     sys.exit(0 if gated.gate.passed else 1)
@@ -404,7 +404,7 @@ def compare_command(run_dirs, pairs, margin, out, fmt):
 
     Exit 0; 2: an unknown pipeline in --pair or a margin outside (0, 1); 3: an unreadable report."""
     from ragaudit import api
-    from ragaudit.report.compare_text import render_text
+    from ragaudit.render.compare_text import render_text
 
     result, notes, target = api.compare(run_dirs, pairs=pairs, margin=margin, out=out)
     if fmt == "json":
@@ -440,8 +440,8 @@ def faults(run_dir, config_path, only, rate, seed, out):
     against the baseline; 1 otherwise.
     """
     from ragaudit import api
-    from ragaudit.faults import FAULTS
-    from ragaudit.report.faults_text import render_fault_matrix
+    from ragaudit.injection import FAULTS
+    from ragaudit.render.faults_text import render_fault_matrix
 
     names = None
     if only is not None:
@@ -473,7 +473,7 @@ def calibrate_command(config_path, out, rate, seed, fmt):
     then audited. Prints per check how well it separates them and the threshold it proposes, and
     writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
     from ragaudit import api
-    from ragaudit.report.calibration_text import render_calibration
+    from ragaudit.render.calibration_text import render_calibration
 
     result, target = api.calibrate(config_path, out=out, rate=rate, seed=seed)
     if fmt == "json":
@@ -537,7 +537,7 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
     Exit 0: no error; 1: error findings; 3: the gold set or corpus could not be read.
     """
     from ragaudit.checking import check_gold
-    from ragaudit.report import issues_text
+    from ragaudit.render import issues_text
 
     found = check_gold(gold_path, corpus, paraphrases=paraphrases, model=model, distance=not no_distance)
     issues_text.write_issues(
@@ -574,7 +574,7 @@ def cite(traces, qid, base_url):
 @FORMAT
 def codes(fmt):
     """List every issue code with its severity, meaning and fix."""
-    from ragaudit.report.issues_text import codes as listing
+    from ragaudit.render.issues_text import codes as listing
 
     click.echo(listing(fmt))
 
@@ -595,7 +595,7 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
     [history] path, else history.sqlite beside the run directories (--config's [audit] out, else
     ./reports). Exit 0; 3 when the history is missing or damaged."""
     from ragaudit import history
-    from ragaudit.report import history_text
+    from ragaudit.render import history_text
 
     if store is None:
         from ragaudit.io.config import load_config
@@ -635,7 +635,7 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
 def metrics_command(fmt):
     """List every metric with its level, direction, the gate checks that read it, and its definition;
     then which ΔS the gate reads, and why."""
-    from ragaudit.report.issues_text import metrics as listing
+    from ragaudit.render.issues_text import metrics as listing
 
     click.echo(listing(fmt))
 
@@ -655,7 +655,7 @@ def audit_log_command(traces, corpus, source, window, out, config_path):
     Writes audit_log.json, audit_log.html and rag_traces.sqlite. Exit 0: no error-severity issue
     and no drift; 1: some; 3: an input could not be read."""
     from ragaudit.auditlog import run_audit_log
-    from ragaudit.report.audit_log_text import render_windows
+    from ragaudit.render.audit_log_text import render_windows
 
     result = run_audit_log(traces, corpus=corpus, fmt=source, window=window, out=out, config=config_path)
     click.echo(render_windows(result.model), nl=False)

@@ -65,7 +65,7 @@ class Inputs:
     def check_gold(self, *, strict: bool = True) -> list[Issue]:
         """The gold set's findings against the corpus, as `ragaudit gold check` reports them.
         With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
-        from ragaudit.validate.gold import check_gold
+        from ragaudit.validation.gold import check_gold
 
         found = check_gold(
             self.items,
@@ -82,6 +82,6 @@ class Inputs:
         return found
 
     def subject(self, gold_findings: list[Issue] | tuple[Issue, ...] = ()):
-        from ragaudit.audit import Subject
+        from ragaudit.auditing import Subject
 
         return Subject(self.config, self.items, self.corpus, self.encoder, self.support, list(gold_findings))

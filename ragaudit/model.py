@@ -1,4 +1,4 @@
-"""The report model: typed, built once from an audit (`ragaudit.report.model.build_report`) or read
+"""The report model: typed, built once from an audit (`ragaudit.render.model.build_report`) or read
 back from a report.json (`Report.from_json`), and read by the gate, every renderer, the history and
 the comparison. `to_json` gives report.json's document; `from_json` checks a document's shape and
 names the first thing it lacks (`$.questions[3].stats.runs: expected an integer, found text`), so

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragaudit.compare import COMPARED, MARGIN, System
+from ragaudit.comparison import COMPARED, MARGIN, System
 from ragaudit.errors import InputError, UsageError
 from ragaudit.model import Report
 from ragaudit.noise import noise_floor
@@ -136,10 +136,10 @@ def comparison_of(
     specs: list[str] | None = None,
     margin: float | None = None,
 ) -> tuple[dict, list[str]]:
-    """The comparison of the reports' systems (see `ragaudit.compare`), with the settings of the first
+    """The comparison of the reports' systems (see `ragaudit.comparison`), with the settings of the first
     report's `[compare]` where the caller gives none, and notes on pipelines left out. `run_dirs`
     locate runs.parquet, whose seeds give each system's noise floor."""
-    from ragaudit.compare import compare
+    from ragaudit.comparison import compare
     from ragaudit.power import Assumptions
     from ragaudit.runstore import RUNS
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.cli import main
 from ragaudit.types import Anchor, GoldItem, Span
-from ragaudit.validate import Context, Validator
+from ragaudit.validation import Context, Validator
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 

@@ -59,3 +59,19 @@ def test_verify_says_what_changed(run_dir, tmp_path):
         assert any("report.html" in change for change in api.verify(run).changed)
     finally:
         html.write_bytes(original)
+
+
+def test_the_facade_names_are_functions_whatever_was_imported():
+    """`ragaudit.gate` is the function, not a module: no module of the package shadows a facade name."""
+    import importlib
+    import pkgutil
+
+    import ragaudit
+
+    for module in pkgutil.walk_packages(ragaudit.__path__, "ragaudit."):
+        if ".adapters." not in module.name and not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    for name in set(ragaudit.__all__) - {"__version__", "Report"}:
+        found = getattr(ragaudit, name)
+        assert callable(found) and not isinstance(found, type(ragaudit)), name
+    assert ragaudit.gate is api.gate and ragaudit.validate is api.validate and ragaudit.report is api.report

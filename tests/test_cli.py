@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragaudit.cli import main
-from ragaudit.validate import CODES
+from ragaudit.validation import CODES
 
 
 @pytest.fixture

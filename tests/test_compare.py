@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-import ragaudit.compare as compare_module
+import ragaudit.comparison as compare_module
 from ragaudit.cli import main
-from ragaudit.compare import (
+from ragaudit.comparison import (
     EXACT_MAX,
     RESAMPLES,
     SEED,

@@ -12,8 +12,8 @@ import pytest
 from helpers import BM25, TFIDF, invoke, run_dir_of, write_config, write_demo_config
 from scipy import stats
 
-import ragaudit.compare as compare_module
-from ragaudit.compare import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
+import ragaudit.comparison as compare_module
+from ragaudit.comparison import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
 from ragaudit.noise import NoiseFloor, noise_floor
 
 

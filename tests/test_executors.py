@@ -123,8 +123,8 @@ def test_dask_needs_a_scheduler(tmp_path):
 def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, valid_trace, corpus, cluster):
     from helpers import sequential, trace_lines, write
 
-    from ragaudit.validate import Context, Validator
-    from ragaudit.validate.shards import check_sharded
+    from ragaudit.validation import Context, Validator
+    from ragaudit.validation.shards import check_sharded
 
     big = write(tmp_path / "big.jsonl", trace_lines(valid_trace, 150, seed=3), newline=b"\r\n", torn=True)
     small = [write(tmp_path / f"s{k}.jsonl", trace_lines(valid_trace, 3 + k, seed=k)) for k in range(5)]

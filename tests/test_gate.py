@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from ragaudit.gate import CHECKS, evaluate_gate
+from ragaudit.gating import CHECKS, evaluate_gate
 from ragaudit.io.config import default_config
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation

@@ -19,7 +19,7 @@ from helpers import BM25, DEMO, LENIENT, TFIDF, invoke, run_dir_of, write_config
 
 from ragaudit import history
 from ragaudit.model import Report
-from ragaudit.report.trends import trend_panel
+from ragaudit.render.trends import trend_panel
 
 STORE = "runs/history.sqlite"  # write_config's out is "runs"
 

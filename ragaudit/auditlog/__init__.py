@@ -98,10 +98,10 @@ def run_audit_log(
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.metrics.support import Memoized
-    from ragaudit.report import write_json
-    from ragaudit.report.audit_log_html import write_audit_log_html
-    from ragaudit.report.trace_table import TraceTable
-    from ragaudit.validate import Context
+    from ragaudit.render import write_json
+    from ragaudit.render.audit_log_html import write_audit_log_html
+    from ragaudit.render.trace_table import TraceTable
+    from ragaudit.validation import Context
 
     length = parse_window(window)
     settings = load_config(Path(config)) if config else default_config()

@@ -34,8 +34,8 @@ from ragaudit.metrics.registry import RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
 from ragaudit.model import PipelineSummary, Question
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
-from ragaudit.validate.codes import issue
-from ragaudit.validate.registry import where
+from ragaudit.validation.codes import issue
+from ragaudit.validation.registry import where
 
 RATES = (
     "coverage",

@@ -18,7 +18,7 @@ from ragaudit.io.gold import read_gold
 from ragaudit.io.jsonl import BadLine, JsonDefect, decode, read_json_file
 from ragaudit.io.traces import dump_trace, read_trace_file, read_traces
 from ragaudit.types import Corpus, Trace
-from ragaudit.validate import Context, Validator
+from ragaudit.validation import Context, Validator
 
 SETTINGS = settings(
     max_examples=150,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ragaudit.model import Report
-from ragaudit.report import charts
-from ragaudit.report.html import (
+from ragaudit.render import charts
+from ragaudit.render.html import (
     drill_data,
     render_html,
     section_result,

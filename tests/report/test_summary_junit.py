@@ -4,8 +4,8 @@ support."""
 from xml.etree import ElementTree as ET
 
 from ragaudit.model import Check, Report
-from ragaudit.report.junit import write_junit
-from ragaudit.report.markdown import render_summary
+from ragaudit.render.junit import write_junit
+from ragaudit.render.markdown import render_summary
 
 
 def _claim(n, text, grounding, support=None, hallucinated=()):
