@@ -20,7 +20,8 @@ As a library (each function is documented in `ragaudit.api`; the report it retur
 Nothing heavy is imported until a function is called.
 """
 
-__version__ = "0.1.0"
+from ragaudit._version import __version__
+
 __all__ = [
     "Report",
     "__version__",

@@ -47,7 +47,7 @@ LAST_PASS = "last-pass"
 
 def read_report(path: str | Path) -> Report:
     """A report.json, typed; a file that is not a ragaudit report is an InputError naming it."""
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     return Report.from_json(read_json_file(Path(path), what="report"), str(path))
 
@@ -151,7 +151,7 @@ def report(run_dir: Path) -> Rebuilt:
     the config, gold set and baseline its manifest names."""
     from ragaudit import rundir
     from ragaudit.inputs import Inputs
-    from ragaudit.render import build
+    from ragaudit.outputs import build
 
     manifest = rundir.read_manifest(run_dir)
     inputs = Inputs(_config(manifest["config_path"]))
@@ -269,10 +269,9 @@ def faults(
     from ragaudit import rundir
     from ragaudit.injection import run_faults
     from ragaudit.inputs import Inputs
-    from ragaudit.io.files import refuse_overwriting
+    from ragaudit.io.files import refuse_overwriting, write_json
     from ragaudit.io.traces import read_trace_file
     from ragaudit.progress import phase
-    from ragaudit.render import write_json
     from ragaudit.render.faults_html import write_faults_html
 
     manifest = rundir.read_manifest(run_dir)
@@ -307,8 +306,7 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     content and path."""
     from ragaudit.calibrating import calibrate as propose
     from ragaudit.inputs import Inputs
-    from ragaudit.io.files import refuse_overwriting
-    from ragaudit.render import write_json
+    from ragaudit.io.files import refuse_overwriting, write_json
 
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
@@ -331,8 +329,8 @@ def compare(
     compare.json and compare.html (default: in the first run directory). Returns the comparison,
     notes on pipelines left out, and the folder written."""
     from ragaudit.io.files import refuse_overwriting
+    from ragaudit.outputs import write_comparison
     from ragaudit.progress import phase
-    from ragaudit.render import write_comparison
 
     if margin is not None and not 0 < margin < 1:
         raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")

@@ -50,7 +50,7 @@ def audit_config(
     from ragaudit import history, rundir, runner
     from ragaudit.auditing import StreamingAudit
     from ragaudit.executors import make_executor
-    from ragaudit.render import write_outputs
+    from ragaudit.outputs import write_outputs
 
     store = history.store_of(config, Path(resume).parent if resume else out)
     sources = [config.path, config.gold, config.corpus]

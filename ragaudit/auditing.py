@@ -23,7 +23,8 @@ from ragaudit import progress, runstore
 from ragaudit.gating import evaluate_gate
 from ragaudit.io.config import Config
 from ragaudit.metrics.aggregate import Aggregates
-from ragaudit.metrics.evaluate import AVERAGED, Evaluation, Settings, score_runs
+from ragaudit.metrics.evaluate import Evaluation, Settings, score_runs
+from ragaudit.metrics.registry import AVERAGED
 from ragaudit.model import Aborted, Baseline, Gate, PipelineResult, Report
 from ragaudit.plan import PlanIndex
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
@@ -327,7 +328,7 @@ def audit(traces: Iterable[Trace], subject: Subject, *, baseline: Baseline | Non
 
 def report_of(result: Audit, subject: Subject, manifest: dict) -> Report:
     """The report model of an audit."""
-    from ragaudit.render.model import build_report
+    from ragaudit.reporting import build_report
 
     config = subject.config
     index = manifest.get("index") or {}

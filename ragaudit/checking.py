@@ -95,7 +95,7 @@ def validate(
     from ragaudit.io.corpus import load_corpus
     from ragaudit.progress import phase
     from ragaudit.validation import Context, Validator
-    from ragaudit.validation.shards import default_workers
+    from ragaudit.validation.shards import check_paths, default_workers
 
     if source != TRACES and (executor == "dask" or (workers or 1) > 1):
         raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
@@ -120,7 +120,7 @@ def validate(
         client = connect(scheduler)
     readers: list = []
     issues = (
-        validator.check_paths(paths, workers=workers or default_workers(), client=client)
+        check_paths(validator, paths, workers=workers or default_workers(), client=client)
         if source == TRACES
         else _span_issues(validator, source, paths, readers)
     )

@@ -1,82 +1,15 @@
-"""The report model: typed, built once from an audit (`ragaudit.render.model.build_report`) or read
-back from a report.json (`Report.from_json`), and read by the gate, every renderer, the history and
-the comparison. `to_json` gives report.json's document; `from_json` checks a document's shape and
-names the first thing it lacks (`$.questions[3].stats.runs: expected an integer, found text`), so
-that a report edited by hand or damaged is an input error, never a traceback.
-"""
+"""The report model, typed: built once from an audit (`ragaudit.reporting`) or read back from a
+report.json (`Report.from_json`, which names the first place a damaged document differs, so it is
+an input error, never a traceback), and read by the gate, every renderer, the history and compare."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from ragaudit.errors import InputError
-
-T = TypeVar("T")
-JSON = dict[str, Any]
-
-
-class ShapeError(ValueError):
-    """A report document that lacks what a reader needs: where, and what was expected."""
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-def _get(data: JSON, key: str, where: str, check: Callable[[Any], bool], expected: str, default: Any = ...) -> Any:
-    if key not in data:
-        if default is not ...:
-            return default
-        raise ShapeError(f"{where}.{key}: expected {expected}, found none")
-    value = data[key]
-    if not check(value):
-        raise ShapeError(f"{where}.{key}: expected {expected}, found {_kind(value)}")
-    return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _opt_num(value: Any) -> bool:
-    return value is None or _is_num(value)
-
-
-def _obj(data: Any, where: str) -> JSON:
-    if not isinstance(data, dict):
-        raise ShapeError(f"{where}: expected an object, found {_kind(data)}")
-    return data
-
-
-def _list(data: JSON, key: str, where: str, read: Callable[[Any, str], T], default: Any = ...) -> list[T]:
-    items = _get(data, key, where, lambda v: isinstance(v, list), "an array", default)
-    return [read(item, f"{where}.{key}[{i}]") for i, item in enumerate(items)]
-
-
-def _numbers(data: JSON, key: str, where: str) -> dict[str, float | None]:
-    found = _get(data, key, where, lambda v: isinstance(v, dict), "an object of numbers")
-    for name, value in found.items():
-        if not _opt_num(value):
-            raise ShapeError(f"{where}.{key}.{name}: expected a number or null, found {_kind(value)}")
-    return dict(found)
-
+from ragaudit.io import shape
+from ragaudit.io.shape import JSON, ShapeError, get, items, numbers, obj
 
 # ---- the gate ------------------------------------------------------------------------------
 
@@ -117,26 +50,26 @@ class Check:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "Check":
-        data = _obj(data, where)
+        data = obj(data, where)
         threshold = data.get("threshold")
         settings = data.get("settings") or {}
         bound = data.get("bound")
         if isinstance(threshold, dict):  # a report of ragaudit.report/2 before one threshold shape
-            settings = {k: v for k, v in threshold.items() if k != "pass_rate" and _is_num(v)}
+            settings = {k: v for k, v in threshold.items() if k != "pass_rate" and shape.is_num(v)}
             bound = bound or ", ".join(f"{k} {v}" for k, v in threshold.items())
             threshold = threshold.get("pass_rate")
-        elif not _opt_num(threshold):
+        elif not shape.opt_num(threshold):
             bound = bound or str(threshold)
             threshold = None
         value = data.get("value")
         return cls(
-            pipeline=_get(data, "pipeline", where, lambda v: isinstance(v, str), "text"),
-            name=_get(data, "name", where, lambda v: isinstance(v, str), "text"),
+            pipeline=get(data, "pipeline", where, lambda v: isinstance(v, str), "text"),
+            name=get(data, "name", where, lambda v: isinstance(v, str), "text"),
             threshold=threshold,
-            value=value if _opt_num(value) else None,
-            passed=_get(data, "passed", where, lambda v: isinstance(v, bool), "a boolean"),
+            value=value if shape.opt_num(value) else None,
+            passed=get(data, "passed", where, lambda v: isinstance(v, bool), "a boolean"),
             bound=bound if isinstance(bound, str) else ("–" if threshold is None else f"{threshold:g}"),
-            questions=_get(
+            questions=get(
                 data,
                 "questions",
                 where,
@@ -166,11 +99,11 @@ class Gate:
 
     @classmethod
     def from_json(cls, data: Any, where: str = "$.gate") -> "Gate":
-        data = _obj(data, where)
+        data = obj(data, where)
         return cls(
-            verdict=_get(data, "verdict", where, lambda v: v in ("pass", "fail"), "pass or fail"),
-            pipelines=_get(data, "pipelines", where, lambda v: isinstance(v, list), "an array", []),
-            checks=_list(data, "checks", where, Check.from_json),
+            verdict=get(data, "verdict", where, lambda v: v in ("pass", "fail"), "pass or fail"),
+            pipelines=get(data, "pipelines", where, lambda v: isinstance(v, list), "an array", []),
+            checks=items(data, "checks", where, Check.from_json),
         )
 
     @property
@@ -211,12 +144,12 @@ class Lambda:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "Lambda":
-        data = _obj(data, where)
+        data = obj(data, where)
         return cls(
-            state=_get(data, "state", where, lambda v: isinstance(v, str), "a λ state"),
+            state=get(data, "state", where, lambda v: isinstance(v, str), "a λ state"),
             symbol=str(data.get("symbol") or ""),
-            css=_get(data, "css", where, _opt_num, "a number or null", None),
-            spread=_get(data, "spread", where, _opt_num, "a number or null", None),
+            css=get(data, "css", where, shape.opt_num, "a number or null", None),
+            spread=get(data, "spread", where, shape.opt_num, "a number or null", None),
         )
 
 
@@ -243,9 +176,9 @@ class QuestionStats:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "QuestionStats":
-        data = _obj(data, where)
-        counts = {name: _get(data, name, where, _is_int, "an integer", 0) for name in cls.COUNTS}
-        extremes = {name: _get(data, name, where, _opt_num, "a number or null", None) for name in cls.EXTREMES}
+        data = obj(data, where)
+        counts = {name: get(data, name, where, shape.is_int, "an integer", 0) for name in cls.COUNTS}
+        extremes = {name: get(data, name, where, shape.opt_num, "a number or null", None) for name in cls.EXTREMES}
         return cls(**counts, **extremes)
 
 
@@ -291,25 +224,25 @@ class Question:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "Question":
-        data = _obj(data, where)
+        data = obj(data, where)
         text = lambda v: v is None or isinstance(v, str)  # noqa: E731
         runs = data.get("runs")
         if runs is not None and not (isinstance(runs, list) and all(isinstance(r, dict) for r in runs)):
-            raise ShapeError(f"{where}.runs: expected an array of runs, found {_kind(runs)}")
+            raise ShapeError(f"{where}.runs: expected an array of runs, found {shape.kind_of(runs)}")
         return cls(
-            pipeline=_get(data, "pipeline", where, lambda v: isinstance(v, str), "text"),
-            qid=_get(data, "qid", where, lambda v: isinstance(v, str), "text"),
-            doc_id=_get(data, "doc_id", where, text, "text", None),
-            section_id=_get(data, "section_id", where, text, "text", None),
-            question=_get(data, "question", where, text, "text", None),
-            errored=_get(data, "errored", where, _is_int, "an integer", 0),
-            correct=_get(data, "correct", where, _is_int, "an integer", 0),
+            pipeline=get(data, "pipeline", where, lambda v: isinstance(v, str), "text"),
+            qid=get(data, "qid", where, lambda v: isinstance(v, str), "text"),
+            doc_id=get(data, "doc_id", where, text, "text", None),
+            section_id=get(data, "section_id", where, text, "text", None),
+            question=get(data, "question", where, text, "text", None),
+            errored=get(data, "errored", where, shape.is_int, "an integer", 0),
+            correct=get(data, "correct", where, shape.is_int, "an integer", 0),
             lam=Lambda.from_json(data.get("lambda"), f"{where}.lambda"),
-            metrics=_numbers(data, "metrics", where),
+            metrics=numbers(data, "metrics", where),
             stats=QuestionStats.from_json(data.get("stats"), f"{where}.stats"),
             gold=data.get("gold") if isinstance(data.get("gold"), dict) else None,
             runs=runs,
-            runs_omitted=data.get("runs_omitted") if _is_int(data.get("runs_omitted")) else None,
+            runs_omitted=data.get("runs_omitted") if shape.is_int(data.get("runs_omitted")) else None,
         )
 
     @property
@@ -351,16 +284,16 @@ class PipelineSummary:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "PipelineSummary":
-        data = _obj(data, where)
-        lam = _get(data, "lambda", where, lambda v: isinstance(v, dict), "an object of λ state counts", {})
+        data = obj(data, where)
+        lam = get(data, "lambda", where, lambda v: isinstance(v, dict), "an object of λ state counts", {})
         return cls(
-            runs=_get(data, "runs", where, _is_int, "an integer"),
-            questions=_get(data, "questions", where, _is_int, "an integer", 0),
-            errored=_get(data, "errored", where, _is_int, "an integer", 0),
-            hallucinating_runs=_get(data, "hallucinating_runs", where, _is_int, "an integer", 0),
-            metrics=_numbers(data, "metrics", where),
-            citation_match_rate=_get(data, "citation_match_rate", where, _opt_num, "a number or null", None),
-            lam={k: v for k, v in lam.items() if _is_int(v)},
+            runs=get(data, "runs", where, shape.is_int, "an integer"),
+            questions=get(data, "questions", where, shape.is_int, "an integer", 0),
+            errored=get(data, "errored", where, shape.is_int, "an integer", 0),
+            hallucinating_runs=get(data, "hallucinating_runs", where, shape.is_int, "an integer", 0),
+            metrics=numbers(data, "metrics", where),
+            citation_match_rate=get(data, "citation_match_rate", where, shape.opt_num, "a number or null", None),
+            lam={k: v for k, v in lam.items() if shape.is_int(v)},
             zones=dict(data.get("zones") or {}),
             histograms=dict(data.get("histograms") or {}),
         )
@@ -405,7 +338,7 @@ class PipelineResult:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "PipelineResult":
-        data = _obj(data, where)
+        data = obj(data, where)
         run = data.get("aborted_run")
         aborted = None
         if isinstance(run, dict):
@@ -469,28 +402,28 @@ class Summary:
 
     @classmethod
     def from_json(cls, data: Any, where: str = "$.summary") -> "Summary":
-        data = _obj(data, where)
-        issues = _obj(data.get("issues") or {}, f"{where}.issues")
-        gold = _obj(data.get("gold_check") or {}, f"{where}.gold_check")
-        pipelines = _get(data, "pipelines", where, lambda v: isinstance(v, dict), "an object")
+        data = obj(data, where)
+        issues = obj(data.get("issues") or {}, f"{where}.issues")
+        gold = obj(data.get("gold_check") or {}, f"{where}.gold_check")
+        pipelines = get(data, "pipelines", where, lambda v: isinstance(v, dict), "an object")
         return cls(
             verdict=str(data.get("verdict") or ""),
-            runs=_get(data, "runs", where, _is_int, "an integer", 0),
-            questions=_get(data, "questions", where, _is_int, "an integer", 0),
-            detailed_questions=_get(data, "detailed_questions", where, _is_int, "an integer", 0),
+            runs=get(data, "runs", where, shape.is_int, "an integer", 0),
+            questions=get(data, "questions", where, shape.is_int, "an integer", 0),
+            detailed_questions=get(data, "detailed_questions", where, shape.is_int, "an integer", 0),
             issues=IssueCounts(
-                _get(issues, "errors", f"{where}.issues", _is_int, "an integer", 0),
-                _get(issues, "warnings", f"{where}.issues", _is_int, "an integer", 0),
+                get(issues, "errors", f"{where}.issues", shape.is_int, "an integer", 0),
+                get(issues, "warnings", f"{where}.issues", shape.is_int, "an integer", 0),
                 dict(issues.get("by_code") or {}),
             ),
-            gold_errors=_get(gold, "errors", f"{where}.gold_check", _is_int, "an integer", 0),
-            gold_warnings=_get(gold, "warnings", f"{where}.gold_check", _is_int, "an integer", 0),
+            gold_errors=get(gold, "errors", f"{where}.gold_check", shape.is_int, "an integer", 0),
+            gold_warnings=get(gold, "warnings", f"{where}.gold_check", shape.is_int, "an integer", 0),
             pipelines={
                 name: PipelineSummary.from_json(p, f"{where}.pipelines.{name}") for name, p in pipelines.items()
             },
-            sections=_get(data, "sections", where, lambda v: isinstance(v, list), "an array", []),
-            unmatched_runs=_get(data, "unmatched_runs", where, lambda v: isinstance(v, list), "an array", []),
-            unmatched_count=_get(data, "unmatched_count", where, _is_int, "an integer", 0),
+            sections=get(data, "sections", where, lambda v: isinstance(v, list), "an array", []),
+            unmatched_runs=get(data, "unmatched_runs", where, lambda v: isinstance(v, list), "an array", []),
+            unmatched_count=get(data, "unmatched_count", where, shape.is_int, "an integer", 0),
         )
 
 
@@ -536,17 +469,17 @@ class Report:
         """A report document read back; a document of another shape is an InputError naming
         `source` and the first place it differs."""
         try:
-            data = _obj(data, "$")
-            pipelines = _get(data, "pipelines", "$", lambda v: isinstance(v, dict), "an object", {})
+            data = obj(data, "$")
+            pipelines = get(data, "pipelines", "$", lambda v: isinstance(v, dict), "an object", {})
             return cls(
                 schema_version=str(data.get("schema_version") or ""),
-                meta=dict(_get(data, "meta", "$", lambda v: isinstance(v, dict), "an object", {})),
+                meta=dict(get(data, "meta", "$", lambda v: isinstance(v, dict), "an object", {})),
                 summary=Summary.from_json(data.get("summary")),
                 gate=Gate.from_json(data.get("gate")) if "gate" in data else Gate("fail", [], []),
-                questions=_list(data, "questions", "$", Question.from_json),
-                snippets=_get(data, "snippets", "$", lambda v: isinstance(v, dict), "an object", {}),
-                issues=_list(data, "issues", "$", _obj, []),
-                gold_check=_list(data, "gold_check", "$", _obj, []),
+                questions=items(data, "questions", "$", Question.from_json),
+                snippets=get(data, "snippets", "$", lambda v: isinstance(v, dict), "an object", {}),
+                issues=items(data, "issues", "$", obj, []),
+                gold_check=items(data, "gold_check", "$", obj, []),
                 pipelines={name: PipelineResult.from_json(p, f"$.pipelines.{name}") for name, p in pipelines.items()},
             )
         except ShapeError as exc:

@@ -74,7 +74,7 @@ def locked(run_dir: Path) -> Iterator[None]:
 
 def read_manifest(run_dir: Path) -> dict:
     """The manifest; a missing or damaged one is an input error (exit 3)."""
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     path = Path(run_dir) / MANIFEST
     manifest = read_json_file(path, what="manifest")

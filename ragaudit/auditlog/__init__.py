@@ -92,13 +92,12 @@ def run_audit_log(
     """Audit production traces in `paths` and write the three outputs to `out`. `config` supplies
     the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
     policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one."""
-    from ragaudit import __version__
+    from ragaudit._version import __version__
     from ragaudit.inputs import encoder_for, support_for
     from ragaudit.io.config import default_config, load_config
     from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.files import refuse_overwriting
+    from ragaudit.io.files import refuse_overwriting, write_json
     from ragaudit.metrics.support import Memoized
-    from ragaudit.render import write_json
     from ragaudit.render.audit_log_html import write_audit_log_html
     from ragaudit.render.trace_table import TraceTable
     from ragaudit.validation import Context

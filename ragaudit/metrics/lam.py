@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# The λ states, best first, each with its symbol: the one list every reader of λ uses.
-SYMBOLS = {"convergent": "→", "recursive": "<>", "chaotic": "×", "divergent": "←"}
-STATES: tuple[str, ...] = tuple(SYMBOLS)
+from ragaudit.types import LAMBDA_STATES, LAMBDA_SYMBOLS
+
+STATES, SYMBOLS = LAMBDA_STATES, LAMBDA_SYMBOLS
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def write_issues(
 
 def summary(records: int, counts: Mapping[str, int]) -> str:
     """The closing lines of `validate` and `gold check`: records, errors, warnings, each code's count."""
-    from ragaudit.validation.codes import CODES
+    from ragaudit.codes import CODES
 
     errors = sum(n for c, n in counts.items() if CODES[c].severity == "error")
     warnings = sum(counts.values()) - errors
@@ -58,7 +58,7 @@ def summary(records: int, counts: Mapping[str, int]) -> str:
 
 def codes(fmt: str) -> str:
     """Every issue code with its severity, meaning and fix."""
-    from ragaudit.validation.codes import CODES
+    from ragaudit.codes import CODES
 
     if fmt == "json":
         return json.dumps(

@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 
 from ragaudit.io.files import write_atomic
+from ragaudit.metrics.registry import VIEWS
 from ragaudit.model import Gate, Report
 
-SHOWN = ("citation_match", "coverage", "delta_s_qr", "correct", "mrr", "support")
+SHOWN = VIEWS["summary"]
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")

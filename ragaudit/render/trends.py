@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from html import escape
-from pathlib import Path
 
 from ragaudit.history import TREND_METRICS, Point
-from ragaudit.model import Report
 
 LABELS = {
     "citation_match": "citation match",
@@ -18,27 +16,7 @@ LABELS = {
     "delta_s_qr": "mean ΔS",
     "convergent_share": "convergent share",
 }
-SHOWN_RUNS = 20
 WIDTH, HEIGHT = 140, 28
-
-
-def load_trend(store: Path | None, run_dir: Path, report: Report, *, last: int = SHOWN_RUNS) -> list[Point]:
-    """The points of the panel: up to `last` - 1 runs the history recorded before this one on the
-    same gold set and corpus, then this run. No store (or none yet): this run only."""
-    from ragaudit import history
-
-    current = history.points_of(run_dir, report)
-    if store is None or not Path(store).is_file() or last < 2:
-        return current
-    inputs = report.inputs or {}
-    earlier = history.trend(
-        store,
-        last=last - 1,
-        gold=inputs.get("gold"),
-        corpus=inputs.get("corpus"),
-        until=run_dir,
-    )
-    return earlier + current
 
 
 def _line(values: list[float], label: str) -> str:

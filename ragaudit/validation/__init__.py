@@ -1,7 +1,7 @@
 """Validation of citation payloads (SPEC §2). Importing this package registers every rule."""
 
+from ragaudit.codes import CODES, Code
 from ragaudit.validation import answer, corpus, index, payload, ranking, record  # noqa: F401  (registration)
-from ragaudit.validation.codes import CODES, Code
 from ragaudit.validation.engine import (
     Validator,
     aborted_pipelines,

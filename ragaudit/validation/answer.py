@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ragaudit.codes import issue, where
 from ragaudit.markers import MARKER
-from ragaudit.validation.codes import issue
-from ragaudit.validation.registry import rule, where
+from ragaudit.validation.registry import rule
 
 _SENTENCE_END = (".", "!", "?", ":")
 _WORD_CHAR = re.compile(r"\w")

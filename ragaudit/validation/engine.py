@@ -6,11 +6,11 @@ import os
 from collections import Counter
 from typing import Callable, Iterable, Iterator
 
+from ragaudit.codes import CODES, issue
 from ragaudit.errors import InputError
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import read_traces
 from ragaudit.types import Issue, Trace
-from ragaudit.validation.codes import CODES, issue
 from ragaudit.validation.registry import RULES, Context, Rule
 from ragaudit.validation.spool import Spool
 
@@ -99,18 +99,10 @@ class Validator:
         for path in paths:
             yield from self.check(read_traces(path, offset_unit=self.offset_unit))
 
-    def check_paths(self, paths: Iterable[str | os.PathLike], *, workers: int = 1, client=None) -> Iterator[Issue]:
-        """Issues of each file in turn; a file that cannot be read goes to `unreadable` and the
-        others are still checked. With `workers` > 1, inputs large enough to pay for the start-up
-        are validated by that many processes, with exactly the issues, order, counts and line
-        numbers of the sequential run. (The processes are spawned, so a script that calls this
-        must guard its entry point with `if __name__ == "__main__":`.) With a Dask `client`, the
-        work goes to its cluster the same way."""
-        if workers > 1 or client is not None:
-            from ragaudit.validation.shards import check_sharded
-
-            yield from check_sharded(self, list(paths), workers=workers, client=client)
-            return
+    def check_paths(self, paths: Iterable[str | os.PathLike]) -> Iterator[Issue]:
+        """Issues of each file in turn, in this process; a file that cannot be read goes to
+        `unreadable` and the others are still checked. `ragaudit.validation.shards.check_paths`
+        shares large inputs among processes or a Dask cluster with exactly this output."""
         for path in paths:
             try:
                 yield from self.check_files([path])

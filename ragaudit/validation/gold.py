@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from ragaudit.codes import issue
 from ragaudit.errors import Problem
 from ragaudit.progress import phase
 from ragaudit.types import Corpus, GoldItem, Issue
-from ragaudit.validation.codes import issue
 from ragaudit.validation.corpus import text_difference
 
 ANCHOR_DELTA_S_MAX = 0.35

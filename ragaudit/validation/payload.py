@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ragaudit.codes import issue, where
 from ragaudit.errors import describe
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, UNITS
-from ragaudit.validation.codes import issue
-from ragaudit.validation.registry import rule, where
+from ragaudit.validation.registry import rule
 
 
 @rule(*(f"missing_{name}" for name in REQUIRED_PAYLOAD_FIELDS))

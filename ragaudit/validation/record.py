@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ragaudit.validation.codes import issue
-from ragaudit.validation.registry import rule, where
+from ragaudit.codes import issue, where
+from ragaudit.validation.registry import rule
 
 
 @rule("wrong_type")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ragaudit.codes import CODES
 from ragaudit.types import Corpus, Issue, Trace
-from ragaudit.validation.codes import CODES
 
 
 @dataclass(frozen=True)
@@ -47,17 +47,3 @@ def rule(*codes: str, needs_corpus: bool = False, aborts: bool = False):
         return check
 
     return register
-
-
-def where(trace: Trace, path: str = "$", **extra) -> dict:
-    """The location fields of an issue about `trace`."""
-    return dict(
-        qid=trace.qid,
-        variant=trace.variant,
-        seed=trace.seed,
-        path=path,
-        file=trace.file,
-        line=trace.line,
-        pipeline=trace.config,
-        **extra,
-    )

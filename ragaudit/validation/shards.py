@@ -29,7 +29,7 @@ from operator import attrgetter
 from typing import Any, Generator, Iterator, cast
 
 from ragaudit.errors import InputError, Problem
-from ragaudit.io.jsonl import no_records
+from ragaudit.io.jsonfiles import no_records
 from ragaudit.io.traces import trace_lines, traces_in
 from ragaudit.types import Issue
 from ragaudit.validation.engine import Validator, bad_line_of
@@ -137,6 +137,18 @@ def _regular_size(path: str) -> int | None:
 
 
 # ---- the parent ---------------------------------------------------------------------------------
+
+
+def check_paths(validator: Validator, paths, *, workers: int = 1, client=None) -> Iterator[Issue]:
+    """`validator.check_paths(paths)`, or with `workers` > 1 its inputs large enough to pay for the
+    start-up validated by that many processes, with exactly the issues, order, counts and line
+    numbers of the sequential run. (The processes are spawned, so a script that calls this must
+    guard its entry point with `if __name__ == "__main__":`.) With a Dask `client`, the work goes
+    to its cluster the same way."""
+    if workers > 1 or client is not None:
+        yield from check_sharded(validator, list(paths), workers=workers, client=client)
+    else:
+        yield from validator.check_paths(paths)
 
 
 def check_sharded(

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ragaudit.codes import issue, where
 from ragaudit.types import Issue, Trace
-from ragaudit.validation.codes import issue
-from ragaudit.validation.registry import where
 
 NAMED = 50  # runs named per disagreeing span
 

@@ -13,10 +13,11 @@ import dataclasses
 import platform
 from importlib import metadata
 
-from ragaudit import __version__, runstore
+from ragaudit import runstore
+from ragaudit._version import __version__
+from ragaudit.codes import CODES
 from ragaudit.model import IssueCounts, PipelineResult, Question, Report, Summary
 from ragaudit.types import Corpus, GoldItem
-from ragaudit.validation.codes import CODES
 
 SCHEMA_VERSION = "ragaudit.report/3"  # 3: every check's threshold a number, its bar in words as `bound`
 ALL_RUNS_UP_TO = 20_000  # below this many runs, every question's runs are in the report

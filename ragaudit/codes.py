@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Issue
+from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Issue, Trace
 
 ERROR, WARNING = "error", "warning"
 
@@ -278,3 +278,17 @@ CODES.update({c[0]: Code(*c, family="metric") for c in _METRIC_TABLE})
 
 def issue(code: str, message: str, **where) -> Issue:
     return CODES[code].issue(message, **where)
+
+
+def where(trace: Trace, path: str = "$", **extra) -> dict:
+    """The location fields of an issue about `trace`."""
+    return dict(
+        qid=trace.qid,
+        variant=trace.variant,
+        seed=trace.seed,
+        path=path,
+        file=trace.file,
+        line=trace.line,
+        pipeline=trace.config,
+        **extra,
+    )
