@@ -51,11 +51,7 @@ class Subject:
 
     @property
     def context(self) -> Context:
-        return Context(
-            corpus=self.corpus,
-            allow_cross_section=self.config.allow_cross_section,
-            cross_section_whitelist=self.config.cross_section_whitelist,
-        )
+        return Context.of(self.config, self.corpus)
 
 
 @dataclass

@@ -99,19 +99,15 @@ def validate(
 
     if source != TRACES and (executor == "dask" or (workers or 1) > 1):
         raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
-    policy: dict = {}  # without a config: no cross-section whitelist, char offsets (and no config import)
+    loaded = None  # without a config: no cross-section whitelist, char offsets (and no config import)
     offset_unit, corpus_path = "char", corpus
     if config:
         from ragaudit.io.config import load_config
 
         loaded = load_config(config)
-        policy = {
-            "allow_cross_section": loaded.allow_cross_section,
-            "cross_section_whitelist": loaded.cross_section_whitelist,
-        }
         offset_unit, corpus_path = loaded.offset_unit, corpus or loaded.corpus
     with phase("loading corpus", counts_as="loading") if corpus_path else contextlib.nullcontext():
-        ctx = Context(corpus=load_corpus(corpus_path) if corpus_path else None, **policy)
+        ctx = Context.of(loaded, load_corpus(corpus_path) if corpus_path else None)
     validator = Validator(ctx, offset_unit=offset_unit)
     client = None
     if executor == "dask":

@@ -121,11 +121,7 @@ def run_audit_log(
         reading=settings.metrics["delta_s"],
         threshold=settings.support["threshold"],
     )
-    context = Context(
-        corpus=snapshot,
-        allow_cross_section=settings.allow_cross_section,
-        cross_section_whitelist=settings.cross_section_whitelist,
-    )
+    context = Context.of(settings, snapshot)
     target.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     problems: list = []

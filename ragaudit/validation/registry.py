@@ -24,6 +24,14 @@ class Context:
     allow_cross_section: bool = False
     cross_section_whitelist: tuple[frozenset[str], ...] = ()
 
+    @classmethod
+    def of(cls, config, corpus: Corpus | None) -> "Context":
+        """The context of a config's section policy (none: no cross-section whitelist) over `corpus`:
+        the one way every command builds it."""
+        if config is None:
+            return cls(corpus=corpus)
+        return cls(corpus, config.allow_cross_section, config.cross_section_whitelist)
+
 
 @dataclass(frozen=True)
 class Rule:
