@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
 
 from ragaudit import runner  # noqa: E402
-from ragaudit.audit import Audit, audit  # noqa: E402
-from ragaudit.calibrate import TUNED, auroc, propose, score  # noqa: E402
-from ragaudit.faults import inject, run_faults  # noqa: E402
-from ragaudit.faults.mutations import with_answer  # noqa: E402
-from ragaudit.faults.oracle import ORACLE, oracle_traces  # noqa: E402
-from ragaudit.faults.registry import FAULTS  # noqa: E402
+from ragaudit.auditing import Audit, audit  # noqa: E402
+from ragaudit.calibrating import TUNED, auroc, propose, score  # noqa: E402
+from ragaudit.injection import inject, run_faults  # noqa: E402
+from ragaudit.injection.mutations import with_answer  # noqa: E402
+from ragaudit.injection.oracle import ORACLE, oracle_traces  # noqa: E402
+from ragaudit.injection.registry import FAULTS  # noqa: E402
 from ragaudit.io.config import default_config, load_config  # noqa: E402
 from ragaudit.io.traces import read_trace_file  # noqa: E402
 from ragaudit.markers import MARKER  # noqa: E402
