@@ -6,7 +6,7 @@ in a fresh process and reports the wall and CPU time (CPU time is the steadier f
 machine), the peak of memory traced while it runs (tracemalloc; numpy reports its buffers to it) and
 the peak RSS of the whole process (VmHWM), which also holds the synthetic systems.
 
-  * batched: `ragaudit.compare.compare_pair` at --questions (default 100,000): per metric the CI
+  * batched: `ragaudit.comparison.compare_pair` at --questions (default 100,000): per metric the CI
     (BCa up to BCA_MAX questions, whose jackknife is O(questions²) time; the Student t interval
     above), the two-sided p-value (exact sign test for per-run 0/1 outcomes; sign-flip permutation
     otherwise: exact, then MONTE_CARLO_MAX random sign patterns, then the normal approximation), the
@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-import ragaudit.compare as compare_module
-from ragaudit.compare import (
+import ragaudit.comparison as compare_module
+from ragaudit.comparison import (
     BCA_MAX,
     COMPARED,
     EXACT_MAX,

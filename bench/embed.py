@@ -34,7 +34,7 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     from ragaudit import runner
     from ragaudit.io.config import load_config
     from ragaudit.metrics.embed import CachedEncoder, SentenceTransformerEncoder
-    from ragaudit.report import build
+    from ragaudit.outputs import build
 
     config = load_config(config_path)
     model = Recording(SentenceTransformerEncoder(config.model))

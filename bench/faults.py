@@ -43,13 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora  # noqa: E402
 
 from ragaudit import runner  # noqa: E402
-from ragaudit.audit import Audit, audit  # noqa: E402
-from ragaudit.calibrate import TUNED, auroc, propose, score  # noqa: E402
-from ragaudit.faults import inject, run_faults  # noqa: E402
-from ragaudit.faults.mutations import with_answer  # noqa: E402
-from ragaudit.faults.oracle import ORACLE, oracle_traces  # noqa: E402
-from ragaudit.faults.registry import FAULTS  # noqa: E402
-from ragaudit.gate import flagged_questions  # noqa: E402
+from ragaudit.auditing import Audit, audit  # noqa: E402
+from ragaudit.calibrating import TUNED, auroc, propose, score  # noqa: E402
+from ragaudit.injection import inject, run_faults  # noqa: E402
+from ragaudit.injection.mutations import with_answer  # noqa: E402
+from ragaudit.injection.oracle import ORACLE, oracle_traces  # noqa: E402
+from ragaudit.injection.registry import FAULTS  # noqa: E402
 from ragaudit.io.config import default_config, load_config  # noqa: E402
 from ragaudit.io.traces import read_trace_file  # noqa: E402
 from ragaudit.markers import MARKER  # noqa: E402
@@ -137,8 +136,8 @@ def prepare(name: str, root: Path, questions: int | None) -> Corpus:
 
 
 def _flagged_share(result: Audit, pipeline: str) -> float:
-    flagged = flagged_questions(result.gate).get(pipeline, set())
-    questions = {q["qid"] for q in result.evaluation.questions if q["pipeline"] == pipeline}
+    flagged = result.gate.flagged_questions().get(pipeline, set())
+    questions = {q.qid for q in result.evaluation.questions if q.pipeline == pipeline}
     return len(flagged & questions) / len(questions) if questions else 0.0
 
 
@@ -147,8 +146,8 @@ def clean_rows(corpus: Corpus, gate: dict) -> list[tuple[str, str, float, list[s
     for label, traces in corpus.clean.items():
         pipeline = traces[0].config or ""
         result = audit(traces, _gated(corpus.subject, [pipeline], gate))
-        failed = [c["name"] for c in result.gate["checks"] if not c["passed"]]
-        rows.append((label, result.gate["verdict"], _flagged_share(result, pipeline), failed))
+        failed = [c.name for c in result.gate.failed()]
+        rows.append((label, result.gate.verdict, _flagged_share(result, pipeline), failed))
     return rows
 
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ragaudit.report import html
+from ragaudit.render import html
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -184,7 +184,7 @@ def bare_parse(path: str) -> None:
 
 
 def library(path: str) -> None:
-    from ragaudit.validate import Context, Validator
+    from ragaudit.validation import Context, Validator
 
     for _ in Validator(Context()).check_files([path]):
         pass
@@ -278,7 +278,7 @@ def main() -> int:
             f"generated {path}: {payloads:,} payloads, {path.stat().st_size / 1e6:.1f} MB "
             f"in {time.perf_counter() - t0:.1f}s (seed {SEED})"
         )
-        from ragaudit.validate.shards import default_workers
+        from ragaudit.validation.shards import default_workers
 
         workers = default_workers()
         print(

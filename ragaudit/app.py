@@ -4,7 +4,6 @@ audit scores the traces as they come, and write every output of the run director
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from ragaudit.errors import InputError
 from ragaudit.io.calibration import check_config
 from ragaudit.io.config import Config
 from ragaudit.io.files import refuse_overwriting
+from ragaudit.model import Baseline, Report
 from ragaudit.runner import RunResult
 from ragaudit.types import Issue
 
@@ -24,7 +24,7 @@ class Outcome:
     set's findings against the corpus."""
 
     result: RunResult
-    report: dict
+    report: Report
     findings: list[Issue] = field(default_factory=list)
 
     @property
@@ -38,7 +38,7 @@ def audit_config(
     out: Path | None = None,
     resume: Path | None = None,
     workers: int | None = None,
-    baseline: dict | None = None,
+    baseline: Baseline | None = None,
     baseline_path: Path | None = None,
     gold_check: bool = True,
     executor: str | None = None,
@@ -48,9 +48,9 @@ def audit_config(
     """Run and audit `config`; `baseline` is an earlier report.json (already read and accepted);
     `command`, the command line that asked for it, goes into the manifest."""
     from ragaudit import history, rundir, runner
-    from ragaudit.audit import StreamingAudit
+    from ragaudit.auditing import StreamingAudit
     from ragaudit.executors import make_executor
-    from ragaudit.report import write_outputs
+    from ragaudit.outputs import write_outputs
 
     store = history.store_of(config, Path(resume).parent if resume else out)
     sources = [config.path, config.gold, config.corpus]
@@ -62,11 +62,12 @@ def audit_config(
     inputs = runner.Inputs(config)
     findings = inputs.check_gold(strict=gold_check)
     subject = inputs.subject(findings)
+    workers = max(1, workers or config.workers)  # one count: the runner's threads and the executor's processes
     cluster = make_executor(
         executor or config.executor["kind"],
         scheduler or config.executor["scheduler"],
         config.path,
-        workers=workers or (os.cpu_count() or 2),
+        workers=workers,
     )
     audit: dict = {}
 
@@ -107,7 +108,7 @@ def audit_config(
     return Outcome(result, report, findings)
 
 
-def _record(store: Path, result: RunResult, report: dict) -> None:
+def _record(store: Path, result: RunResult, report: Report) -> None:
     """Append the finished run to the history. A failure to append (the history locked for too
     long, a full disk) costs the run nothing: it is a warning, and the run's verdict stands."""
     from ragaudit import history

@@ -144,7 +144,7 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
 def statement(run_dir: Path, *, exclude: Path | None = None) -> dict:
     """The in-toto Statement of a run directory whose files are unchanged since the run."""
     from ragaudit import rundir
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
@@ -276,7 +276,8 @@ def _decode(path: Path, text: str, where: str) -> bytes:
 def read_attestation(path: Path) -> tuple[dict, dict | None]:
     """The statement of an attestation file, and its DSSE envelope when it has one. A damaged or
     foreign file is an InputError naming what is wrong."""
-    from ragaudit.io.jsonl import JsonDefect, read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
+    from ragaudit.io.jsonl import JsonDefect
     from ragaudit.io.jsonl import decode as decode_json
 
     document = read_json_file(path, what="attestation")

@@ -40,7 +40,7 @@ def inputs_key(config: Any) -> str:
     """What decides an audit's result: ragaudit's version and the sha256 of every file the config
     names and of each pipeline's code (a missing file counts as absent; the audit itself then says
     what is wrong)."""
-    from ragaudit import __version__
+    from ragaudit._version import __version__
     from ragaudit.io.files import sha256_file
 
     named: dict[str, Any] = {
@@ -188,7 +188,7 @@ def unverified(run_dir: Path) -> str | None:
     read), or None when it can."""
     from ragaudit import rundir
     from ragaudit.errors import RagauditError
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     try:
         changed = rundir.changes(run_dir)

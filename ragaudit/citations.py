@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, unquote, urlparse
 
-from ragaudit.report.markdown import md
+from ragaudit.render.markdown import md
 from ragaudit.types import Trace
 
 FORMATS = ("internal_kb", "web_urls", "mixed")

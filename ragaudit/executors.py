@@ -69,7 +69,7 @@ def remote_run_many(config_path: str, digest: str, name: str, requests: list):
 
 def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     """Validate and score one batch of runs on a worker."""
-    from ragaudit.audit import score_batch
+    from ragaudit.auditing import score_batch
     from ragaudit.metrics.evaluate import Settings
 
     inputs = _inputs(config_path, digest)

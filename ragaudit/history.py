@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.errors import InputError, Problem, describe
+from ragaudit.model import Report
 
 FILE = "history.sqlite"
 VERSION = 1
@@ -168,16 +169,16 @@ def git_commit(*folders: Path) -> str | None:
     return None
 
 
-def pipeline_values(report: dict) -> list[tuple[str, str, float]]:
+def pipeline_values(report: Report) -> list[tuple[str, str, float]]:
     """(pipeline, metric, value) of a report: every summary metric, the share of convergent
     questions, and the counts of errored and hallucinating runs."""
     rows = []
-    for pipeline, summary in sorted((report["summary"].get("pipelines") or {}).items()):
-        values = dict(summary.get("metrics") or {})
-        if summary.get("questions"):
-            values["convergent_share"] = (summary.get("lambda") or {}).get("convergent", 0) / summary["questions"]
-        values["errored_runs"] = summary.get("errored")
-        values["hallucinating_runs"] = summary.get("hallucinating_runs")
+    for pipeline, summary in sorted(report.summary.pipelines.items()):
+        values: dict[str, float | None] = dict(summary.metrics)
+        if summary.questions:
+            values["convergent_share"] = summary.lam.get("convergent", 0) / summary.questions
+        values["errored_runs"] = summary.errored
+        values["hallucinating_runs"] = summary.hallucinating_runs
         rows += [
             (pipeline, name, float(value))
             for name, value in sorted(values.items())
@@ -191,20 +192,20 @@ def _key(run_dir: Path | None) -> str | None:
     return str(Path(run_dir).resolve()) if run_dir is not None else None
 
 
-def record(store: Path, run_dir: Path, report: dict) -> None:
+def record(store: Path, run_dir: Path, report: Report) -> None:
     """Append a finished run's summary to the history, in one transaction (replacing an earlier
     record of the same run, as after `--resume`)."""
-    meta = report.get("meta") or {}
-    inputs = meta.get("inputs") or {}
+    meta = report.meta
+    inputs = report.inputs or {}
     config_path = meta.get("config_path")
     key = str(Path(run_dir).resolve())
     commit = git_commit(Path.cwd(), *([Path(config_path).parent] if config_path else []))
     checks = [
-        (key, c["pipeline"], c["name"], json.dumps(c.get("value")), json.dumps(c.get("threshold")), int(c["passed"]))
-        for c in report["gate"]["checks"]
+        (key, c.pipeline, c.name, json.dumps(c.value), json.dumps(c.threshold), int(c.passed))
+        for c in report.gate.checks
     ]
-    passed = report["gate"]["verdict"] == "pass"
-    copy = zlib.compress(json.dumps(report, sort_keys=True).encode()) if passed else None
+    passed = report.gate.passed
+    copy = zlib.compress(json.dumps(report.to_json(), sort_keys=True).encode()) if passed else None
     with _opened(store, write=True) as db:
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -217,7 +218,7 @@ def record(store: Path, run_dir: Path, report: dict) -> None:
                     key,
                     meta.get("run_id") or Path(run_dir).name,
                     meta.get("finished"),
-                    report["gate"]["verdict"],
+                    report.gate.verdict,
                     inputs.get("gold"),
                     inputs.get("corpus"),
                     inputs.get("config"),
@@ -256,11 +257,11 @@ class Point:
     value: float
 
 
-def points_of(run_dir: Path, report: dict, git: str | None = None) -> list[Point]:
+def points_of(run_dir: Path, report: Report, git: str | None = None) -> list[Point]:
     """A report's values as the history would give them back."""
-    failed = {c["pipeline"] for c in report["gate"]["checks"] if not c["passed"]}
-    finished = (report.get("meta") or {}).get("finished")
-    key, verdict = str(Path(run_dir).resolve()), report["gate"]["verdict"]
+    failed = {c.pipeline for c in report.gate.failed()}
+    finished = report.meta.get("finished")
+    key, verdict = str(Path(run_dir).resolve()), report.gate.verdict
     return [
         Point(key, finished, git, verdict, pipeline, pipeline not in failed, metric, value)
         for pipeline, metric, value in pipeline_values(report)
@@ -362,7 +363,7 @@ class NoPassingRun(InputError):
 
 def last_pass(
     store: Path, *, gold: str | None, corpus: str | None | list[str | None], until: Path | None = None
-) -> tuple[Path, dict]:
+) -> tuple[Path, Report]:
     """The latest passing run on the same gold set and corpus (`corpus`: its hash, or the hashes
     it may be recorded under) recorded before the run `until`, when given: its report.json's
     path and its report as it was recorded. A stored copy that is not a report is an InputError
@@ -401,7 +402,7 @@ def last_pass(
                 path=where,
             )
         )
-    return Path(run_dir) / "report.json", report
+    return Path(run_dir) / "report.json", Report.from_json(report, f"{store}: {where}")
 
 
 def _report_problem(report: Any) -> str | None:

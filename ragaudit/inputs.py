@@ -13,6 +13,22 @@ from ragaudit.progress import phase
 from ragaudit.types import Corpus, Issue
 
 
+def encoder_for(model: str | None = None, *, memory: int | None = None):
+    """The embedding encoder of `model` (the default model when None; `hashing` for no model),
+    through the embedding cache: the one way every command builds it."""
+    from ragaudit.metrics.embed import DEFAULT_MODEL, make_encoder
+
+    return make_encoder(str(model or DEFAULT_MODEL), memory=memory)
+
+
+def support_for(options: dict, encoder):
+    """The support scorer of a config's `[support]` (its model and params), sharing `encoder`."""
+    from ragaudit.metrics.support import make_support_scorer
+
+    model, params = options.get("model"), options.get("params")
+    return make_support_scorer(str(model) if model else None, params=str(params) if params else None, encoder=encoder)
+
+
 class Inputs:
     """The gold set, corpus and (lazily) the encoder and support scorer one run shares across
     its pipelines and its audit."""
@@ -35,30 +51,21 @@ class Inputs:
     def encoder(self):
         with self._lock:
             if self._encoder is None:
-                from ragaudit.metrics.embed import make_encoder
-
-                self._encoder = make_encoder(self.config.model)
+                self._encoder = encoder_for(self.config.model)
             return self._encoder
 
     @property
     def support(self):
         if self._support is None:
-            from ragaudit.metrics.support import Memoized, make_support_scorer
+            from ragaudit.metrics.support import Memoized
 
-            options = self.config.support
-            self._support = Memoized(
-                make_support_scorer(
-                    options["model"] and str(options["model"]),
-                    params=options["params"] and str(options["params"]),
-                    encoder=self.encoder,
-                )
-            )
+            self._support = Memoized(support_for(self.config.support, self.encoder))
         return self._support
 
     def check_gold(self, *, strict: bool = True) -> list[Issue]:
         """The gold set's findings against the corpus, as `ragaudit gold check` reports them.
         With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
-        from ragaudit.validate.gold import check_gold
+        from ragaudit.validation.gold import check_gold
 
         found = check_gold(
             self.items,
@@ -75,6 +82,6 @@ class Inputs:
         return found
 
     def subject(self, gold_findings: list[Issue] | tuple[Issue, ...] = ()):
-        from ragaudit.audit import Subject
+        from ragaudit.auditing import Subject
 
         return Subject(self.config, self.items, self.corpus, self.encoder, self.support, list(gold_findings))

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragaudit.compare import COMPARED, MARGIN, System
-from ragaudit.errors import UsageError
+from ragaudit.comparison import COMPARED, MARGIN, System
+from ragaudit.errors import InputError, UsageError
+from ragaudit.model import Report
 from ragaudit.noise import noise_floor
 
 
@@ -30,18 +31,18 @@ class Run:
         return f"run {self.label}" if self.label else "the run"
 
 
-def pipeline_order(report: dict) -> list[str]:
-    names = list(report["summary"]["pipelines"])
-    recorded = (report.get("meta") or {}).get("pipeline_order")
+def pipeline_order(report: Report) -> list[str]:
+    names = list(report.summary.pipelines)
+    recorded = report.meta.get("pipeline_order")
     if not isinstance(recorded, list):
         return names
     return [n for n in recorded if n in names] + [n for n in names if n not in recorded]
 
 
-def run_of(report: dict, label: str | None = None, runs_path: Path | None = None) -> Run:
+def run_of(report: Report, label: str | None = None, runs_path: Path | None = None) -> Run:
     run = Run(label)
     for pipeline in pipeline_order(report):
-        questions = {q["qid"]: q for q in report["questions"] if q["pipeline"] == pipeline}
+        questions = {q.qid: q for q in report.questions if q.pipeline == pipeline}
         noise = noise_floor(runs_path, pipeline, COMPARED)
         run.systems[pipeline] = System(f"{label}/{pipeline}" if label else pipeline, questions, noise)
     return run
@@ -104,39 +105,41 @@ def choose_pairs(runs: list[Run], specs: list[str] | None) -> tuple[list[tuple[S
     return default_pairs(runs)
 
 
-def _settings(report: dict) -> dict:
+def _settings(report: Report) -> dict:
     """`[compare]` of the run's config as its report records it (older reports have none)."""
-    settings = (report.get("meta") or {}).get("compare") or {}
+    settings = report.meta.get("compare") or {}
     if not isinstance(settings, dict):
-        raise TypeError(f"meta.compare: expected an object, found {type(settings).__name__}")
+        raise InputError(f"report.json: $.meta.compare: expected an object, found {type(settings).__name__}")
     pairs = settings.get("pairs") or []
     if not isinstance(pairs, list) or not all(
         isinstance(p, list) and len(p) == 2 and all(isinstance(n, str) for n in p) for p in pairs
     ):
-        raise TypeError("meta.compare.pairs: expected [A, B] pairs of pipeline names")
+        raise InputError("report.json: $.meta.compare.pairs: expected [A, B] pairs of pipeline names")
     for key in ("margin", "discordance", "icc"):
         if key in settings and (isinstance(settings[key], bool) or not isinstance(settings[key], int | float)):
-            raise TypeError(f"meta.compare.{key}: expected a number, found {type(settings[key]).__name__}")
+            raise InputError(
+                f"report.json: $.meta.compare.{key}: expected a number, found {type(settings[key]).__name__}"
+            )
     return settings
 
 
-def configured_pairs(report: dict) -> list[str]:
+def configured_pairs(report: Report) -> list[str]:
     """`[compare] pairs` of the run's config, as recorded in its report, in `A:B` form."""
     return [f"{a}:{b}" for a, b in _settings(report).get("pairs") or []]
 
 
 def comparison_of(
-    reports: list[dict],
+    reports: list[Report],
     *,
     labels: list[str] | None = None,
     run_dirs: list[Path] | None = None,
     specs: list[str] | None = None,
     margin: float | None = None,
 ) -> tuple[dict, list[str]]:
-    """The comparison of the reports' systems (see `ragaudit.compare`), with the settings of the first
+    """The comparison of the reports' systems (see `ragaudit.comparison`), with the settings of the first
     report's `[compare]` where the caller gives none, and notes on pipelines left out. `run_dirs`
     locate runs.parquet, whose seeds give each system's noise floor."""
-    from ragaudit.compare import compare
+    from ragaudit.comparison import compare
     from ragaudit.power import Assumptions
     from ragaudit.runstore import RUNS
 

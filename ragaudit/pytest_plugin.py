@@ -108,7 +108,7 @@ def read_report(run_dir: Path) -> dict:
     and what it lacks otherwise."""
     from ragaudit.auditcache import report_problem
     from ragaudit.errors import InputError, Problem
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     path = run_dir / "report.json"
     report = read_json_file(path, what="report")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ragaudit.cli import FORMAT
+from ragaudit.cli_options import FORMAT
 from ragaudit.errors import InputError, UsageError
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.errors import InputError, Problem
+from ragaudit.metrics.lam import STATES
 
 RUNS, REPORT, ISSUES, MANIFEST = "runs.parquet", "report.json", "issues.jsonl", "manifest.json"
 METRIC_PREFIX = "m."
@@ -26,7 +27,6 @@ RUN_COUNTS = {
     "ungrounded": "ungrounded_runs",
     "coverage_missing": "coverage_missing_runs",
 }
-STATES = ("convergent", "recursive", "chaotic", "divergent")
 
 
 @dataclass
@@ -66,13 +66,13 @@ class Run:
 
     @cached_property
     def report(self) -> dict:
-        from ragaudit.io.jsonl import read_json_file
+        from ragaudit.io.jsonfiles import read_json_file
 
         return read_json_file(self.path / REPORT, what="report")
 
     @cached_property
     def manifest(self) -> dict:
-        from ragaudit.io.jsonl import read_json_file
+        from ragaudit.io.jsonfiles import read_json_file
 
         return read_json_file(self.path / MANIFEST, what="manifest")
 
@@ -145,7 +145,8 @@ class Run:
     def issues(self) -> Any:
         import pandas as pd
 
-        from ragaudit.io.jsonl import BadLine, JsonLines
+        from ragaudit.io.jsonfiles import JsonLines
+        from ragaudit.io.jsonl import BadLine
         from ragaudit.types import Issue
 
         columns = ["pipeline", *(f.name for f in fields(Issue) if f.name != "pipeline")]

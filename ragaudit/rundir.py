@@ -74,7 +74,7 @@ def locked(run_dir: Path) -> Iterator[None]:
 
 def read_manifest(run_dir: Path) -> dict:
     """The manifest; a missing or damaged one is an input error (exit 3)."""
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     path = Path(run_dir) / MANIFEST
     manifest = read_json_file(path, what="manifest")
@@ -165,13 +165,20 @@ def document_hashes(corpus) -> dict[str, str]:
     }
 
 
+def input_hashes(config, *, version: int = HASH_VERSION) -> dict[str, str]:
+    """The sha256 of a config's inputs by name (config, gold, corpus), as a manifest records them:
+    no file is parsed, the corpus is not loaded."""
+    paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
+    return {name: sha256_file(p, version=version) for name, p in paths.items()}
+
+
 def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
     """What the manifest records of a run's inputs, hashed as `version` says."""
     paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
     return {
         "hash_version": version,
         "config_path": str(Path(config.path).resolve()),
-        "inputs": {name: sha256_file(p, version=version) for name, p in paths.items()},
+        "inputs": input_hashes(config, version=version),
         "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
         "documents": document_hashes(corpus),
     }

@@ -20,7 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ragaudit import __version__, rundir
+from ragaudit import rundir
+from ragaudit._version import __version__
 from ragaudit.errors import InputError, PipelineStartError, Problem, UsageError
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import Config

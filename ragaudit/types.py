@@ -23,6 +23,11 @@ REQUIRED_PAYLOAD_FIELDS = (
 )
 
 
+# The λ states, best first, each with its symbol: the one list every reader of λ uses.
+LAMBDA_SYMBOLS = {"convergent": "→", "recursive": "<>", "chaotic": "×", "divergent": "←"}
+LAMBDA_STATES: tuple[str, ...] = tuple(LAMBDA_SYMBOLS)
+
+
 @dataclass(frozen=True, slots=True)
 class Span:
     """A valid half-open interval `[start, end)` in one unit."""

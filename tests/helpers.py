@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.cli import main
 from ragaudit.types import Anchor, GoldItem, Span
-from ragaudit.validate import Context, Validator
+from ragaudit.validation import Context, Validator
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -489,3 +489,14 @@ def write_demo_config(folder: Path, *, extra: str = "") -> Path:
     config = Path(folder) / "demo.toml"
     config.write_text(text + extra)
     return config
+
+
+def as_questions(rows: dict[str, dict]) -> dict:
+    """Question records by qid, as a report holds them, typed (`ragaudit.model.Question`): a row
+    gives what it sets (metrics, lambda, stats); the rest is a question of pipeline p with one run."""
+    from ragaudit.model import Question
+
+    return {
+        qid: Question.from_json({"pipeline": "p", "qid": qid, "stats": {"runs": 1}, **row}, f"$[{qid!r}]")
+        for qid, row in rows.items()
+    }

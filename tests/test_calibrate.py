@@ -7,9 +7,9 @@ import pytest
 from helpers import BM25, DEMO, invoke, write_config
 
 from ragaudit import runner
-from ragaudit.calibrate import auroc
-from ragaudit.faults import FAULTS
-from ragaudit.faults.oracle import ORACLE, oracle_traces
+from ragaudit.calibrating import auroc
+from ragaudit.injection import FAULTS
+from ragaudit.injection.oracle import ORACLE, oracle_traces
 from ragaudit.io.calibration import SCHEMA
 from ragaudit.io.config import load_config
 from ragaudit.io.files import sha256_file

@@ -1,12 +1,13 @@
 """The command line: exact exit codes and messages."""
 
 import json
+import sqlite3
 
 import pytest
 from click.testing import CliRunner
 
 from ragaudit.cli import main
-from ragaudit.validate import CODES
+from ragaudit.validation import CODES
 
 
 @pytest.fixture
@@ -186,6 +187,33 @@ def test_gold_check(cli, tmp_path, corpus_dir):
         blank = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance")
         assert blank.exit_code == 3
         assert f"error: {gold}:2: $.qid: expected a non-empty qid, found string {qid!r}" in blank.stderr
+
+
+def test_gold_check_builds_its_encoder_as_a_run_does(cli, tmp_path, corpus_dir, monkeypatch):
+    """--model hashing, documented as the model without weights, is accepted (it was refused as an
+    unknown sentence-transformers model, exit 3), and the distance goes through the embedding cache
+    a run uses: a second check finds every text there."""
+    from helpers import KEYS_SENTENCE, POLICIES
+
+    start = POLICIES.index(KEYS_SENTENCE)
+    item = {
+        "question": "How often are the keys rotated?",
+        "paraphrases": ["a", "b"],
+        "doc_id": "policies",
+        "section_id": "policies/security/keys",
+        "anchor": {"start": start, "end": start + len(KEYS_SENTENCE), "unit": "char", "text": KEYS_SENTENCE},
+    }
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("\n".join(json.dumps(dict(item, qid=f"K{i}")) for i in range(3)) + "\n", encoding="utf-8")
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    first = cli("gold", "check", gold, "--corpus", corpus_dir, "--model", "hashing")
+    assert first.exit_code in (0, 1) and "3 records" in first.output, first.stderr
+    cache = tmp_path / "cache" / "embeddings.sqlite"
+    assert cache.is_file()
+    rows = sqlite3.connect(cache).execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    assert rows > 0
+    again = cli("gold", "check", gold, "--corpus", corpus_dir, "--model", "hashing")
+    assert (again.exit_code, again.output) == (first.exit_code, first.output)
 
 
 def test_readme_documents_every_command():

@@ -6,11 +6,12 @@ from itertools import product
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers import as_questions
 from scipy import stats
 
-import ragaudit.compare as compare_module
+import ragaudit.comparison as compare_module
 from ragaudit.cli import main
-from ragaudit.compare import (
+from ragaudit.comparison import (
     EXACT_MAX,
     RESAMPLES,
     SEED,
@@ -25,14 +26,15 @@ from ragaudit.compare import (
 def system(name, values, state="convergent"):
     return System(
         name,
-        {
-            f"q{i}": {
-                "qid": f"q{i}",
-                "metrics": {"citation_match": v, "coverage": v, "delta_s_qr": 0.3},
-                "lambda": {"state": state if v else "chaotic"},
+        as_questions(
+            {
+                f"q{i}": {
+                    "metrics": {"citation_match": v, "coverage": v, "delta_s_qr": 0.3},
+                    "lambda": {"state": state if v else "chaotic"},
+                }
+                for i, v in enumerate(values)
             }
-            for i, v in enumerate(values)
-        },
+        ),
     )
 
 
@@ -70,9 +72,15 @@ def test_permutation_p_detects_a_shift():
 def test_compare_command_writes_json_and_html(tmp_path):
     def report(name, values):
         return {
-            "summary": {"pipelines": {name: {}}},
+            "summary": {"pipelines": {name: {"runs": len(values), "metrics": {}}}},
             "questions": [
-                {"pipeline": name, "qid": f"q{i}", "metrics": {"citation_match": v}, "lambda": {"state": "convergent"}}
+                {
+                    "pipeline": name,
+                    "qid": f"q{i}",
+                    "metrics": {"citation_match": v},
+                    "lambda": {"state": "convergent"},
+                    "stats": {"runs": 1},
+                }
                 for i, v in enumerate(values)
             ],
         }
@@ -127,7 +135,7 @@ def graded_systems(n):
             for i in range(n)
         }
 
-    return System("a", questions(first)), System("b", questions(second))
+    return System("a", as_questions(questions(first))), System("b", as_questions(questions(second)))
 
 
 def paired_differences(reference, other, name):
@@ -136,10 +144,11 @@ def paired_differences(reference, other, name):
     both = sorted(
         q
         for q in reference.questions
-        if reference.questions[q]["metrics"].get(name) is not None
-        and other.questions.get(q, {}).get("metrics", {}).get(name) is not None
+        if reference.questions[q].metrics.get(name) is not None
+        and q in other.questions
+        and other.questions[q].metrics.get(name) is not None
     )
-    return np.array([other.questions[q]["metrics"][name] - reference.questions[q]["metrics"][name] for q in both])
+    return np.array([other.questions[q].metrics[name] - reference.questions[q].metrics[name] for q in both])
 
 
 def scipy_ci(diffs):
@@ -195,10 +204,13 @@ def scipy_sign_p(diffs):
 def test_bca_differs_from_the_percentile_interval_on_skewed_differences():
     diffs = np.array([1.0] * 3 + [0.0] * 57)  # three wins in sixty: a skewed bootstrap distribution
     reference = System(
-        "a", {f"q{i}": {"metrics": {"coverage": 0.0}, "lambda": {"state": "chaotic"}} for i in range(60)}
+        "a", as_questions({f"q{i}": {"metrics": {"coverage": 0.0}, "lambda": {"state": "chaotic"}} for i in range(60)})
     )
     other = System(
-        "b", {f"q{i}": {"metrics": {"coverage": d}, "lambda": {"state": "chaotic"}} for i, d in enumerate(diffs)}
+        "b",
+        as_questions(
+            {f"q{i}": {"metrics": {"coverage": float(d)}, "lambda": {"state": "chaotic"}} for i, d in enumerate(diffs)}
+        ),
     )
     ci = compare_pair(reference, other)["metrics"]["coverage"]["ci95"]
     percentile = stats.bootstrap(
@@ -284,13 +296,14 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
         (tmp_path / run / "report.json").write_text(
             json.dumps(
                 {
-                    "summary": {"pipelines": {"p": {}}},
+                    "summary": {"pipelines": {"p": {"runs": 3, "metrics": {}}}},
                     "questions": [
                         {
                             "pipeline": "p",
                             "qid": f"q{i}",
                             "metrics": {"citation_match": value},
                             "lambda": {"state": "convergent"},
+                            "stats": {"runs": 1},
                         }
                         for i in range(3)
                     ],
@@ -298,4 +311,5 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
             )
         )
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path)])
-    assert result.exit_code == 3 and "metric citation_match: expected one number per question" in result.output
+    assert result.exit_code == 3
+    assert "$.questions[0].metrics.citation_match: expected a number or null, found an array" in result.output

@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import BM25, TFIDF, invoke, run_dir_of, write_config, write_demo_config
+from helpers import BM25, TFIDF, as_questions, invoke, run_dir_of, write_config, write_demo_config
 from scipy import stats
 
-import ragaudit.compare as compare_module
-from ragaudit.compare import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
+import ragaudit.comparison as compare_module
+from ragaudit.comparison import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
 from ragaudit.noise import NoiseFloor, noise_floor
 
 
@@ -32,17 +32,19 @@ def compared(run_dir, out, *args):
     return json.loads(result.stdout)
 
 
-def questions(values: dict[str, list[float]], runs: int = 1) -> dict[str, dict]:
+def questions(values: dict[str, list[float]], runs: int = 1) -> dict:
     n = len(next(iter(values.values())))
-    return {
-        f"q{i:03d}": {
-            "qid": f"q{i:03d}",
-            "metrics": {name: v[i] for name, v in values.items()},
-            "lambda": {"state": "convergent"},
-            "stats": {"runs": runs},
+    return as_questions(
+        {
+            f"q{i:03d}": {
+                "qid": f"q{i:03d}",
+                "metrics": {name: v[i] for name, v in values.items()},
+                "lambda": {"state": "convergent"},
+                "stats": {"runs": runs},
+            }
+            for i in range(n)
         }
-        for i in range(n)
-    }
+    )
 
 
 # ---- the targets on the demo -----------------------------------------------------------------------

@@ -123,8 +123,8 @@ def test_dask_needs_a_scheduler(tmp_path):
 def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, valid_trace, corpus, cluster):
     from helpers import sequential, trace_lines, write
 
-    from ragaudit.validate import Context, Validator
-    from ragaudit.validate.shards import check_sharded
+    from ragaudit.validation import Context, Validator
+    from ragaudit.validation.shards import check_sharded
 
     big = write(tmp_path / "big.jsonl", trace_lines(valid_trace, 150, seed=3), newline=b"\r\n", torn=True)
     small = [write(tmp_path / f"s{k}.jsonl", trace_lines(valid_trace, 3 + k, seed=k)) for k in range(5)]
@@ -265,3 +265,22 @@ def test_a_cluster_of_our_own_that_lost_every_worker_starts_new_ones(tmp_path, m
         client.wait_for_workers(2, timeout=120)
     finally:
         executor.close()
+
+
+def test_processes_without_workers_use_the_configured_count(tmp_path, monkeypatch):
+    """`--executor processes` without --workers starts [audit] workers processes, the count the
+    runner's threads use (it took every CPU of the machine)."""
+    import ragaudit.executors
+
+    started = []
+    real = ragaudit.executors.local_processes
+
+    def counted(workers, config_path):
+        started.append(workers)
+        return real(workers, config_path)
+
+    monkeypatch.setattr(ragaudit.executors, "local_processes", counted)
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]", extra="workers = 3\n")
+    result = invoke("run", config, "--no-gate", "--executor", "processes")
+    assert result.exit_code == 0, result.output
+    assert started == [3]

@@ -11,8 +11,8 @@ from helpers import DEMO, invoke, run_dir_of, write_config
 
 from ragaudit import runner
 from ragaudit.analyzers import ANALYZERS
-from ragaudit.faults import FAULTS, inject, run_faults
-from ragaudit.faults.mutations import Scene, cited_ids
+from ragaudit.injection import FAULTS, inject, run_faults
+from ragaudit.injection.mutations import Scene, cited_ids
 from ragaudit.io.config import load_config
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold

@@ -2,10 +2,11 @@
 
 from types import SimpleNamespace
 
-from ragaudit.gate import evaluate_gate, flagged_questions
+from ragaudit.gating import CHECKS, evaluate_gate
 from ragaudit.io.config import default_config
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation
+from ragaudit.model import Aborted, Baseline, Lambda, PipelineSummary, Question
 
 T = default_config().gate
 
@@ -43,19 +44,19 @@ def evaluation(runs, states):
         book.add(r)
     questions, sections, pipelines = book.finish(gold)
     for q in questions:
-        q["lambda"]["state"] = states[q["qid"]]
+        q.lam = Lambda(states[q.qid], "", q.lam.css, q.lam.spread)
     return Evaluation(runs=runs, questions=questions, sections=sections, pipelines=pipelines)
 
 
 def checks(result):
-    return {c["name"]: c for c in result["checks"]}
+    return {c.name: c.to_json() for c in result.checks}
 
 
 def test_all_pass():
     result = evaluate_gate(
         evaluation([run("a"), run("b")], {"a": "convergent", "b": "convergent"}), T, error_counts={}, aborted={}
     )
-    assert result["verdict"] == "pass"
+    assert result.verdict == "pass"
     # absolute ΔS is reported, gated only when a config sets delta_s_max / delta_s_mean_max
     assert set(checks(result)) == {
         "delta_s_excess_max",
@@ -67,8 +68,8 @@ def test_all_pass():
         "grounded_pass_rate",
         "max_errors",
     }
-    assert flagged_questions(result) == {"p": set()}
-    assert {c["source"] for c in result["checks"]} == {"default"}
+    assert result.flagged_questions() == {"p": set()}
+    assert {c.source for c in result.checks} == {"default"}
 
 
 def test_absolute_delta_s_is_gated_when_the_config_sets_it():
@@ -91,12 +92,12 @@ def test_each_failure_names_its_questions():
         evaluation(runs, {"a": "convergent", "b": "chaotic", "c": "recursive", "d": "convergent", "e": "convergent"}),
         {**T, "lambda_convergent_min": 0.6, "lambda_forbid": ["divergent", "chaotic"]},
         error_counts={"p": 2},
-        aborted={"p": "q v0 s1: analyzer"},
+        aborted={"p": Aborted("q 1", 0, 1, "analyzer")},
         error_questions={"p": ["b", "c"]},
         sources={"lambda_convergent_min": "config"},
     )
     c = checks(result)
-    assert result["verdict"] == "fail"
+    assert result.verdict == "fail"
     excess = c["delta_s_excess_max"]
     assert (excess["passed"], excess["questions"], excess["value"]) == (False, ["a"], 0.4)
     assert (c["grounded_pass_rate"]["passed"], c["grounded_pass_rate"]["value"]) == (False, 0.8)
@@ -105,10 +106,11 @@ def test_each_failure_names_its_questions():
     assert (c["hallucination_max"]["passed"], c["hallucination_max"]["value"]) == (False, 1)
     assert c["hallucination_max"]["questions"] == ["d"]
     assert c["max_errors"]["questions"] == ["b", "c"]
-    assert c["analyzer_parity"]["questions"] == ["q"]
+    # the qid is carried whole, spaces and all, never recovered from the message
+    assert c["analyzer_parity"]["questions"] == ["q 1"] and c["analyzer_parity"]["detail"] == "q 1 v0 s1: analyzer"
     # a failing check's questions are flagged; the passing lambda_convergent_min names "b", "c" but flags nothing
     assert c["lambda_convergent_min"]["passed"] and c["lambda_convergent_min"]["questions"] == ["b", "c"]
-    assert flagged_questions(result) == {"p": {"a", "b", "c", "d", "e", "q"}}
+    assert result.flagged_questions() == {"p": {"a", "b", "c", "d", "e", "q 1"}}
     assert c["coverage_pass_rate"]["questions"] == ["b"] and c["coverage_pass_rate"]["value"] == 0.8
     assert c["citation_match_min"]["questions"] == ["c"]
     assert c["lambda_forbid"]["questions"] == ["b"]
@@ -119,10 +121,9 @@ def test_each_failure_names_its_questions():
 
 def test_only_the_chosen_pipelines_are_gated():
     ev = evaluation([run("a", ds=0.9)], {"a": "convergent"})
-    assert evaluate_gate(ev, T, error_counts={}, aborted={})["pipelines"] == ["p"]
+    assert evaluate_gate(ev, T, error_counts={}, aborted={}).pipelines == ["p"]
     assert (
-        evaluate_gate(ev, {**T, "pipelines": ["other"]}, error_counts={}, aborted={})["checks"][0]["name"]
-        == "pipeline_ran"
+        evaluate_gate(ev, {**T, "pipelines": ["other"]}, error_counts={}, aborted={}).checks[0].name == "pipeline_ran"
     )
 
 
@@ -142,18 +143,18 @@ def test_drift_against_a_baseline():
         dict.fromkeys("abcde", "convergent"),
     )
     held = {"pipeline": "p", "lambda": {"state": "convergent"}, "stats": _held()}
-    baseline = {
-        "summary": {
-            "pipelines": {"p": {"metrics": {"delta_s_excess": 0.0, "coverage": 1.0}, "citation_match_rate": 1.0}}
-        },
-        "questions": [
-            {**held, "qid": "a", "metrics": {"delta_s_excess": 0.0, "coverage": 1.0}},
-            {**held, "qid": "b", "metrics": {"delta_s_excess": 0.0}},
-            {**held, "qid": "c", "metrics": {}},
-            {**held, "qid": "d", "metrics": {}},
-            {**held, "qid": "e", "metrics": {}, "stats": _held(correct=0)},  # did not hold: no regression
-        ],
-    }
+    before = {"runs": 5, "metrics": {"delta_s_excess": 0.0, "coverage": 1.0}, "citation_match_rate": 1.0}
+    questions = [
+        {**held, "qid": "a", "metrics": {"delta_s_excess": 0.0, "coverage": 1.0}},
+        {**held, "qid": "b", "metrics": {"delta_s_excess": 0.0}},
+        {**held, "qid": "c", "metrics": {}},
+        {**held, "qid": "d", "metrics": {}},
+        {**held, "qid": "e", "metrics": {}, "stats": _held(correct=0)},  # did not hold: no regression
+    ]
+    baseline = Baseline(
+        {"p": PipelineSummary.from_json(before, "$")},
+        [Question.from_json(q, f"$[{i}]") for i, q in enumerate(questions)],
+    )
     gate = {**T, "lambda_convergent_min": 0.0, "citation_match_min": 0.0, "grounded_pass_rate": 0.0}
     c = checks(evaluate_gate(now, {**gate, "hallucination_max": 9}, error_counts={}, aborted={}, baseline=baseline))
     assert c["drift_delta_s_mean"]["passed"] is True  # the gated reading, excess, rose 0.02 on average
@@ -201,3 +202,30 @@ def test_a_foreign_baseline_is_refused_and_a_missing_pipeline_reported(tmp_path)
     assert [c["pipeline"] for c in json.loads(result.stdout)["checks"] if c["name"] == "baseline_missing"] == ["tfidf"]
     result = invoke("run", config, "--baseline", tmp_path / "foreign.json")
     assert result.exit_code == 3 and "same gold" in result.stderr
+
+
+def test_every_check_of_the_table_has_one_threshold_shape():
+    """Every check's threshold is a number or None, and its bound says it in words: the one shape
+    that every renderer reads (coverage_pass_rate's coverage_min is a setting, not part of it)."""
+    runs = [run("a", cov=0.2), run("b")]
+    result = evaluate_gate(
+        evaluation(runs, {"a": "divergent", "b": "convergent"}),
+        {**T, "delta_s_max": 0.6},
+        error_counts={},
+        aborted={"p": Aborted("a", 0, 1, "analyzer")},
+    )
+    assert {rule.name for rule in CHECKS} <= {c.name for c in result.checks} | {"delta_s_mean_max"}
+    for check in result.checks:
+        assert check.threshold is None or isinstance(check.threshold, (int, float)), check.name
+        assert isinstance(check.bound, str) and check.bound, check.name
+    c = checks(result)
+    assert c["coverage_pass_rate"]["threshold"] == T["coverage_pass_rate"]
+    assert c["coverage_pass_rate"]["settings"] == {"coverage_min": T["coverage_min"]}
+    assert (
+        c["coverage_pass_rate"]["bound"] == f"{T['coverage_pass_rate']:g} of runs at coverage ≥ {T['coverage_min']:g}"
+    )
+    assert (c["lambda_forbid"]["threshold"], c["lambda_forbid"]["value"], c["lambda_forbid"]["bound"]) == (
+        0,
+        1,
+        "none divergent",
+    )

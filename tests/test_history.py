@@ -18,7 +18,8 @@ import pytest
 from helpers import BM25, DEMO, LENIENT, TFIDF, invoke, run_dir_of, write_config
 
 from ragaudit import history
-from ragaudit.report.trends import trend_panel
+from ragaudit.model import Report
+from ragaudit.render.trends import trend_panel
 
 STORE = "runs/history.sqlite"  # write_config's out is "runs"
 
@@ -241,7 +242,7 @@ def test_runs_on_another_gold_set_are_neither_baseline_nor_trend(tmp_path):
 
 def _append(store, run_dirs, report):
     for run_dir in run_dirs:
-        history.record(store, run_dir, report)
+        history.record(store, run_dir, Report.from_json(report))
 
 
 def test_appends_at_once_lose_nothing(tmp_path):

@@ -148,7 +148,7 @@ def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monke
     def full(path, data):
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr("ragaudit.report.html.write_atomic", full)
+    monkeypatch.setattr("ragaudit.render.html.write_atomic", full)
     result = invoke("report", run_dir)
     assert result.exit_code == 3 and "No space left on device" in result.stderr
     after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != "manifest.json"}

@@ -10,7 +10,7 @@ from ragaudit.adapters.graphrag.cite import parse_blocks
 from ragaudit.markers import MARKER, marker_ids
 from ragaudit.metrics.quantities import hallucinated, mentions
 from ragaudit.text import clean
-from ragaudit.validate.answer import citations_trail
+from ragaudit.validation.answer import citations_trail
 
 # (marker, the source ids it names)
 FORMS = [

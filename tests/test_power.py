@@ -8,7 +8,7 @@ import pytest
 from helpers import DEMO, invoke
 from scipy import stats
 
-from ragaudit.compare import sign_test_p
+from ragaudit.comparison import sign_test_p
 from ragaudit.io.gold import read_gold
 from ragaudit.power import Assumptions, Design, mde, power, questions_needed, sign_test_rejections
 

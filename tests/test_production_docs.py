@@ -21,7 +21,7 @@ from helpers import DEMO, invoke
 from ragaudit.io.corpus import load_corpus
 from ragaudit.spans import read_traces
 from ragaudit.types import Trace
-from ragaudit.validate import Context, validate_trace
+from ragaudit.validation import Context, validate_trace
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "production.md"
 QUERY = "How often are administrator hardware keys rotated?"

@@ -37,7 +37,7 @@ from ragaudit.io.corpus import PREAMBLE, revision, text_document
 from ragaudit.pipelines.base import now
 from ragaudit.text import sentence_spans
 from ragaudit.types import TRACE_SCHEMA, Corpus, Document
-from ragaudit.validate.ranking import primary_score, tiebreak_key
+from ragaudit.validation.ranking import primary_score, tiebreak_key
 
 
 @dataclass(frozen=True)

@@ -92,16 +92,15 @@ def run_audit_log(
     """Audit production traces in `paths` and write the three outputs to `out`. `config` supplies
     the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
     policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one."""
-    from ragaudit import __version__
+    from ragaudit._version import __version__
+    from ragaudit.inputs import encoder_for, support_for
     from ragaudit.io.config import default_config, load_config
     from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.files import refuse_overwriting
-    from ragaudit.metrics.embed import make_encoder
-    from ragaudit.metrics.support import Memoized, make_support_scorer
-    from ragaudit.report import write_json
-    from ragaudit.report.audit_log_html import write_audit_log_html
-    from ragaudit.report.trace_table import TraceTable
-    from ragaudit.validate import Context
+    from ragaudit.io.files import refuse_overwriting, write_json
+    from ragaudit.metrics.support import Memoized
+    from ragaudit.render.audit_log_html import write_audit_log_html
+    from ragaudit.render.trace_table import TraceTable
+    from ragaudit.validation import Context
 
     length = parse_window(window)
     settings = load_config(Path(config)) if config else default_config()
@@ -113,12 +112,8 @@ def run_audit_log(
         [target / JSON_NAME, target / HTML_NAME, target / TABLE_NAME], [*paths, corpus_path, config], option="--out"
     )
     snapshot = load_corpus(corpus_path)
-    encoder = encoder if encoder is not None else make_encoder(settings.model, memory=ENCODER_MEMORY)
-    support = make_support_scorer(
-        settings.support["model"] and str(settings.support["model"]),
-        params=settings.support["params"] and str(settings.support["params"]),
-        encoder=encoder,
-    )
+    encoder = encoder if encoder is not None else encoder_for(settings.model, memory=ENCODER_MEMORY)
+    support = support_for(settings.support, encoder)
     scoring = Scoring(
         encoder,
         Memoized(support, size=SUPPORT_MEMO),
@@ -126,11 +121,7 @@ def run_audit_log(
         reading=settings.metrics["delta_s"],
         threshold=settings.support["threshold"],
     )
-    context = Context(
-        corpus=snapshot,
-        allow_cross_section=settings.allow_cross_section,
-        cross_section_whitelist=settings.cross_section_whitelist,
-    )
+    context = Context.of(settings, snapshot)
     target.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     problems: list = []

@@ -26,8 +26,8 @@ from ragaudit.errors import clip
 from ragaudit.io.jsonl import BadLine
 from ragaudit.progress import phase
 from ragaudit.types import Corpus, Issue, Payload, Trace
-from ragaudit.validate import Context, validate_trace
-from ragaudit.validate.engine import malformed
+from ragaudit.validation import Context, validate_trace
+from ragaudit.validation.engine import malformed
 
 BATCH = 1_000
 TEXT_SHOWN = 1_000  # characters of a query, answer segment or cited text kept in an example
@@ -46,7 +46,7 @@ def index_values(trace: Trace, name: str) -> list[str]:
 class LogAudit:
     """Windows, drift, worst examples and trace-table rows of a stream of production traces.
 
-    `table`, when given, takes each batch's rows (`ragaudit.report.trace_table.TraceTable.add`)."""
+    `table`, when given, takes each batch's rows (`ragaudit.render.trace_table.TraceTable.add`)."""
 
     def __init__(
         self,

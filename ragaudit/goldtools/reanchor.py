@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from ragaudit.errors import InputError, Problem
 from ragaudit.goldtools.find import Found, exact, fuzzy, section_at
-from ragaudit.io.jsonl import BadLine, iter_json_lines
+from ragaudit.io.jsonfiles import iter_json_lines
+from ragaudit.io.jsonl import BadLine
 from ragaudit.types import Corpus
 
 DEFAULT_MIN_RATIO = 0.9

@@ -39,7 +39,7 @@ class Calibration:
 
 def read_calibration(path: Path) -> Calibration:
     """The calibration at `path`, or UsageError naming the file and what is wrong with it."""
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     try:
         data = read_json_file(path, what="calibration file")

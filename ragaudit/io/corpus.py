@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ragaudit.errors import InputError, Problem, describe
 from ragaudit.io.fields import Fields
-from ragaudit.io.jsonl import BadLine, iter_json_lines
+from ragaudit.io.jsonfiles import iter_json_lines
+from ragaudit.io.jsonl import BadLine
 from ragaudit.types import Corpus, Document, Section
 
 PREAMBLE = "_preamble"

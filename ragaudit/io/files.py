@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import stat
 import tempfile
@@ -157,3 +158,12 @@ def sha256_file(path: Path, *, version: int = HASH_VERSION) -> str:
             while block := handle.read(1 << 20):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def dumps(value) -> str:
+    """A report-like value as JSON text, keys sorted; NaN and infinities are refused (JSON has none)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def write_json(path: str | os.PathLike, value) -> None:
+    write_atomic(path, dumps(value))

@@ -7,7 +7,8 @@ import os
 
 from ragaudit.errors import Problem, describe
 from ragaudit.io.fields import Fields
-from ragaudit.io.jsonl import BadLine, iter_json_lines
+from ragaudit.io.jsonfiles import iter_json_lines
+from ragaudit.io.jsonl import BadLine
 from ragaudit.types import UNITS, Anchor, Decoy, ExpectedCitation, GoldItem, Span
 
 ACCEPT = ("all", "any")

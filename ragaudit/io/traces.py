@@ -16,7 +16,8 @@ from typing import Any, Iterator
 import orjson
 
 from ragaudit.errors import describe
-from ragaudit.io.jsonl import BadLine, JsonLines, dump_line, scrub
+from ragaudit.io.jsonfiles import JsonLines
+from ragaudit.io.jsonl import BadLine, dump_line, scrub
 from ragaudit.types import (
     REQUIRED_PAYLOAD_FIELDS,
     TRACE_SCHEMA,

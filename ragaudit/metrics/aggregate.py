@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ragaudit.metrics.lam import SYMBOLS, lambda_state
+from ragaudit.metrics.lam import STATES, SYMBOLS, lambda_state
+from ragaudit.model import Lambda, PipelineSummary, Question, QuestionStats
 
-STATES = ("convergent", "recursive", "chaotic", "divergent")
 ZONES = ("stable", "transit", "risk", "danger")
 HISTOGRAMS = {"delta_s_qr": 40, "coverage": 20}  # per-run distributions the report draws, as bin counts on [0, 1]
 
@@ -126,19 +126,19 @@ class _Question:
         )
         return state, css, spread
 
-    def stats(self) -> dict:
-        return {
-            "runs": self.runs,
-            "errored": self.errored,
-            "correct": self.correct,
-            "unmatched": self.unmatched,
-            "hallucinating": self.hallucinating,
-            "ungrounded": self.ungrounded,
-            "coverage_missing": self.coverage_missing,
-            "min_coverage": self.min_coverage,
-            "max_delta_s": self.max_delta_s,
-            "max_delta_s_excess": self.max_delta_s_excess,
-        }
+    def stats(self) -> QuestionStats:
+        return QuestionStats(
+            runs=self.runs,
+            errored=self.errored,
+            correct=self.correct,
+            unmatched=self.unmatched,
+            hallucinating=self.hallucinating,
+            ungrounded=self.ungrounded,
+            coverage_missing=self.coverage_missing,
+            min_coverage=self.min_coverage,
+            max_delta_s=self.max_delta_s,
+            max_delta_s_excess=self.max_delta_s_excess,
+        )
 
 
 class Aggregates:
@@ -184,37 +184,37 @@ class Aggregates:
                     for i, n in enumerate(counts):
                         mine_counts[i] += n
 
-    def finish(self, gold: dict) -> tuple[list[dict], list[dict], dict[str, dict]]:
+    def finish(self, gold: dict) -> tuple[list[Question], list[dict], dict[str, PipelineSummary]]:
         """Question, section and pipeline rows; `gold` (qid -> item) names each question."""
         questions = []
         for (pipeline, qid), q in sorted(self._questions.items()):
             item = gold[qid]
             state, css, spread = q.lam(self.css_min)
             questions.append(
-                {
-                    "pipeline": pipeline,
-                    "qid": qid,
-                    "doc_id": item.doc_id,
-                    "section_id": item.section_id,
-                    "question": item.question,
-                    "errored": q.errored,
-                    "correct": q.correct,
-                    "lambda": {"state": state, "symbol": SYMBOLS[state], "css": css, "spread": spread},
-                    "metrics": q.sums.means(self.averaged),
-                    "stats": q.stats(),
-                }
+                Question(
+                    pipeline=pipeline,
+                    qid=qid,
+                    doc_id=item.doc_id,
+                    section_id=item.section_id,
+                    question=item.question,
+                    errored=q.errored,
+                    correct=q.correct,
+                    lam=Lambda(state, SYMBOLS[state], css, spread),
+                    metrics=q.sums.means(self.averaged),
+                    stats=q.stats(),
+                )
             )
-        sections: dict[tuple, list] = {}
+        sections: dict[tuple, list[Question]] = {}
         for row in questions:
-            sections.setdefault((row["pipeline"], row["doc_id"], row["section_id"]), []).append(row)
+            sections.setdefault((row.pipeline, row.doc_id, row.section_id), []).append(row)
         section_rows = [
             {
                 "pipeline": pipeline,
                 "doc_id": doc_id,
                 "section_id": section_id,
-                "qids": [q["qid"] for q in rows],
-                "convergent": sum(q["lambda"]["state"] == "convergent" for q in rows),
-                "metrics": {n: _mean([q["metrics"][n] for q in rows]) for n in self.averaged},
+                "qids": [q.qid for q in rows],
+                "convergent": sum(q.lam.state == "convergent" for q in rows),
+                "metrics": {n: _mean([q.metrics[n] for q in rows]) for n in self.averaged},
             }
             for (pipeline, doc_id, section_id), rows in sorted(sections.items())
         ]
@@ -224,19 +224,19 @@ class Aggregates:
             sums = _Sums()
             for _, q in mine:
                 sums.merge(q.sums)
-            states = [row["lambda"]["state"] for row in questions if row["pipeline"] == name]
+            states = [row.lam.state for row in questions if row.pipeline == name]
             means = sums.means(self.averaged)
-            pipelines[name] = {
-                "runs": sum(q.runs for _, q in mine),
-                "questions": len(mine),
-                "errored": sum(q.errored for _, q in mine),
-                "hallucinating_runs": sum(q.hallucinating for _, q in mine),
-                "metrics": means,
-                "citation_match_rate": means.get("citation_match"),
-                "lambda": {s: states.count(s) for s in STATES},
-                "zones": {z: sum(q.zones.get(z, 0) for _, q in mine) for z in ZONES},
-                "histograms": self._histograms[name],
-            }
+            pipelines[name] = PipelineSummary(
+                runs=sum(q.runs for _, q in mine),
+                questions=len(mine),
+                errored=sum(q.errored for _, q in mine),
+                hallucinating_runs=sum(q.hallucinating for _, q in mine),
+                metrics=means,
+                citation_match_rate=means.get("citation_match"),
+                lam={s: states.count(s) for s in STATES},
+                zones={z: sum(q.zones.get(z, 0) for _, q in mine) for z in ZONES},
+                histograms=self._histograms[name],
+            )
         return questions, section_rows, pipelines
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Callable
 
+from ragaudit.codes import issue, where
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.correct import Verdict, judge
@@ -30,28 +31,11 @@ from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.metrics.grounding import Judged, judge_claims
 from ragaudit.metrics.keycontent import Bars
 from ragaudit.metrics.lam import chain_states
-from ragaudit.metrics.registry import RUN_METRICS
+from ragaudit.metrics.registry import AVERAGED, DISTANCES, RATES, RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
+from ragaudit.model import PipelineSummary, Question
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
-from ragaudit.validate.codes import issue
-from ragaudit.validate.registry import where
 
-RATES = (
-    "coverage",
-    "citation_match",
-    "citation_precision",
-    "citation_recall",
-    "hit@k",
-    "recall@k",
-    "mrr",
-    "ndcg@10",
-    "support",
-    "grounded",
-    "fully_grounded",
-    "correct",
-)
-DISTANCES = ("delta_s_qr", "delta_s_gold", "delta_s_excess", "delta_s_topk", "delta_s_ra")
-AVERAGED = (*RATES, *DISTANCES, "anchor_support", "key_content", "hallucinations")
 ERRORED_DELTA_S = 1.0
 
 
@@ -90,9 +74,9 @@ class Scored:
 @dataclass
 class Evaluation:
     runs: list[dict] = field(default_factory=list)  # kept only when the caller holds every run
-    questions: list[dict] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
     sections: list[dict] = field(default_factory=list)
-    pipelines: dict[str, dict] = field(default_factory=dict)
+    pipelines: dict[str, PipelineSummary] = field(default_factory=dict)
     unmatched: list[str] = field(default_factory=list)
     notes: list[Issue] = field(default_factory=list)
     coverage_share: Callable[[str, float], float] | None = None  # share of a pipeline's runs with coverage >= t

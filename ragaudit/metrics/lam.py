@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SYMBOLS = {"convergent": "→", "recursive": "<>", "chaotic": "×", "divergent": "←"}
+from ragaudit.types import LAMBDA_STATES, LAMBDA_SYMBOLS
+
+STATES, SYMBOLS = LAMBDA_STATES, LAMBDA_SYMBOLS
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,49 @@ METRICS: dict[str, Metric] = {
 
 RUN_METRICS = tuple(m for m in METRICS.values() if m.compute is not None)
 
+# Every list of metrics the package uses, here beside the registry and checked against it at import.
+# The rates (an errored run scores 0 on each) and the distances (1.0), averaged per question, section
+# and pipeline in this order, which is runs.parquet's column order.
+RATES = (
+    "coverage",
+    "citation_match",
+    "citation_precision",
+    "citation_recall",
+    "hit@k",
+    "recall@k",
+    "mrr",
+    "ndcg@10",
+    "support",
+    "grounded",
+    "fully_grounded",
+    "correct",
+)
+DISTANCES = ("delta_s_qr", "delta_s_gold", "delta_s_excess", "delta_s_topk", "delta_s_ra")
+AVERAGED = (*RATES, *DISTANCES, "anchor_support", "key_content", "hallucinations")
+# Which metrics each view shows, in its column order: summary.md's table, report.html's run drill-down.
+VIEWS = {
+    "summary": ("citation_match", "coverage", "delta_s_qr", "correct", "mrr", "support"),
+    "drill": (
+        "citation_match",
+        "coverage",
+        "delta_s_qr",
+        "delta_s_gold",
+        "delta_s_excess",
+        "delta_s_topk",
+        "delta_s_ra",
+        "citation_precision",
+        "mrr",
+        "support",
+        "grounded",
+        "anchor_support",
+        "key_content",
+        "hallucinations",
+    ),
+}
+_LISTED = {*AVERAGED, *(name for view in VIEWS.values() for name in view)}
+if not _LISTED <= set(METRICS) or set(AVERAGED) != {m.name for m in METRICS.values() if m.level != "question"}:
+    raise ImportError(f"metric lists out of step with the registry: {sorted(_LISTED ^ set(METRICS))}")
+
 # Which ΔS the gate reads, and why: the figures `bench/faults.py` prints (AUROC for runs citing a wrong
 # text against runs citing the gold, over clean runs and the faults that change what a run cites).
 GATED_DELTA_S = (

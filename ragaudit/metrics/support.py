@@ -154,7 +154,7 @@ def feature_rows(pairs: Sequence[tuple[str, Sequence[str]]], encoder: Encoder) -
 
 def load_params(path: Path = PARAMS_PATH) -> dict:
     """The shipped calibration, checked against the features this module computes."""
-    from ragaudit.io.jsonl import read_json_file
+    from ragaudit.io.jsonfiles import read_json_file
 
     params = read_json_file(Path(path), what="support params file")
     names = params.get("features", [])
@@ -261,7 +261,7 @@ def _cross_encoder_config(path: Path) -> dict:
     elif not config_file.is_file():
         found = "a folder without config.json"
     else:
-        from ragaudit.io.jsonl import read_json_file
+        from ragaudit.io.jsonfiles import read_json_file
 
         try:
             config = read_json_file(config_file, what="model config", expect=object, finite=False)
@@ -428,7 +428,7 @@ def make_support_scorer(model: str | None, *, params: str | None = None, encoder
             raise InputError(problem) from exc
     calibration = None
     if params:
-        from ragaudit.io.jsonl import read_json_file
+        from ragaudit.io.jsonfiles import read_json_file
 
         calibration = read_json_file(Path(params), what="calibration file")
         _check_calibration(calibration, str(params))

@@ -84,7 +84,7 @@ class Ingest:
                 yield from read_trace_lines(path)
             return
         from ragaudit.errors import InputError
-        from ragaudit.io.jsonl import open_input
+        from ragaudit.io.jsonfiles import open_input
 
         for path in self.paths:  # a missing input stops the reading before it starts
             open_input(path).close()

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from typing import IO, Any, Iterator
 
 from ragaudit.errors import InputError, Problem
-from ragaudit.io.jsonl import BOM, READ_BUFFER, BadLine, JsonDefect, decode, no_records, open_input
+from ragaudit.io.jsonfiles import READ_BUFFER, no_records, open_input
+from ragaudit.io.jsonl import BOM, BadLine, JsonDefect, decode
 from ragaudit.io.lines import long_line, max_line_bytes, read_lines
 from ragaudit.types import FieldError
 

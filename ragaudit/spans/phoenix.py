@@ -26,7 +26,8 @@ from datetime import datetime
 from typing import Any, Iterator
 
 from ragaudit.errors import InputError, Problem, describe
-from ragaudit.io.jsonl import BadLine, member_path, open_input, scrub
+from ragaudit.io.jsonfiles import open_input
+from ragaudit.io.jsonl import BadLine, member_path, scrub
 from ragaudit.spans.lines import json_values
 from ragaudit.spans.record import MAX_NS, SpanRecord, from_attributes, ns_of_datetime, ns_of_iso
 

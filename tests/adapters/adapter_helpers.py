@@ -10,7 +10,7 @@ from ragaudit.adapters.common import IndexInfo
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.traces import parse_trace
 from ragaudit.types import Trace
-from ragaudit.validate import Context, validate_trace
+from ragaudit.validation import Context, validate_trace
 
 HANDBOOK = Path(__file__).resolve().parents[2] / "gold_sets" / "handbook" / "corpus"
 INDEX = IndexInfo(

@@ -26,7 +26,7 @@ from ragaudit.io.traces import read_trace_file
 from ragaudit.spans import read_traces
 from ragaudit.spans.record import iso_time
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Trace
-from ragaudit.validate import Context, validate_trace
+from ragaudit.validation import Context, validate_trace
 
 pytestmark = [
     # the instrumentation calls pydantic's old `json()`; pandas announces a change of to_json's dates

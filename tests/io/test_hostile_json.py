@@ -15,10 +15,11 @@ from ragaudit.adapters.graphrag.answers import read_answers
 from ragaudit.errors import InputError, Problem
 from ragaudit.io.corpus import load_corpus, text_document
 from ragaudit.io.gold import read_gold
-from ragaudit.io.jsonl import BadLine, JsonDefect, decode, read_json_file
+from ragaudit.io.jsonfiles import read_json_file
+from ragaudit.io.jsonl import BadLine, JsonDefect, decode
 from ragaudit.io.traces import dump_trace, read_trace_file, read_traces
 from ragaudit.types import Corpus, Trace
-from ragaudit.validate import Context, Validator
+from ragaudit.validation import Context, Validator
 
 SETTINGS = settings(
     max_examples=150,

@@ -14,8 +14,8 @@ from ragaudit.io.traces import (
     traces_in,
 )
 from ragaudit.types import Trace
-from ragaudit.validate import Context, Validator
-from ragaudit.validate.engine import validate_trace
+from ragaudit.validation import Context, Validator
+from ragaudit.validation.engine import validate_trace
 
 
 def test_round_trip_is_canonical(valid_trace):

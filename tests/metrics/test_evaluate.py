@@ -61,7 +61,7 @@ def every_run(valid_trace, sentence):
 def test_a_stable_pipeline_is_convergent(valid_trace, corpus):
     ev = evaluated(every_run(valid_trace, KEYS_SENTENCE), corpus)
     question = ev.questions[0]
-    assert question["lambda"]["state"] == "convergent" and question["lambda"]["css"] == 1.0
+    assert question.lam.state == "convergent" and question.lam.css == 1.0
     assert all(r["correct"] for r in ev.runs) and "states it" in ev.runs[0]["why"]
 
 
@@ -69,7 +69,7 @@ def test_the_right_chunk_with_the_wrong_sentence_is_not_correct(valid_trace, cor
     ev = evaluated(every_run(valid_trace, ADMINS), corpus)
     assert all(r["metrics"]["citation_match"] == 1.0 for r in ev.runs)  # the citation alone looks right
     assert not any(r["correct"] for r in ev.runs)
-    assert ev.questions[0]["lambda"]["state"] == "chaotic"
+    assert ev.questions[0].lam.state == "chaotic"
     assert "no claim states the gold anchor" in ev.runs[0]["why"] and "it lacks 12 months" in ev.runs[0]["why"]
 
 
@@ -90,12 +90,12 @@ def test_errored_runs_lower_every_rate(valid_trace, corpus):
     clean = evaluated(good, corpus).pipelines["bm25-k5"]
     mixed = evaluated(good + failed, corpus)
     worse = mixed.pipelines["bm25-k5"]
-    assert worse["runs"] == 4 and worse["errored"] == 2
+    assert worse.runs == 4 and worse.errored == 2
     for name in RATES:
-        assert worse["metrics"][name] == pytest.approx(clean["metrics"][name] / 2), name
-    assert worse["citation_match_rate"] == 0.5
-    assert worse["metrics"]["delta_s_qr"] == pytest.approx((clean["metrics"]["delta_s_qr"] * 2 + 2.0) / 4)
-    assert mixed.questions[0]["lambda"]["state"] == "divergent"
+        assert worse.metrics[name] == pytest.approx(clean.metrics[name] / 2), name
+    assert worse.citation_match_rate == 0.5
+    assert worse.metrics["delta_s_qr"] == pytest.approx((clean.metrics["delta_s_qr"] * 2 + 2.0) / 4)
+    assert mixed.questions[0].lam.state == "divergent"
     assert [r["why"].split(":")[0] for r in mixed.runs if r["errored"]] == ["errored", "no citations"]
 
 
@@ -177,7 +177,7 @@ def test_an_added_claim_its_cited_text_does_not_hold_is_ungrounded_but_the_run_s
     r = ev.runs[0]
     assert r["correct"] and [c["grounding"] for c in r["claims"]] == ["supported", "unsupported"]
     assert r["metrics"]["grounded"] == 0.5 and r["metrics"]["fully_grounded"] == 0.0
-    assert ev.questions[0]["stats"]["ungrounded"] == 1
+    assert ev.questions[0].stats.ungrounded == 1
 
 
 def test_a_quantity_the_question_gives_is_no_hallucination(valid_trace, corpus):

@@ -19,8 +19,8 @@ from ragaudit.pipelines.reference.chunking import chunk_corpus
 from ragaudit.pipelines.reference.ranking import TieBreak
 from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf
 from ragaudit.text import sentence_spans
-from ragaudit.validate import Context, validate_trace
-from ragaudit.validate.ranking import tiebreak_key
+from ragaudit.validation import Context, validate_trace
+from ragaudit.validation.ranking import tiebreak_key
 
 DEMO = Path(__file__).resolve().parents[2] / "gold_sets" / "handbook"
 

@@ -8,7 +8,8 @@ from collections import Counter
 import pyarrow.parquet as pq
 from helpers import BM25, invoke, run_dir_of, write_config
 
-from ragaudit.report import html, model
+from ragaudit import reporting as model
+from ragaudit.render import html
 
 
 def test_a_large_run_keeps_every_run_in_parquet_and_a_few_in_the_report(tmp_path, monkeypatch):

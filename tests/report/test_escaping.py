@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from helpers import BM25, invoke, run_dir_of, write_config
 
-from ragaudit.report.logs import COLUMNS, LOG_NAMES, LOG_ORDER
+from ragaudit.render.logs import COLUMNS, LOG_NAMES, LOG_ORDER
 
 EVIL = 'EVIL-1\nts=forged qid=x <script>alert(1)</script> [x](javascript:alert(1)) "q"\x01\x1b'
 LOGFMT = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s"]*)(?: |$)')

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ragaudit.report import charts
-from ragaudit.report.html import (
+from ragaudit.model import Report
+from ragaudit.render import charts
+from ragaudit.render.html import (
     drill_data,
     render_html,
     section_result,
@@ -138,6 +139,7 @@ def _question(pipeline: str, qid: str, state: str, ds: float) -> dict:
         "question": f"How often are keys rotated? {PAYLOAD}" if qid == "PWD-1" else "How often are keys rotated?",
         "lambda": {"state": state, "symbol": {"convergent": "→", "chaotic": "×"}[state], "css": 1.0, "spread": 0.02},
         "metrics": _metrics(match, ds),
+        "stats": {"runs": 2, "correct": 2 if match else 0, "unmatched": 0 if match else 2},
         "gold": {
             "doc_id": "policies",
             "section_id": "policies/keys",
@@ -341,7 +343,8 @@ def test_thresholds_are_read_back_from_the_gate():
             "name": "coverage_pass_rate",
             "passed": True,
             "value": 1.0,
-            "threshold": {"coverage_min": 0.5, "pass_rate": 0.8},
+            "threshold": 0.8,
+            "settings": {"coverage_min": 0.5},
             "questions": [],
         }
     )
@@ -378,8 +381,8 @@ def test_sparse_report_renders():
 
 
 def test_write_html_is_deterministic(tmp_path):
-    write_html(tmp_path / "a.html", tiny_report())
-    write_html(tmp_path / "b.html", tiny_report())
+    write_html(tmp_path / "a.html", Report.from_json(tiny_report()))
+    write_html(tmp_path / "b.html", Report.from_json(tiny_report()))
     assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
 
 
@@ -457,7 +460,7 @@ def test_page_in_chromium(driver, tmp_path):
     from selenium.webdriver.common.by import By
 
     path = tmp_path / "report.html"
-    write_html(path, tiny_report())
+    write_html(path, Report.from_json(tiny_report()))
     driver.get(path.as_uri())
     assert driver.find_element(By.ID, "verdict").text.startswith("Gate failed")
     assert len(_visible_rows(driver)) == 4

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from helpers import BM25, LENIENT, ROOT, run_dir_of, write_config
 
 from ragaudit.cli import main
-from ragaudit.faults import FAULTS
-from ragaudit.report.logs import COLUMNS
+from ragaudit.injection import FAULTS
+from ragaudit.render.logs import COLUMNS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "demo_report.json"
 

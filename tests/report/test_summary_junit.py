@@ -3,15 +3,16 @@ support."""
 
 from xml.etree import ElementTree as ET
 
-from ragaudit.report.junit import write_junit
-from ragaudit.report.markdown import render_summary
+from ragaudit.model import Check, Report
+from ragaudit.render.junit import write_junit
+from ragaudit.render.markdown import render_summary
 
 
 def _claim(n, text, grounding, support=None, hallucinated=()):
     return {"n": n, "text": text, "grounding": grounding, "support": support, "hallucinated": list(hallucinated)}
 
 
-def report() -> dict:
+def report() -> Report:
     run = {
         "variant": 1,
         "seed": 2,
@@ -27,7 +28,8 @@ def report() -> dict:
         {
             "pipeline": "p",
             "name": "regressions",
-            "threshold": "no question loses correct or grounded runs",
+            "threshold": 0,
+            "bound": "no question loses correct or grounded runs",
             "value": 1,
             "passed": False,
             "questions": ["KEYS-1"],
@@ -36,14 +38,21 @@ def report() -> dict:
             "reasons": {"KEYS-1": "1 runs with unsupported or uncited claims, 0 before"},
         }
     ]
-    return {
+    document = {
         "gate": {"verdict": "fail", "pipelines": ["p"], "checks": checks},
         "summary": {
             "runs": 1,
             "questions": 1,
             "issues": {"errors": 0, "warnings": 0},
             "pipelines": {
-                "p": {"metrics": {}, "lambda": {"convergent": 1}, "questions": 1, "errored": 0, "hallucinating_runs": 1}
+                "p": {
+                    "runs": 1,
+                    "metrics": {},
+                    "lambda": {"convergent": 1},
+                    "questions": 1,
+                    "errored": 0,
+                    "hallucinating_runs": 1,
+                }
             },
         },
         "questions": [
@@ -52,10 +61,12 @@ def report() -> dict:
                 "qid": "KEYS-1",
                 "lambda": {"state": "convergent", "css": 1.0, "spread": 0.0},
                 "metrics": {},
+                "stats": {"runs": 1, "correct": 1, "ungrounded": 1},
                 "runs": [run],
             }
         ],
     }
+    return Report.from_json(document)
 
 
 def test_summary_names_regressions_and_unsupported_claims():
@@ -76,3 +87,22 @@ def test_junit_says_why_for_the_question(tmp_path):
     assert "regression: 1 runs with unsupported or uncited claims, 0 before" in lines
     assert "v1 s2: claim 2 unsupported: Lost keys cost 40 dollars." in lines
     assert "v1 s2: claim 3 uncited: Badges are blue." in lines
+
+
+def test_the_threshold_of_every_failing_check_is_shown_as_its_bound(tmp_path):
+    """coverage_pass_rate's threshold is a number like every other; its coverage_min shows in its
+    bound, never as a dict's text."""
+    document = report()
+    document.gate.checks.append(
+        Check(
+            "p", "coverage_pass_rate", 0.9, 0.5, False, "0.9 of runs at coverage ≥ 0.7", settings={"coverage_min": 0.7}
+        )
+    )
+    text = render_summary(document)
+    assert "value 0.500, threshold 0.9 of runs at coverage ≥ 0.7" in text and "coverage\\_min" not in text
+    write_junit(tmp_path / "junit.xml", document)
+    [case] = [c for c in ET.parse(tmp_path / "junit.xml").iter("testcase") if c.get("name") == "coverage_pass_rate"]
+    assert (
+        case.find("failure").get("message")
+        == "coverage_pass_rate: value 0.5000, threshold 0.9 of runs at coverage ≥ 0.7"
+    )

@@ -8,7 +8,7 @@ pytest.importorskip("opentelemetry.sdk")
 
 from helpers import invoke, otlp_line, rag_spans, span_recorder, write_config
 
-from ragaudit import cli, spans
+from ragaudit import cli_options, cli_tools, spans
 from ragaudit.errors import UsageError
 from ragaudit.io.config import load_config
 from ragaudit.io.traces import dump_trace, read_trace_file
@@ -86,12 +86,12 @@ def test_replay_format_is_part_of_the_config_schema(tmp_path):
 def test_one_list_of_span_formats_and_one_default_window():
     from typing import get_args
 
-    from ragaudit.io import config as schema
+    from ragaudit.io import config_schema as schema
 
     replay_formats = get_args(schema._Replay.model_fields["format"].annotation)
     assert spans.FORMATS == ("traces", *spans.SPAN_FORMATS) == replay_formats
-    assert cli.SPAN_FORMATS == spans.SPAN_FORMATS
-    (window,) = [p for p in cli.ingest.params if p.name == "window"]
+    assert cli_options.SPAN_FORMATS == spans.SPAN_FORMATS
+    (window,) = [p for p in cli_tools.ingest.params if p.name == "window"]
     assert window.default == DEFAULT_WINDOW
 
 

@@ -14,7 +14,7 @@ from helpers import KEYS_SENTENCE, PASSWORDS_SENTENCE, otlp_line, otlp_request, 
 from ragaudit.io.jsonl import BadLine
 from ragaudit.spans import read_traces
 from ragaudit.types import Trace
-from ragaudit.validate import Context, validate_trace
+from ragaudit.validation import Context, validate_trace
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from ragaudit.spans import read_traces
 from ragaudit.spans.join import TraceJoiner
 from ragaudit.spans.otlp import read_otlp
 from ragaudit.types import Trace
-from ragaudit.validate import validate_trace
+from ragaudit.validation import validate_trace
 
 
 def docs(*ids: str) -> dict:

@@ -4,7 +4,7 @@ from helpers import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
 
 from ragaudit.io.gold import read_gold
 from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.validate.gold import check_gold
+from ragaudit.validation.gold import check_gold
 
 
 def item(qid, sentence=KEYS_SENTENCE, section="policies/security/keys", **extra):

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.types import Span
-from ragaudit.validate import Context, validate_trace
-from ragaudit.validate.ranking import tiebreak_key
+from ragaudit.validation import Context, validate_trace
+from ragaudit.validation.ranking import tiebreak_key
 
 
 def payload(i, *, offsets=(0, 10), unit="char", score=0.5, section="s", snippet=None):

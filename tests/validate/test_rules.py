@@ -6,7 +6,7 @@ from helpers import PASSWORDS_SENTENCE, POLICIES
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.io.traces import parse_trace
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS
-from ragaudit.validate import CODES, RULES, Context, validate_trace
+from ragaudit.validation import CODES, RULES, Context, validate_trace
 
 
 def codes_of(trace: dict, corpus=None, **ctx) -> list[str]:
@@ -163,7 +163,7 @@ def test_text_mismatch_late_in_long_texts_shows_where_they_differ(tmp_path, muta
 
 
 def test_text_mismatch_of_different_lengths_says_so():
-    from ragaudit.validate.corpus import text_difference
+    from ragaudit.validation.corpus import text_difference
 
     assert text_difference("abc", "abcd", 7) == (
         "expected text == document slice [7, 10), found a difference at char 3 of the slice (document char 10): "

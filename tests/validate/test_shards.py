@@ -17,9 +17,9 @@ from helpers import outcome, sequential, trace_lines, write
 
 from ragaudit.cli import main
 from ragaudit.types import Corpus, Document
-from ragaudit.validate import Context, Validator, shards
-from ragaudit.validate.shards import WorkerFailed, check_sharded, plan
-from ragaudit.validate.spool import Spool
+from ragaudit.validation import Context, Validator, shards
+from ragaudit.validation.shards import WorkerFailed, check_sharded, plan
+from ragaudit.validation.spool import Spool
 
 
 def sharded(paths, ctx=None, offset_unit="char", **kw) -> dict:

@@ -3,7 +3,7 @@
 import copy
 
 from ragaudit.io.traces import parse_trace
-from ragaudit.validate.snippets import SnippetSpans
+from ragaudit.validation.snippets import SnippetSpans
 
 
 def _run(valid_trace, qid, start=None, index="sha256:aa"):

@@ -129,12 +129,11 @@ class GraphRAGTrace:
 def default_scorer(model: str = DEFAULT_MODEL) -> Scorer:
     """The support scorer of `ragaudit.metrics.support` over the named encoder."""
     try:
-        from ragaudit.metrics.support import SupportScorer
+        from ragaudit.inputs import encoder_for, support_for
+
+        return support_for({}, encoder_for(model))
     except ImportError as exc:
         raise RagauditError(f"verification needs ragaudit.metrics.support, which cannot be imported: {exc}") from exc
-    from ragaudit.metrics.embed import make_encoder
-
-    return SupportScorer(make_encoder(model))
 
 
 def trace_answer(

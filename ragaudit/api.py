@@ -1,0 +1,407 @@
+"""ragaudit as a library: every command's flow as a function that returns a typed result.
+
+    from ragaudit import api
+
+    outcome = api.audit("configs/default.toml")          # run, audit, gate, write the run directory
+    outcome.report.gate.verdict                            # a ragaudit.model.Report
+    gated = api.gate("reports/RUN/report.json", "configs/strict.toml", baseline="last-pass")
+    with api.validate(["traces.jsonl"], corpus="corpus/") as found:
+        for issue in found: ...
+
+`ragaudit.cli` parses, calls one of these, prints what it returns and maps it to an exit code.
+Messages a caller should show (warnings, notes) are returned, never printed; bad input raises
+`ragaudit.errors.InputError` (exit 3), `UsageError` (2), `PipelineError` (4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragaudit.checking import check_gold, ingest, validate
+from ragaudit.errors import InputError, RagauditError, UsageError
+from ragaudit.model import Gate, Report
+
+__all__ = [
+    "LAST_PASS",
+    "Report",
+    "audit",
+    "calibrate",
+    "check_gold",
+    "choose_baseline",
+    "compare",
+    "faults",
+    "gate",
+    "ingest",
+    "load_run",
+    "read_report",
+    "report",
+    "support_scores",
+    "validate",
+    "verify",
+]
+LAST_PASS = "last-pass"
+
+
+def read_report(path: str | Path) -> Report:
+    """A report.json, typed; a file that is not a ragaudit report is an InputError naming it."""
+    from ragaudit.io.jsonfiles import read_json_file
+
+    return Report.from_json(read_json_file(Path(path), what="report"), str(path))
+
+
+# ---- baselines -------------------------------------------------------------------------------
+
+
+@dataclass
+class BaselineChoice:
+    """The baseline a run or a gate compares with: its report.json's path and report (both None
+    when `last-pass` found no passing run yet), and what to tell the user about the choice."""
+
+    path: Path | None
+    report: Report | None
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def choose_baseline(
+    baseline: str | Path,
+    config,
+    inputs: dict | None,
+    *,
+    allow_foreign: bool = False,
+    history_dir: Path | None = None,
+    until: Path | None = None,
+) -> BaselineChoice:
+    """`baseline` is a report.json or `last-pass`: the history's latest passing run on the same
+    gold set and corpus (recorded before the run `until`; `history_dir` is where run directories
+    go, for the default history). A baseline built on another gold set or corpus is refused (exit
+    3) unless `allow_foreign`, then kept with a warning."""
+    from ragaudit import history, rundir
+    from ragaudit.gating import foreign_baseline
+
+    older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
+    if str(baseline) == LAST_PASS:
+        store = history.store_of(config, history_dir)
+        try:
+            path, found = history.last_pass(
+                store, gold=(inputs or {}).get("gold"), corpus=[(inputs or {}).get("corpus"), *older], until=until
+            )
+        except history.NoPassingRun as exc:  # a first run, or none has passed yet: gate without a baseline
+            return BaselineChoice(None, None, warnings=[f"no baseline, so no regression checks this time: {exc}"])
+        return BaselineChoice(path, found, notes=[f"baseline: {path} (the latest passing run in {store})"])
+    report = read_report(baseline)
+    why = foreign_baseline(inputs, report.inputs)
+    if why and any(foreign_baseline({**(inputs or {}), "corpus": alias}, report.inputs) is None for alias in older):
+        why = None
+    if why and not allow_foreign:
+        raise InputError(f"{baseline}: {why}; pass --allow-foreign-baseline to compare anyway")
+    return BaselineChoice(Path(baseline), report, warnings=[f"{baseline}: {why}"] if why else [])
+
+
+# ---- audit, report, gate ---------------------------------------------------------------------
+
+
+def audit(
+    config,
+    *,
+    out: Path | None = None,
+    resume: Path | None = None,
+    workers: int | None = None,
+    baseline: BaselineChoice | None = None,
+    gold_check: bool = True,
+    executor: str | None = None,
+    scheduler: str | None = None,
+    command: list[str] | None = None,
+):
+    """Run every pipeline of `config` (a path or a loaded Config) over its gold set, audit the
+    traces as they come, gate and write every output of the run directory. Returns
+    `ragaudit.app.Outcome`: the run's figures, its Report, the gold set's findings."""
+    from ragaudit.app import audit_config
+
+    config = _config(config)
+    outcome = audit_config(
+        config,
+        out=out,
+        resume=resume,
+        workers=workers,
+        baseline=baseline.report.as_baseline() if baseline and baseline.report else None,
+        baseline_path=baseline.path if baseline else None,
+        gold_check=gold_check,
+        executor=executor,
+        scheduler=scheduler,
+        command=command,
+    )
+    if not (outcome.run_dir / "report.json").is_file():  # never a result without a report
+        raise RagauditError(f"{outcome.run_dir}: the report was not written")
+    return outcome
+
+
+@dataclass
+class Rebuilt:
+    report: Report
+    run_dir: Path
+    warnings: list[str] = field(default_factory=list)
+
+
+def report(run_dir: Path) -> Rebuilt:
+    """Rebuild every output of `run_dir` from its stored traces (only read, never rewritten), with
+    the config, gold set and baseline its manifest names."""
+    from ragaudit import rundir
+    from ragaudit.inputs import Inputs
+    from ragaudit.outputs import build
+
+    manifest = rundir.read_manifest(run_dir)
+    inputs = Inputs(_config(manifest["config_path"]))
+    base = None
+    warnings: list[str] = []
+    if manifest.get("baseline"):
+        chosen = choose_baseline(manifest["baseline"], inputs.config, manifest["inputs"], allow_foreign=True)
+        warnings += chosen.warnings
+        base = chosen.report.as_baseline() if chosen.report else None
+    with rundir.locked(run_dir):
+        built = build(run_dir, inputs.subject(inputs.check_gold(strict=False)), baseline=base, warnings=warnings)
+    if not (Path(run_dir) / "report.json").is_file():  # never a result without a report
+        raise RagauditError(f"{run_dir}: the report was not written")
+    return Rebuilt(built, Path(run_dir), warnings)
+
+
+@dataclass
+class Gated:
+    """A report gated again: the new gate, and the report with it."""
+
+    gate: Gate
+    report: Report
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def gate(
+    report_path: Path, config, *, baseline: str | Path | None = None, allow_foreign_baseline: bool = False
+) -> Gated:
+    """Apply the [gate] of `config` to a report.json (with the drift checks against `baseline`, a
+    report.json or `last-pass`). The report's runs' coverage is read from runs.parquet beside it;
+    a report moved alone must carry all its runs."""
+    from ragaudit import runstore
+    from ragaudit.gating import evaluate_gate
+    from ragaudit.metrics.evaluate import Evaluation
+
+    config = _config(config)
+    found = read_report(report_path)
+    if config.calibration is not None:
+        from ragaudit.io.calibration import check_inputs
+
+        check_inputs(config.calibration, found.inputs)
+    chosen = None
+    if baseline is not None:
+        run_dir = Path(report_path).resolve().parent
+        chosen = choose_baseline(
+            baseline,
+            config,
+            found.inputs,
+            allow_foreign=allow_foreign_baseline,
+            history_dir=run_dir.parent,
+            until=run_dir,
+        )
+    errors: dict[str, int] = {}
+    questions: dict[str, set[str]] = {}
+    for i, issue in enumerate(found.issues):
+        if issue.get("severity") == "error":
+            pipeline = issue.get("pipeline")
+            if not isinstance(pipeline, str):
+                raise InputError(f"{report_path}: $.issues[{i}].pipeline: expected a pipeline name")
+            errors[pipeline] = errors.get(pipeline, 0) + 1
+            questions.setdefault(pipeline, set()).add(str(issue.get("qid") or f"line {issue.get('line')}"))
+    runs_file = Path(report_path).parent / runstore.RUNS
+    evaluation = Evaluation(
+        questions=found.questions,
+        sections=found.summary.sections,
+        pipelines=found.summary.pipelines,
+        coverage_share=runstore.coverage_share(runs_file) if runs_file.is_file() else None,
+    )
+    if not runs_file.is_file():  # a report moved alone: the runs it carries must be all of them
+        if any(q.runs is None for q in found.questions):
+            raise InputError(
+                f"{report_path}: expected {runstore.RUNS} beside the report (the per-run coverage "
+                "behind coverage_pass_rate), found none"
+            )
+        evaluation.runs = [r for q in found.questions for r in q.runs or []]
+    result = evaluate_gate(
+        evaluation,
+        config.gate,
+        error_counts=errors,
+        aborted={name: p.aborted for name, p in found.pipelines.items() if p.aborted is not None},
+        baseline=chosen.report.as_baseline() if chosen and chosen.report else None,
+        error_questions={p: sorted(q) for p, q in questions.items()},
+        sources=config.gate_sources,
+    )
+    found.gate = result
+    return Gated(result, found, chosen.warnings if chosen else [], chosen.notes if chosen else [])
+
+
+# ---- faults, calibrate, compare --------------------------------------------------------------
+
+
+@dataclass
+class FaultsResult:
+    result: dict  # faults.json's content
+    json_path: Path
+    html_path: Path
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.result["passed"])
+
+
+def faults(
+    run_dir: Path,
+    *,
+    config=None,
+    only: Sequence[str] | None = None,
+    rate: float = 0.2,
+    seed: int = 0,
+    out: Path | None = None,
+) -> FaultsResult:
+    """Inject each fault class into a share of the questions of a finished run and gate every
+    faulty copy as `report` would (module `ragaudit.injection`); writes faults.json and faults.html."""
+    from ragaudit import rundir
+    from ragaudit.injection import run_faults
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.files import refuse_overwriting, write_json
+    from ragaudit.io.traces import read_trace_file
+    from ragaudit.progress import phase
+    from ragaudit.render.faults_html import write_faults_html
+
+    manifest = rundir.read_manifest(run_dir)
+    config_file = config or manifest["config_path"]
+    target = Path(out or run_dir)
+    json_path, html_path = target / "faults.json", target / "faults.html"
+    refuse_overwriting(
+        [json_path, html_path], [Path(run_dir) / rundir.TRACES, Path(run_dir) / rundir.MANIFEST, config_file]
+    )
+    loaded = _config(config_file)
+    inputs = Inputs(loaded)
+    with phase("reading traces", unit="runs", counts_as="loading") as reading:
+        traces = read_trace_file(Path(run_dir) / rundir.TRACES, offset_unit=loaded.offset_unit)
+        reading.advance(len(traces))
+    result, _ = run_faults(
+        traces, inputs.subject(inputs.check_gold(strict=False)), only=list(only) if only else None, rate=rate, seed=seed
+    )
+    target.mkdir(parents=True, exist_ok=True)
+    same = target.resolve() == Path(run_dir).resolve()
+    with (
+        rundir.locked(run_dir) if same else contextlib.nullcontext(),
+        phase("writing faults.json and faults.html", counts_as="writing"),
+    ):
+        write_json(json_path, result)
+        write_faults_html(html_path, result)
+    return FaultsResult(result, json_path, html_path)
+
+
+def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int = 0) -> tuple[dict, Path]:
+    """Propose [gate] thresholds for the gold set and corpus of `config` (module
+    `ragaudit.calibrating`); writes calibration.json (default: beside the config) and returns its
+    content and path."""
+    from ragaudit.calibrating import calibrate as propose
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.files import refuse_overwriting, write_json
+
+    if not 0 < rate <= 1:
+        raise UsageError(f"expected --rate in (0, 1], found {rate}")
+    loaded = _config(config)
+    target = Path(out) if out else Path(loaded.path).parent / "calibration.json"
+    refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
+    result = propose(Inputs(loaded), rate=rate, seed=seed)
+    write_json(target, result)
+    return result, target
+
+
+def compare(
+    run_dirs: Sequence[Path],
+    *,
+    pairs: Sequence[str] = (),
+    margin: float | None = None,
+    out: Path | None = None,
+) -> tuple[dict, list[str], Path]:
+    """Compare pipelines within a run or across two (module `ragaudit.comparison`); writes
+    compare.json and compare.html (default: in the first run directory). Returns the comparison,
+    notes on pipelines left out, and the folder written."""
+    from ragaudit.io.files import refuse_overwriting
+    from ragaudit.outputs import write_comparison
+    from ragaudit.progress import phase
+
+    if margin is not None and not 0 < margin < 1:
+        raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")
+    target = Path(out or run_dirs[0])
+    refuse_overwriting([target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs])
+    with phase("reading reports", counts_as="loading"):
+        reports = [read_report(Path(d) / "report.json") for d in run_dirs]
+    labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
+    target.mkdir(parents=True, exist_ok=True)
+    with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
+        result, notes = write_comparison(
+            target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin
+        )
+    return result, notes, target
+
+
+# ---- verify ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Verified:
+    """What verify found: the changes (none: unchanged), what was checked, and notes for the user."""
+
+    changed: list[str]
+    checked: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def verify(run_dir: Path, *, attestation: Path | None = None, pubkey: Path | None = None) -> Verified:
+    """Whether the inputs, traces and outputs of `run_dir` are unchanged since the run (and, with
+    `attestation`, every file it lists; with `pubkey`, its signature), naming each change."""
+    from ragaudit import rundir
+
+    if attestation or pubkey:
+        from ragaudit import attest
+
+        attest.check_options(attestation, pubkey)
+        assert attestation is not None  # check_options refuses --pubkey without --attestation
+        found = attest.verify(run_dir, attestation, pubkey)
+        signed = f", signature verified with key {found.verified_with[:16]}…" if found.verified_with else ""
+        what = "traces and outputs" if found.absent else "gold, corpus, config, traces and outputs"
+        return Verified(
+            list(found.mismatches),
+            [
+                f"unchanged: {what} of {run_dir}",
+                f"attested: {len(found.statement['subject'])} files match {attestation}{signed}",
+            ],
+            list(found.notes),
+        )
+    notes: list[str] = []
+    changed = rundir.changes(run_dir, notes)
+    return Verified(changed, [f"unchanged: gold, corpus, config, traces and outputs of {run_dir}"], notes)
+
+
+def _config(config):
+    """A Config from a path (or a Config as it is)."""
+    from ragaudit.io.config import Config, load_config
+
+    return config if isinstance(config, Config) else load_config(config)
+
+
+def load_run(path: str | Path):
+    """A finished run directory as pandas DataFrames (`ragaudit.results.Run`)."""
+    from ragaudit.results import load_run as load
+
+    return load(path)
+
+
+def support_scores(pairs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
+    """Support of each (segment, cited texts) pair in [0, 1], from the bundled scorer; offline, CPU
+    (`ragaudit.metrics.support.support_scores`)."""
+    from ragaudit.metrics.support import support_scores as scores
+
+    return scores(pairs)

@@ -1,0 +1,368 @@
+"""The gate: thresholds from `[gate]`, drift rules against a baseline report.
+
+Each check names its threshold (a number, or None when not gated), the value found, pass or fail,
+and the questions that failed it. The checks of one pipeline are the table `CHECKS`: per check,
+the `[gate]` key of its threshold, which way it compares, the pipeline's figure and which of its
+questions fail it. `[gate] pipelines` chooses which pipelines are gated (default: all of them).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from ragaudit.model import Aborted, Baseline, Check, Gate, PipelineSummary, Question, QuestionStats
+
+DRIFT = 0.05
+NOT_GATED = "not gated"
+AT_MOST, AT_LEAST = "<=", ">="
+_COMPARE = {AT_MOST: operator.le, AT_LEAST: operator.ge}
+
+
+@dataclass
+class Scope:
+    """What a check of one pipeline reads: its aggregates, its questions, the thresholds, and the
+    share of its runs at a coverage (from runs.parquet, or the runs in memory)."""
+
+    pipeline: str
+    summary: PipelineSummary
+    questions: list[Question]
+    t: dict[str, Any]
+    covered: Callable[[float], float]
+    errors: int = 0
+    error_questions: list[str] = field(default_factory=list)
+
+
+def _worst(scope: Scope, stat: str) -> float | None:
+    found = [getattr(q.stats, stat) for q in scope.questions if getattr(q.stats, stat) is not None]
+    return max(found, default=None)
+
+
+def _share(scope: Scope, state: str) -> float:
+    return sum(q.lam.state == state for q in scope.questions) / len(scope.questions) if scope.questions else 0.0
+
+
+def _above(value: float | None, limit: float) -> bool:
+    """A value unknown or above the limit."""
+    return value is None or value > limit
+
+
+def _by_stats(failing: Callable[[QuestionStats, float], bool]) -> Callable[[Scope, float], list[str]]:
+    return lambda scope, limit: sorted(q.qid for q in scope.questions if failing(q.stats, limit))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the gate's table. `value` is the pipeline's figure (None: not measured);
+    `failing` names the questions that fail it at a threshold. Without a threshold the check is
+    left out (`unset="omit"`) or kept as not gated (`unset="not gated"`); without a value it is
+    left out (`missing="omit"`) or fails (`missing="fail"`)."""
+
+    name: str
+    op: str
+    value: Callable[[Scope], float | None]
+    failing: Callable[[Scope, float], list[str]]
+    detail: str = ""
+    unset: str = "omit"
+    missing: str = "fail"
+    errored_note: bool = False  # the detail says how errored runs count
+    settings: tuple[str, ...] = ()  # other [gate] keys the check reads
+
+    def threshold(self, t: dict[str, Any]) -> float | None:
+        return t.get(self.name)
+
+    def bound(self, limit: float, t: dict[str, Any]) -> str:
+        return f"{limit:g}"
+
+
+@dataclass(frozen=True)
+class CoverageRule(Rule):
+    """coverage_pass_rate: the share of runs whose coverage reaches coverage_min."""
+
+    def bound(self, limit: float, t: dict[str, Any]) -> str:
+        return f"{limit:g} of runs at coverage ≥ {t['coverage_min']:g}"
+
+
+@dataclass(frozen=True)
+class ForbidRule(Rule):
+    """lambda_forbid: no question in a forbidden λ state; its threshold is the count allowed, 0."""
+
+    def threshold(self, t: dict[str, Any]) -> float | None:
+        return 0
+
+    def bound(self, limit: float, t: dict[str, Any]) -> str:
+        return "none " + ", ".join(t["lambda_forbid"]) if t["lambda_forbid"] else "none forbidden"
+
+
+ERRORED_NOTE = "{n} errored run{s} count as ΔS 1.0 and 0 on every rate"
+
+CHECKS: tuple[Rule, ...] = (
+    Rule(
+        "delta_s_excess_max",
+        AT_MOST,
+        lambda s: _worst(s, "max_delta_s_excess"),
+        _by_stats(lambda st, t: st.max_delta_s_excess is not None and st.max_delta_s_excess > t),
+        "each run's ΔS excess over the gold text's: max(0, delta_s_qr − delta_s_gold)",
+        unset=NOT_GATED,
+        missing="omit",
+        errored_note=True,
+    ),
+    Rule(
+        "delta_s_max",
+        AT_MOST,
+        lambda s: _worst(s, "max_delta_s"),
+        _by_stats(lambda st, t: st.max_delta_s is None or st.max_delta_s > t),
+        errored_note=True,
+    ),
+    Rule(
+        "delta_s_mean_max",
+        AT_MOST,
+        lambda s: s.summary.metrics.get("delta_s_qr"),
+        lambda s, t: sorted(q.qid for q in s.questions if _above(q.metrics.get("delta_s_qr"), t)),
+        errored_note=True,
+    ),
+    CoverageRule(
+        "coverage_pass_rate",
+        AT_LEAST,
+        lambda s: s.covered(s.t["coverage_min"]),
+        lambda s, t: _by_stats(
+            lambda st, _: st.coverage_missing > 0 or st.min_coverage is None or st.min_coverage < s.t["coverage_min"]
+        )(s, t),
+        settings=("coverage_min",),
+    ),
+    Rule(
+        "citation_match_min",
+        AT_LEAST,
+        lambda s: s.summary.citation_match_rate or 0.0,
+        _by_stats(lambda st, _: st.unmatched > 0),
+        errored_note=True,
+    ),
+    Rule(
+        "lambda_convergent_min",
+        AT_LEAST,
+        lambda s: _share(s, "convergent"),
+        lambda s, _: sorted(q.qid for q in s.questions if q.lam.state != "convergent"),
+    ),
+    ForbidRule(
+        "lambda_forbid",
+        AT_MOST,
+        lambda s: sum(q.lam.state in s.t["lambda_forbid"] for q in s.questions),
+        lambda s, _: sorted(q.qid for q in s.questions if q.lam.state in s.t["lambda_forbid"]),
+    ),
+    Rule(
+        "hallucination_max",
+        AT_MOST,
+        lambda s: sum(q.stats.hallucinating for q in s.questions),
+        _by_stats(lambda st, _: st.hallucinating > 0),
+        "runs whose answer states a quantity or identifier that no cited text contains",
+    ),
+    Rule(
+        "grounded_pass_rate",
+        AT_LEAST,
+        lambda s: s.summary.metrics.get("fully_grounded"),
+        _by_stats(lambda st, _: st.ungrounded > 0),
+        "share of answered runs whose every claim its cited texts support",
+        unset=NOT_GATED,
+        missing="omit",
+    ),
+    Rule(
+        "max_errors",
+        AT_MOST,
+        lambda s: s.errors,
+        lambda s, _: sorted(s.error_questions),
+        "validator issues of severity error",
+    ),
+)
+CHECK_NAMES = tuple(rule.name for rule in CHECKS)
+# the checks that read no [gate] threshold: their source is always "default"
+STRUCTURAL: tuple[str, ...] = ("pipeline_ran", "analyzer_parity", "baseline_missing", "drift_delta_s_mean")
+STRUCTURAL += ("drift_coverage", "drift_citation_match", "regressions")
+
+
+def evaluate_gate(
+    evaluation,
+    thresholds: dict,
+    *,
+    error_counts: dict[str, int],
+    aborted: dict[str, Aborted],
+    baseline: Baseline | None = None,
+    error_questions: dict[str, list[str]] | None = None,
+    sources: dict[str, str] | None = None,
+) -> Gate:
+    """The gate of an evaluation (`ragaudit.metrics.evaluate.Evaluation`). `error_counts` are the
+    error-severity issues per pipeline and `error_questions` the questions they concern; `sources`
+    says where each threshold came from (default, config, calibration)."""
+    gated = thresholds.get("pipelines") or list(evaluation.pipelines)
+    checks: list[Check] = []
+    for pipeline in gated:
+        summary = evaluation.pipelines.get(pipeline)
+        if summary is None:
+            checks.append(
+                Check(pipeline, "pipeline_ran", None, 0, False, "runs > 0", detail="no runs for this pipeline")
+            )
+            continue
+        scope = Scope(
+            pipeline,
+            summary,
+            [q for q in evaluation.questions if q.pipeline == pipeline],
+            thresholds,
+            functools.partial(evaluation.share_covered, pipeline),
+            error_counts.get(pipeline, 0),
+            (error_questions or {}).get(pipeline, []),
+        )
+        checks += [c for rule in CHECKS if (c := _check(rule, scope)) is not None]
+        if pipeline in aborted:
+            checks.append(_aborted(pipeline, aborted[pipeline]))
+        if baseline is not None:
+            checks += _drift_checks(scope, baseline)
+    where = sources or {}
+    checks = [c if c.name in STRUCTURAL else replace(c, source=where.get(c.name, "default")) for c in checks]
+    return Gate("pass" if all(c.passed for c in checks) else "fail", list(gated), checks)
+
+
+def _check(rule: Rule, scope: Scope) -> Check | None:
+    """One check of the table for one pipeline; None when it is left out."""
+    limit = rule.threshold(scope.t)
+    if limit is None:
+        if rule.unset == "omit":
+            return None
+        why = (scope.t.get("not_gated") or {}).get(rule.name, "no threshold set")
+        return Check(scope.pipeline, rule.name, None, None, True, NOT_GATED, detail=f"{NOT_GATED}: {why}")
+    found = rule.value(scope)
+    if found is None and rule.missing == "omit":
+        return None
+    errored = scope.summary.errored
+    note = ERRORED_NOTE.format(n=errored, s="s" if errored != 1 else "") if errored and rule.errored_note else ""
+    return Check(
+        scope.pipeline,
+        rule.name,
+        limit,
+        found,
+        found is not None and _COMPARE[rule.op](found, limit),
+        rule.bound(limit, scope.t),
+        rule.failing(scope, limit),
+        note or rule.detail,
+        settings={key: scope.t[key] for key in rule.settings},
+    )
+
+
+def _aborted(pipeline: str, run: Aborted) -> Check:
+    """A pipeline stopped by an analyzer_mismatch fails analyzer parity, naming the run's question."""
+    return Check(
+        pipeline,
+        "analyzer_parity",
+        0,
+        1,
+        False,
+        "no analyzer_mismatch",
+        [run.qid] if run.qid is not None else [],
+        detail=run.text,
+    )
+
+
+def _moved(scope: Scope, baseline: Baseline, key: str, sign: int) -> list[str]:
+    """Questions whose mean `key` moved the wrong way by more than the drift allowance."""
+    before = {q.qid: q.metrics.get(key) for q in baseline.questions if q.pipeline == scope.pipeline}
+    out = []
+    for q in scope.questions:
+        old, now = before.get(q.qid), q.metrics.get(key)
+        if old is not None and now is not None and sign * (now - old) > DRIFT:
+            out.append(q.qid)
+    return sorted(out)
+
+
+def _drift_checks(scope: Scope, baseline: Baseline) -> list[Check]:
+    pipeline, summary = scope.pipeline, scope.summary
+    before = baseline.pipelines.get(pipeline)
+    if before is None:
+        return [
+            Check(
+                pipeline,
+                "baseline_missing",
+                None,
+                None,
+                True,
+                "pipeline in the baseline",
+                detail="not in the baseline: no drift checks for this pipeline",
+            )
+        ]
+    now_m, old_m = summary.metrics, before.metrics
+    out = []
+    ds_key = (
+        "delta_s_excess"
+        if now_m.get("delta_s_excess") is not None and old_m.get("delta_s_excess") is not None
+        else "delta_s_qr"
+    )
+    drifts = [("drift_delta_s_mean", ds_key, +1, now_m.get(ds_key), old_m.get(ds_key))]
+    drifts.append(("drift_coverage", "coverage", -1, now_m.get("coverage"), old_m.get("coverage")))
+    drifts.append(
+        ("drift_citation_match", "citation_match", -1, summary.citation_match_rate, before.citation_match_rate)
+    )
+    for name, key, sign, now, old in drifts:
+        if now is None or old is None:
+            continue
+        change = now - old
+        out.append(
+            Check(
+                pipeline,
+                name,
+                DRIFT,
+                change,
+                sign * change <= DRIFT,
+                f"{'rise' if sign > 0 else 'fall'} <= {DRIFT}",
+                _moved(scope, baseline, key, sign),
+                detail=f"baseline {old:.4f}, now {now:.4f}",
+            )
+        )
+    out.append(_regressions(scope, baseline))
+    return out
+
+
+def _lost(before: QuestionStats, now: QuestionStats) -> str:
+    """What a question lost since the baseline, in words; empty when it lost nothing."""
+    reasons = []
+    if now.correct < before.correct:
+        reasons.append(f"{now.correct} of {now.runs} runs correct, {before.correct} before")
+    if now.ungrounded > before.ungrounded:
+        reasons.append(f"{now.ungrounded} runs with unsupported or uncited claims, {before.ungrounded} before")
+    if now.hallucinating > before.hallucinating:
+        reasons.append(
+            f"{now.hallucinating} runs stating a quantity no cited text holds, {before.hallucinating} before"
+        )
+    return ", ".join(reasons)
+
+
+def _regressions(scope: Scope, baseline: Baseline) -> Check:
+    """Questions that lost since the baseline: fewer correct runs, more runs with an unsupported
+    claim or a hallucinated quantity. A fault on a few questions shows here long before any
+    aggregate moves, and a question that already failed some runs can still be seen to get worse."""
+    before = {q.qid: q for q in baseline.questions if q.pipeline == scope.pipeline}
+    lost = {q.qid: why for q in scope.questions if q.qid in before and (why := _lost(before[q.qid].stats, q.stats))}
+    held = sum(1 for q in before.values() if q.holds())
+    detail = "; ".join(f"{qid}: {why}" for qid, why in sorted(lost.items())[:20])
+    return Check(
+        scope.pipeline,
+        "regressions",
+        0,
+        len(lost),
+        not lost,
+        "no question loses correct or grounded runs",
+        sorted(lost),
+        detail or f"no question lost a correct or grounded run ({held} held in every run)",
+        reasons=dict(sorted(lost.items())),
+    )
+
+
+def foreign_baseline(inputs: dict | None, baseline_inputs: dict | None) -> str | None:
+    """Why a baseline (built on `baseline_inputs`) cannot be compared with a run on these inputs
+    (another gold set or corpus), or None when it can. Inputs are sha256 by name, as a manifest
+    records them."""
+    theirs = baseline_inputs or {}
+    differ = [name for name in ("gold", "corpus") if (inputs or {}).get(name) != theirs.get(name)]
+    if not differ:
+        return None
+    return f"expected a baseline built on the same {' and '.join(differ)}, found one built on " + ", ".join(
+        f"{name} {str(theirs.get(name))[:12]}… (now {str((inputs or {}).get(name))[:12]}…)" for name in differ
+    )

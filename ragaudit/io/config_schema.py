@@ -1,0 +1,338 @@
+"""The config's schema: one pydantic model per table, with its keys, types, ranges and defaults
+(`ragaudit.io.config` reads a TOML file with it and locates every problem). `SCHEMA` (section ->
+key -> (kind, default)) is derived from the models."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ragaudit.analyzers import ANALYZERS
+from ragaudit.errors import describe
+from ragaudit.types import LAMBDA_STATES as STATES
+
+_Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
+_LambdaState = Literal["convergent", "recursive", "chaotic", "divergent"]
+_Analyzer = Literal["whitespace", "lowercase", "lowercase+ascii_fold"]
+RETRIEVERS: tuple[str, ...] = get_args(_Retriever)
+LAMBDA_STATES: tuple[str, ...] = get_args(_LambdaState)
+if LAMBDA_STATES != STATES:
+    raise ImportError("the config schema's λ states no longer match ragaudit.types.LAMBDA_STATES")
+if set(get_args(_Analyzer)) != set(ANALYZERS):
+    raise ImportError("the config schema's analyzers no longer match ragaudit.analyzers")
+
+
+def _beside(config_path: Path, value: str) -> Path:
+    """A path of the config, relative to the config's folder, without `..` detours."""
+    return Path(os.path.normpath(config_path.parent / value))
+
+
+def _fail(expected: str, found: str = "", at: int | None = None) -> PydanticCustomError:
+    """A schema error in the house words: `found` defaults to the value as written; `at` points at one
+    item of the array being checked."""
+    return PydanticCustomError(
+        "ragaudit", "expected {expected}, found {found}", {"expected": expected, "found": found, "at": at}
+    )
+
+
+def _found(value: Any) -> str:
+    return "a table" if isinstance(value, dict) else describe(value)
+
+
+def _path(value: Any, info) -> Path:
+    if not isinstance(value, str) or not value:
+        raise _fail("a path string")
+    config = (info.context or {}).get("path")
+    return _beside(config, value) if config else Path(value)
+
+
+def _rate(value: float) -> float:
+    if not 0 <= value <= 1:
+        raise _fail("a number in [0, 1]")
+    return value
+
+
+_ConfigPath = Annotated[Path, BeforeValidator(_path)]
+_Rate = Annotated[float, AfterValidator(_rate)]
+_Count = Annotated[int, Field(ge=0)]
+_Positive = Annotated[int, Field(ge=1)]
+_Text = Annotated[str, Field(min_length=1)]
+
+
+class _Table(BaseModel):
+    # strict: TOML has types, so "3" is never an integer and 1 never true
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True, defer_build=True)
+
+
+class _Audit(_Table):
+    gold: _ConfigPath | None = None
+    corpus: _ConfigPath | None = None
+    paraphrases: _Positive = 3
+    seeds: list[_Count] = Field(default_factory=lambda: [1], min_length=1)
+    out: _ConfigPath = Field("reports", validate_default=True)
+    allow_cross_section: bool = False
+    cross_section_whitelist: list[list[_Text]] = Field(default_factory=list)
+    offset_unit: Literal["char", "token"] = "char"
+    workers: _Positive = 1
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int]) -> list[int]:
+        for i, seed in enumerate(seeds):
+            if seed in seeds[:i]:
+                raise _fail("distinct seeds", f"seed {seed} again", at=i)
+        return seeds
+
+
+class _Embedder(_Table):
+    model: _Text = "all-MiniLM-L6-v2"
+
+
+class _Metrics(_Table):
+    k: _Positive = 5
+    match_tolerance: _Count = 30
+    delta_s: Literal["nearest", "join"] = "nearest"
+
+
+class _Gate(_Table):
+    # Defaults from the fault benchmark over three corpora and two answer styles (bench/faults.py):
+    # clean pipelines, extractive or LLM-written, pass on every corpus; every fault class fails.
+    # Absolute ΔS depends on the corpus: it is reported always and gated only when a config sets it.
+    delta_s_excess_max: _Rate = 0.25
+    delta_s_max: _Rate | None = None
+    delta_s_mean_max: _Rate | None = None
+    coverage_min: _Rate = 0.70
+    coverage_pass_rate: _Rate = 0.90
+    citation_match_min: _Rate = 0.95
+    lambda_convergent_min: _Rate = 0.85
+    # a question some run of which errored or cited nothing; a question every run gets wrong is counted
+    # by lambda_convergent_min and, against a baseline, by regressions, not failed outright
+    lambda_forbid: list[_LambdaState] = Field(default_factory=lambda: list[_LambdaState](["divergent"]))
+    hallucination_max: _Count = 0
+    grounded_pass_rate: _Rate = 0.90
+    max_errors: _Count = 0
+    pipelines: list[_Text] = Field(default_factory=list)
+    from_: _ConfigPath | None = Field(None, alias="from")  # thresholds proposed by `ragaudit calibrate`
+
+    @field_validator("pipelines")
+    @classmethod
+    def _configured(cls, names: list[str], info) -> list[str]:
+        configured = (info.context or {}).get("pipelines") or ()
+        unknown = [name for name in names if configured and name not in configured]
+        if unknown:
+            raise _fail(
+                f"names of configured pipelines ({', '.join(dict.fromkeys(configured))})",
+                f"{', '.join(map(repr, unknown))}, not configured",
+                at=names.index(unknown[0]),
+            )
+        return names
+
+
+class _Lambda(_Table):
+    css_min: _Rate = 0.50
+    anchor_support_min: _Rate = 0.45
+    key_recall_min: _Rate = 0.3  # share of the gold anchor's key content a claim must state
+    key_precision_min: _Rate = 0.5  # share of the claim's own content (one clause's) the anchor must state
+
+
+class _Support(_Table):
+    threshold: _Rate = 0.7  # from the fault benchmark: every control claim above, most unsupported ones below
+    model: _ConfigPath | None = None
+    params: _ConfigPath | None = None
+
+
+def _open_rate(value: float) -> float:
+    if not 0 < value < 1:
+        raise _fail("a number in (0, 1)")
+    return value
+
+
+def _two(names: list[str]) -> list[str]:
+    if len(names) != 2:
+        raise _fail("a pair of two pipeline names [A, B]", f"an array of {len(names)}")
+    return names
+
+
+_OpenRate = Annotated[float, AfterValidator(_open_rate)]
+_Pair = Annotated[list[_Text], AfterValidator(_two)]
+
+
+class _Compare(_Table):
+    """Decisions between configurations: which pipelines to pair (each with the first when empty),
+    the non-inferiority margin, and the planning assumptions of the detectable-change line."""
+
+    pairs: list[_Pair] = Field(default_factory=list)
+    margin: _OpenRate = 0.02
+    discordance: _OpenRate = 0.10
+    icc: _Rate = 0.5
+
+    @field_validator("pairs")
+    @classmethod
+    def _configured(cls, pairs: list[list[str]], info) -> list[list[str]]:
+        configured = (info.context or {}).get("pipelines") or ()
+        for i, pair in enumerate(pairs):
+            unknown = [name for name in pair if configured and name not in configured]
+            if unknown:
+                raise _fail(
+                    f"pairs of configured pipelines ({', '.join(dict.fromkeys(configured))})",
+                    f"{', '.join(map(repr, unknown))}, not configured",
+                    at=i,
+                )
+        return pairs
+
+
+class _History(_Table):
+    path: _ConfigPath | None = None  # the history file (default: history.sqlite beside the run directories)
+
+
+class _Executor(_Table):
+    kind: Literal["local", "processes", "dask"] = "local"
+    scheduler: _Text | None = None  # a Dask scheduler address, such as "tcp://10.0.0.5:8786"
+
+
+class _Pipeline(_Table):
+    name: _Text
+    k: _Positive = 5
+    timeout_s: float = Field(30.0, gt=0.0, le=86_400.0)  # a day
+
+    @field_validator("name")
+    @classmethod
+    def _unique(cls, name: str, info) -> str:
+        count = ((info.context or {}).get("pipelines") or []).count(name)
+        if count > 1:
+            raise _fail("unique pipeline names", f"{name!r} {count} times")
+        return name
+
+
+class _Reference(_Pipeline):
+    kind: Literal["reference"]
+    retriever: _Retriever = "bm25"
+    analyzer: _Analyzer = "lowercase+ascii_fold"
+    # TOML has no null: "none" is how a config says no reranker
+    rerank: Annotated[Literal["none", "mmr"], AfterValidator(lambda r: None if r == "none" else r)] | None = None
+    chunk_size: _Positive = 64
+    chunk_overlap: _Count = 0
+    temperature: float = Field(0.0, ge=0.0)
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _overlap(cls, overlap: int, info) -> int:
+        size = info.data.get("chunk_size")
+        if size is not None and overlap >= size:
+            raise _fail(f"chunk_overlap < chunk_size ({size})")
+        return overlap
+
+
+class _Replay(_Pipeline):
+    kind: Literal["replay"]
+    traces: _ConfigPath
+    # the recording's format: ragaudit traces, or production spans joined into traces (SPEC §10)
+    format: Literal["traces", "otlp", "phoenix", "langfuse"] = "traces"
+
+
+class _Remote(_Pipeline):
+    """What a pipeline that calls a service may set: how many calls at once, how many a second,
+    how often a failed call is tried again (with exponential backoff and jitter), and whether its
+    answers are kept for an unchanged re-run."""
+
+    max_in_flight: _Positive | None = None
+    # calls per second: one every 10,000 s at the slowest. The bounds keep every wait they make
+    # (1 / rate_limit, retry_backoff_s x 2^retries x 2) within what a clock can time.
+    rate_limit: float | None = Field(None, ge=1e-4, le=1e6)
+    retries: _Count = Field(0, le=20)
+    retry_backoff_s: float = Field(0.5, gt=0.0, le=3_600.0)
+    cache: bool = False
+
+
+class _Python(_Remote):
+    kind: Literal["python"]
+    factory: _Text
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class _Command(_Remote):
+    kind: Literal["command"]
+    command: list[str] = Field(min_length=1)
+
+
+_KINDS: dict[str, type[_Pipeline]] = {
+    "reference": _Reference,
+    "replay": _Replay,
+    "python": _Python,
+    "command": _Command,
+}
+PIPELINE_KINDS = tuple(_KINDS)
+
+
+class _Root(_Table):
+    audit: _Audit
+    embedder: _Embedder
+    metrics: _Metrics
+    gate: _Gate
+    lambda_: _Lambda = Field(alias="lambda")
+    support: _Support
+    executor: _Executor
+    history: _History
+    compare: _Compare
+    pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
+
+
+_SECTIONS: dict[str, type[_Table]] = {
+    "audit": _Audit,
+    "embedder": _Embedder,
+    "metrics": _Metrics,
+    "gate": _Gate,
+    "lambda": _Lambda,
+    "support": _Support,
+    "executor": _Executor,
+    "history": _History,
+    "compare": _Compare,
+}
+_KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
+
+
+def _kind(annotation: Any) -> str:
+    """The kind of value a key takes, in the words of SCHEMA."""
+    origin, args = get_origin(annotation), [a for a in get_args(annotation) if a is not type(None)]
+    if origin is Annotated or origin in (Union, UnionType):
+        return _kind(args[0])
+    if origin is Literal:
+        return "choice"
+    return {list: "array", dict: "table"}.get(origin) or _KIND_NAMES.get(annotation, "value")
+
+
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Every key of a table at its default, None for a required key."""
+    return {
+        f.alias or name: None if f.is_required() else f.get_default(call_default_factory=True)
+        for name, f in model.model_fields.items()
+    }
+
+
+SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
+    section: {
+        key: (_kind(f.annotation), default)
+        for f, (key, default) in zip(model.model_fields.values(), _defaults(model).items())
+    }
+    for section, model in _SECTIONS.items()
+}
+
+
+def _option_defaults() -> dict[str, Any]:
+    """Every pipeline key but name and kind, at its default: one shape of options for every kind."""
+    out: dict[str, Any] = {}
+    for model in _KINDS.values():
+        out |= _defaults(model)
+    return {key: value for key, value in out.items() if key not in ("name", "kind")}

@@ -1,0 +1,71 @@
+"""Reading a JSON document of a known shape field by field: each reader names the first place a
+document differs (`$.questions[3].stats.runs: expected an integer, found text`)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+
+class ShapeError(ValueError):
+    """A report document that lacks what a reader needs: where, and what was expected."""
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def get(data: JSON, key: str, where: str, check: Callable[[Any], bool], expected: str, default: Any = ...) -> Any:
+    if key not in data:
+        if default is not ...:
+            return default
+        raise ShapeError(f"{where}.{key}: expected {expected}, found none")
+    value = data[key]
+    if not check(value):
+        raise ShapeError(f"{where}.{key}: expected {expected}, found {kind_of(value)}")
+    return value
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def opt_num(value: Any) -> bool:
+    return value is None or is_num(value)
+
+
+def obj(data: Any, where: str) -> JSON:
+    if not isinstance(data, dict):
+        raise ShapeError(f"{where}: expected an object, found {kind_of(data)}")
+    return data
+
+
+def items(data: JSON, key: str, where: str, read: Callable[[Any, str], T], default: Any = ...) -> list[T]:
+    items = get(data, key, where, lambda v: isinstance(v, list), "an array", default)
+    return [read(item, f"{where}.{key}[{i}]") for i, item in enumerate(items)]
+
+
+def numbers(data: JSON, key: str, where: str) -> dict[str, float | None]:
+    found = get(data, key, where, lambda v: isinstance(v, dict), "an object of numbers")
+    for name, value in found.items():
+        if not opt_num(value):
+            raise ShapeError(f"{where}.{key}.{name}: expected a number or null, found {kind_of(value)}")
+    return dict(found)

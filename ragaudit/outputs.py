@@ -1,0 +1,118 @@
+"""Everything a run directory holds besides its traces is built here, from the traces alone, so
+that `ragaudit report RUN_DIR` rebuilds it identically: the audit of the stored traces, the report
+model, runs.parquet and issues.jsonl moved into place, the manifest stamped, and each renderer of
+`ragaudit.render` called. Every file is written to a temporary name and renamed into place, so a
+crash or a full disk never leaves half an output; the stored traces are only read."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ragaudit import rundir, runstore
+from ragaudit.errors import InputError
+from ragaudit.history import Point
+from ragaudit.io.files import write_json
+from ragaudit.model import Baseline, Report
+from ragaudit.progress import phase
+
+TREND_RUNS = 20  # runs the trend panel of report.html shows
+
+
+def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings: list[str] | None = None) -> Report:
+    """Audit the stored traces of `run_dir`, read once as a stream, then write every output.
+    Returns the report; what went wrong without stopping it goes to `warnings`."""
+    from ragaudit.auditing import StreamingAudit
+    from ragaudit.io.stream import stream_trace_file
+
+    run_dir = Path(run_dir)
+    with tempfile.TemporaryDirectory(prefix=".audit-", dir=run_dir) as work:
+        auditor = StreamingAudit(subject, Path(work), baseline=baseline)
+        auditor.extend(stream_trace_file(run_dir / rundir.TRACES))
+        return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
+
+
+def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None = None) -> Report:
+    """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
+    report.html shows the trend of the runs before it in the history the manifest names (none,
+    with a line in `warnings`, when the history cannot be read now)."""
+    from ragaudit.auditing import report_of
+    from ragaudit.render import html, junit, logs, markdown
+    from ragaudit.render.trends import trend_panel
+
+    with phase("writing outputs", counts_as="writing"):
+        manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
+        os.replace(result.runs_path, run_dir / runstore.RUNS)
+        result.runs_path = run_dir / runstore.RUNS
+        if result.issues_path is not None:
+            os.replace(result.issues_path, run_dir / "issues.jsonl")
+        with phase("report.json"):
+            report = report_of(result, subject, manifest)
+            write_json(run_dir / "report.json", report.to_json())
+        with phase("history"):
+            try:
+                trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
+            except InputError as exc:  # a locked or damaged history costs the report its trend panel only
+                trend = ""
+                if warnings is not None:
+                    warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
+        states = {q.key: q.lam.state for q in report.questions}
+        with phase("traces.log and rag_traces.sqlite"):
+            logs.write_logs(
+                run_dir / "traces.log",
+                run_dir / "rag_traces.sqlite",
+                logs.rows(result.runs_path, states, result.snippets),
+            )
+        with phase("junit.xml"):
+            junit.write_junit(run_dir / "junit.xml", report)
+        comparison = None
+        if len(report.summary.pipelines) > 1 or subject.config.compare.get("pairs"):
+            with phase("compare.json and compare.html"):
+                comparison = write_comparison(run_dir, [report], run_dirs=[run_dir])[0]
+        with phase("summary.md"):
+            markdown.write_summary(run_dir / "summary.md", report, comparison)
+        with phase("report.html"):
+            html.write_html(run_dir / "report.html", report, trend)
+        with phase("manifest"):  # the sha256 of every output
+            rundir.stamp_outputs(run_dir)
+    return report
+
+
+def write_comparison(
+    out_dir: Path,
+    reports: list[Report],
+    labels: list[str] | None = None,
+    *,
+    run_dirs: list[Path] | None = None,
+    pairs: list[str] | None = None,
+    margin: float | None = None,
+) -> tuple[dict, list[str]]:
+    """compare.json and compare.html for pairs of the systems (pipelines) of one or more reports
+    (`ragaudit.pairing`); returns the comparison and notes on pipelines left out."""
+    from ragaudit.pairing import comparison_of
+    from ragaudit.render.compare_html import write_compare_html
+
+    result, notes = comparison_of(reports, labels=labels, run_dirs=run_dirs, specs=pairs, margin=margin)
+    write_json(Path(out_dir) / "compare.json", result)
+    write_compare_html(Path(out_dir) / "compare.html", result)
+    return result, notes
+
+
+def load_trend(store: Path | None, run_dir: Path, report: Report, *, last: int = TREND_RUNS) -> list[Point]:
+    """The points of the panel: up to `last` - 1 runs the history recorded before this one on the
+    same gold set and corpus, then this run. No store (or none yet): this run only."""
+    from ragaudit import history
+
+    current = history.points_of(run_dir, report)
+    if store is None or not Path(store).is_file() or last < 2:
+        return current
+    inputs = report.inputs or {}
+    earlier = history.trend(
+        store,
+        last=last - 1,
+        gold=inputs.get("gold"),
+        corpus=inputs.get("corpus"),
+        until=run_dir,
+    )
+    return earlier + current

@@ -1,0 +1,399 @@
+"""`report.html`: the report as one self-contained page (SPEC §6).
+
+Python computes the view model here (numbers, states, chart SVG); `templates/report.html` lays it
+out with Jinja2 autoescaping, so every piece of report text is escaped. Only markup this package
+built and escaped itself is inserted as it is: the chart SVG, the trend panel, the page's CSS and
+script, and the drill-down data, JSON that no trace text can close early (`script_json`). The
+question drill-down is built in the browser, with DOM text nodes only, from that JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ragaudit.io.files import write_atomic
+from ragaudit.metrics.lam import STATES, SYMBOLS
+from ragaudit.metrics.registry import VIEWS
+from ragaudit.model import Report
+from ragaudit.render import formatting
+from ragaudit.render.formatting import num, pct
+from ragaudit.render.html_view import (  # noqa: F401  (thresholds, section_result: the page's API)
+    _charts,
+    _checks_by_pipeline,
+    _covered,
+    _limit,
+    _pipelines,
+    _round,
+    _sections,
+    _verdict,
+    _zone,
+    section_result,
+    thresholds,
+)
+from ragaudit.render.templating import asset, render, trusted
+
+# The config's gate defaults, used only for a threshold that no gate check in the report carries.
+# ---- header, verdict, cards ----------------------------------------------------------------
+
+
+RUN_METRICS = VIEWS["drill"]
+CLAIM_FIELDS = (
+    "n",
+    "text",
+    "citations",
+    "cited_by",
+    "grounding",
+    "support",
+    "hallucinated",
+    "anchor",
+    "anchor_support",
+    "key_share",
+    "missing",
+    "conflicts",
+)
+ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
+QUESTION_ROWS = 2_000  # the page stays a few MB however many questions a run has
+QUESTION_COLUMNS = (
+    ("pipeline", "text"),
+    ("qid", "text"),
+    ("question", "text"),
+    ("section", "text"),
+    ("λ", "text"),
+    ("correct", "num"),
+    ("css", "num"),
+    ("spread", "num"),
+    ("match", "num"),
+    ("coverage", "num"),
+    ("ΔS", "num"),
+)
+
+
+def _header(report: dict) -> dict:
+    meta = report.get("meta") or {}
+    facts = [
+        ("run", meta.get("run_id")),
+        ("finished", meta.get("finished")),
+        ("embedder", meta.get("embed_model_id") or meta.get("embed_model")),
+        ("seeds", ", ".join(map(str, meta.get("seeds") or [])) or None),
+        ("variants", meta.get("paraphrases")),
+        ("ragaudit", (meta.get("versions") or {}).get("ragaudit")),
+    ]
+    return {"facts": [(k, v) for k, v in facts if v not in (None, "")]}
+
+
+def _banner(report: dict) -> dict:
+    verdict = _verdict(report)
+    checks = _checks_by_pipeline(report)
+    pipes = report.get("pipelines") or {}
+    lines = []
+    for name in _pipelines(report):
+        mine = checks.get(name, [])
+        failed = [c for c in mine if not c["passed"]]
+        state = "neutral" if not mine else "fail" if failed else "pass"
+        lines.append(
+            {
+                "state": state,
+                "mark": {"pass": "✓", "fail": "✗"}.get(state, "–"),
+                "name": name,
+                "checks": len(mine),
+                "failed": [_check(c) for c in failed],
+                "aborted": (pipes.get(name) or {}).get("aborted"),
+            }
+        )
+    return {
+        "verdict": verdict,
+        "word": {"pass": "Gate passed", "fail": "Gate failed"}.get(verdict, f"Gate {verdict}"),
+        "failing": sum(1 for line in lines if line["failed"]),
+        "lines": lines,
+    }
+
+
+def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") -> dict:
+    state = "neutral" if check is None else ("pass" if check["passed"] else "fail")
+    return {"label": label, "value": value, "gate": gate, "state": state, "hint": hint or gate}
+
+
+def _cards(report: dict, t: dict) -> dict:
+    s = report["summary"]
+    issues = s.get("issues") or {}
+    stats = [
+        ("Runs", s.get("runs"), ""),
+        ("Questions", s.get("questions"), ""),
+        ("Pipelines", len(s["pipelines"]), ""),
+        ("Errors", issues.get("errors", 0), "bad" if issues.get("errors") else ""),
+        ("Warnings", issues.get("warnings", 0), "warn" if issues.get("warnings") else ""),
+    ]
+    unmatched = s.get("unmatched_count", len(s.get("unmatched_runs") or []))
+    if unmatched:
+        stats.append(("Unmatched runs", unmatched, "warn"))
+    checks = _checks_by_pipeline(report)
+    pipes = report.get("pipelines") or {}
+    cards = []
+    for name in _pipelines(report):
+        p = s["pipelines"].get(name)
+        if p is None:
+            continue
+        by = {c["name"]: c for c in checks.get(name, [])}
+        lam = p.get("lambda") or {}
+        n = sum(lam.values()) or p.get("questions") or 0
+        conv = lam.get("convergent", 0) / n if n else None
+        m = p.get("metrics") or {}
+        opts = (pipes.get(name) or {}).get("options") or {}
+        kind = [(pipes.get(name) or {}).get("kind"), opts.get("retriever"), opts.get("rerank")]
+        kind.append(f"k={opts['k']}" if opts.get("k") else None)
+        kpis = [
+            _kpi(
+                "Citation match",
+                pct(p.get("citation_match_rate")),
+                f"gate ≥ {t['citation_match_min']:.0%}",
+                by.get("citation_match_min"),
+            ),
+            _kpi(
+                f"Coverage ≥ {t['coverage_min']:g}",
+                pct(_covered(p, by, t["coverage_min"])),
+                f"gate ≥ {t['coverage_pass_rate']:.0%} · mean {num(m.get('coverage'))}",
+                by.get("coverage_pass_rate"),
+                f"share of runs whose coverage of the gold span is at least {t['coverage_min']:g}",
+            ),
+            _kpi(
+                "ΔS excess",
+                num((by.get("delta_s_excess_max") or {}).get("value")),
+                _limit("max ≤", t.get("delta_s_excess_max"), "{:g}") + f" · mean {num(m.get('delta_s_excess'))}",
+                by.get("delta_s_excess_max"),
+                "how much farther from the question the cited text lies than the gold text (worst run)",
+            ),
+            _kpi(
+                "Grounded",
+                pct(m.get("fully_grounded")),
+                _limit("gate ≥", t.get("grounded_pass_rate"), "{:.0%}"),
+                by.get("grounded_pass_rate"),
+                "share of answered runs whose every claim its cited texts support",
+            ),
+            _kpi(
+                "λ convergent", pct(conv), f"gate ≥ {t['lambda_convergent_min']:.0%}", by.get("lambda_convergent_min")
+            ),
+        ]
+        cards.append(
+            {
+                "name": name,
+                "verdict": ("fail" if any(not c["passed"] for c in by.values()) else "pass") if by else "neutral",
+                "gated": bool(by),
+                "kind": " · ".join(str(v) for v in kind if v),
+                "runs": p.get("runs"),
+                "errored": p.get("errored"),
+                "hallucinating": p.get("hallucinating_runs"),
+                "kpis": kpis,
+            }
+        )
+    return {"stats": stats, "cards": cards}
+
+
+# ---- gate checks, questions, issues ----------------------------------------------------------
+
+
+def _check(c: dict) -> dict:
+    """A gate check with every field the page shows (a report may leave some out)."""
+    return {
+        "pipeline": c["pipeline"],
+        "name": c["name"],
+        "state": "pass" if c["passed"] else "fail",
+        "threshold": c.get("threshold"),
+        "bound": c.get("bound") or formatting.limit(c.get("threshold")),
+        "value": c.get("value"),
+        "questions": c.get("questions") or [],
+        "detail": c.get("detail"),
+    }
+
+
+def _gate(report: dict) -> dict:
+    checks = list(enumerate((report.get("gate") or {}).get("checks", [])))
+    checks.sort(key=lambda ic: (bool(ic[1]["passed"]), ic[0]))
+    rows = [_check(c) for _, c in checks]
+    return {"rows": rows, "failed": sum(1 for r in rows if r["state"] == "fail")}
+
+
+def _question_row(i: int, q: dict, t: dict) -> dict:
+    lam, m = q.get("lambda") or {}, q.get("metrics") or {}
+    match, cov, ds = m.get("citation_match"), m.get("coverage"), m.get("delta_s_qr")
+    runs, correct = (q.get("stats") or {}).get("runs"), q.get("correct")
+    share = correct / runs if runs and correct is not None else None
+    return {
+        "i": i,
+        "pipeline": q["pipeline"],
+        "qid": q["qid"],
+        "question": q.get("question"),
+        "doc_id": q.get("doc_id"),
+        "section_id": q.get("section_id"),
+        "search": " ".join(
+            str(q.get(k) or "") for k in ("pipeline", "qid", "question", "section_id", "doc_id")
+        ).lower(),
+        "state": lam.get("state") or "",
+        "symbol": lam.get("symbol"),
+        "correct": correct,
+        "runs": runs,
+        "share": share,
+        "share_bad": share not in (None, 1.0),
+        # css, spread, match and coverage, each with whether it misses its threshold
+        "numbers": (
+            (lam.get("css"), False),
+            (lam.get("spread"), False),
+            (match, not (match is None or match >= t["citation_match_min"])),
+            (cov, not (cov is None or cov >= t["coverage_min"])),
+        ),
+        "delta_s": ds,
+        "zone": _zone(ds),
+    }
+
+
+def shown_questions(report: dict) -> list[dict]:
+    """The question rows the page holds: those with runs to open first, then the others worst
+    first (fewest correct runs), at most QUESTION_ROWS; report.json has them all."""
+    questions = report.get("questions", [])
+    if len(questions) <= QUESTION_ROWS:
+        return questions
+
+    def worst(q):
+        stats = q.get("stats") or {}
+        return ("runs" not in q, (q.get("correct") or 0) / max(stats.get("runs") or 1, 1), q["pipeline"], q["qid"])
+
+    return sorted(questions, key=worst)[:QUESTION_ROWS]
+
+
+def _questions(report: dict, t: dict) -> dict:
+    questions = shown_questions(report)
+    return {
+        "columns": QUESTION_COLUMNS,
+        "pipelines": _pipelines(report),
+        "states": [(st, SYMBOLS[st]) for st in STATES],
+        "rows": [_question_row(i, q, t) for i, q in enumerate(questions)],
+        "total": len(report.get("questions", [])),
+    }
+
+
+def _issues(report: dict) -> dict:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for issue in [*(report.get("gold_check") or []), *(report.get("issues") or [])]:
+        groups[issue.get("code") or "?"].append(issue)
+    order = sorted(groups, key=lambda c: (groups[c][0].get("severity") != "error", -len(groups[c]), c))
+    shown = []
+    for code in order:
+        found = groups[code]
+        rows = [
+            {
+                **{k: i.get(k) for k in ("pipeline", "qid", "variant", "seed", "seg", "path", "message")},
+                "where": ":".join(str(x) for x in (i.get("file"), i.get("line")) if x is not None),
+            }
+            for i in found[:ISSUES_SHOWN]
+        ]
+        shown.append(
+            {
+                "code": code,
+                "severity": found[0].get("severity") or "error",
+                "fix": next((i["fix"] for i in found if i.get("fix")), ""),
+                "count": len(found),
+                "rows": rows,
+                "more": max(len(found) - ISSUES_SHOWN, 0),
+                "open": len(order) <= 3,
+            }
+        )
+    unmatched = report["summary"].get("unmatched_runs") or []
+    return {"groups": shown, "unmatched": len(unmatched), "unmatched_shown": ", ".join(map(str, unmatched[:50]))}
+
+
+def _footer(report: dict) -> dict:
+    meta = report.get("meta") or {}
+    inputs = meta.get("inputs") or {}
+    return {
+        "schema_version": report.get("schema_version"),
+        "inputs": [(k, str(v)[:12]) for k, v in sorted(inputs.items())],
+        "started": meta.get("started"),
+    }
+
+
+# ---- embedded data and the page --------------------------------------------------------------
+
+
+def _some(mapping: dict, keys) -> dict:
+    """The keys that have a value, floats cut to 4 decimals: the drill-down reads a missing key as null."""
+    return {k: _round(mapping[k]) for k in keys if mapping.get(k) is not None}
+
+
+def drill_data(report: dict, t: dict) -> dict:
+    """What the drill-down shows, and nothing else: the page stays a few MB for thousands of runs."""
+    used: set[str] = set()
+    questions = []
+    for q in shown_questions(report):
+        runs = []
+        for r in q.get("runs") or []:
+            spans = [
+                _some(s, ("ref", "snippet_id", "k_pos", "k_final", "score_norm", "rerank_score", "cited"))
+                for s in r.get("spans") or []
+            ]
+            used.update(s["ref"] for s in spans if s.get("ref"))
+            claims = [_some(c, CLAIM_FIELDS) for c in r.get("claims") or []]
+            run = _some(r, ("variant", "seed", "query", "error", "zone", "correct", "why", "errored"))
+            # The claims carry the answer's text; the whole answer is kept only when there are none.
+            run.update(metrics=_some(r.get("metrics") or {}, RUN_METRICS), claims=claims, spans=spans)
+            if r.get("steps"):
+                run["steps"] = r["steps"]
+                run["chain"] = r.get("chain")
+                run["attribution"] = r.get("attribution")
+            if not claims and r.get("answer") is not None:
+                run["answer"] = r["answer"]
+            runs.append(run)
+        questions.append(
+            {
+                "pipeline": q["pipeline"],
+                "qid": q["qid"],
+                "question": q.get("question"),
+                "section_id": q.get("section_id"),
+                "lambda": {k: _round(v) for k, v in (q.get("lambda") or {}).items()},
+                "gold": q.get("gold"),
+                "runs": runs,
+                **({"more": q["runs_omitted"]} if q.get("runs_omitted") else {}),
+            }
+        )
+    snippets = report.get("snippets") or {}
+    return {
+        "questions": questions,
+        "snippets": {ref: snippets[ref] for ref in sorted(used) if ref in snippets},
+        "thresholds": t,
+    }
+
+
+def script_json(value) -> str:
+    """JSON that is inert inside <script>: no `<`, `>` or `&` survives, so `</script>` cannot appear."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_html(report: dict, trend: str = "") -> str:
+    """The page; `trend` is the trend panel's HTML (`ragaudit.render.trends`, which escapes what it
+    shows), placed before the questions."""
+    t = thresholds(report)
+    return render(
+        "report.html",
+        verdict=_verdict(report),
+        t=t,
+        header=_header(report),
+        banner=_banner(report),
+        summary=_cards(report, t),
+        charts=_charts(report, t),
+        sections=_sections(report, t),
+        gate=_gate(report),
+        trend=trusted(trend),
+        questions=_questions(report, t),
+        issues=_issues(report),
+        footer=_footer(report),
+        style=trusted(asset("report.css")),
+        data=trusted(script_json(drill_data(report, t))),
+        script=trusted(asset("report.js")),
+    )
+
+
+def write_html(path: Path, report: Report, trend: str = "") -> None:
+    """report.html. The page's view model reads the report as report.json holds it: the same
+    document the page embeds for its drill-down."""
+    write_atomic(path, render_html(report.to_json(), trend))

@@ -1,0 +1,57 @@
+"""The rule registry. A rule is a function `(trace, context) -> Iterable[Issue]` declared with the
+codes it can emit; `ragaudit codes` and the tests read the registry, so every code has an owner.
+
+Nearly every trace is clean, and `ragaudit validate` checks hundreds of thousands of payloads a
+second, so a rule usually asks first, in one plain loop that stops at the first doubt, whether
+it has anything to say, returns `()` when not, and only then builds its issues (in a generator
+that walks the trace again). Creating a generator per rule and trace costs more than that check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ragaudit.codes import CODES
+from ragaudit.types import Corpus, Issue, Trace
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules may know besides the trace: the corpus and the config's section policy."""
+
+    corpus: Corpus | None = None
+    allow_cross_section: bool = False
+    cross_section_whitelist: tuple[frozenset[str], ...] = ()
+
+    @classmethod
+    def of(cls, config, corpus: Corpus | None) -> "Context":
+        """The context of a config's section policy (none: no cross-section whitelist) over `corpus`:
+        the one way every command builds it."""
+        if config is None:
+            return cls(corpus=corpus)
+        return cls(corpus, config.allow_cross_section, config.cross_section_whitelist)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    codes: tuple[str, ...]
+    check: Callable[[Trace, Context], Iterable[Issue]] = field(repr=False)
+    needs_corpus: bool = False
+    aborts: bool = False  # when it fires, the trace's remaining rules are skipped
+
+
+RULES: list[Rule] = []
+
+
+def rule(*codes: str, needs_corpus: bool = False, aborts: bool = False):
+    for code in codes:
+        if code not in CODES:
+            raise ValueError(f"rule declares unknown code {code!r}")
+
+    def register(check):
+        RULES.append(Rule(check.__name__, codes, check, needs_corpus, aborts))
+        return check
+
+    return register

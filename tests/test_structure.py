@@ -1,0 +1,104 @@
+"""The shape of the package: no import loop between its modules, counting the imports inside
+functions, and no module over 500 lines."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ragaudit"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports() -> dict[str, set[str]]:
+    """Module → the modules it imports anywhere in its text (module level or inside functions).
+    `from package import module` counts as importing the module; the package is only its parent."""
+    known = modules()
+
+    def owner(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                targets = [t for t in subs if t in known]
+                if len(targets) < len(subs):
+                    targets.append(node.module)
+            else:
+                continue
+            graph[name] |= {o for t in targets if t.startswith("ragaudit") and (o := owner(t)) and o != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_loops_counting_imports_inside_functions():
+    graph = imports()
+    assert cycles(graph) == []
+    # nor between subpackages: each top-level unit (ragaudit.X) only ever imports downwards
+    unit = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
+    units = {unit(m): set() for m in graph}
+    for m, targets in graph.items():
+        units[unit(m)] |= {unit(t) for t in targets if unit(t) != unit(m) and unit(t) != "ragaudit"}
+    units.pop("ragaudit", None)
+    assert cycles({u: {t for t in ts if t in units} for u, ts in units.items()}) == []
+
+
+def test_the_checker_finds_a_loop():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_is_over_500_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 500}
+    assert long == {}
+
+
+def test_the_renderers_only_render():
+    """ragaudit.render audits nothing, runs nothing and writes no run directory."""
+    graph = imports()
+    reached = {t for m, targets in graph.items() if m.startswith("ragaudit.render") for t in targets}
+    assert not reached & {"ragaudit.auditing", "ragaudit.rundir", "ragaudit.outputs", "ragaudit.runner", "ragaudit.app"}
