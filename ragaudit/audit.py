@@ -325,7 +325,7 @@ def audit(traces: Iterable[Trace], subject: Subject, *, baseline: dict | None = 
 
 
 def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
-    """The report model (SPEC §6) of an audit."""
+    """The report model (docs/reference.md §6) of an audit."""
     from ragaudit.report.model import build_report
 
     config = subject.config
@@ -351,4 +351,5 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> dict:
     # the config's order of pipelines (report.json's objects are key-sorted) and its [compare]
     report["meta"]["pipeline_order"] = [p.name for p in config.pipelines]
     report["meta"]["compare"] = config.compare
+    report["meta"]["metrics"] = dict(config.metrics)  # the k, match tolerance and ΔS reading it was scored with
     return report

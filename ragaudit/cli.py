@@ -152,7 +152,7 @@ def _issue_line(issue) -> str:
 
 
 def _emit(issues, *, fmt: str, records_of, counts_of) -> None:
-    """Print issues as they come (text), or as the JSON document of SPEC §7 without holding them in memory."""
+    """Print issues as they come (text), or as the JSON document of docs/reference.md §7 without holding them in memory."""
     if fmt == "text":
         for issue in issues:
             click.echo(_issue_line(issue))
@@ -310,7 +310,7 @@ def _warn_late(reader) -> None:
     help="spans of unfinished traces held at most; spans of one trace further apart are reported late",
 )
 def ingest(source, inputs, out, config_name, window):
-    """Join production spans into ragaudit traces (SPEC §10): one trace per trace id that holds a
+    """Join production spans into ragaudit traces (docs/reference.md §10): one trace per trace id that holds a
     RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span
     export, parquet or JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
 

@@ -22,7 +22,7 @@ class Problem:
 
 
 class RagauditError(Exception):
-    """Base of every error that ends a command; `exit_code` follows SPEC §7."""
+    """Base of every error that ends a command; `exit_code` follows docs/reference.md §7."""
 
     exit_code = 1
 

@@ -1,4 +1,4 @@
-"""The gate (SPEC §4): thresholds from `[gate]`, drift rules against a baseline report.
+"""The gate (docs/reference.md §4): thresholds from `[gate]`, drift rules against a baseline report.
 
 Each check names its threshold, the value found, pass or fail, and the questions that failed it.
 `[gate] pipelines` chooses which pipelines are gated (default: all of them).

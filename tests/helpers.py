@@ -489,3 +489,23 @@ def write_demo_config(folder: Path, *, extra: str = "") -> Path:
     config = Path(folder) / "demo.toml"
     config.write_text(text + extra)
     return config
+
+
+REFERENCE = ROOT / "docs" / "reference.md"
+
+
+def markdown_table(text: str, marker: str) -> list[list[str]]:
+    """The body rows of the markdown table after `<!-- marker -->` in `text`, cells unescaped."""
+    import re
+
+    match = re.search(rf"<!-- {re.escape(marker)} -->\n((?:\|.*\n)+)", text)
+    assert match, f"no table marked <!-- {marker} -->"
+    rows = match.group(1).splitlines()[2:]
+    return [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]] for row in rows]
+
+
+def backticked(cell: str) -> list[str]:
+    """The `names` of a table cell."""
+    import re
+
+    return re.findall(r"`([^`]+)`", cell)

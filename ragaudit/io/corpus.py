@@ -1,4 +1,4 @@
-"""Corpus reader: a directory of `.md`/`.txt` files, or a `corpus.jsonl` (SPEC §1.1)."""
+"""Corpus reader: a directory of `.md`/`.txt` files, or a `corpus.jsonl` (docs/reference.md §1.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Support of an answer segment by its cited texts (SPEC §3), offline on CPU.
+"""Support of an answer segment by its cited texts (docs/reference.md §3), offline on CPU.
 
 The bundled scorer gives the probability from a logistic link over a non-negative combination of
 features of the segment and its evidence: sentence-embedding cosines (the bundled MiniLM encoder),
@@ -246,7 +246,7 @@ def support_score(segment: str, cited_texts: Sequence[str]) -> float:
     return support_scores([(segment, cited_texts)])[0]
 
 
-# ---------------------------------------------------------------- a pluggable model (SPEC §3, [support] model)
+# ---------------------------------------------------------------- a pluggable model (docs/reference.md §3, [support] model)
 
 CROSS_ENCODER_SCHEMA = "ragaudit.support_params/1"
 

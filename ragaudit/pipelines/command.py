@@ -1,4 +1,4 @@
-"""The command pipeline: any executable speaking JSONL (SPEC §5).
+"""The command pipeline: any executable speaking JSONL (docs/reference.md §5).
 
 ragaudit writes one request per line on the child's stdin (`{"k", "qid", "query", "seed",
 "variant"}`) and reads one trace per line from its stdout. The child stays up between requests.

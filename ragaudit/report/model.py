@@ -1,4 +1,4 @@
-"""The Report: one plain dict (SPEC §6) that every renderer reads. Built from an audit; nothing
+"""The Report: one plain dict (docs/reference.md §6) that every renderer reads. Built from an audit; nothing
 in it but `meta` depends on time or machine.
 
 It holds the aggregates, the gate, every question's row and, for the questions a reader needs to
