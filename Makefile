@@ -8,11 +8,14 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-# The CPU build of torch goes in first, so sentence-transformers does not pull a CUDA build.
+# Every extra (the model, Dask, pandas) and the test tools. The CPU build of torch goes in first, so
+# sentence-transformers does not pull a CUDA build: the version tested here (pyproject.toml takes a range).
+TORCH ?= torch==2.13.0
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet '$(TORCH)'
+	$(PY) -m pip install --quiet -e '.[all,test]'
 	touch $(STAMP)
 
 # The demo audit. Exit 1 is a failed gate: a result to read in the report, not a failure of the job.

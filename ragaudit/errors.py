@@ -33,6 +33,19 @@ class UsageError(RagauditError):
     exit_code = 2
 
 
+class MissingExtraError(UsageError):
+    """A feature whose optional dependencies this install lacks; the message names the extra that adds them."""
+
+
+def require(module: str, *, extra: str, purpose: str, error: type[RagauditError] = MissingExtraError) -> None:
+    """Raise `error` naming `pip install 'ragaudit[extra]'` when the optional `module` is not installed.
+    Checks without importing it: the import itself stays where the work is."""
+    from importlib.util import find_spec
+
+    if find_spec(module) is None:
+        raise error(f"{purpose} needs {module}, which is not installed: pip install 'ragaudit[{extra}]'")
+
+
 class InputError(RagauditError):
     """An input file is missing, unreadable or invalid; carries every problem found, not just the first."""
 

@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from ragaudit.errors import PipelineStartError, UsageError
+from ragaudit.errors import PipelineStartError, UsageError, require
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
@@ -299,6 +299,7 @@ def connect(scheduler):
     (exit 4) when it cannot be reached."""
     if not scheduler:
         raise UsageError("--executor dask needs --scheduler ADDRESS (or [executor] scheduler in the config)")
+    require("distributed", extra="dask", purpose="--executor dask")
     from distributed import Client
 
     try:
@@ -309,6 +310,7 @@ def connect(scheduler):
 
 def local_processes(workers: int, config_path: Path) -> DaskExecutor:
     """A Dask cluster of `workers` processes on this machine, one thread each."""
+    require("distributed", extra="dask", purpose="--executor processes")
     import dask
     from distributed import LocalCluster
 
