@@ -509,3 +509,30 @@ def backticked(cell: str) -> list[str]:
     import re
 
     return re.findall(r"`([^`]+)`", cell)
+
+
+class Lazy:
+    """A class or module of a heavy library (LlamaIndex, Haystack, the LLM SDKs), imported the first
+    time a test uses it: called, an attribute read, or an isinstance check. Collecting the suite
+    then imports none of them; `Lazy("haystack", "Document")` stands where `from haystack import
+    Document` stood."""
+
+    def __init__(self, module: str, name: str | None = None):
+        self._module, self._name = module, name
+
+    def _target(self):
+        import importlib
+
+        module = importlib.import_module(self._module)
+        return module if self._name is None else getattr(module, self._name)
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):  # pytest looks for its own markers on every module attribute: not an import
+            raise AttributeError(attr)
+        return getattr(self._target(), attr)
+
+    def __call__(self, *args, **kwargs):
+        return self._target()(*args, **kwargs)
+
+    def __instancecheck__(self, obj) -> bool:
+        return isinstance(obj, self._target())

@@ -6,7 +6,7 @@ from itertools import product
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from scipy import stats
+from helpers import Lazy
 
 import ragaudit.compare as compare_module
 from ragaudit.cli import main
@@ -20,6 +20,8 @@ from ragaudit.compare import (
     holm,
     permutation_p,
 )
+
+stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
 
 
 def system(name, values, state="convergent"):

@@ -5,11 +5,12 @@ cut-short run resumes on the cluster."""
 import json
 import shutil
 
-import distributed
 import pytest
-from helpers import BM25, FIXTURES, comparable, invoke, run_dir_of, write_config
+from helpers import BM25, FIXTURES, Lazy, comparable, invoke, run_dir_of, write_config
 
 from ragaudit.io.traces import read_traces
+
+distributed = Lazy("distributed")  # imported when a test first uses it: collecting stays fast
 
 SLOW = '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.0}\n'
 

@@ -6,9 +6,6 @@ import json
 from datetime import datetime, timezone
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from helpers import invoke, otlp_line, otlp_request, rag_spans, span_recorder, write_phoenix
 
 from ragaudit.io.jsonl import BadLine
