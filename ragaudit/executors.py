@@ -24,6 +24,7 @@ from ragaudit.errors import PipelineStartError, UsageError, require
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
+CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
 WATCH_S = 5.0  # how often a wait on a cluster of our own looks whether it still has workers
 _cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
@@ -303,7 +304,7 @@ def connect(scheduler):
     from distributed import Client
 
     try:
-        return Client(scheduler, timeout="30s")
+        return Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
     except OSError as exc:
         raise PipelineStartError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
 
