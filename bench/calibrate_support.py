@@ -124,7 +124,7 @@ def fit_nonneg_logistic(X: np.ndarray, y: np.ndarray, C: float = 0.03) -> tuple[
     return w[:k], mean, scale
 
 
-# SPEC §3 asks for embeddings, lexical and number agreement, so every candidate has all three:
+# the support scorer weighs embeddings, lexical and number agreement, so every candidate has all three:
 # cosines alone cannot tell "every 12 months" from "every 6 months". Embeddings alone are
 # measured for reference only.
 CANDIDATES = {

@@ -351,6 +351,6 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> Report:
     # the config's order of pipelines (report.json's objects are key-sorted) and its [compare]
     report.meta["pipeline_order"] = [p.name for p in config.pipelines]
     report.meta["compare"] = config.compare
-    # the settings every metric was computed with: hit@k's and recall@k's k, the citation match's tolerance
-    report.meta["metrics"] = {"k": config.metrics["k"], "match_tolerance": config.metrics["match_tolerance"]}
+    # the settings every metric was computed with: k, the citation match's tolerance, the ΔS reading
+    report.meta["metrics"] = dict(config.metrics)
     return report

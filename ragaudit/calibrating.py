@@ -1,4 +1,4 @@
-"""`ragaudit calibrate` (SPEC §9): where can a gate on this gold set and corpus stand?
+"""`ragaudit calibrate` (docs/reference.md §9): where can a gate on this gold set and corpus stand?
 
 No pipeline is called. The oracle run (`faults/oracle.py`: the gold chunks cited, the anchor
 stated) and its LLM-style rewrite (every answer reworded, `llm_rewrite`) are the controls: a

@@ -1,4 +1,4 @@
-"""Citation rendering (SPEC §6): a CitationRecord as markdown, and claim-level citations as inline
+"""Citation rendering (docs/reference.md §6): a CitationRecord as markdown, and claim-level citations as inline
 footnotes. Knowledge-base sources are named by collection and file; web sources as `[Title](URL)`.
 """
 

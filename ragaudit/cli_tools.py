@@ -85,7 +85,7 @@ def echo_problems(warnings, problems) -> None:
     help="spans of unfinished traces held at most; spans of one trace further apart are reported late",
 )
 def ingest(source, inputs, out, config_name, window):
-    """Join production spans into ragaudit traces (SPEC §10): one trace per trace id that holds a
+    """Join production spans into ragaudit traces (docs/reference.md §10): one trace per trace id that holds a
     RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span
     export, parquet or JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
 

@@ -190,7 +190,7 @@ _GOLD_TABLE = [
         "gold_malformed",
         ERROR,
         "a gold line is not JSON or lacks required fields of the right type",
-        "write one gold item per line in the format of SPEC §1.2",
+        "write one gold item per line in the format of docs/reference.md §1.2",
     ),
     ("gold_duplicate_qid", ERROR, "two gold items share a qid", "give every item its own qid"),
     (

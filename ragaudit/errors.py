@@ -22,7 +22,7 @@ class Problem:
 
 
 class RagauditError(Exception):
-    """Base of every error that ends a command; `exit_code` follows SPEC §7."""
+    """Base of every error that ends a command; `exit_code` follows docs/reference.md §7."""
 
     exit_code = 1
 
@@ -31,6 +31,19 @@ class UsageError(RagauditError):
     """The command line or a parameter is wrong."""
 
     exit_code = 2
+
+
+class MissingExtraError(UsageError):
+    """A feature whose optional dependencies this install lacks; the message names the extra that adds them."""
+
+
+def require(module: str, *, extra: str, purpose: str, error: type[RagauditError] = MissingExtraError) -> None:
+    """Raise `error` naming `pip install 'ragaudit[extra]'` when the optional `module` is not installed.
+    Checks without importing it: the import itself stays where the work is."""
+    from importlib.util import find_spec
+
+    if find_spec(module) is None:
+        raise error(f"{purpose} needs {module}, which is not installed: pip install 'ragaudit[{extra}]'")
 
 
 class InputError(RagauditError):

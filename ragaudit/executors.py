@@ -20,10 +20,11 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from ragaudit.errors import PipelineStartError, UsageError
+from ragaudit.errors import PipelineStartError, UsageError, require
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
+CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
 WATCH_S = 5.0  # how often a wait on a cluster of our own looks whether it still has workers
 _cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
@@ -299,16 +300,18 @@ def connect(scheduler):
     (exit 4) when it cannot be reached."""
     if not scheduler:
         raise UsageError("--executor dask needs --scheduler ADDRESS (or [executor] scheduler in the config)")
+    require("distributed", extra="dask", purpose="--executor dask")
     from distributed import Client
 
     try:
-        return Client(scheduler, timeout="30s")
+        return Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
     except OSError as exc:
         raise PipelineStartError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
 
 
 def local_processes(workers: int, config_path: Path) -> DaskExecutor:
     """A Dask cluster of `workers` processes on this machine, one thread each."""
+    require("distributed", extra="dask", purpose="--executor processes")
     import dask
     from distributed import LocalCluster
 

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.errors import InputError, Problem, require
 from ragaudit.metrics.lam import STATES
 
 RUNS, REPORT, ISSUES, MANIFEST = "runs.parquet", "report.json", "issues.jsonl", "manifest.json"
@@ -27,6 +27,13 @@ RUN_COUNTS = {
     "ungrounded": "ungrounded_runs",
     "coverage_missing": "coverage_missing_runs",
 }
+
+
+def _pandas():
+    require("pandas", extra="notebook", purpose="a run's tables as DataFrames")
+    import pandas
+
+    return pandas
 
 
 @dataclass
@@ -78,7 +85,7 @@ class Run:
 
     @cached_property
     def runs(self) -> Any:
-        import pandas as pd
+        pd = _pandas()
 
         try:
             frame = pd.read_parquet(self.path / RUNS)
@@ -97,7 +104,7 @@ class Run:
 
     @cached_property
     def questions(self) -> Any:
-        import pandas as pd
+        pd = _pandas()
 
         rows = []
         for q in self.report.get("questions", []):
@@ -121,7 +128,7 @@ class Run:
 
     @cached_property
     def sections(self) -> Any:
-        import pandas as pd
+        pd = _pandas()
 
         state_of = {
             (q["pipeline"], q["qid"]): (q.get("lambda") or {}).get("state") for q in self.report.get("questions", [])
@@ -143,7 +150,7 @@ class Run:
 
     @cached_property
     def issues(self) -> Any:
-        import pandas as pd
+        pd = _pandas()
 
         from ragaudit.io.jsonfiles import JsonLines
         from ragaudit.io.jsonl import BadLine

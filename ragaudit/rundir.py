@@ -1,4 +1,4 @@
-"""A run directory: its manifest, its lock and what `ragaudit verify` checks (SPEC §5, §6).
+"""A run directory: its manifest, its lock and what `ragaudit verify` checks (docs/reference.md §5, §6).
 
 The manifest records the sha256 of the inputs (config, gold set, corpus, and each corpus
 document), of `traces.jsonl` as the runner finished it, and of every output. Only the runner

@@ -50,7 +50,7 @@ class Job:
 
 def parity_break(trace: Trace) -> str | None:
     """The first payload whose analyzer differs from the live index's, as `analyzer_mismatch`
-    reports it: analyzer parity stops that pipeline (SPEC §5). Cheap: no other rule runs."""
+    reports it: analyzer parity stops that pipeline (docs/reference.md §5). Cheap: no other rule runs."""
     live = trace.index.analyzer if trace.index else None
     if not live:
         return None

@@ -8,7 +8,7 @@ from typing import Any
 TRACE_SCHEMA = "ragaudit.trace/1"
 UNITS = ("char", "token")
 
-# Required payload fields, in the order of SPEC §1.4. Each has its own `missing_<field>` code.
+# Required payload fields, in the order of docs/reference.md §1.4. Each has its own `missing_<field>` code.
 REQUIRED_PAYLOAD_FIELDS = (
     "doc_id",
     "section_id",

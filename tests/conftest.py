@@ -1,5 +1,7 @@
 import copy
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -88,9 +90,39 @@ def mutate(valid_trace):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def private_cache(tmp_path_factory):
-    """Keep every cache the tests make out of the user's cache folder."""
-    os.environ["RAGAUDIT_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+def private_cache(tmp_path_factory, request):
+    """Keep every cache the tests make out of the user's cache folder. The embedding vectors alone
+    (keyed by the model's digest and the text's sha256, so never stale) are carried from session to
+    session in pytest's cache folder: the real-model demo does not embed the handbook again each
+    time. Every other cache (answers, audits) starts empty."""
+    folder = tmp_path_factory.mktemp("cache")
+    os.environ["RAGAUDIT_CACHE"] = str(folder)
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    kept = cache.mkdir("ragaudit") / "embeddings.sqlite" if cache is not None else None
+    if kept is not None and kept.is_file():
+        _copy_sqlite(kept, folder / "embeddings.sqlite")
+    yield folder
+    if kept is not None and (folder / "embeddings.sqlite").is_file():
+        written = kept.with_name(f"embeddings.{os.getpid()}.tmp")
+        _copy_sqlite(folder / "embeddings.sqlite", written)
+        os.replace(written, kept)  # whole: another session reading it sees the old file or the new one
+
+
+def _copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite file, its write-ahead log included, by SQLite's backup API."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """The built-in demo (configs/default.toml) with the real model, run once per session and
+    shared by every test that reads it; its run directory."""
+    from helpers import ROOT, invoke, run_dir_of
+
+    result = invoke("run", ROOT / "configs" / "default.toml", "--out", tmp_path_factory.mktemp("demo"), "--no-gate")
+    assert result.exit_code == 0, result.output
+    return run_dir_of(result)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -500,3 +500,50 @@ def as_questions(rows: dict[str, dict]) -> dict:
         qid: Question.from_json({"pipeline": "p", "qid": qid, "stats": {"runs": 1}, **row}, f"$[{qid!r}]")
         for qid, row in rows.items()
     }
+
+
+REFERENCE = ROOT / "docs" / "reference.md"
+
+
+def markdown_table(text: str, marker: str) -> list[list[str]]:
+    """The body rows of the markdown table after `<!-- marker -->` in `text`, cells unescaped."""
+    import re
+
+    match = re.search(rf"<!-- {re.escape(marker)} -->\n((?:\|.*\n)+)", text)
+    assert match, f"no table marked <!-- {marker} -->"
+    rows = match.group(1).splitlines()[2:]
+    return [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]] for row in rows]
+
+
+def backticked(cell: str) -> list[str]:
+    """The `names` of a table cell."""
+    import re
+
+    return re.findall(r"`([^`]+)`", cell)
+
+
+class Lazy:
+    """A class or module of a heavy library (LlamaIndex, Haystack, the LLM SDKs), imported the first
+    time a test uses it: called, an attribute read, or an isinstance check. Collecting the suite
+    then imports none of them; `Lazy("haystack", "Document")` stands where `from haystack import
+    Document` stood."""
+
+    def __init__(self, module: str, name: str | None = None):
+        self._module, self._name = module, name
+
+    def _target(self):
+        import importlib
+
+        module = importlib.import_module(self._module)
+        return module if self._name is None else getattr(module, self._name)
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):  # pytest looks for its own markers on every module attribute: not an import
+            raise AttributeError(attr)
+        return getattr(self._target(), attr)
+
+    def __call__(self, *args, **kwargs):
+        return self._target()(*args, **kwargs)
+
+    def __instancecheck__(self, obj) -> bool:
+        return isinstance(obj, self._target())

@@ -6,8 +6,7 @@ from itertools import product
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import as_questions
-from scipy import stats
+from helpers import Lazy, as_questions
 
 import ragaudit.comparison as compare_module
 from ragaudit.cli import main
@@ -21,6 +20,8 @@ from ragaudit.comparison import (
     holm,
     permutation_p,
 )
+
+stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
 
 
 def system(name, values, state="convergent"):

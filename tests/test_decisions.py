@@ -9,12 +9,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import BM25, TFIDF, as_questions, invoke, run_dir_of, write_config, write_demo_config
-from scipy import stats
+from helpers import BM25, TFIDF, Lazy, as_questions, invoke, run_dir_of, write_config, write_demo_config
 
 import ragaudit.comparison as compare_module
 from ragaudit.comparison import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
 from ragaudit.noise import NoiseFloor, noise_floor
+
+stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,13 @@ cut-short run resumes on the cluster."""
 import json
 import shutil
 
-import distributed
 import pytest
-from helpers import BM25, FIXTURES, comparable, invoke, run_dir_of, write_config
+from helpers import BM25, FIXTURES, Lazy, comparable, invoke, run_dir_of, write_config
 
+from ragaudit import executors
 from ragaudit.io.traces import read_traces
+
+distributed = Lazy("distributed")  # imported when a test first uses it: collecting stays fast
 
 SLOW = '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.0}\n'
 
@@ -107,7 +109,8 @@ def test_processes_executor_runs_on_this_machine(tmp_path):
     assert report_of(run_dir_of(threads)) == report_of(run_dir_of(processes))
 
 
-def test_an_unreachable_scheduler_is_a_start_error(tmp_path):
+def test_an_unreachable_scheduler_is_a_start_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 2)  # nothing listens there: no need to wait 30 s
     config = write_config(tmp_path, BM25, items=1, seeds="[1]")
     result = invoke("run", config, "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9")
     assert result.exit_code == 4

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import ROOT, invoke, run_dir_of
+from helpers import REFERENCE, ROOT, backticked, invoke, markdown_table, run_dir_of
 
-from ragaudit.injection.registry import FAULTS
-from ragaudit.io import config as config_module
 from ragaudit.io.config import load_config
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
@@ -30,7 +28,6 @@ from ragaudit.metrics.registry import METRICS
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.python import as_live_index
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Issue, LiveIndex, Payload
-from ragaudit.validation import CODES
 
 GUIDE = ROOT / "docs" / "guide.md"
 TEXT = GUIDE.read_text(encoding="utf-8")
@@ -99,23 +96,15 @@ def only(kind: str) -> str:
 
 
 def table(marker: str) -> list[list[str]]:
-    """The body rows of the markdown table after `<!-- marker -->`, cells unescaped."""
-    match = re.search(rf"<!-- {re.escape(marker)} -->\n((?:\|.*\n)+)", TEXT)
-    assert match, f"no table marked {marker}"
-    rows = match.group(1).splitlines()[2:]
-    return [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]] for row in rows]
+    """The rows of a table of docs/reference.md, which holds the guide's fields, keys and columns."""
+    return markdown_table(REFERENCE.read_text(encoding="utf-8"), marker)
 
 
-def names(cell: str) -> list[str]:
-    return re.findall(r"`([^`]+)`", cell)
+names = backticked
 
 
 def documented(marker: str) -> set[str]:
     return {name for row in table(marker) for name in names(row[0])}
-
-
-def plain(cell: str) -> str:
-    return cell[1:-1] if cell.startswith("`") and cell.endswith("`") else cell
 
 
 @pytest.fixture(scope="module")
@@ -275,43 +264,6 @@ def test_every_config_example_loads(example, tmp_path):
         load_config(tmp_path / f"snippet{i}.toml")
 
 
-# ---- the config reference ----------------------------------------------------------------------
-
-
-def _default(cell: str):
-    return tomllib.loads(f"v = {cell[1:-1]}")["v"] if cell.startswith("`") else None
-
-
-def _schema(model) -> dict:
-    """Every key of a schema table with its default (None for a key without one)."""
-    out = {}
-    for name, field in model.model_fields.items():
-        value = None if field.is_required() else field.get_default(call_default_factory=True)
-        out[field.alias or name] = str(value) if isinstance(value, Path) else value
-    return out
-
-
-def _reference(marker: str) -> dict:
-    rows = table(f"keys: {marker}")
-    return {names(row[0])[0]: _default(row[1]) for row in rows}
-
-
-def test_the_config_reference_has_exactly_the_schemas_keys_and_defaults():
-    sections = config_module._SECTIONS
-    assert {m.split(": ", 1)[1] for m in re.findall(r"<!-- (keys: [\w.+]+) -->", TEXT)} == {
-        *sections,
-        "pipelines",
-        *(f"pipelines.{kind}" for kind in config_module.PIPELINE_KINDS),
-        "pipelines.python+command",
-    }
-    for section, model in sections.items():
-        assert _reference(section) == _schema(model), section
-    common, remote = _reference("pipelines"), _reference("pipelines.python+command")
-    for kind, model in config_module._KINDS.items():
-        expected = {**common, **_reference(f"pipelines.{kind}"), **(remote if kind in ("python", "command") else {})}
-        assert expected == _schema(model), kind
-
-
 # ---- a run's outputs ---------------------------------------------------------------------------
 
 
@@ -367,6 +319,9 @@ def test_report_json_has_the_documented_keys(run):
     runs = [r for q in questions for r in q["runs"]]
     assert set().union(*runs) == documented("table: report.run")
     assert set(report["gate"]) == {"verdict", "pipelines", "checks"}
+    # the guide's config leaves [metrics] out: the report names the documented defaults it was scored with
+    documented_metrics = {names(row[0])[0]: tomllib.loads(f"v = {row[1][1:-1]}")["v"] for row in table("keys: metrics")}
+    assert report["meta"]["metrics"] == documented_metrics == {"k": 5, "match_tolerance": 30, "delta_s": "nearest"}
     check_keys = {"pipeline", "name", "threshold", "value", "passed", "bound", "questions", "detail", "source"}
     check_keys |= {"reasons", "settings"}
     assert set(report["gate"]["checks"][0]) == check_keys
@@ -465,24 +420,3 @@ def test_the_request_line_is_what_a_command_reads():
 def test_the_index_info_example_is_accepted():
     value = json.loads(only("index-info"))
     assert as_live_index(value) == LiveIndex(**value)
-
-
-# ---- registries, word for word -----------------------------------------------------------------
-
-
-def test_the_codes_table_is_ragaudit_codes():
-    rows = [(plain(code), severity, meaning, fix) for code, severity, meaning, fix in table("table: codes")]
-    assert rows == [(c.code, c.severity, c.meaning, c.fix) for c in CODES.values()]
-
-
-def test_the_metrics_table_is_ragaudit_metrics():
-    rows = [(plain(name), level, better, text) for name, level, better, text in table("table: metrics")]
-    assert rows == [
-        (m.name, m.level, "higher" if m.higher_is_better else "lower", m.description) for m in METRICS.values()
-    ]
-
-
-def test_the_faults_table_is_ragaudit_faults():
-    assert [(plain(name), what) for name, what in table("table: faults")] == [
-        (f.name, f.description) for f in FAULTS.values()
-    ]

@@ -187,7 +187,7 @@ def notebook_outputs(run_dir: Path) -> tuple[dict, list[str]]:
 
 
 def cited_sections(trace: dict, k: int = 5) -> set[tuple[str, str]]:
-    """The sections a run cites (SPEC §3): its answer's citations, else its top-k retrieved."""
+    """The sections a run cites (docs/reference.md §3): its answer's citations, else its top-k retrieved."""
     answer = trace.get("answer") or {}
     retrieved = trace.get("retrieved") or []
     if answer:

@@ -7,11 +7,7 @@ import shutil
 import stat
 
 import pytest
-from helpers import BM25, DEMO, invoke, run_dir_of, write_config
-
-pytest.importorskip("opentelemetry.sdk")
-
-from helpers import otlp_line, rag_spans, span_recorder  # noqa: E402
+from helpers import BM25, DEMO, invoke, otlp_line, rag_spans, run_dir_of, span_recorder, write_config  # noqa: E402
 
 from ragaudit.errors import InputError  # noqa: E402
 from ragaudit.io.files import write_atomic  # noqa: E402

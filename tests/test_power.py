@@ -5,12 +5,13 @@ import json
 
 import numpy as np
 import pytest
-from helpers import DEMO, invoke
-from scipy import stats
+from helpers import DEMO, Lazy, invoke
 
 from ragaudit.comparison import sign_test_p
 from ragaudit.io.gold import read_gold
 from ragaudit.power import Assumptions, Design, mde, power, questions_needed, sign_test_rejections
+
+stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
 
 GOLD = DEMO / "gold.jsonl"
 

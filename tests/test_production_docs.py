@@ -91,7 +91,6 @@ def test_every_example_is_there():
 
 
 def test_llamaindex_example(workdir, monkeypatch):
-    pytest.importorskip("openinference.instrumentation.llama_index")
     from llama_index.core import Settings
     from llama_index.core.embeddings import BaseEmbedding
     from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
@@ -135,7 +134,6 @@ def test_llamaindex_example(workdir, monkeypatch):
 
 
 def test_langchain_example(workdir):
-    pytest.importorskip("openinference.instrumentation.langchain")
     from langchain_core.embeddings import Embeddings
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
     from openinference.instrumentation.langchain import LangChainInstrumentor
@@ -159,7 +157,6 @@ def test_langchain_example(workdir):
 
 
 def test_haystack_example(workdir):
-    pytest.importorskip("openinference.instrumentation.haystack")
     from openinference.instrumentation.haystack import HaystackInstrumentor
 
     try:

@@ -29,6 +29,11 @@ def audit_imported(tmp_path_factory):
     import ragaudit.results  # noqa: F401
 
 
+# The sessions these tests start load only what they use: the cache provider would write into the
+# pytester folder, and langsmith's, hypothesis' and anyio's plugins cost each session seconds of imports.
+UNUSED_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio")
+
+
 def make_config(pytester, name, *, items=4, extra=""):
     """A config in a folder of the pytester directory (the rootdir), so its tests are named
     `<name>/audit.toml::...`."""
@@ -52,9 +57,7 @@ def run_plugin(pytester, config, *args) -> tuple[object, dict[str, str], dict[st
     process) on `config`; its outcomes from the JUnit XML it writes: test name (`bm25::QID`,
     `gate::bm25::check`) -> passed / failed, and the failure messages."""
     junit = pytester.path / f"junit-{len(list(pytester.path.glob('junit-*.xml')))}.xml"
-    result = pytester.runpytest_subprocess(
-        "--ragaudit", str(config), *args, f"--junitxml={junit}", "-p", "no:cacheprovider"
-    )
+    result = pytester.runpytest_subprocess("--ragaudit", str(config), *args, f"--junitxml={junit}", *UNUSED_PLUGINS)
     prefix = config.relative_to(pytester.path).as_posix().replace("/", ".") + "."
     outcome, messages = {}, {}
     for case in ET.parse(junit).getroot().iter("testcase"):
@@ -202,7 +205,7 @@ def test_the_fixture_loads_the_marked_or_configured_config_once_per_session(pyte
         """
     )
     result = pytester.runpytest_subprocess(
-        "--ragaudit", str(marked), "--ragaudit-fresh", "-k", "not gate", "-p", "no:cacheprovider"
+        "--ragaudit", str(marked), "--ragaudit-fresh", "-k", "not gate", *UNUSED_PLUGINS
     )
     result.assert_outcomes(passed=3 + 4)  # the tests and marked's questions
     assert (pytester.path / "audits.txt").read_text() == "configured marked"  # fresh, yet once each
@@ -262,7 +265,7 @@ def test_a_fresh_session_never_deletes_the_run_another_session_reads(pytester):
     (pytester.path / "side").mkdir()
     (pytester.path / "side" / "test_reader.py").write_text(READER.format(ready=ready, go=go))
     reader = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={pytester.path}", "side"],
+        [sys.executable, "-m", "pytest", "-q", *UNUSED_PLUGINS, f"--rootdir={pytester.path}", "side"],
         cwd=pytester.path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

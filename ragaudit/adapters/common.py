@@ -1,5 +1,5 @@
 """What every adapter shares: the index the user describes, score conversion, locating chunks in
-their source documents, building SPEC §1.4 payloads and a §1.3 trace.
+their source documents, building docs/reference.md §1.4 payloads and a §1.3 trace.
 
 The stacks know their chunks but not ragaudit's view of them. The adapters fill the gaps this way:
 
@@ -14,12 +14,12 @@ The stacks know their chunks but not ragaudit's view of them. The adapters fill 
 * source_url: the source document's URL + `#section_id`; else the URL the object names (its
   `source_url` metadata, a URL or an absolute path where the library keeps one); else
   `urn:ragaudit:doc:<doc_id>#<section_id>` (percent-encoded), which names the same document and
-  section in every run, so a chunk never lacks the URL SPEC §1.4 requires.
+  section in every run, so a chunk never lacks the URL docs/reference.md §1.4 requires.
 * tokens: counted in the chunk text with the named analyzer when ragaudit knows it, else the
   number of whitespace-separated words.
 * snippet_id: the stable id the library gives, else `doc_id:start-end`, else `doc_id#` + a hash
   of the text.
-* order: the library's order, with runs of equal scores put in the SPEC tie-break order
+* order: the library's order, with runs of equal scores put in the tie-break of docs/reference.md §1.4 order
   (section_id, then snippet_id); `k_pos` is the position in that list, from 1.
 """
 

@@ -1,4 +1,4 @@
-"""Gold-free scores of production traces (SPEC §3 without a gold set), a batch at a time.
+"""Gold-free scores of production traces (docs/reference.md §3 without a gold set), a batch at a time.
 
 Per trace: ΔS of the cited text against the query (`delta_s_qr`, the audit's own function and
 reading). Per answer segment: its support by the texts it cites, and the quantities and
@@ -80,7 +80,7 @@ def records_no_citations(answer: Answer | None) -> bool:
 
 
 def cited_and_segments(trace: Trace, k: int) -> tuple[tuple[Payload, ...], tuple[Segment, ...]]:
-    """The payloads a trace cites (SPEC §3) and its answer segments; an answer that `records_no_citations` cites its
+    """The payloads a trace cites (docs/reference.md §3) and its answer segments; an answer that `records_no_citations` cites its
     top-k retrieved payloads, as one segment."""
     if records_no_citations(trace.answer):
         top = trace.retrieved[:k]

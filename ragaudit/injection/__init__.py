@@ -1,4 +1,4 @@
-"""`ragaudit faults` (SPEC §9): is the gate worth anything? Each fault class is injected into a
+"""`ragaudit faults` (docs/reference.md §9): is the gate worth anything? Each fault class is injected into a
 seeded share of the questions of a finished run, and each faulty copy is audited exactly as
 `ragaudit report` would audit it. The gate should pass the clean run and fail every faulty one,
 and its checks should name the affected questions and few others.

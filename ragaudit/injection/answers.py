@@ -1,4 +1,4 @@
-"""Answer-style faults (SPEC §9, revision 3): what an LLM gets wrong in an answer whose retrieval
+"""Answer-style faults (docs/reference.md §9): what an LLM gets wrong in an answer whose retrieval
 was right, and the negative control of what it gets right in its own words.
 
 * `same_topic_fact`: the answer states another fact on the gold document's topic instead of the

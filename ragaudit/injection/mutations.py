@@ -1,4 +1,4 @@
-"""The fault classes of SPEC §9, each a transformation of one recorded trace.
+"""The fault classes of docs/reference.md §9, each a transformation of one recorded trace.
 
 A mutation takes a trace and what it may know (the gold item, the corpus, payloads seen in other
 runs of the same pipeline, a seeded generator) and returns the faulty trace, or None when the fault

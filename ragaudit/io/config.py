@@ -1,7 +1,7 @@
-"""TOML config reader (SPEC §4, §5): one schema, every problem located.
+"""TOML config reader (docs/reference.md §1.5): one schema, every problem located.
 
 The pydantic models below are the schema: keys, types, ranges, defaults. `SCHEMA` (section -> key
--> (kind, default)) is derived from them and is the one table of the SPEC §4 gate defaults. Paths
+-> (kind, default)) is derived from them and is the one table of the gate defaults (docs/reference.md §1.5). Paths
 are relative to the config's folder; every number is finite; rates and thresholds lie in [0, 1].
 
 Each `[[pipelines]]` entry takes the keys of its kind and no others:
@@ -161,7 +161,7 @@ def _explain(error: Any) -> tuple[tuple, str]:  # a pydantic ErrorDetails
 
 
 def _non_finite(value: Any, loc: tuple = ()):
-    """Every NaN or infinite number of a parsed TOML value, with its location (SPEC §4: every number is finite)."""
+    """Every NaN or infinite number of a parsed TOML value, with its location (docs/reference.md §1.5: every number is finite)."""
     if isinstance(value, float) and not math.isfinite(value):
         yield loc, value
     elif isinstance(value, dict):

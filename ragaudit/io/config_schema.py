@@ -238,7 +238,7 @@ class _Reference(_Pipeline):
 class _Replay(_Pipeline):
     kind: Literal["replay"]
     traces: _ConfigPath
-    # the recording's format: ragaudit traces, or production spans joined into traces (SPEC §10)
+    # the recording's format: ragaudit traces, or production spans joined into traces (docs/reference.md §10)
     format: Literal["traces", "otlp", "phoenix", "langfuse"] = "traces"
 
 

@@ -1,4 +1,4 @@
-"""Corpus reader: a directory of `.md`/`.rst`/`.txt` files, or a `corpus.jsonl` (SPEC §1.1).
+"""Corpus reader: a directory of `.md`/`.rst`/`.txt` files, or a `corpus.jsonl` (docs/reference.md §1.1).
 
 Markdown sections come from ATX headings, reStructuredText sections from adorned titles
 (`ragaudit.io.rst`); both get their ids the same way (`sections_of`). A `.txt` file is one section.

@@ -1,4 +1,4 @@
-"""Gold-set reader (SPEC §1.2). Structural defects are located Problems; content checks live in
+"""Gold-set reader (docs/reference.md §1.2). Structural defects are located Problems; content checks live in
 `ragaudit.gold_check`."""
 
 from __future__ import annotations

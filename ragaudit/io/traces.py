@@ -1,4 +1,4 @@
-"""Trace reader and writer (SPEC §1.3, §1.4).
+"""Trace reader and writer (docs/reference.md §1.3, §1.4).
 
 Reading normalises payloads to the canonical form (`[start, end]` offsets become objects) and
 records every field of the wrong JSON type as a FieldError, which the `wrong_type` rule reports.

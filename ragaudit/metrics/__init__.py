@@ -1,1 +1,1 @@
-"""Metrics (SPEC §3)."""
+"""Metrics (docs/reference.md §3)."""

@@ -1,4 +1,4 @@
-"""Per-run metrics on spans and snippets (SPEC §3): coverage, citation match / precision / recall,
+"""Per-run metrics on spans and snippets (docs/reference.md §3): coverage, citation match / precision / recall,
 and the retrieval metrics. Each takes a `RunView`, the run bound to its gold item once."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ragaudit.types import Corpus, GoldItem, Payload, Span, Trace
 
 
 def cited_payloads(trace: Trace, k: int = 5) -> tuple[Payload, ...]:
-    """A run's cited payloads (SPEC §3): the answer's citations when there is an answer, else the
+    """A run's cited payloads (docs/reference.md §3): the answer's citations when there is an answer, else the
     top-k retrieved."""
     if trace.answer is None:
         return trace.retrieved[:k]

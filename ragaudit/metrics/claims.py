@@ -1,4 +1,4 @@
-"""Claims (SPEC §3): an answer split into the sentences it asserts, each with the sources it cites.
+"""Claims (docs/reference.md §3): an answer split into the sentences it asserts, each with the sources it cites.
 
 A claim is a sentence of the answer, by the one sentence splitter. It cites the snippets named by
 its own citation markers; a marker that opens a sentence belongs to the sentence before it ("…
@@ -112,7 +112,7 @@ def _inherit(sentences: list[_Sentence]) -> list[tuple[tuple[str, ...], str]]:
 
 
 def claims_of(answer: Answer | None) -> list[Claim]:
-    """The claims of an answer, in order (SPEC §3)."""
+    """The claims of an answer, in order (docs/reference.md §3)."""
     if answer is None:
         return []
     claims: list[Claim] = []

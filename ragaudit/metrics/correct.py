@@ -1,4 +1,4 @@
-"""Is a run correct, and why (not)? SPEC §3: a run is correct when its citation match holds and,
+"""Is a run correct, and why (not)? docs/reference.md §3: a run is correct when its citation match holds and,
 when it has an answer, some claim citing a matching payload states the gold anchor and no claim
 conflicts with it. Another fact of the cited text, stated beside the anchor's, is never a fault
 here (grounding judges it on its own). The reason is written for people: it names what was cited,

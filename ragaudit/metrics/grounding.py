@@ -1,4 +1,4 @@
-"""Each claim of each run judged twice (SPEC §3), a batch of runs at a time:
+"""Each claim of each run judged twice (docs/reference.md §3), a batch of runs at a time:
 
 * against its **cited texts** (grounding): `supported` when the support scorer gives at least
   `support.threshold` and it states no quantity or identifier that its cited texts lack (a

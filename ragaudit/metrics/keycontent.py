@@ -1,4 +1,4 @@
-"""The key content of a gold anchor, and whether a claim states it or conflicts with it (SPEC §3).
+"""The key content of a gold anchor, and whether a claim states it or conflicts with it (docs/reference.md §3).
 
 An anchor's *key content* is what an answer must say to state the anchor's fact rather than some
 other fact about the same topic: its quantities, dates and identifiers, its names (capitalised

@@ -34,7 +34,7 @@ class Lambda:
 
 
 def lambda_state(*, runs: int, failed: bool, correct: int, css: float, css_min: float) -> str:
-    """The SPEC §3 decision table, first rule that applies: divergent (a run errored or has empty
+    """The docs/reference.md §3 decision table, first rule that applies: divergent (a run errored or has empty
     citations), chaotic (no run correct), recursive (some correct and some not, or section-level
     css < css_min), convergent (every run correct and css >= css_min).
 

@@ -1,5 +1,5 @@
 """Quantities, dates and identifiers written in a text, and the ones a segment states that none of
-its cited texts contains (SPEC §3, *hallucination*).
+its cited texts contains (docs/reference.md §3, *hallucination*).
 
 One parser reads both sides. A number is compared by value after normalising (`$1,499` =
 `1499.0`, `1.5 million` = `1,500,000`) and with its unit when one follows (`12 days` ≠

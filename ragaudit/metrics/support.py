@@ -1,4 +1,4 @@
-"""Support of an answer segment by its cited texts (SPEC §3), offline on CPU.
+"""Support of an answer segment by its cited texts (docs/reference.md §3), offline on CPU.
 
 The bundled scorer gives the probability from a logistic link over a non-negative combination of
 features of the segment and its evidence: sentence-embedding cosines (the bundled MiniLM encoder),
@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.errors import InputError, Problem, require
 from ragaudit.metrics.embed import Encoder, make_encoder
 from ragaudit.metrics.quantities import hallucinated, mentions
 from ragaudit.progress import phase
@@ -246,7 +246,7 @@ def support_score(segment: str, cited_texts: Sequence[str]) -> float:
     return support_scores([(segment, cited_texts)])[0]
 
 
-# ---------------------------------------------------------------- a pluggable model (SPEC §3, [support] model)
+# ---------------------------------------------------------------- a pluggable model (docs/reference.md §3, [support] model)
 
 CROSS_ENCODER_SCHEMA = "ragaudit.support_params/1"
 
@@ -328,6 +328,7 @@ class CrossEncoderScorer:
     def __init__(self, path: str | Path, params: dict | None = None, *, batch_size: int = 16):
         self.path = Path(path).expanduser()
         config = _cross_encoder_config(self.path)
+        require("sentence_transformers", extra="model", purpose=f"[support] model {str(self.path)!r}", error=InputError)
         self._entailment = _entailment_column(self.path, config)
         self.params = None if params is None else _check_calibration(params, str(self.path))
         self.batch_size = batch_size

@@ -1,1 +1,1 @@
-"""Pipelines (SPEC §5): reference, replay, python, command."""
+"""Pipelines (docs/reference.md §5): reference, replay, python, command."""

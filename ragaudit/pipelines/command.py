@@ -1,4 +1,4 @@
-"""The command pipeline: any executable speaking JSONL (SPEC §5).
+"""The command pipeline: any executable speaking JSONL (docs/reference.md §5).
 
 ragaudit writes one request per line on the child's stdin (`{"k", "qid", "query", "seed",
 "variant"}`) and reads one trace per line from its stdout. The child stays up between requests.
@@ -41,6 +41,9 @@ from ragaudit.types import LiveIndex, Trace
 
 STDERR_TAIL_BYTES = 2048
 CLOSE_GRACE_S = 2.0
+# A run waits for its answer in slices this long: a signal that reaches another thread runs its
+# handler (SIGINT, SIGTERM: kill()) in the main thread only when that thread wakes up.
+WAKE_S = 0.2
 _EOF = object()
 
 # The watcher: "+PGID" adds a group, "-PGID" drops it; at end of input it kills what is left.
@@ -324,8 +327,10 @@ class CommandPipeline:
             return self._lost(request, "stopped reading requests")
         while True:
             try:
-                item = child.lines.get(timeout=max(deadline - time.monotonic(), 0))
+                item = child.lines.get(timeout=max(min(deadline - time.monotonic(), WAKE_S), 0))
             except queue.Empty:
+                if time.monotonic() < deadline:
+                    continue
                 return self._timed_out(request)
             if item is _EOF:
                 return self._lost(request, "stopped before answering")

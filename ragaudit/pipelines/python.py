@@ -1,4 +1,4 @@
-"""The python pipeline: a user's object made by a factory, called in-process (SPEC §5).
+"""The python pipeline: a user's object made by a factory, called in-process (docs/reference.md §5).
 
 `factory` is `"module:callable"` or the name of an entry point in the `ragaudit.pipelines`
 group. The callable gets the config's `options` as keyword arguments and returns an object with
@@ -72,7 +72,7 @@ class _Calls:
         def work() -> None:
             try:
                 outcome["value"] = fn()
-            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included (SPEC §5)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included (docs/reference.md §5)
                 outcome["error"] = exc
             finally:
                 self._idle.release()

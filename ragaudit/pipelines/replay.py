@@ -6,7 +6,7 @@ so (`run()`); nothing is invented. The first recording of a run wins. A line tha
 is an input error naming every such line.
 
 A recording of production spans (`format = "otlp" | "phoenix" | "langfuse"`) is joined into
-traces as `ragaudit ingest` joins it (SPEC §10); its runs match gold runs through the spans'
+traces as `ragaudit ingest` joins it (docs/reference.md §10); its runs match gold runs through the spans'
 `ragaudit.qid` / `ragaudit.variant` / `ragaudit.seed` attributes.
 """
 

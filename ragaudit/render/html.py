@@ -1,4 +1,4 @@
-"""`report.html`: the report as one self-contained page (SPEC §6).
+"""`report.html`: the report as one self-contained page (docs/reference.md §6).
 
 Python computes the view model here (numbers, states, chart SVG); `templates/report.html` lays it
 out with Jinja2 autoescaping, so every piece of report text is escaped. Only markup this package

@@ -1,6 +1,6 @@
 """`rag_traces.sqlite` of a production audit, written as the traces stream by.
 
-The table has the columns of a run directory's `rag_traces` (SPEC §6, `ragaudit.render.logs`),
+The table has the columns of a run directory's `rag_traces` (docs/reference.md §6, `ragaudit.render.logs`),
 one row per trace and answer segment (a trace without segments gives one row with `seg` null),
 and after them what a gold-free audit measures: the window, where the trace was read (file, line),
 the ΔS zone, the segment's support, whether it is grounded, what it states that its sources lack,

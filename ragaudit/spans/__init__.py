@@ -1,4 +1,4 @@
-"""Production spans in (SPEC §10): OpenTelemetry / OpenInference spans, Phoenix span exports and
+"""Production spans in (docs/reference.md §10): OpenTelemetry / OpenInference spans, Phoenix span exports and
 Langfuse observation exports, read as a stream and joined into ragaudit traces.
 
 `read_traces(format, paths)` is the one way in: it yields a `Trace` per OpenTelemetry trace id
@@ -128,7 +128,7 @@ def read_traces(
     window: int = DEFAULT_WINDOW,
 ) -> Ingest:
     """The traces of `paths` in `format` ("traces": ragaudit's own JSONL; "otlp", "phoenix",
-    "langfuse": production spans joined per SPEC §10, see `ragaudit.spans.join`), one at a time,
+    "langfuse": production spans joined per docs/reference.md §10, see `ragaudit.spans.join`), one at a time,
     with a BadLine for each defective line. For spans, `config_name` replaces the service name as
     each trace's `config`, and at most `window` spans of unfinished traces are held. The iterator counts
     what it read (`Ingest`), and keeps what it could not use: `unreadable` files and `late` spans.

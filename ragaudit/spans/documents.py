@@ -1,4 +1,4 @@
-"""Retrieved documents of a span, and each document as a citation payload (SPEC §10).
+"""Retrieved documents of a span, and each document as a citation payload (docs/reference.md §10).
 
 A span carries its documents as OpenInference attributes (`retrieval.documents.{i}.document.id |
 content | score | metadata`, flat, or one list of such dicts as Phoenix stores them) or as the

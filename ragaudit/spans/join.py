@@ -1,4 +1,4 @@
-"""Spans of one trace id joined into one ragaudit trace (SPEC §10), from a stream.
+"""Spans of one trace id joined into one ragaudit trace (docs/reference.md §10), from a stream.
 
 Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
 

@@ -1,4 +1,4 @@
-"""One span as every reader hands it to the joiner: the few things SPEC §10 reads from it.
+"""One span as every reader hands it to the joiner: the few things docs/reference.md §10 reads from it.
 
 Readers convert their format at the edge; the joiner never looks at raw attributes. The
 OpenInference / OpenTelemetry attribute names are read here once (`from_attributes`), for the

@@ -1,4 +1,4 @@
-"""Validation of citation payloads (SPEC §2). Importing this package registers every rule."""
+"""Validation of citation payloads (docs/reference.md §2). Importing this package registers every rule."""
 
 from ragaudit.codes import CODES, Code
 from ragaudit.validation import answer, corpus, index, payload, ranking, record  # noqa: F401  (registration)

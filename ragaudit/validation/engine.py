@@ -115,7 +115,7 @@ class Validator:
 
 
 def parity_failure(trace: Trace, ctx: Context) -> str | None:
-    """The first analyzer_mismatch of a trace, which stops its pipeline (SPEC §5), or None."""
+    """The first analyzer_mismatch of a trace, which stops its pipeline (docs/reference.md §5), or None."""
     for found in validate_trace(trace, ctx):
         if found.code == "analyzer_mismatch":
             return f"{trace.qid} v{trace.variant} s{trace.seed}: {found.message}"

@@ -1,4 +1,4 @@
-"""`ragaudit gold check`: is every gold item answerable from the corpus it names? (SPEC §1.2)"""
+"""`ragaudit gold check`: is every gold item answerable from the corpus it names? (docs/reference.md §1.2)"""
 
 from __future__ import annotations
 

@@ -1,14 +1,16 @@
 import json
+from functools import cache
 
 import pytest
-
-pytest.importorskip("anthropic")
-
 from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook
-from anthropic.types import Message, TextBlock
+from helpers import Lazy
 
 from ragaudit.adapters.anthropic import from_anthropic
 from ragaudit.io.corpus import load_corpus
+
+# imported when a test first uses them: collecting the suite stays fast
+Message = Lazy("anthropic.types", "Message")
+TextBlock = Lazy("anthropic.types", "TextBlock")
 
 KEYS = handbook()["key-management"].text
 BACKUPS = handbook()["backups"].text
@@ -68,41 +70,44 @@ def message(content: list[dict]) -> Message:
     return Message.model_validate(json.loads(json.dumps(body)))
 
 
-ANSWER = message(
-    [
-        {"type": "thinking", "thinking": "The key policy covers this.", "signature": "EqQBCkgIARABGAIiQL"},
-        {"type": "text", "text": "Per the key policy, "},
-        {
-            "type": "text",
-            "text": "admin hardware keys are rotated every 12 months",
-            "citations": [char(ROTATED, 0, KEYS)],
-        },
-        {"type": "text", "text": ". "},
-        {
-            "type": "text",
-            "text": "New keys only go to the registered home address.",
-            "citations": [char(SHIPPED, 1, EXCERPT)],
-        },
-        {
-            "type": "text",
-            "text": " Databases are snapshotted every 6 hours.",
-            "citations": [
-                {
-                    "type": "content_block_location",
-                    "cited_text": PARAGRAPHS[SNAPSHOT],
-                    "document_index": 2,
-                    "document_title": "backups",
-                    "start_block_index": SNAPSHOT,
-                    "end_block_index": SNAPSHOT + 1,
-                }
-            ],
-        },
-    ]
-)
+@cache
+def answer() -> Message:
+    """The answer with every kind of citation, built once."""
+    return message(
+        [
+            {"type": "thinking", "thinking": "The key policy covers this.", "signature": "EqQBCkgIARABGAIiQL"},
+            {"type": "text", "text": "Per the key policy, "},
+            {
+                "type": "text",
+                "text": "admin hardware keys are rotated every 12 months",
+                "citations": [char(ROTATED, 0, KEYS)],
+            },
+            {"type": "text", "text": ". "},
+            {
+                "type": "text",
+                "text": "New keys only go to the registered home address.",
+                "citations": [char(SHIPPED, 1, EXCERPT)],
+            },
+            {
+                "type": "text",
+                "text": " Databases are snapshotted every 6 hours.",
+                "citations": [
+                    {
+                        "type": "content_block_location",
+                        "cited_text": PARAGRAPHS[SNAPSHOT],
+                        "document_index": 2,
+                        "document_title": "backups",
+                        "start_block_index": SNAPSHOT,
+                        "end_block_index": SNAPSHOT + 1,
+                    }
+                ],
+            },
+        ]
+    )
 
 
 def test_sdk_types_carry_the_citations():
-    cited = [b for b in ANSWER.content if isinstance(b, TextBlock) and b.citations]
+    cited = [b for b in answer().content if isinstance(b, TextBlock) and b.citations]
     assert [type(b.citations[0]).__name__ for b in cited] == [
         "CitationCharLocation",
         "CitationCharLocation",
@@ -112,7 +117,7 @@ def test_sdk_types_carry_the_citations():
 
 def test_char_and_block_citations_audit_clean():
     trace = from_anthropic(
-        ANSWER,
+        answer(),
         DOCUMENTS,
         qid="KM-1",
         query="How often are admin keys rotated?",
@@ -148,7 +153,7 @@ def test_char_and_block_citations_audit_clean():
 
 def test_without_sources_offsets_refer_to_the_text_sent():
     trace = from_anthropic(
-        ANSWER, DOCUMENTS, qid="KM-1", query="q", index=INDEX, scores=[0.91, 0.77, 0.52], score_kind="similarity"
+        answer(), DOCUMENTS, qid="KM-1", query="q", index=INDEX, scores=[0.91, 0.77, 0.52], score_kind="similarity"
     )
     rotated, shipped, snapshot = trace["retrieved"]
     assert rotated["offsets"]["start"] == KEYS.index(ROTATED)
@@ -165,10 +170,10 @@ def test_without_sources_offsets_refer_to_the_text_sent():
 
 
 def test_documents_are_not_scored_unless_you_say_how():
-    trace = from_anthropic(ANSWER, DOCUMENTS, qid="KM-1", query="q", index=INDEX, sources=handbook())
+    trace = from_anthropic(answer(), DOCUMENTS, qid="KM-1", query="q", index=INDEX, sources=handbook())
     assert {code for code, _ in errors(audit(trace))} == {"missing_score"}
     with pytest.raises(ValueError, match="score_kind"):
-        from_anthropic(ANSWER, DOCUMENTS, qid="KM-1", query="q", index=INDEX, scores=[1, 1, 1])
+        from_anthropic(answer(), DOCUMENTS, qid="KM-1", query="q", index=INDEX, scores=[1, 1, 1])
 
 
 @pytest.fixture

@@ -90,7 +90,6 @@ def test_usage_errors_exit_2(answer):
 
 
 def test_verify_marks_each_source(answer):
-    pytest.importorskip("ragaudit.metrics.support")
     # the hashing encoder keeps this fast; scores are then not calibrated, only the plumbing is tested
     result = run(FIXTURES / "v3", "--answer", answer(GOOD), "--verify", "--model", "hashing", "--threshold", "0")
     assert result.exit_code == 0, result.stderr

@@ -1,12 +1,13 @@
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from helpers import shared_path
+from helpers import Lazy, shared_path
 
 from ragaudit.adapters.graphrag import load_index, trace_answer
 from ragaudit.errors import InputError
+
+pd = Lazy("pandas")  # imported when a test first uses it: collecting stays fast
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "graphrag"
 

@@ -280,9 +280,6 @@ def test_without_verification_markers_are_plain_numbers():
 
 @pytest.mark.model
 def test_the_real_support_scorer_tells_a_true_source_from_a_wrong_one():
-    support = pytest.importorskip("ragaudit.metrics.support")
-    if not hasattr(support, "SupportScorer"):
-        pytest.skip("ragaudit.metrics.support has no SupportScorer yet")
     answer = (
         "Scrooge was a miser who kept his counting-house cold [Data: Sources (0)]. "
         "Scrooge was a miser who kept his counting-house cold [Data: Sources (2)]."

@@ -1,9 +1,6 @@
 from dataclasses import replace
 
 import pytest
-
-pytest.importorskip("haystack")
-
 from adapter_helpers import (
     INDEX,
     assert_spans_match,
@@ -12,14 +9,17 @@ from adapter_helpers import (
     handbook,
     sentences,
 )
-from haystack import Document
-from haystack.components.preprocessors import DocumentSplitter
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
-from haystack.document_stores.in_memory import InMemoryDocumentStore
+from helpers import Lazy
 
 from ragaudit.adapters.common import make_trace
 from ragaudit.adapters.haystack import from_haystack
 from ragaudit.io.corpus import markdown_sections
+
+# imported when a test first uses them: collecting the suite stays fast
+Document = Lazy("haystack", "Document")
+DocumentSplitter = Lazy("haystack.components.preprocessors", "DocumentSplitter")
+InMemoryBM25Retriever = Lazy("haystack.components.retrievers.in_memory", "InMemoryBM25Retriever")
+InMemoryDocumentStore = Lazy("haystack.document_stores.in_memory", "InMemoryDocumentStore")
 
 
 def documents() -> list[Document]:

@@ -1,16 +1,16 @@
 import pytest
-
-pytest.importorskip("langchain_core")
-pytest.importorskip("langchain_text_splitters")
-
 from adapter_helpers import HANDBOOK, INDEX, assert_spans_match, audit, errors, handbook
-from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_core.vectorstores import InMemoryVectorStore
-from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+from helpers import Lazy
 
 from ragaudit.adapters.common import make_trace
 from ragaudit.adapters.langchain import from_langchain
+
+# imported when a test first uses them: collecting the suite stays fast
+Document = Lazy("langchain_core.documents", "Document")
+DeterministicFakeEmbedding = Lazy("langchain_core.embeddings", "DeterministicFakeEmbedding")
+InMemoryVectorStore = Lazy("langchain_core.vectorstores", "InMemoryVectorStore")
+Language = Lazy("langchain_text_splitters", "Language")
+RecursiveCharacterTextSplitter = Lazy("langchain_text_splitters", "RecursiveCharacterTextSplitter")
 
 
 def loaded() -> list[Document]:

@@ -1,8 +1,6 @@
+from functools import cache
+
 import pytest
-
-pytest.importorskip("llama_index.core")
-
-import llama_index.core
 from adapter_helpers import (
     INDEX,
     assert_spans_match,
@@ -13,21 +11,29 @@ from adapter_helpers import (
     sentences,
     words,
 )
-from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
-from llama_index.core.query_engine import CitationQueryEngine
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
+from helpers import Lazy
 
 from ragaudit.adapters.common import make_trace
 from ragaudit.adapters.llamaindex import from_llamaindex, from_llamaindex_response
+
+# imported when a test first uses them: collecting the suite stays fast
+Document = Lazy("llama_index.core", "Document")
+VectorStoreIndex = Lazy("llama_index.core", "VectorStoreIndex")
+MockEmbedding = Lazy("llama_index.core.embeddings", "MockEmbedding")
+IngestionPipeline = Lazy("llama_index.core.ingestion", "IngestionPipeline")
+MarkdownNodeParser = Lazy("llama_index.core.node_parser", "MarkdownNodeParser")
+SentenceSplitter = Lazy("llama_index.core.node_parser", "SentenceSplitter")
+CitationQueryEngine = Lazy("llama_index.core.query_engine", "CitationQueryEngine")
+MetadataMode = Lazy("llama_index.core.schema", "MetadataMode")
+NodeWithScore = Lazy("llama_index.core.schema", "NodeWithScore")
+TextNode = Lazy("llama_index.core.schema", "TextNode")
 
 
 @pytest.fixture(autouse=True)
 def local_tokenizer():
     """LlamaIndex counts tokens with tiktoken unless given a tokenizer; use whitespace words."""
+    import llama_index.core
+
     before = llama_index.core.global_tokenizer
     llama_index.core.set_global_tokenizer(words)
     yield
@@ -42,13 +48,20 @@ def splitter(chunk_size: int) -> SentenceSplitter:
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=0, tokenizer=words, chunking_tokenizer_fn=sentences)
 
 
-class FixedRetriever(BaseRetriever):
-    def __init__(self, results):
-        self.results = results
-        super().__init__()
+@cache
+def fixed_retriever() -> type:
+    """A retriever that returns the nodes it was given (a class of LlamaIndex's, made on first use)."""
+    from llama_index.core.retrievers import BaseRetriever
 
-    def _retrieve(self, query_bundle):
-        return list(self.results)
+    class FixedRetriever(BaseRetriever):
+        def __init__(self, results):
+            self.results = results
+            super().__init__()
+
+        def _retrieve(self, query_bundle):
+            return list(self.results)
+
+    return FixedRetriever
 
 
 def crosses_a_heading(doc_id: str, start: int, end: int) -> bool:
@@ -86,7 +99,7 @@ def test_vector_index_results_with_tied_scores_follow_the_tiebreak():
 
 
 def citation_engine(nodes, answer: str) -> CitationQueryEngine:
-    return CitationQueryEngine(retriever=FixedRetriever(nodes), llm=canned_llm(answer), text_splitter=splitter(20))
+    return CitationQueryEngine(retriever=fixed_retriever()(nodes), llm=canned_llm(answer), text_splitter=splitter(20))
 
 
 def section_nodes(*sections: tuple[str, str]) -> list[NodeWithScore]:

@@ -1,12 +1,11 @@
-import pytest
-
-pytest.importorskip("openai")
-
 from adapter_helpers import INDEX, assert_spans_match, audit, errors, handbook
-from openai.types.responses import Response
-from openai.types.responses.response_output_text import AnnotationFileCitation
+from helpers import Lazy
 
 from ragaudit.adapters.openai import from_openai
+
+# imported when a test first uses them: collecting the suite stays fast
+Response = Lazy("openai.types.responses", "Response")
+AnnotationFileCitation = Lazy("openai.types.responses.response_output_text", "AnnotationFileCitation")
 
 KEYS = handbook()["key-management"].text
 HARDWARE = handbook().section("key-management", "key-management/hardware-keys")

@@ -5,10 +5,6 @@ by `ragaudit.spans`: the traces hold what the engine retrieved and answered."""
 import json
 
 import pytest
-
-pytest.importorskip("llama_index.core")
-pytest.importorskip("openinference.instrumentation.llama_index")
-
 from adapter_helpers import PAYLOAD_METADATA, handbook, handbook_nodes, traced_queries
 from helpers import (
     DEMO,

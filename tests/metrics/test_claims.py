@@ -1,4 +1,4 @@
-"""Claims: an answer split into sentences with the sources each cites (SPEC §3)."""
+"""Claims: an answer split into sentences with the sources each cites (docs/reference.md §3)."""
 
 import pytest
 

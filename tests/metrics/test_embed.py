@@ -122,41 +122,45 @@ class _Recording(HashingEncoder):
         return super().encode(texts)
 
 
-def test_misses_are_encoded_in_one_call_longest_first_and_written_in_one_transaction(tmp_path):
+def _rows(path) -> int:
+    """The vectors a cache file holds, read as any SQLite client reads it."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+
+
+def test_misses_are_encoded_in_one_call_longest_first_and_kept_in_the_file(tmp_path):
     from ragaudit.metrics.embed import CachedEncoder
 
     inner = _Recording()
     cache = CachedEncoder(inner, tmp_path / "e.sqlite")
-    statements = []
-    cache._db.set_trace_callback(statements.append)
     texts = ["bb", "a", "dddd", "ccc", "a", "ee"]
     vectors = cache.encode(texts)
     assert inner.calls == [["dddd", "ccc", "bb", "ee", "a"]]  # equal lengths keep their first-seen order
     assert np.array_equal(vectors, HashingEncoder().encode(texts))  # rows in the order asked
-    writes = [s.split()[0] for s in statements if not s.startswith("SELECT")]
-    assert writes == ["BEGIN", *["INSERT"] * 5, "COMMIT"]
-    statements.clear()
+    assert cache.encoded == 5 and _rows(tmp_path / "e.sqlite") == 5
     again = cache.encode(["ccc", "a"])
-    assert statements == [] and len(inner.calls) == 1  # a warm lookup touches neither the file nor the model
-    assert np.array_equal(again, vectors[[3, 1]])
-
-
-def test_each_text_is_hashed_once_when_missed_and_never_when_warm(tmp_path, monkeypatch):
-    from ragaudit.metrics import embed
-
-    hashed = []
-    real = embed._sha
-    monkeypatch.setattr(embed, "_sha", lambda text: hashed.append(text) or real(text))
-    cache = embed.CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
-    cache.encode(["one", "two", "one"])
-    assert sorted(hashed) == ["one", "two"]
-    cache.encode(["two", "one"] * 50)
-    assert sorted(hashed) == ["one", "two"]
+    assert len(inner.calls) == 1 and np.array_equal(again, vectors[[3, 1]])  # warm: the model is not asked
     cache.close()
-    reopened = embed.CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
-    hashed.clear()
+    reopened = _Recording()
+    assert np.array_equal(CachedEncoder(reopened, tmp_path / "e.sqlite").encode(texts), vectors)
+    assert reopened.calls == []  # another process finds every vector in the file
+
+
+def test_each_distinct_text_is_encoded_once_in_a_call_and_never_when_warm(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+
+    inner = _Recording()
+    cache = CachedEncoder(inner, tmp_path / "e.sqlite")
+    cache.encode(["one", "two", "one"])
+    cache.encode(["two", "one"] * 50)
+    assert inner.calls == [["one", "two"]] and cache.encoded == 2
+    cache.close()
+    again = _Recording()
+    reopened = CachedEncoder(again, tmp_path / "e.sqlite")
     reopened.encode(["one", "three"])  # "one" comes from the file by its sha256, "three" is new
-    assert sorted(hashed) == ["one", "three"] and reopened.encoded == 1
+    assert again.calls == [["three"]] and reopened.encoded == 1
 
 
 def test_a_failed_encode_writes_nothing_and_the_next_call_encodes_again(tmp_path):
@@ -174,29 +178,34 @@ def test_a_failed_encode_writes_nothing_and_the_next_call_encodes_again(tmp_path
     cache = CachedEncoder(inner, tmp_path / "e.sqlite")
     with pytest.raises(RuntimeError):
         cache.encode(["x y"])
-    assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (0,)
+    assert _rows(tmp_path / "e.sqlite") == 0
     inner.fail = False
     assert np.array_equal(cache.encode(["x y"]), HashingEncoder().encode(["x y"]))
-    assert not cache._db.in_transaction
+    assert _rows(tmp_path / "e.sqlite") == 1  # the file is not left locked by the failed call
 
 
 def test_a_failed_write_leaves_no_row_of_the_call(tmp_path):
+    import hashlib
     import sqlite3
 
-    from ragaudit.metrics.embed import CachedEncoder, _sha
+    from ragaudit.metrics.embed import CachedEncoder
 
-    cache = CachedEncoder(HashingEncoder(), tmp_path / "e.sqlite")
-    cache._db.execute(
-        f"CREATE TRIGGER full BEFORE INSERT ON vectors WHEN NEW.sha = '{_sha('bb')}' "
-        "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
-    )
+    path = tmp_path / "e.sqlite"
+    cache = CachedEncoder(HashingEncoder(), path)
+    cache.encode(["warm"])  # the file and its table exist
+    full = hashlib.sha256(b"bb").hexdigest()  # a disk that fills up while the call's rows are written
+    with sqlite3.connect(path) as db:
+        db.execute(
+            f"CREATE TRIGGER full BEFORE INSERT ON vectors WHEN NEW.sha = '{full}' "
+            "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
     with pytest.raises(sqlite3.IntegrityError, match="disk full"):
         cache.encode(["aaa", "bb"])  # "aaa" is written first, then "bb" fails
-    assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (0,)
-    assert not cache._db.in_transaction
-    cache._db.execute("DROP TRIGGER full")
+    assert _rows(path) == 1  # nothing of the failed call, and the file is not left locked
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TRIGGER full")
     cache.encode(["aaa", "bb"])
-    assert cache._db.execute("SELECT count(*) FROM vectors").fetchone() == (2,) and cache.encoded == 4
+    assert _rows(path) == 3 and cache.encoded == 5
 
 
 def test_bounded_memory_keeps_the_newest_vectors_and_the_file_keeps_all(tmp_path):

@@ -1,5 +1,5 @@
 """A python pipeline's user code cannot end ragaudit: exits, interrupts, hangs, close() failures,
-odd index objects and unwritable strings all stay inside the run they happen in (SPEC §5)."""
+odd index objects and unwritable strings all stay inside the run they happen in (docs/reference.md §5)."""
 
 import math
 import signal

@@ -128,7 +128,7 @@ def test_bad_parameters_are_usage_errors(demo):
 
 
 def full_order(scores, keys) -> list[int]:
-    """Every index best first by (-score, section_id, snippet_id): the SPEC §2 order, spelled out."""
+    """Every index best first by (-score, section_id, snippet_id): the tie-break of docs/reference.md §1.4, spelled out."""
     return sorted(range(len(keys)), key=lambda i: (-scores[i], *keys[i]))
 
 

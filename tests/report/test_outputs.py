@@ -172,13 +172,10 @@ def golden_view(report: dict) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The built-in demo, run once with the real model."""
-    result = invoke("run", ROOT / "configs" / "default.toml", "--out", tmp_path_factory.mktemp("demo"), "--no-gate")
-    assert result.exit_code == 0, result.output
-    run_dir = run_dir_of(result)
-    return run_dir, json.loads((run_dir / "report.json").read_text())
+@pytest.fixture
+def demo(demo_run):
+    """The session's run of the built-in demo with the real model, and its report."""
+    return demo_run, json.loads((demo_run / "report.json").read_text())
 
 
 @pytest.mark.model

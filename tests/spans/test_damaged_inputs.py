@@ -9,9 +9,6 @@ import tracemalloc
 import zlib
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from helpers import BM25, DEMO, invoke, otlp_line, phoenix_rows, rag_spans, span_recorder, write_config, write_phoenix
 
 from ragaudit.io.jsonl import BadLine

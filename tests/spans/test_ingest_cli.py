@@ -3,9 +3,6 @@
 import json
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from helpers import invoke, otlp_line, rag_spans, span_recorder, write_config
 
 from ragaudit import cli_options, cli_tools, spans

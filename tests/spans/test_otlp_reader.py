@@ -5,10 +5,6 @@ import gzip
 import json
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-pytest.importorskip("opentelemetry.exporter.otlp.proto.common")
-
 from helpers import KEYS_SENTENCE, PASSWORDS_SENTENCE, otlp_line, otlp_request, rag_spans, span_recorder
 
 from ragaudit.io.jsonl import BadLine

@@ -6,9 +6,6 @@ import json
 import random
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from helpers import langfuse_observations, otlp_request, phoenix_attributes, rag_spans, span_recorder
 
 from ragaudit.io.jsonl import BadLine

@@ -1,4 +1,4 @@
-"""Joining the spans of a trace id (SPEC §10) from a stream: which span gives the query, the
+"""Joining the spans of a trace id (docs/reference.md §10) from a stream: which span gives the query, the
 documents and the answer; traces without a RETRIEVER; the window that bounds memory."""
 
 import itertools
@@ -6,9 +6,6 @@ import json
 from datetime import datetime, timezone
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk")
-
 from helpers import invoke, otlp_line, otlp_request, rag_spans, span_recorder, write_phoenix
 
 from ragaudit.io.jsonl import BadLine

@@ -1,4 +1,4 @@
-"""GraphRAG adapter (SPEC §8): load an output folder of any layout, parse `[Data: …]` citations,
+"""GraphRAG adapter (docs/reference.md §8): load an output folder of any layout, parse `[Data: …]` citations,
 resolve them to text units and documents, report dangling ids, and optionally verify each claim
 against its sources.
 

@@ -1,6 +1,6 @@
 """`ragaudit graphrag …`: trace GraphRAG answers to their sources.
 
-Exit codes follow SPEC §7: 0 every citation resolves; 1 some cited id is dangling (unknown, or
+Exit codes follow docs/reference.md §7: 0 every citation resolves; 1 some cited id is dangling (unknown, or
 reaching no text unit); 2 usage error; 3 an input is unreadable or is not a GraphRAG output
 folder / answer file.
 """

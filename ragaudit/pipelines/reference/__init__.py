@@ -1,4 +1,4 @@
-"""The reference pipeline: a real small RAG over a corpus (SPEC §5).
+"""The reference pipeline: a real small RAG over a corpus (docs/reference.md §5).
 
 corpus → section-aware chunks → index with a computed `index_hash` → bm25 / tfidf / dense /
 hybrid retrieval → optional MMR rerank → extractive cite-first answer.
@@ -126,7 +126,7 @@ class ReferencePipeline:
         )
 
     def retrieve(self, query: str, k: int) -> list[Payload]:
-        """The best `k` chunks: score_norm desc, then the SPEC tie-break (section_id, snippet_id);
+        """The best `k` chunks: score_norm desc, then the tie-break of docs/reference.md §1.4 (section_id, snippet_id);
         with MMR, its choice of `k` among the best max(3k, 20)."""
         raw, norm = self.retriever.scores(query)
         if self.rerank is None:

@@ -1,4 +1,4 @@
-"""Chunk orderings by score with the SPEC §2 tie-break (score desc, then section_id asc, then
+"""Chunk orderings by score with the tie-break of docs/reference.md §1.4 (score desc, then section_id asc, then
 snippet_id asc), computed in numpy so that a query costs O(n) plus the sort of what it keeps.
 
 The tie-break never changes between queries, so it is sorted once: `perm` lists the chunks in
