@@ -5,8 +5,10 @@ Side by side, in one process and over the same ExpertQA claims:
             (`support.texts_to_encode`), sorted by length, batch 64 — the floor for a cold run;
   (b) cold: `SupportScorer.score_many` over all claims with an empty embedding cache;
   (c) warm: the same again through a new cache object over the file (b) filled, as a later run sees it.
-Models are loaded and warmed up before any clock starts, so (a) and (b) time the same work. The
-goal is b/a <= 1.2: encoding dominates, and each distinct text is encoded once.
+Models are loaded and warmed up before any clock starts, so (a) and (b) time the same work. (a)
+runs before and after (b), and each is timed on the wall clock and in CPU seconds of this process:
+on a machine others share, the wall clock moves with their load, CPU seconds much less. The goal
+is b/a <= 1.2 in CPU seconds: encoding dominates, and each distinct text is encoded once.
 
     python bench/support_cost.py [--data PATH] [--limit N]
 """
@@ -69,17 +71,22 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         cache_path = Path(tmp) / "embeddings.sqlite"
-        started = time.perf_counter()
-        raw_model.encode(
-            texts, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
-        )
-        raw = time.perf_counter() - started
 
+        def raw_encode() -> tuple[float, float]:
+            started, cpu = time.perf_counter(), time.process_time()
+            raw_model.encode(
+                texts, batch_size=BATCH, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+            )
+            return time.perf_counter() - started, time.process_time() - cpu
+
+        before = raw_encode()
         cold_encoder = CachedEncoder(inner, path=cache_path)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         cold_scores = SupportScorer(cold_encoder).score_many(pairs)
-        cold = time.perf_counter() - started
+        cold, cold_cpu = time.perf_counter() - started, time.process_time() - cpu
         cold_encoder.close()
+        after = raw_encode()
+        raw, raw_cpu = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
 
         warm_encoder = CachedEncoder(inner, path=cache_path)
         started = time.perf_counter()
@@ -88,11 +95,15 @@ def main(argv: list[str] | None = None) -> int:
         warm_encoder.close()
 
     rows = [
-        ("(a) raw batched encode of the distinct texts", raw, None),
+        (
+            "(a) raw batched encode of the distinct texts",
+            raw,
+            f"mean of {before[0]:.1f} s before and {after[0]:.1f} s after (b); {raw_cpu:.1f} CPU s",
+        ),
         (
             "(b) score_many, cold cache",
             cold,
-            f"{cold_encoder.encoded} texts encoded, {cold_encoder.encode_seconds:.1f} s in the model",
+            f"{cold_encoder.encoded} texts encoded, {cold_encoder.encode_seconds:.1f} s in the model; {cold_cpu:.1f} CPU s",
         ),
         ("(c) score_many, warm cache", warm, f"{warm_encoder.encoded} texts encoded"),
     ]
@@ -100,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds, note in rows:
         line = f"  {name:<{width}}  {seconds:8.1f} s  {len(pairs) / seconds:8.1f} claims/s"
         print(line + (f"  ({note})" if note else ""))
-    print(f"ratio cold / raw = {cold / raw:.2f}; warm / cold = {warm / cold:.3f}")
+    print(
+        f"ratio cold / raw = {cold_cpu / raw_cpu:.2f} in CPU seconds, {cold / raw:.2f} on the wall clock; warm / cold = {warm / cold:.3f}"
+    )
     problems = []
     if cold_encoder.encoded != len(texts):
         problems.append(f"the cold run encoded {cold_encoder.encoded} texts, expected each of {len(texts)} once")
