@@ -61,6 +61,23 @@ def test_markers_standing_after_the_answer_are_late_and_inline_ones_are_not(mark
 
 
 @pytest.mark.parametrize("marker", [m for m, _ in FORMS])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Keys rotate every 12 months. {marker}",  # after the full stop, as LLMs often place it
+        "Keys rotate every 12 months.{marker}",
+        "Keys rotate every 12 months {marker}.",
+        "Redirect every request to HTTPS:: {marker}",  # a final sentence without its stop
+        "Keys rotate every 12 months {marker}",
+        "Keys rotate every 12 months. {marker} Admins keep two. {marker}",
+        "Keys rotate every 12 months.{marker}{marker} Admins keep two.{marker}",
+    ],
+)
+def test_a_marker_after_its_sentence_cites_it_inline(marker, answer):
+    assert not citations_trail(answer.format(marker=marker))
+
+
+@pytest.mark.parametrize("marker", [m for m, _ in FORMS])
 def test_numbers_inside_markers_are_not_quantities(marker):
     segment = f"Keys rotate every 12 months {marker}."
     assert [m.surface for m in mentions(segment)] == ["12 months"]

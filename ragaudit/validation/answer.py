@@ -6,9 +6,9 @@ import re
 
 from ragaudit.codes import issue, where
 from ragaudit.markers import MARKER
+from ragaudit.text import sentence_spans
 from ragaudit.validation.registry import rule
 
-_SENTENCE_END = (".", "!", "?", ":")
 _WORD_CHAR = re.compile(r"\w")
 
 
@@ -63,12 +63,15 @@ def _dangling_issues(trace, retrieved: set):
 
 
 def citations_trail(text: str) -> bool:
-    """True when the text has citation markers and every one stands after its last complete sentence."""
+    """True when the text has citation markers and every one stands after its last sentence, with
+    more than one sentence before them: a list of sources after the answer. A marker right after a
+    sentence's full stop (`… within 12 hours. [1]`) cites that sentence, so one sentence followed by
+    its markers, punctuated or not, cites inline."""
     markers = list(MARKER.finditer(text))
     if not markers:
         return False
     before = text[: markers[0].start()].rstrip()
-    if not before or not before.endswith(_SENTENCE_END):
+    if not before or len(sentence_spans(before)) < 2:
         return False
     # After the first marker, only markers and what is not a word may follow.
     gap_start = markers[0].end()
