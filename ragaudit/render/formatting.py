@@ -48,4 +48,29 @@ def limit(threshold) -> str:
     return value(threshold)
 
 
-FILTERS = {"num": num, "pct": pct, "signed": signed, "blank": blank, "value": value, "limit": limit}
+def against(found, threshold, digits: int = 3) -> str:
+    """A gate check's value, with as many decimals beyond `digits` as it takes to tell it from its
+    threshold: 0.40038 against 0.4 shows as 0.4004, never as 0.400 beside a bar of 0.4."""
+    if not isinstance(found, float) or isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        return value(found)
+    if found != threshold:
+        for shown in range(digits, 16):
+            if f"{found:.{shown}f}" != f"{float(threshold):.{shown}f}":
+                return f"{found:.{shown}f}"
+    return num(found, digits)
+
+
+def check_value(check) -> str:
+    """`against` for a check as the HTML views hold it (a dict with value and threshold)."""
+    return against(check["value"], check["threshold"])
+
+
+FILTERS = {
+    "num": num,
+    "pct": pct,
+    "signed": signed,
+    "blank": blank,
+    "value": value,
+    "limit": limit,
+    "check_value": check_value,
+}

@@ -12,6 +12,7 @@ from xml.etree import ElementTree as ET
 
 from ragaudit.io.files import atomic_path
 from ragaudit.model import Report
+from ragaudit.render.formatting import against
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -63,7 +64,9 @@ def write_junit(path: Path, report: Report) -> None:
         case = ET.SubElement(gate, "testcase", classname=f"ragaudit.gate.{check.pipeline}", name=check.name)
         if not check.passed:
             failure = ET.SubElement(
-                case, "failure", message=f"{check.name}: value {_fmt(check.value)}, threshold {check.bound}"
+                case,
+                "failure",
+                message=f"{check.name}: value {against(check.value, check.threshold, 4)}, threshold {check.bound}",
             )
             failure.text = " ".join(
                 filter(None, [check.detail, "questions: " + ", ".join(check.questions) if check.questions else ""])

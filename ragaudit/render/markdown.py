@@ -8,6 +8,7 @@ from pathlib import Path
 from ragaudit.io.files import write_atomic
 from ragaudit.metrics.registry import VIEWS
 from ragaudit.model import Gate, Report
+from ragaudit.render.formatting import against
 
 SHOWN = VIEWS["summary"]
 
@@ -60,7 +61,7 @@ def render_summary(report: Report, comparison: dict | None = None) -> str:
             qs = c.questions
             shown = ", ".join(md(q) for q in qs[:10]) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
             lines.append(
-                f"- **{md(c.pipeline)} · {md(c.name)}**: value {md(_fmt(c.value))}, threshold {md(c.bound)}"
+                f"- **{md(c.pipeline)} · {md(c.name)}**: value {md(against(c.value, c.threshold))}, threshold {md(c.bound)}"
                 + (f"; questions: {shown}" if qs else "")
                 + (f" ({md(c.detail)})" if c.detail else "")
             )

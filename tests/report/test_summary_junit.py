@@ -106,3 +106,17 @@ def test_the_threshold_of_every_failing_check_is_shown_as_its_bound(tmp_path):
         case.find("failure").get("message")
         == "coverage_pass_rate: value 0.5000, threshold 0.9 of runs at coverage ≥ 0.7"
     )
+
+
+def test_a_value_rounding_to_its_threshold_shows_the_digits_that_decide(tmp_path):
+    """0.40038 fails a maximum of 0.4: the reports never print it as 0.400 beside 0.4."""
+    from ragaudit.render.html import render_html
+
+    document = report()
+    document.gate.checks.append(Check("p", "delta_s_mean_max", 0.4, 0.40038, False, "≤ 0.4"))
+    assert "value 0.4004, threshold ≤ 0.4" in render_summary(document)
+    write_junit(tmp_path / "junit.xml", document)
+    [case] = [c for c in ET.parse(tmp_path / "junit.xml").iter("testcase") if c.get("name") == "delta_s_mean_max"]
+    assert case.find("failure").get("message") == "delta_s_mean_max: value 0.4004, threshold ≤ 0.4"
+    page = render_html(document.to_json())
+    assert ">0.4004<" in page and ">0.400<" not in page
