@@ -293,12 +293,15 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
 
 @click.command("metrics")
 @FORMAT
-def metrics_command(fmt):
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), help="config whose [metrics] k the ranking metrics show"
+)
+def metrics_command(fmt, config_path):
     """List every metric with its level, direction, the gate checks that read it, and its definition;
-    then which ΔS the gate reads, and why."""
+    then which ΔS the gate reads, and why. The ranking metrics show their cutoff (hit@5)."""
     from ragaudit.render.issues_text import metrics as listing
 
-    click.echo(listing(fmt))
+    click.echo(listing(fmt, config_path))
 
 
 @click.command("audit-log")

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.errors import InputError, Problem, describe
+from ragaudit.metrics.registry import TRENDED
 from ragaudit.model import Report
 
 FILE = "history.sqlite"
 VERSION = 1
-TREND_METRICS = ("citation_match", "coverage", "delta_s_qr", "convergent_share")
+TREND_METRICS = tuple(TRENDED.values())
 KEPT_REPORTS = 10  # copies of passing reports kept per gold set and corpus, newest first
 BUSY_WAIT_S = 10.0  # how long a read or an append waits for another process's transaction
 SCHEMA = f"""

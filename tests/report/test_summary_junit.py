@@ -106,3 +106,12 @@ def test_the_threshold_of_every_failing_check_is_shown_as_its_bound(tmp_path):
         case.find("failure").get("message")
         == "coverage_pass_rate: value 0.5000, threshold 0.9 of runs at coverage ≥ 0.7"
     )
+
+
+def test_summary_labels_the_ranking_metrics_with_their_cutoff():
+    """hit@k is shown at the k the report was scored with; a report without its settings, at the default."""
+    scored = report()
+    scored.meta["metrics"] = {"k": 3, "ndcg_k": None, "match_tolerance": 30}
+    header = next(line for line in render_summary(scored).splitlines() if line.startswith("| pipeline"))
+    assert "| hit@3 |" in header and "hit@k" not in header
+    assert "| hit@5 |" in render_summary(report())
