@@ -258,37 +258,17 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
     from ragaudit import history
     from ragaudit.render import history_text
 
-    if store is None:
-        from ragaudit.io.config import load_config
-
-        store = history.store_of(load_config(config_path) if config_path else None)
-    if plot:
-        from ragaudit.io.files import refuse_overwriting
-
-        refuse_overwriting([plot], [store], option="--plot")
-    problems: list = []
-    points = history.trend(store, metric=metric, pipeline=pipeline, last=last, problems=problems)
-    for problem in problems:
+    found = history.trends(store, config_path=config_path, metric=metric, pipeline=pipeline, last=last, plot=plot)
+    for problem in found.problems:
         click.echo(f"warning: {problem}", err=True)
-    if not points and (metric or pipeline):
-        pipelines, metrics = history.names(store)
-        for option, asked, known in (("--pipeline", pipeline, pipelines), ("--metric", metric, metrics)):
-            if asked and asked not in known:
-                raise UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
-    if not points:
-        raise InputError(
-            f"{store}: expected recorded values, found "
-            + (
-                f"none readable ({len(problems)} stored values of the wrong kind, each named above)"
-                if problems
-                else "none"
-            )
-        )
+    found.require(metric=metric, pipeline=pipeline)
     if plot:
-        from ragaudit.io.files import write_atomic
-
-        write_atomic(plot, history_text.render_svg(points))
-    click.echo(history_text.render_json(points) if fmt == "json" else history_text.render_text(points, str(store)))
+        history_text.write_svg(plot, found.points)
+    click.echo(
+        history_text.render_json(found.points)
+        if fmt == "json"
+        else history_text.render_text(found.points, str(found.store))
+    )
 
 
 @click.command("metrics")
