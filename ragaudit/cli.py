@@ -178,20 +178,13 @@ def run_command(
         scheduler=scheduler,
         command=["ragaudit", *click.get_current_context().meta.get(ARGV, [])],
     )
-    result, findings = outcome.result, outcome.findings
-    for line in result.warnings:
-        click.echo(f"warning: {line}", err=True)
-    for name, why in sorted(result.aborted.items()):
-        click.echo(f"pipeline {name} aborted (analyzer parity): {why}", err=True)
-    if findings:
-        errors = sum(1 for f in findings if f.severity == "error")
-        click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
+    from ragaudit.render import run_text
+
+    for line in run_text.notices(outcome.result, outcome.findings):
+        click.echo(line, err=True)
     took = progress.elapsed()
-    click.echo(
-        f"{result.total:,} runs ({result.executed:,} run now, {result.resumed:,} resumed) in {took:.1f} s, "
-        f"{result.executed / took if took > 0 else 0.0:.1f} runs/s ({progress.breakdown(took)})"
-    )
-    _finish(outcome.report, result.run_dir, no_gate)
+    click.echo(run_text.throughput(outcome.result, took, progress.breakdown(took)))
+    _finish(outcome.report, outcome.result.run_dir, no_gate)
 
 
 def _tell(chosen) -> None:
@@ -204,9 +197,10 @@ def _tell(chosen) -> None:
 
 def _finish(report, run_dir: Path, no_gate: bool) -> None:
     from ragaudit.render.markdown import render_summary
+    from ragaudit.render.run_text import baseline_gaps
 
-    for name in report.gate.missing_from_baseline():
-        click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
+    for line in baseline_gaps(report.gate):
+        click.echo(line, err=True)
     click.echo(render_summary(report), nl=False)
     click.echo(f"\nrun directory: {run_dir}")
     sys.exit(0 if no_gate or report.gate.passed else 1)
@@ -241,8 +235,10 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
         click.echo(f"warning: {line}", err=True)
     for line in gated.notes:
         click.echo(line, err=True)
-    for name in gated.gate.missing_from_baseline():
-        click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
+    from ragaudit.render.run_text import baseline_gaps
+
+    for line in baseline_gaps(gated.gate):
+        click.echo(line, err=True)
     if fmt == "json":
         click.echo(json.dumps(gated.gate.to_json(), indent=1, sort_keys=True))
     else:

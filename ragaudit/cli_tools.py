@@ -216,19 +216,10 @@ def gold_reanchor(gold_path, corpus, old, out, min_ratio):
 @click.option("--base-url", help="link knowledge-base files under this URL")
 def cite(traces, qid, base_url):
     """Render the runs of trace files as markdown: each answer with claim-level footnotes, then its sources."""
-    from ragaudit.citations import render_trace
-    from ragaudit.io.jsonl import BadLine
-    from ragaudit.io.traces import read_traces
+    from ragaudit.citations import render_traces
 
-    bad = []
-    for path in traces:
-        for trace in read_traces(path):
-            if isinstance(trace, BadLine):
-                bad.append(trace)
-            elif not qid or trace.qid in qid:
-                click.echo(render_trace(trace, base_url=base_url))
-    if bad:
-        raise InputError([b.problem for b in bad])
+    for text in render_traces(traces, qids=qid, base_url=base_url):
+        click.echo(text)
 
 
 @click.command()
