@@ -13,7 +13,8 @@ import click
 
 from ragaudit._version import __version__
 from ragaudit.cli_options import ALLOW_FOREIGN, BASELINE, FORMAT, RATE, SEED
-from ragaudit.errors import InputError, RagauditError, UsageError
+from ragaudit.errors import InputError, RagauditError
+from ragaudit.io.stdout import CLOSED_STDOUT, discard_stdout, stdout_gone
 
 ARGV = "ragaudit.argv"
 
@@ -41,7 +42,7 @@ class Group(click.Group):
                 progress.close()  # the live display is gone before any message below
                 sys.stdout.flush()  # a closed stdout shows here, as BrokenPipeError, not at exit
         except BrokenPipeError as exc:
-            if not _stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
+            if not stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
                 click.echo(f"error: input/output: {exc.strerror or exc}", err=True)
                 ctx.exit(InputError.exit_code)
             _closed_stdout()
@@ -60,31 +61,10 @@ class Group(click.Group):
             ctx.exit(InputError.exit_code)
 
 
-CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a writer ended by a closed pipe
-
-
-def _stdout_gone() -> bool:
-    """Whether stdout is a pipe (or socket) whose reader has gone. A stdout without a file
-    descriptor (an in-process test runner) counts as gone: only a write to it failed."""
-    import select
-
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
-    except (OSError, ValueError, AttributeError):
-        return True
-
-
 def _closed_stdout() -> NoReturn:
     """The reader of stdout went away (`ragaudit codes | head -1`): end quietly, as a writer to a
     closed pipe does, with what is still buffered sent nowhere."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # a stdout without a file descriptor (tests)
-        pass
+    discard_stdout()
     raise click.exceptions.Exit(CLOSED_STDOUT)
 
 
@@ -312,16 +292,10 @@ def faults(run_dir, config_path, only, rate, seed, out):
     against the baseline; 1 otherwise.
     """
     from ragaudit import api
-    from ragaudit.injection import FAULTS
+    from ragaudit.injection.registry import fault_names
     from ragaudit.render.faults_text import render_fault_matrix
 
-    names = None
-    if only is not None:
-        names = [n.strip() for n in only.split(",")]
-        if not all(names) or any(n not in FAULTS for n in names):
-            raise UsageError(
-                f"--only: expected comma-separated fault names (some of {', '.join(FAULTS)}), found {only!r}"
-            )
+    names = None if only is None else fault_names(only)
     done = api.faults(run_dir, config=config_path, only=names, rate=rate, seed=seed, out=out)
     click.echo(render_fault_matrix(done.result), nl=False)
     click.echo(f"wrote {done.json_path} and {done.html_path}")

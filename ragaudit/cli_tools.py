@@ -100,13 +100,7 @@ def ingest(source, inputs, out, config_name, window):
     done = join(source, inputs, out, config_name=config_name, window=window)
     echo_problems([], done.bad_lines)
     echo_problems(done.warnings, done.unreadable_inputs)
-    click.echo(
-        f"{done.spans} spans, {done.traces} traces written to {out}, "
-        f"{done.skipped} traces without a RETRIEVER span skipped"
-        + (f", {done.late} late spans left out" if done.late else "")
-        + (f", {done.bad} defective lines or spans" if done.bad else "")
-        + (f", {done.unreadable} unreadable inputs" if done.unreadable else "")
-    )
+    click.echo(done.summary())
     sys.exit(InputError.exit_code if done.problems else 0)
 
 
@@ -196,18 +190,12 @@ def gold_reanchor(gold_path, corpus, old, out, min_ratio):
 
     Exit 0: every item stayed or moved; 1: some could not be moved; 3: an input could not be read.
     """
-    from ragaudit.goldtools.reanchor import reanchor, report
-    from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.files import refuse_overwriting, write_atomic
+    from ragaudit.goldtools.reanchor import reanchor_file
 
-    refuse_overwriting([out], [gold_path, corpus, old])
-    result = reanchor(gold_path, load_corpus(corpus), old=load_corpus(old) if old else None, min_ratio=min_ratio)
-    write_atomic(out, "".join(line + "\n" for line in result.lines))
-    lines, problems = report(result, gold_path, out)
+    lines, problems, code = reanchor_file(gold_path, corpus, out, old=old, min_ratio=min_ratio)
     click.echo("\n".join(lines))
-    for problem in problems:
-        click.echo(f"error: {problem}", err=True)
-    sys.exit(result.exit_code)
+    echo_problems([], problems)
+    sys.exit(code)
 
 
 @click.command()
