@@ -64,7 +64,7 @@ def store_of(config=None, out: Path | None = None) -> Path:
     """The history file of runs written under `out` (default: the config's out, else ./reports)."""
     if os.environ.get("RAGAUDIT_HISTORY"):
         return Path(os.environ["RAGAUDIT_HISTORY"])
-    configured = (getattr(config, "history", None) or {}).get("path")
+    configured = config.history.path if config is not None else None
     if configured:
         return Path(configured)
     return Path(out or getattr(config, "out", None) or "reports") / FILE

@@ -337,3 +337,12 @@ def _option_defaults() -> dict[str, Any]:
     for model in _KINDS.values():
         out |= _defaults(model)
     return {key: value for key, value in out.items() if key not in ("name", "kind")}
+
+
+# The sections a loaded Config carries, validated and typed: read by attribute (config.metrics.k).
+MetricsSection = _Metrics
+LambdaSection = _Lambda
+SupportSection = _Support
+ExecutorSection = _Executor
+HistorySection = _History
+CompareSection = _Compare

@@ -51,17 +51,17 @@ class Settings:
     @classmethod
     def from_config(cls, config) -> "Settings":
         return cls(
-            k=config.metrics["k"],
-            match_tolerance=config.metrics["match_tolerance"],
-            ndcg_k=config.metrics.get("ndcg_k"),
-            delta_s_reading=config.metrics["delta_s"],
-            css_min=config.lambda_["css_min"],
+            k=config.metrics.k,
+            match_tolerance=config.metrics.match_tolerance,
+            ndcg_k=config.metrics.ndcg_k,
+            delta_s_reading=config.metrics.delta_s,
+            css_min=config.lambda_.css_min,
             bars=Bars(
-                config.lambda_["anchor_support_min"],
-                config.lambda_["key_recall_min"],
-                config.lambda_["key_precision_min"],
+                config.lambda_.anchor_support_min,
+                config.lambda_.key_recall_min,
+                config.lambda_.key_precision_min,
             ),
-            support_threshold=config.support["threshold"],
+            support_threshold=config.support.threshold,
         )
 
 

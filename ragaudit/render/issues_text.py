@@ -79,7 +79,7 @@ def metrics(fmt: str, config_path: Path | None = None) -> str:
     from ragaudit.io.config import load_config
     from ragaudit.metrics.registry import GATED_DELTA_S, METRICS, labels
 
-    label = labels(dict(load_config(config_path).metrics) if config_path else {"k": 5, "ndcg_k": None})
+    label = labels(load_config(config_path).metrics.model_dump() if config_path else {"k": 5, "ndcg_k": None})
 
     if fmt == "json":
         return json.dumps(
