@@ -73,7 +73,7 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
             "citation_recall": graded,
             "recall@k": (base > 0.15).astype(float),
             "mrr": 1 / np.ceil(1 + 4 * (1 - base)),
-            "ndcg@10": base,
+            "ndcg@k": base,
             "delta_s_qr": 1 - base,
             "support": base**2,
         }
@@ -156,7 +156,7 @@ def unbatched(reference: System, other: System) -> dict:
 
 def permutation_test(reference: System, other: System) -> dict:
     """scipy's randomized paired permutation test of the continuous metric (every difference non-zero)."""
-    diffs = paired(reference, other)["ndcg@10"]
+    diffs = paired(reference, other)["ndcg@k"]
     result = stats.permutation_test(
         (diffs,),
         np.mean,
@@ -165,7 +165,7 @@ def permutation_test(reference: System, other: System) -> dict:
         batch=batch_size(diffs.size),
         rng=np.random.default_rng(SEED),
     )
-    return {"metrics": {"ndcg@10": {"p_value": float(result.pvalue)}}}
+    return {"metrics": {"ndcg@k": {"p_value": float(result.pvalue)}}}
 
 
 def slow(reference: System, other: System) -> dict:

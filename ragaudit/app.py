@@ -64,8 +64,8 @@ def audit_config(
     subject = inputs.subject(findings)
     workers = max(1, workers or config.workers)  # one count: the runner's threads and the executor's processes
     cluster = make_executor(
-        executor or config.executor["kind"],
-        scheduler or config.executor["scheduler"],
+        executor or config.executor.kind,
+        scheduler or config.executor.scheduler,
         config.path,
         workers=workers,
     )

@@ -98,7 +98,7 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
     try:
         from ragaudit.io.config import load_config
 
-        support_path = load_config(paths["config"]).support.get("model")
+        support_path = load_config(paths["config"]).support.model
     except InputError:
         pass
     return {

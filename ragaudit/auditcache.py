@@ -48,8 +48,8 @@ def inputs_key(config: Any) -> str:
         "gold": config.gold,
         "corpus": config.corpus,
         "embedder": Path(config.model).expanduser(),  # a model folder; a model's name is in the config
-        "support_model": config.support.get("model"),
-        "support_params": config.support.get("params"),
+        "support_model": config.support.model,
+        "support_params": config.support.params,
     }
     for pipeline in config.pipelines:
         if pipeline.kind == "replay":

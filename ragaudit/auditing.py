@@ -350,7 +350,7 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> Report:
     report.meta["support_model"] = getattr(subject.support, "model_id", None)
     # the config's order of pipelines (report.json's objects are key-sorted) and its [compare]
     report.meta["pipeline_order"] = [p.name for p in config.pipelines]
-    report.meta["compare"] = config.compare
+    report.meta["compare"] = config.compare.model_dump()
     # the settings every metric was computed with: k, the citation match's tolerance, the ΔS reading
-    report.meta["metrics"] = dict(config.metrics)
+    report.meta["metrics"] = config.metrics.model_dump()
     return report

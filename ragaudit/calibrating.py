@@ -231,7 +231,7 @@ def calibrate(inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None)
         inputs.encoder,
         variants=config.paraphrases,
         seeds=tuple(config.seeds),
-        k=k or config.metrics["k"],
+        k=k or config.metrics.k,
     )
     from ragaudit.io.config import default_config
 

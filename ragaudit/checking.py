@@ -152,6 +152,16 @@ class Ingested:
     warnings: list[str] = field(default_factory=list)  # late spans
     unreadable_inputs: list[str] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """One line: what was read and written, and what was left out."""
+        return (
+            f"{self.spans} spans, {self.traces} traces written to {self.out}, "
+            f"{self.skipped} traces without a RETRIEVER span skipped"
+            + (f", {self.late} late spans left out" if self.late else "")
+            + (f", {self.bad} defective lines or spans" if self.bad else "")
+            + (f", {self.unreadable} unreadable inputs" if self.unreadable else "")
+        )
+
     @property
     def problems(self) -> list[str]:
         return self.bad_lines + self.unreadable_inputs

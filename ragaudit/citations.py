@@ -155,3 +155,21 @@ def render_trace(trace: Trace, *, base_url: str | None = None) -> str:
         out.append(f"_pipeline error: {_escape(trace.error)}_\n")
     out.append(render_record(record, base_url=base_url))
     return "\n".join(out)
+
+
+def render_traces(paths, *, qids=(), base_url: str | None = None):
+    """Each run of the trace files (of the questions `qids`, all when empty) as markdown, in file
+    order; the lines that are not traces raise one InputError naming each, after every readable run."""
+    from ragaudit.errors import InputError
+    from ragaudit.io.jsonl import BadLine
+    from ragaudit.io.traces import read_traces
+
+    bad = []
+    for path in paths:
+        for trace in read_traces(path):
+            if isinstance(trace, BadLine):
+                bad.append(trace)
+            elif not qids or trace.qid in qids:
+                yield render_trace(trace, base_url=base_url)
+    if bad:
+        raise InputError([b.problem for b in bad])

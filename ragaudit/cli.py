@@ -13,7 +13,8 @@ import click
 
 from ragaudit._version import __version__
 from ragaudit.cli_options import ALLOW_FOREIGN, BASELINE, FORMAT, RATE, SEED
-from ragaudit.errors import InputError, RagauditError, UsageError
+from ragaudit.errors import InputError, RagauditError
+from ragaudit.io.stdout import CLOSED_STDOUT, discard_stdout, stdout_gone
 
 ARGV = "ragaudit.argv"
 
@@ -41,7 +42,7 @@ class Group(click.Group):
                 progress.close()  # the live display is gone before any message below
                 sys.stdout.flush()  # a closed stdout shows here, as BrokenPipeError, not at exit
         except BrokenPipeError as exc:
-            if not _stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
+            if not stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
                 click.echo(f"error: input/output: {exc.strerror or exc}", err=True)
                 ctx.exit(InputError.exit_code)
             _closed_stdout()
@@ -60,31 +61,10 @@ class Group(click.Group):
             ctx.exit(InputError.exit_code)
 
 
-CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a writer ended by a closed pipe
-
-
-def _stdout_gone() -> bool:
-    """Whether stdout is a pipe (or socket) whose reader has gone. A stdout without a file
-    descriptor (an in-process test runner) counts as gone: only a write to it failed."""
-    import select
-
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
-    except (OSError, ValueError, AttributeError):
-        return True
-
-
 def _closed_stdout() -> NoReturn:
     """The reader of stdout went away (`ragaudit codes | head -1`): end quietly, as a writer to a
     closed pipe does, with what is still buffered sent nowhere."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # a stdout without a file descriptor (tests)
-        pass
+    discard_stdout()
     raise click.exceptions.Exit(CLOSED_STDOUT)
 
 
@@ -178,20 +158,13 @@ def run_command(
         scheduler=scheduler,
         command=["ragaudit", *click.get_current_context().meta.get(ARGV, [])],
     )
-    result, findings = outcome.result, outcome.findings
-    for line in result.warnings:
-        click.echo(f"warning: {line}", err=True)
-    for name, why in sorted(result.aborted.items()):
-        click.echo(f"pipeline {name} aborted (analyzer parity): {why}", err=True)
-    if findings:
-        errors = sum(1 for f in findings if f.severity == "error")
-        click.echo(f"gold check: {errors} errors, {len(findings) - errors} warnings (listed in the report)", err=True)
+    from ragaudit.render import run_text
+
+    for line in run_text.notices(outcome.result, outcome.findings):
+        click.echo(line, err=True)
     took = progress.elapsed()
-    click.echo(
-        f"{result.total:,} runs ({result.executed:,} run now, {result.resumed:,} resumed) in {took:.1f} s, "
-        f"{result.executed / took if took > 0 else 0.0:.1f} runs/s ({progress.breakdown(took)})"
-    )
-    _finish(outcome.report, result.run_dir, no_gate)
+    click.echo(run_text.throughput(outcome.result, took, progress.breakdown(took)))
+    _finish(outcome.report, outcome.result.run_dir, no_gate)
 
 
 def _tell(chosen) -> None:
@@ -204,9 +177,10 @@ def _tell(chosen) -> None:
 
 def _finish(report, run_dir: Path, no_gate: bool) -> None:
     from ragaudit.render.markdown import render_summary
+    from ragaudit.render.run_text import baseline_gaps
 
-    for name in report.gate.missing_from_baseline():
-        click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
+    for line in baseline_gaps(report.gate):
+        click.echo(line, err=True)
     click.echo(render_summary(report), nl=False)
     click.echo(f"\nrun directory: {run_dir}")
     sys.exit(0 if no_gate or report.gate.passed else 1)
@@ -241,8 +215,10 @@ def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
         click.echo(f"warning: {line}", err=True)
     for line in gated.notes:
         click.echo(line, err=True)
-    for name in gated.gate.missing_from_baseline():
-        click.echo(f"warning: pipeline {name} is not in the baseline: no drift checks for it", err=True)
+    from ragaudit.render.run_text import baseline_gaps
+
+    for line in baseline_gaps(gated.gate):
+        click.echo(line, err=True)
     if fmt == "json":
         click.echo(json.dumps(gated.gate.to_json(), indent=1, sort_keys=True))
     else:
@@ -316,16 +292,10 @@ def faults(run_dir, config_path, only, rate, seed, out):
     against the baseline; 1 otherwise.
     """
     from ragaudit import api
-    from ragaudit.injection import FAULTS
+    from ragaudit.injection.registry import fault_names
     from ragaudit.render.faults_text import render_fault_matrix
 
-    names = None
-    if only is not None:
-        names = [n.strip() for n in only.split(",")]
-        if not all(names) or any(n not in FAULTS for n in names):
-            raise UsageError(
-                f"--only: expected comma-separated fault names (some of {', '.join(FAULTS)}), found {only!r}"
-            )
+    names = None if only is None else fault_names(only)
     done = api.faults(run_dir, config=config_path, only=names, rate=rate, seed=seed, out=out)
     click.echo(render_fault_matrix(done.result), nl=False)
     click.echo(f"wrote {done.json_path} and {done.html_path}")

@@ -100,13 +100,7 @@ def ingest(source, inputs, out, config_name, window):
     done = join(source, inputs, out, config_name=config_name, window=window)
     echo_problems([], done.bad_lines)
     echo_problems(done.warnings, done.unreadable_inputs)
-    click.echo(
-        f"{done.spans} spans, {done.traces} traces written to {out}, "
-        f"{done.skipped} traces without a RETRIEVER span skipped"
-        + (f", {done.late} late spans left out" if done.late else "")
-        + (f", {done.bad} defective lines or spans" if done.bad else "")
-        + (f", {done.unreadable} unreadable inputs" if done.unreadable else "")
-    )
+    click.echo(done.summary())
     sys.exit(InputError.exit_code if done.problems else 0)
 
 
@@ -196,18 +190,12 @@ def gold_reanchor(gold_path, corpus, old, out, min_ratio):
 
     Exit 0: every item stayed or moved; 1: some could not be moved; 3: an input could not be read.
     """
-    from ragaudit.goldtools.reanchor import reanchor, report
-    from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.files import refuse_overwriting, write_atomic
+    from ragaudit.goldtools.reanchor import reanchor_file
 
-    refuse_overwriting([out], [gold_path, corpus, old])
-    result = reanchor(gold_path, load_corpus(corpus), old=load_corpus(old) if old else None, min_ratio=min_ratio)
-    write_atomic(out, "".join(line + "\n" for line in result.lines))
-    lines, problems = report(result, gold_path, out)
+    lines, problems, code = reanchor_file(gold_path, corpus, out, old=old, min_ratio=min_ratio)
     click.echo("\n".join(lines))
-    for problem in problems:
-        click.echo(f"error: {problem}", err=True)
-    sys.exit(result.exit_code)
+    echo_problems([], problems)
+    sys.exit(code)
 
 
 @click.command()
@@ -216,19 +204,10 @@ def gold_reanchor(gold_path, corpus, old, out, min_ratio):
 @click.option("--base-url", help="link knowledge-base files under this URL")
 def cite(traces, qid, base_url):
     """Render the runs of trace files as markdown: each answer with claim-level footnotes, then its sources."""
-    from ragaudit.citations import render_trace
-    from ragaudit.io.jsonl import BadLine
-    from ragaudit.io.traces import read_traces
+    from ragaudit.citations import render_traces
 
-    bad = []
-    for path in traces:
-        for trace in read_traces(path):
-            if isinstance(trace, BadLine):
-                bad.append(trace)
-            elif not qid or trace.qid in qid:
-                click.echo(render_trace(trace, base_url=base_url))
-    if bad:
-        raise InputError([b.problem for b in bad])
+    for text in render_traces(traces, qids=qid, base_url=base_url):
+        click.echo(text)
 
 
 @click.command()
@@ -258,47 +237,30 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
     from ragaudit import history
     from ragaudit.render import history_text
 
-    if store is None:
-        from ragaudit.io.config import load_config
-
-        store = history.store_of(load_config(config_path) if config_path else None)
-    if plot:
-        from ragaudit.io.files import refuse_overwriting
-
-        refuse_overwriting([plot], [store], option="--plot")
-    problems: list = []
-    points = history.trend(store, metric=metric, pipeline=pipeline, last=last, problems=problems)
-    for problem in problems:
+    found = history.trends(store, config_path=config_path, metric=metric, pipeline=pipeline, last=last, plot=plot)
+    for problem in found.problems:
         click.echo(f"warning: {problem}", err=True)
-    if not points and (metric or pipeline):
-        pipelines, metrics = history.names(store)
-        for option, asked, known in (("--pipeline", pipeline, pipelines), ("--metric", metric, metrics)):
-            if asked and asked not in known:
-                raise UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
-    if not points:
-        raise InputError(
-            f"{store}: expected recorded values, found "
-            + (
-                f"none readable ({len(problems)} stored values of the wrong kind, each named above)"
-                if problems
-                else "none"
-            )
-        )
+    found.require(metric=metric, pipeline=pipeline)
     if plot:
-        from ragaudit.io.files import write_atomic
-
-        write_atomic(plot, history_text.render_svg(points))
-    click.echo(history_text.render_json(points) if fmt == "json" else history_text.render_text(points, str(store)))
+        history_text.write_svg(plot, found.points)
+    click.echo(
+        history_text.render_json(found.points)
+        if fmt == "json"
+        else history_text.render_text(found.points, str(found.store))
+    )
 
 
 @click.command("metrics")
 @FORMAT
-def metrics_command(fmt):
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), help="config whose [metrics] k the ranking metrics show"
+)
+def metrics_command(fmt, config_path):
     """List every metric with its level, direction, the gate checks that read it, and its definition;
-    then which ΔS the gate reads, and why."""
+    then which ΔS the gate reads, and why. The ranking metrics show their cutoff (hit@5)."""
     from ragaudit.render.issues_text import metrics as listing
 
-    click.echo(listing(fmt))
+    click.echo(listing(fmt, config_path))
 
 
 @click.command("audit-log")

@@ -33,12 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.errors import InputError, Problem, describe
+from ragaudit.errors import InputError, Problem, UsageError, describe
+from ragaudit.metrics.registry import TRENDED
 from ragaudit.model import Report
 
 FILE = "history.sqlite"
 VERSION = 1
-TREND_METRICS = ("citation_match", "coverage", "delta_s_qr", "convergent_share")
+TREND_METRICS = tuple(TRENDED.values())
 KEPT_REPORTS = 10  # copies of passing reports kept per gold set and corpus, newest first
 BUSY_WAIT_S = 10.0  # how long a read or an append waits for another process's transaction
 SCHEMA = f"""
@@ -63,7 +64,7 @@ def store_of(config=None, out: Path | None = None) -> Path:
     """The history file of runs written under `out` (default: the config's out, else ./reports)."""
     if os.environ.get("RAGAUDIT_HISTORY"):
         return Path(os.environ["RAGAUDIT_HISTORY"])
-    configured = (getattr(config, "history", None) or {}).get("path")
+    configured = config.history.path if config is not None else None
     if configured:
         return Path(configured)
     return Path(out or getattr(config, "out", None) or "reports") / FILE
@@ -330,6 +331,57 @@ def names(store: Path) -> tuple[set[str], set[str]]:
     with _opened(store, write=False) as db:
         rows = db.execute("SELECT DISTINCT pipeline, metric FROM metrics").fetchall()
     return {p for p, _ in rows if type(p) is str}, {m for _, m in rows if type(m) is str}
+
+
+@dataclass
+class Trends:
+    """What `ragaudit history` shows: the recorded values asked for, from which history file, and
+    the stored values of the wrong kind that were left out."""
+
+    store: Path
+    points: list[Point]
+    problems: list[Problem]
+
+    def require(self, *, metric: str | None = None, pipeline: str | None = None) -> None:
+        """Refuse an answer without values: a pipeline or metric the history never recorded is a usage
+        error naming the known ones; otherwise no values is an unreadable input."""
+        if self.points:
+            return
+        if metric or pipeline:
+            pipelines, metrics = names(self.store)
+            for option, asked, known in (("--pipeline", pipeline, pipelines), ("--metric", metric, metrics)):
+                if asked and asked not in known:
+                    raise UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
+        found = (
+            f"none readable ({len(self.problems)} stored values of the wrong kind, each named above)"
+            if self.problems
+            else "none"
+        )
+        raise InputError(f"{self.store}: expected recorded values, found {found}")
+
+
+def trends(
+    store: Path | None = None,
+    *,
+    config_path: Path | None = None,
+    metric: str | None = None,
+    pipeline: str | None = None,
+    last: int | None = None,
+    plot: Path | None = None,
+) -> Trends:
+    """The values `ragaudit history` shows: of `store`, else of the history of the config's runs.
+    A `plot` that would overwrite the store is refused before anything is read."""
+    if store is None:
+        from ragaudit.io.config import load_config
+
+        store = store_of(load_config(config_path) if config_path else None)
+    if plot:
+        from ragaudit.io.files import refuse_overwriting
+
+        refuse_overwriting([plot], [store], option="--plot")
+    problems: list[Problem] = []
+    points = trend(store, metric=metric, pipeline=pipeline, last=last, problems=problems)
+    return Trends(Path(store), points, problems)
 
 
 class _Bad:

@@ -7,6 +7,7 @@ import threading
 
 from ragaudit.errors import InputError, Problem, UsageError
 from ragaudit.io.config import Config
+from ragaudit.io.config_schema import SupportSection
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 from ragaudit.progress import phase
@@ -21,11 +22,12 @@ def encoder_for(model: str | None = None, *, memory: int | None = None):
     return make_encoder(str(model or DEFAULT_MODEL), memory=memory)
 
 
-def support_for(options: dict, encoder):
-    """The support scorer of a config's `[support]` (its model and params), sharing `encoder`."""
+def support_for(section: SupportSection | None, encoder):
+    """The support scorer of a config's `[support]` (its model and params; the calibrated one without
+    a section), sharing `encoder`."""
     from ragaudit.metrics.support import make_support_scorer
 
-    model, params = options.get("model"), options.get("params")
+    model, params = (section.model, section.params) if section is not None else (None, None)
     return make_support_scorer(str(model) if model else None, params=str(params) if params else None, encoder=encoder)
 
 

@@ -67,7 +67,7 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         with phase("junit.xml"):
             junit.write_junit(run_dir / "junit.xml", report)
         comparison = None
-        if len(report.summary.pipelines) > 1 or subject.config.compare.get("pairs"):
+        if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
             with phase("compare.json and compare.html"):
                 comparison = write_comparison(run_dir, [report], run_dirs=[run_dir])[0]
         with phase("summary.md"):

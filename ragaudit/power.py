@@ -220,6 +220,30 @@ def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: fl
     return {rate: dict(figures) for rate in RATES}
 
 
+def plan_gold(
+    gold_path,
+    *,
+    variants: int = 3,
+    seeds: int = 1,
+    effect: float | None = None,
+    discordance: float = 0.10,
+    icc: float = 0.5,
+) -> dict:
+    """`plan` for the questions of a gold set: a UsageError for an effect outside (0, 1), an InputError
+    naming each problem of an unreadable gold set."""
+    from ragaudit.errors import InputError, UsageError
+    from ragaudit.io.gold import read_gold
+
+    if effect is not None and not 0 < effect < 1:
+        raise UsageError(f"--effect: expected a number in (0, 1), found {effect}")
+    assumptions = Assumptions(discordance=discordance, icc=icc)
+    items, problems = read_gold(gold_path)
+    if problems:
+        raise InputError(problems)
+    design = Design.of_gold((len(item.variants) for item in items), variants, seeds)
+    return plan(design, assumptions, effect=effect)
+
+
 def render_text(result: dict) -> str:
     """`plan`'s table for people: the design, the model's assumptions, and per rate its figures."""
     first = next(iter(result.values()))

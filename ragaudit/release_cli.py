@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from ragaudit.cli_options import FORMAT
-from ragaudit.errors import InputError, UsageError
 
 
 @click.command("plan")
@@ -39,16 +38,8 @@ def plan(gold_path, variants, seeds, effect, discordance, icc, fmt):
 
     Exit 0; 2: a parameter out of range; 3: an unreadable gold set."""
     from ragaudit import power
-    from ragaudit.io.gold import read_gold
 
-    if effect is not None and not 0 < effect < 1:
-        raise UsageError(f"--effect: expected a number in (0, 1), found {effect}")
-    assumptions = power.Assumptions(discordance=discordance, icc=icc)
-    items, problems = read_gold(gold_path)
-    if problems:
-        raise InputError(problems)
-    design = power.Design.of_gold((len(item.variants) for item in items), variants, seeds)
-    result = power.plan(design, assumptions, effect=effect)
+    result = power.plan_gold(gold_path, variants=variants, seeds=seeds, effect=effect, discordance=discordance, icc=icc)
     click.echo(
         json.dumps(result, indent=1, sort_keys=True) if fmt == "json" else power.render_text(result), nl=fmt == "json"
     )

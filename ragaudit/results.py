@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.errors import InputError, Problem, require
+from ragaudit.io.shape import RENAMED_METRICS
 from ragaudit.metrics.lam import STATES
 
 RUNS, REPORT, ISSUES, MANIFEST = "runs.parquet", "report.json", "issues.jsonl", "manifest.json"
@@ -45,7 +46,7 @@ class Run:
         query, answer, error, errored (bool), correct (bool), why (why the run is or is not correct),
         zone (of delta_s_qr), ts, store, index_hash, embed_model, analyzer; every metric as a column
         of its own name: citation_match, coverage, citation_precision, citation_recall, hit@k,
-        recall@k, mrr, ndcg@10, delta_s_qr, delta_s_gold, delta_s_excess, delta_s_topk, delta_s_ra,
+        recall@k, mrr, ndcg@k, delta_s_qr, delta_s_gold, delta_s_excess, delta_s_topk, delta_s_ra,
         support, grounded, fully_grounded, anchor_support, key_content, hallucinations (a metric a run
         lacks is NaN); and as JSON text to decode with `json.loads`: citations (the cited
         snippet_ids), sections (the cited [doc_id, section_id] pairs), stated_sections (those cited by
@@ -95,7 +96,13 @@ class Run:
             ) from None
         # the metric `correct` (0/1) is the run's `correct` column (a bool) again
         frame = frame.drop(columns=[f"{METRIC_PREFIX}correct"], errors="ignore")
-        frame = frame.rename(columns={c: c[len(METRIC_PREFIX) :] for c in frame.columns if c.startswith(METRIC_PREFIX)})
+        frame = frame.rename(
+            columns={
+                c: RENAMED_METRICS.get(c[len(METRIC_PREFIX) :], c[len(METRIC_PREFIX) :])
+                for c in frame.columns
+                if c.startswith(METRIC_PREFIX)
+            }
+        )
         gold = {q["qid"]: (q.get("doc_id"), q.get("section_id")) for q in self.report.get("questions", [])}
         at = list(frame.columns).index("qid") + 1
         frame.insert(at, "gold_section_id", [gold.get(qid, (None, None))[1] for qid in frame["qid"]])

@@ -183,7 +183,7 @@ class _Run:
         self.shown: Phase | None = None  # the "runs" phase, while it runs
         self.written = self.resumed = 0
         self.seen_index: dict[str, LiveIndex] = {}  # pipeline -> the live index of its latest trace naming one
-        self.k = {p.name: p.options.get("k") or config.metrics.get("k", 5) for p in config.pipelines}
+        self.k = {p.name: p.options.get("k") or config.metrics.k for p in config.pipelines}
 
     def go(self) -> RunResult:
         for trace in recover_traces(self.run_dir / TRACES):

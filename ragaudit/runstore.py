@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
+from ragaudit.io.shape import RENAMED_METRICS
 from ragaudit.metrics.delta_s import payload_text
 from ragaudit.types import Corpus, Trace
 
@@ -147,7 +148,7 @@ class RunWriter:
 
 def _row(table_row: dict) -> dict:
     out = {k: table_row[k] for k in (*KEYS, *TEXT, *FLAGS)}
-    out["metrics"] = {k[2:]: v for k, v in table_row.items() if k.startswith("m.")}
+    out["metrics"] = {RENAMED_METRICS.get(k[2:], k[2:]): v for k, v in table_row.items() if k.startswith("m.")}
     for k in NESTED:
         value = table_row.get(k)
         if value is not None:

@@ -279,3 +279,21 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error():
     closed = subprocess.Popen([sys.executable, "-c", BOOM], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     closed.stdout.close()
     assert closed.wait(timeout=60) == 141 and closed.stderr.read() == b""
+
+
+def test_metrics_lists_the_ranking_metrics_at_the_configured_cutoff(tmp_path):
+    config = tmp_path / "ragaudit.toml"
+    config.write_text("[metrics]\nk = 3\nndcg_k = 10\n", encoding="utf-8")
+    from helpers import invoke
+
+    default = invoke("metrics")
+    assert default.exit_code == 0 and "\nhit@5 " in default.output and "\nndcg@5 " in default.output
+    configured = invoke("metrics", "--config", str(config))
+    assert configured.exit_code == 0, configured.output
+    assert "\nhit@3 " in configured.output and "\nrecall@3 " in configured.output and "\nndcg@10 " in configured.output
+    listed = json.loads(invoke("metrics", "--config", str(config), "--format", "json").output)
+    assert {m["name"]: m["label"] for m in listed}["ndcg@k"] == "ndcg@10"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[metrics]\nndcg_k = 0\n", encoding="utf-8")
+    refused = invoke("metrics", "--config", str(bad))
+    assert refused.exit_code == 3 and "ndcg_k" in refused.output and "Traceback" not in refused.output

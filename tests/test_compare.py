@@ -127,7 +127,7 @@ def graded_systems(n):
                 "metrics": {
                     "citation_match": float(base[i] > 0.5),
                     "mrr": float(round(base[i], 1)),
-                    "ndcg@10": float(base[i]),
+                    "ndcg@k": float(base[i]),
                     "delta_s_qr": 0.3,
                     "support": None if i % 7 == 0 else float(base[i] ** 2),
                     "coverage": None if i % 3 == 0 else float(base[i] > 0.4),

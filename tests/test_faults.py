@@ -231,3 +231,14 @@ def test_an_empty_or_malformed_only_is_a_usage_error(recorded, tmp_path, only):
     assert "--only: expected comma-separated fault names (some of stale_revision, " in result.stderr
     assert f"found {only!r}" in result.stderr
     assert not (tmp_path / "faults.json").exists()
+
+
+def test_only_names_known_faults_or_exits_2(tmp_path):
+    from helpers import invoke
+
+    result = invoke("faults", tmp_path, "--only", "offset_shift,,nope")
+    assert result.exit_code == 2
+    assert (
+        "--only: expected comma-separated fault names (some of " in result.output
+        and "'offset_shift,,nope'" in result.output
+    )

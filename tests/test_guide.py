@@ -320,8 +320,12 @@ def test_report_json_has_the_documented_keys(run):
     assert set().union(*runs) == documented("table: report.run")
     assert set(report["gate"]) == {"verdict", "pipelines", "checks"}
     # the guide's config leaves [metrics] out: the report names the documented defaults it was scored with
-    documented_metrics = {names(row[0])[0]: tomllib.loads(f"v = {row[1][1:-1]}")["v"] for row in table("keys: metrics")}
-    assert report["meta"]["metrics"] == documented_metrics == {"k": 5, "match_tolerance": 30, "delta_s": "nearest"}
+    documented_metrics = {
+        names(row[0])[0]: None if row[1] == "none" else tomllib.loads(f"v = {row[1][1:-1]}")["v"]
+        for row in table("keys: metrics")
+    }
+    expected = {"k": 5, "ndcg_k": None, "match_tolerance": 30, "delta_s": "nearest"}
+    assert report["meta"]["metrics"] == documented_metrics == expected
     check_keys = {"pipeline", "name", "threshold", "value", "passed", "bound", "questions", "detail", "source"}
     check_keys |= {"reasons", "settings"}
     assert set(report["gate"]["checks"][0]) == check_keys

@@ -117,9 +117,9 @@ def run_audit_log(
     scoring = Scoring(
         encoder,
         Memoized(support, size=SUPPORT_MEMO),
-        k=settings.metrics["k"],
-        reading=settings.metrics["delta_s"],
-        threshold=settings.support["threshold"],
+        k=settings.metrics.k,
+        reading=settings.metrics.delta_s,
+        threshold=settings.support.threshold,
     )
     context = Context.of(settings, snapshot)
     target.mkdir(parents=True, exist_ok=True)
@@ -155,9 +155,9 @@ def run_audit_log(
             "window_seconds": length,
             "embed_model": getattr(encoder, "model_id", settings.model),
             "support_model": getattr(support, "model_id", None),
-            "support_threshold": settings.support["threshold"],
-            "delta_s_reading": settings.metrics["delta_s"],
-            "k": settings.metrics["k"],
+            "support_threshold": settings.support.threshold,
+            "delta_s_reading": settings.metrics.delta_s,
+            "k": settings.metrics.k,
             "examples_per_list": limit,
             "lists": KINDS,
         },

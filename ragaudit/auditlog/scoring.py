@@ -21,9 +21,9 @@ from typing import Any
 
 from ragaudit.metrics.citation import cited_payloads
 from ragaudit.metrics.claims import answer_segments
+from ragaudit.metrics.computes import ERRORED_DELTA_S, errored
 from ragaudit.metrics.delta_s import DEFAULT_READING, delta_s_runs, payload_text, zone
 from ragaudit.metrics.embed import Encoder
-from ragaudit.metrics.evaluate import ERRORED_DELTA_S, errored
 from ragaudit.metrics.quantities import hallucinated
 from ragaudit.types import Answer, Corpus, Payload, Segment, Trace
 

@@ -199,3 +199,19 @@ def report(result: Reanchored, gold_path: str | os.PathLike, out: str | os.PathL
 def _move(what: str, found: Found) -> str:
     how = found.how if found.score is None else f"{found.how}, ratio {found.score:.3f}"
     return f"{what} {how} to {found.doc_id}#{found.section_id} [{found.start}, {found.end})"
+
+
+def reanchor_file(
+    gold_path, corpus_path, out, *, old=None, min_ratio: float = 0.9
+) -> tuple[list[str], list[Problem], int]:
+    """`ragaudit gold reanchor`: the gold set at GOLD moved into the corpus at `corpus_path` (from the
+    corpus `old` when given) and written to `out`, which may overwrite none of the inputs; the report's
+    lines, the items not moved (as problems) and the exit code."""
+    from ragaudit.io.corpus import load_corpus
+    from ragaudit.io.files import refuse_overwriting, write_atomic
+
+    refuse_overwriting([out], [gold_path, corpus_path, old])
+    result = reanchor(gold_path, load_corpus(corpus_path), old=load_corpus(old) if old else None, min_ratio=min_ratio)
+    write_atomic(out, "".join(line + "\n" for line in result.lines))
+    lines, problems = report(result, gold_path, out)
+    return lines, problems, result.exit_code

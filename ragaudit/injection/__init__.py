@@ -60,7 +60,7 @@ def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, 
         raise UsageError("fault injection needs the corpus: set [audit] corpus in the config")
     gold = {i.qid: i for i in subject.items}
     pools = _pools(traces)
-    k = subject.config.metrics["k"]
+    k = subject.config.metrics.k
     mutated: dict[str, dict[tuple, Trace]] = defaultdict(dict)
     for t in traces:
         if t.qid not in gold or t.error is not None:

@@ -8,3 +8,13 @@ from ragaudit.injection.mutations import PAYLOAD_FAULTS, Fault
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (*PAYLOAD_FAULTS, *ANSWER_FAULTS)}
 CONTROLS = tuple(name for name, f in FAULTS.items() if f.control)
+
+
+def fault_names(only: str) -> list[str]:
+    """The faults a comma-separated `--only` names; a UsageError naming the choices for any other."""
+    from ragaudit.errors import UsageError
+
+    names = [n.strip() for n in only.split(",")]
+    if not all(names) or any(n not in FAULTS for n in names):
+        raise UsageError(f"--only: expected comma-separated fault names (some of {', '.join(FAULTS)}), found {only!r}")
+    return names

@@ -37,6 +37,14 @@ from pydantic import (
 )
 
 from ragaudit.errors import InputError, Problem, describe
+from ragaudit.io.config_schema import (
+    CompareSection,
+    ExecutorSection,
+    HistorySection,
+    LambdaSection,
+    MetricsSection,
+    SupportSection,
+)
 from ragaudit.io.tomlpos import BARE as _BARE
 from ragaudit.io.tomlpos import Positions
 
@@ -61,18 +69,16 @@ class Config:
     offset_unit: str = "char"
     workers: int = 1
     model: str = "all-MiniLM-L6-v2"
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
     gate: dict[str, Any] = field(default_factory=dict)
-    lambda_: dict[str, Any] = field(default_factory=dict)
-    support: dict[str, Any] = field(default_factory=dict)
+    lambda_: LambdaSection = field(default_factory=LambdaSection)
+    support: SupportSection = field(default_factory=SupportSection)
     pipelines: tuple[PipelineConfig, ...] = ()
-    executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local", "scheduler": None})
-    history: dict[str, Any] = field(default_factory=lambda: {"path": None})
+    executor: ExecutorSection = field(default_factory=ExecutorSection)
+    history: HistorySection = field(default_factory=HistorySection)
     gate_sources: dict[str, str] = field(default_factory=dict)  # threshold -> "config" or "calibration"
     calibration: Any = None  # the ragaudit.io.calibration.Calibration named by [gate] from
-    compare: dict[str, Any] = field(
-        default_factory=lambda: {"pairs": [], "margin": 0.02, "discordance": 0.10, "icc": 0.5}
-    )
+    compare: CompareSection = field(default_factory=CompareSection)
 
 
 from ragaudit.io.config_schema import (  # noqa: E402, F401  (the schema's names, as they always were here)
@@ -96,7 +102,7 @@ from ragaudit.io.config_schema import (  # noqa: E402, F401  (the schema's names
 
 def default_config() -> Config:
     gate = {key: value for key, value in _defaults(_Gate).items() if key != "from"}  # thresholds only
-    return Config(metrics=_defaults(_Metrics), gate=gate, lambda_=_defaults(_Lambda), support=_defaults(_Support))
+    return Config(gate=gate)
 
 
 # --- pydantic's errors in the house words ---------------------------------------------------------
@@ -236,15 +242,15 @@ def load_config(path: str | Path) -> Config:
         offset_unit=audit.offset_unit,
         workers=audit.workers,
         model=root.embedder.model,
-        metrics=root.metrics.model_dump(),
+        metrics=root.metrics,
         gate=gate,
         gate_sources=sources,
         calibration=calibration,
-        lambda_=root.lambda_.model_dump(),
-        support=root.support.model_dump(),
-        executor=root.executor.model_dump(),
-        history=root.history.model_dump(),
-        compare=root.compare.model_dump(),
+        lambda_=root.lambda_,
+        support=root.support,
+        executor=root.executor,
+        history=root.history,
+        compare=root.compare,
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
             for p in root.pipelines

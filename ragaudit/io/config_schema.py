@@ -102,6 +102,7 @@ class _Embedder(_Table):
 
 class _Metrics(_Table):
     k: _Positive = 5
+    ndcg_k: _Positive | None = None  # ndcg's own cutoff; k when unset
     match_tolerance: _Count = 30
     delta_s: Literal["nearest", "join"] = "nearest"
 
@@ -336,3 +337,12 @@ def _option_defaults() -> dict[str, Any]:
     for model in _KINDS.values():
         out |= _defaults(model)
     return {key: value for key, value in out.items() if key not in ("name", "kind")}
+
+
+# The sections a loaded Config carries, validated and typed: read by attribute (config.metrics.k).
+MetricsSection = _Metrics
+LambdaSection = _Lambda
+SupportSection = _Support
+ExecutorSection = _Executor
+HistorySection = _History
+CompareSection = _Compare

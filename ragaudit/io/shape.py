@@ -63,9 +63,14 @@ def items(data: JSON, key: str, where: str, read: Callable[[Any, str], T], defau
     return [read(item, f"{where}.{key}[{i}]") for i, item in enumerate(items)]
 
 
+# Metric keys of older reports, read under their present name: ndcg, once fixed at 10, follows [metrics] k.
+RENAMED_METRICS = {"ndcg@10": "ndcg@k"}
+
+
 def numbers(data: JSON, key: str, where: str) -> dict[str, float | None]:
+    """An object of metric values, older keys under their present names (RENAMED_METRICS)."""
     found = get(data, key, where, lambda v: isinstance(v, dict), "an object of numbers")
     for name, value in found.items():
         if not opt_num(value):
             raise ShapeError(f"{where}.{key}.{name}: expected a number or null, found {kind_of(value)}")
-    return dict(found)
+    return {RENAMED_METRICS.get(name, name): value for name, value in found.items()}

@@ -46,7 +46,10 @@ class _Sums:
 
 
 @dataclass
-class _Question:
+class QuestionRuns:
+    """What a question's metrics read of its runs: counts, extremes and the sections cited, kept one
+    run at a time."""
+
     runs: int = 0
     errored: int = 0
     correct: int = 0
@@ -94,7 +97,7 @@ class _Question:
         if run.get("zone"):
             self.zones[run["zone"]] = self.zones.get(run["zone"], 0) + 1
 
-    def merge(self, other: "_Question") -> None:
+    def merge(self, other: "QuestionRuns") -> None:
         """Fold in the accumulators of the same question's runs from another batch."""
         for name in ("runs", "errored", "correct", "unmatched", "hallucinating", "ungrounded", "coverage_missing"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -115,16 +118,7 @@ class _Question:
             self.zones[zone_name] = self.zones.get(zone_name, 0) + n
 
     def lam(self, css_min: float) -> tuple[str, float, float | None]:
-        css = len(self.common or ()) / len(self.cited) if self.cited else 0.0
-        spread = (
-            self.max_delta_s - self.min_delta_s
-            if self.max_delta_s is not None and self.min_delta_s is not None
-            else None
-        )
-        state = lambda_state(
-            runs=self.runs, failed=self.errored > 0 or self.empty, correct=self.correct, css=css, css_min=css_min
-        )
-        return state, css, spread
+        return lambda_(question=self, css_min=css_min), css(question=self), delta_s_spread(question=self)
 
     def stats(self) -> QuestionStats:
         return QuestionStats(
@@ -141,12 +135,35 @@ class _Question:
         )
 
 
+def css(*, question: QuestionRuns) -> float:
+    """|∩ S_r| / |∪ S_r| over the question's runs (S_r: the sections run r cites to state the anchor)."""
+    return len(question.common or ()) / len(question.cited) if question.cited else 0.0
+
+
+def delta_s_spread(*, question: QuestionRuns) -> float | None:
+    """max − min delta_s_qr over the question's runs; null when no run has one."""
+    if question.max_delta_s is None or question.min_delta_s is None:
+        return None
+    return question.max_delta_s - question.min_delta_s
+
+
+def lambda_(*, question: QuestionRuns, css_min: float = 0.50) -> str:
+    """The question's λ state (ragaudit.metrics.lam.lambda_state)."""
+    return lambda_state(
+        runs=question.runs,
+        failed=question.errored > 0 or question.empty,
+        correct=question.correct,
+        css=css(question=question),
+        css_min=css_min,
+    )
+
+
 class Aggregates:
     """Feed scored runs with `add`; `finish` gives the question, section and pipeline rows."""
 
     def __init__(self, averaged: tuple[str, ...], css_min: float):
         self.averaged, self.css_min = averaged, css_min
-        self._questions: dict[tuple[str, str], _Question] = {}
+        self._questions: dict[tuple[str, str], QuestionRuns] = {}
         self._histograms: dict[str, dict[str, list[int]]] = {}
         self.order: list[str] = []  # pipelines in the order they were first seen
 
@@ -154,7 +171,7 @@ class Aggregates:
         key = (run["pipeline"], run["qid"])
         question = self._questions.get(key)
         if question is None:
-            question = self._questions[key] = _Question()
+            question = self._questions[key] = QuestionRuns()
             if run["pipeline"] not in self.order:
                 self.order.append(run["pipeline"])
                 self._histograms[run["pipeline"]] = {name: [0] * (bins + 1) for name, bins in HISTOGRAMS.items()}

@@ -27,6 +27,11 @@ class RunView:
     corpus: Corpus | None = None
     k: int = 5
     tolerance: int = 30
+    ndcg_k: int | None = None  # nDCG's own cutoff; k when unset
+
+    @property
+    def ndcg_cutoff(self) -> int:
+        return self.ndcg_k or self.k
 
     @cached_property
     def cited(self) -> tuple[Payload, ...]:
@@ -174,8 +179,10 @@ def mrr(run: RunView) -> float:
     return next((1.0 / (i + 1) for i, r in enumerate(rels) if r), 0.0)
 
 
-def ndcg_at_10(run: RunView) -> float:
+def ndcg_at_k(run: RunView) -> float:
+    """nDCG over the top `ndcg_k` retrieved (k unless set), binary gain, log2 discount."""
     rels, total = run.relevance
-    dcg = sum(r / math.log2(i + 2) for i, r in enumerate(rels[:10]))
-    ideal = sum(1 / math.log2(i + 2) for i in range(min(total, 10)))
+    cutoff = run.ndcg_cutoff
+    dcg = sum(r / math.log2(i + 2) for i, r in enumerate(rels[:cutoff]))
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(total, cutoff)))
     return dcg / ideal if ideal else 0.0

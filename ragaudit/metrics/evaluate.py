@@ -19,6 +19,7 @@ from typing import Callable
 from ragaudit.codes import issue, where
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.citation import RunView
+from ragaudit.metrics.computes import ScoredRun, errored
 from ragaudit.metrics.correct import Verdict, judge
 from ragaudit.metrics.delta_s import (
     DEFAULT_READING,
@@ -28,21 +29,20 @@ from ragaudit.metrics.delta_s import (
     zone,
 )
 from ragaudit.metrics.embed import delta_s_pairs
-from ragaudit.metrics.grounding import Judged, judge_claims
+from ragaudit.metrics.grounding import judge_claims
 from ragaudit.metrics.keycontent import Bars
 from ragaudit.metrics.lam import chain_states
-from ragaudit.metrics.registry import AVERAGED, DISTANCES, RATES, RUN_METRICS
+from ragaudit.metrics.registry import AVERAGED, DISTANCES, RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
 from ragaudit.model import PipelineSummary, Question
 from ragaudit.types import Corpus, GoldItem, Issue, Trace
-
-ERRORED_DELTA_S = 1.0
 
 
 @dataclass(frozen=True)
 class Settings:
     k: int = 5
     match_tolerance: int = 30
+    ndcg_k: int | None = None
     delta_s_reading: str = DEFAULT_READING
     css_min: float = 0.50
     bars: Bars = Bars()
@@ -51,16 +51,17 @@ class Settings:
     @classmethod
     def from_config(cls, config) -> "Settings":
         return cls(
-            k=config.metrics["k"],
-            match_tolerance=config.metrics["match_tolerance"],
-            delta_s_reading=config.metrics["delta_s"],
-            css_min=config.lambda_["css_min"],
+            k=config.metrics.k,
+            match_tolerance=config.metrics.match_tolerance,
+            ndcg_k=config.metrics.ndcg_k,
+            delta_s_reading=config.metrics.delta_s,
+            css_min=config.lambda_.css_min,
             bars=Bars(
-                config.lambda_["anchor_support_min"],
-                config.lambda_["key_recall_min"],
-                config.lambda_["key_precision_min"],
+                config.lambda_.anchor_support_min,
+                config.lambda_.key_recall_min,
+                config.lambda_.key_precision_min,
             ),
-            support_threshold=config.support["threshold"],
+            support_threshold=config.support.threshold,
         )
 
 
@@ -94,15 +95,6 @@ def mean(values) -> float | None:
     return fmean(kept) if kept else None
 
 
-def _finite(value) -> float | None:
-    return None if value is None or math.isnan(value) else float(value)
-
-
-def errored(trace: Trace) -> bool:
-    """A failed run: the pipeline errored, or it retrieved and cited nothing at all."""
-    return trace.error is not None or (not trace.retrieved and not (trace.answer and trace.answer.citations))
-
-
 def score_runs(
     traces: list[Trace],
     gold: dict[str, GoldItem],
@@ -118,7 +110,7 @@ def score_runs(
     views = []
     for trace in traces:
         if trace.qid in gold:
-            views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance))
+            views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance, settings.ndcg_k))
         else:
             result.unmatched.append(f"{trace.config} {trace.qid} v{trace.variant} s{trace.seed}")
     texts = [{p.snippet_id: payload_text(p, corpus) for p in v.trace.retrieved} for v in views]
@@ -142,9 +134,9 @@ def score_runs(
     )
     chains = _chains(views, corpus, encoder)
     for i, view in enumerate(views):
-        ds = {name: _finite(distances[name][i]) for name in DISTANCES}
         verdict = judge(view, claims[i], scored=support is not None)
-        result.runs.append(_run_record(view, ds, claims[i], verdict, chains[i]))
+        run = ScoredRun(view, {name: distances[name][i] for name in DISTANCES}, tuple(claims[i]), verdict)
+        result.runs.append(_run_record(run, chains[i]))
         if view.unreconciled and not errored(view.trace):
             result.notes.append(
                 issue(
@@ -189,30 +181,11 @@ def gold_texts(view: RunView) -> list[str]:
     return out
 
 
-def _run_record(view: RunView, ds: dict, claims: list[Judged], verdict: Verdict, chain: dict | None) -> dict:
+def _run_record(run: ScoredRun, chain: dict | None) -> dict:
+    view, claims, verdict = run.view, run.claims, run.verdict or Verdict(False, "")
     t = view.trace
-    failed = errored(t)
-    metrics: dict = {m.name: (0.0 if failed or m.compute is None else m.compute(view)) for m in RUN_METRICS}
-    scored = [c.support for c in claims if c.support is not None]
-    supported = [c.grounding == "supported" for c in claims]
-    metrics.update(ds)
-    metrics.update(
-        support=mean(scored),
-        grounded=mean(float(s) for s in supported),
-        fully_grounded=(1.0 if all(supported) else 0.0) if supported else None,
-        hallucinations=float(sum(len(c.hallucinated) for c in claims)),
-        anchor_support=verdict.anchor_support,
-        key_content=verdict.key_share,
-        correct=1.0 if verdict.correct else 0.0,
-    )
-    if failed:
-        metrics.update(
-            {name: 0.0 for name in RATES},
-            anchor_support=None,
-            key_content=None,
-            hallucinations=0.0,
-            **{name: ERRORED_DELTA_S for name in DISTANCES if name != "delta_s_gold"},
-        )
+    failed = run.failed
+    metrics: dict = {m.name: m.compute(run=run) for m in RUN_METRICS}
     by_id = {p.snippet_id: p for p in view.cited}
     stating = [c for c in claims if c.claim.n in verdict.stating]
     stated_sections = sorted(

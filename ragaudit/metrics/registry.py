@@ -1,15 +1,23 @@
 """Every metric ragaudit reports, registered by name with its level, direction and definition.
 
-`ragaudit metrics` prints this table; the tests check every registered run metric for the shared
-properties (bounded, order-invariant, perfect input gives its best value).
+`ragaudit metrics` prints this table; the evaluation computes every metric with its `compute`
+(keyword-only: `run=` a scored run for the run and claim metrics, `question=` a question's runs for
+the question metrics); the tests check every registered metric for the shared properties (its
+value lies in its range, its direction holds, it is documented).
+
+The ranking metrics are computed at the configured cutoff: `[metrics] k` for hit@k and recall@k,
+`[metrics] ndcg_k` (k when unset) for ndcg@k. Their keys in report.json and runs.parquet keep the
+letter k (`hit@k`, `ndcg@k`); every view labels them with the cutoff (`hit@5`). A report written
+before ndcg followed k stored `ndcg@10`; it loads as `ndcg@k` (`ragaudit.io.shape.RENAMED_METRICS`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from ragaudit.metrics import citation
+from ragaudit.metrics import aggregate, computes
+from ragaudit.metrics.lam import STATES
 
 
 @dataclass(frozen=True)
@@ -17,12 +25,20 @@ class Metric:
     name: str
     level: str  # "run", "claim" or "question"
     description: str
-    compute: Callable | None = None  # RunView -> value, for the metrics computed from one run alone
+    compute: Callable[..., Any]  # keyword-only: run= a ScoredRun (run, claim), question= a QuestionRuns
     higher_is_better: bool = True
     bounds: tuple[float, float] = (0.0, 1.0)
     compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
     outcome: bool = False  # a per-run 0/1 outcome, whose question mean is a share: `compare` sign-tests it
     gated_by: tuple[str, ...] = ()  # the [gate] checks that read it by default
+    states: tuple[str, ...] = ()  # a categorical metric's values, worst first (bounds then do not apply)
+
+    def label(self, k: int = 5, ndcg_k: int | None = None) -> str:
+        """The name a view shows: a ranking metric with its cutoff (`hit@5`)."""
+        if not self.name.endswith("@k"):
+            return self.name
+        cutoff = (ndcg_k or k) if self.name == "ndcg@k" else k
+        return f"{self.name[:-1]}{cutoff}"
 
     def __str__(self) -> str:
         return self.name
@@ -36,7 +52,7 @@ METRICS: dict[str, Metric] = {
             "run",
             "|(∪ cited spans) ∩ (∪ gold spans)| / |∪ gold spans|, per document, in the gold "
             "unit; null when units cannot be reconciled",
-            citation.coverage,
+            computes.coverage,
             gated_by=("coverage_pass_rate",),
         ),
         Metric(
@@ -45,7 +61,7 @@ METRICS: dict[str, Metric] = {
             "1 when a cited payload is in a gold span's doc and section and names its "
             "expected snippet or overlaps it widened by match_tolerance, and every citation was retrieved; an "
             'accept = "any" item matches when any alternative does',
-            citation.citation_match,
+            computes.citation_match,
             outcome=True,
             gated_by=("citation_match_min",),
         ),
@@ -53,17 +69,22 @@ METRICS: dict[str, Metric] = {
             "citation_precision",
             "run",
             "cited payloads overlapping a gold span / cited payloads",
-            citation.citation_precision,
+            computes.citation_precision,
         ),
         Metric(
-            "citation_recall", "run", "gold spans overlapped by a cited payload / gold spans", citation.citation_recall
+            "citation_recall", "run", "gold spans overlapped by a cited payload / gold spans", computes.citation_recall
         ),
         Metric(
-            "hit@k", "run", "1 when a relevant payload is in the top k retrieved", citation.hit_at_k, compared=False
+            "hit@k", "run", "1 when a relevant payload is in the top k retrieved", computes.hit_at_k, compared=False
         ),
-        Metric("recall@k", "run", "relevant payloads in the top k / size of the relevant set", citation.recall_at_k),
-        Metric("mrr", "run", "1 / rank of the first relevant payload", citation.mrr),
-        Metric("ndcg@10", "run", "nDCG over the top 10, binary gain, log2 discount", citation.ndcg_at_10),
+        Metric("recall@k", "run", "relevant payloads in the top k / size of the relevant set", computes.recall_at_k),
+        Metric("mrr", "run", "1 / rank of the first relevant payload", computes.mrr),
+        Metric(
+            "ndcg@k",
+            "run",
+            "nDCG over the top ndcg_k retrieved (k unless [metrics] ndcg_k is set), binary gain, log2 discount",
+            computes.ndcg_at_k,
+        ),
         Metric(
             "delta_s_qr",
             "run",
@@ -71,6 +92,7 @@ METRICS: dict[str, Metric] = {
             "payloads (the top-k retrieved without an answer), reading `nearest`: the closest single cited text "
             '(`[metrics] delta_s = "join"` compares with the joined cited texts instead); 1.0 for a run that '
             "errored or cites nothing; zones stable < 0.40 ≤ transit < 0.60 ≤ risk < 0.85 ≤ danger",
+            computes.delta_s_qr,
             higher_is_better=False,
         ),
         Metric(
@@ -78,6 +100,7 @@ METRICS: dict[str, Metric] = {
             "run",
             "dS(query, gold statement): the question against the closest sentence of the texts the gold set says "
             "to cite (its expected citations, or the anchor)",
+            computes.delta_s_gold,
             higher_is_better=False,
             compared=False,
         ),
@@ -88,6 +111,7 @@ METRICS: dict[str, Metric] = {
             "closest sentence the run cites lies than the gold's (0 when it cites the gold sentence, whatever the "
             "chunk); the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
             "that errored or cites nothing",
+            computes.delta_s_excess,
             higher_is_better=False,
             gated_by=("delta_s_excess_max",),
         ),
@@ -95,6 +119,7 @@ METRICS: dict[str, Metric] = {
             "delta_s_topk",
             "run",
             "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
+            computes.delta_s_topk,
             higher_is_better=False,
             compared=False,
         ),
@@ -102,6 +127,7 @@ METRICS: dict[str, Metric] = {
             "delta_s_ra",
             "run",
             "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
+            computes.delta_s_ra,
             higher_is_better=False,
             compared=False,
         ),
@@ -110,18 +136,21 @@ METRICS: dict[str, Metric] = {
             "claim",
             "how well a claim's cited texts support it (calibrated scorer, or the "
             "CrossEncoder of [support] model); mean over the run's cited claims",
+            computes.support,
         ),
         Metric(
             "grounded",
             "run",
             "supported claims / claims: a claim is supported when its cited texts support it (support >= "
             "support.threshold) and hold every quantity and identifier it states; uncited claims count as not",
+            computes.grounded,
         ),
         Metric(
             "fully_grounded",
             "run",
             "1 when every claim of the answer is supported, else 0; null without an answer; its mean is what "
             "grounded_pass_rate gates",
+            computes.fully_grounded,
             outcome=True,
             gated_by=("grounded_pass_rate",),
         ),
@@ -129,6 +158,7 @@ METRICS: dict[str, Metric] = {
             "anchor_support",
             "run",
             "support the gold anchor gives the claim (citing a matching payload) that states it best",
+            computes.anchor_support,
             compared=False,
         ),
         Metric(
@@ -136,6 +166,7 @@ METRICS: dict[str, Metric] = {
             "run",
             "share of the gold anchor's key content (quantities, identifiers, names, content words not in the "
             "question; the reference answer's part of them when there is one) stated by the best such claim",
+            computes.key_content,
             compared=False,
         ),
         Metric(
@@ -145,6 +176,7 @@ METRICS: dict[str, Metric] = {
             "anchor (key content recall >= lambda.key_recall_min, precision >= lambda.key_precision_min, anchor "
             "support >= lambda.anchor_support_min) and no claim "
             "conflicts with it (a rival quantity or identifier, or a negation); every run's reason is in the report",
+            computes.correct,
             outcome=True,
             gated_by=("lambda_convergent_min", "lambda_forbid"),
         ),
@@ -153,6 +185,7 @@ METRICS: dict[str, Metric] = {
             "run",
             "quantities and identifiers in the answer's claims that none of their cited texts (nor the question) "
             "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
+            computes.hallucinations,
             higher_is_better=False,
             bounds=(0.0, float("inf")),
             compared=False,
@@ -163,11 +196,13 @@ METRICS: dict[str, Metric] = {
             "question",
             "|∩ S_r| / |∪ S_r| over the question's runs, S_r = the (doc_id, section_id) pairs "
             "cited by run r's claims that state the gold anchor (all it cites when none does)",
+            aggregate.css,
         ),
         Metric(
             "delta_s_spread",
             "question",
             "max − min delta_s_qr over the question's runs; reported, not part of λ",
+            aggregate.delta_s_spread,
             higher_is_better=False,
         ),
         Metric(
@@ -176,12 +211,24 @@ METRICS: dict[str, Metric] = {
             "divergent ← (a run errored or cites nothing) / chaotic × (no run correct) / "
             "recursive <> (some runs correct, or css < lambda.css_min) / convergent → (every run correct, css >= "
             "css_min)",
-            bounds=(0.0, 0.0),
+            aggregate.lambda_,
+            states=tuple(reversed(STATES)),
         ),
     )
 }
 
-RUN_METRICS = tuple(m for m in METRICS.values() if m.compute is not None)
+RUN_METRICS = tuple(m for m in METRICS.values() if m.level != "question")  # computed per run
+QUESTION_METRICS = tuple(m for m in METRICS.values() if m.level == "question")
+
+
+def labels(settings: Any) -> dict[str, str]:
+    """Each metric's name as views show it (`hit@k` → `hit@5`), from the settings a report was computed
+    with (its meta.metrics). A report written before ndcg followed k lacks ndcg_k: it computed ndcg at 10."""
+    settings = settings if isinstance(settings, dict) else {}
+    k = settings.get("k") or 5
+    ndcg_k = settings["ndcg_k"] if "ndcg_k" in settings else 10
+    return {m.name: m.label(k, ndcg_k) for m in METRICS.values()}
+
 
 # Every list of metrics the package uses, here beside the registry and checked against it at import.
 # The rates (an errored run scores 0 on each) and the distances (1.0), averaged per question, section
@@ -194,7 +241,7 @@ RATES = (
     "hit@k",
     "recall@k",
     "mrr",
-    "ndcg@10",
+    "ndcg@k",
     "support",
     "grounded",
     "fully_grounded",
@@ -204,7 +251,7 @@ DISTANCES = ("delta_s_qr", "delta_s_gold", "delta_s_excess", "delta_s_topk", "de
 AVERAGED = (*RATES, *DISTANCES, "anchor_support", "key_content", "hallucinations")
 # Which metrics each view shows, in its column order: summary.md's table, report.html's run drill-down.
 VIEWS = {
-    "summary": ("citation_match", "coverage", "delta_s_qr", "correct", "mrr", "support"),
+    "summary": ("citation_match", "coverage", "delta_s_qr", "correct", "hit@k", "mrr", "support"),
     "drill": (
         "citation_match",
         "coverage",
@@ -214,7 +261,10 @@ VIEWS = {
         "delta_s_topk",
         "delta_s_ra",
         "citation_precision",
+        "hit@k",
+        "recall@k",
         "mrr",
+        "ndcg@k",
         "support",
         "grounded",
         "anchor_support",
@@ -222,7 +272,15 @@ VIEWS = {
         "hallucinations",
     ),
 }
-_LISTED = {*AVERAGED, *(name for view in VIEWS.values() for name in view)}
+# What `ragaudit history` and report.html's trend panel follow across runs, by the name the history
+# stores: a pipeline's mean of a run metric, or for λ the share of its questions that converge.
+TRENDED = {
+    "citation_match": "citation_match",
+    "coverage": "coverage",
+    "delta_s_qr": "delta_s_qr",
+    "lambda": "convergent_share",
+}
+_LISTED = {*AVERAGED, *TRENDED, *(name for view in VIEWS.values() for name in view)}
 if not _LISTED <= set(METRICS) or set(AVERAGED) != {m.name for m in METRICS.values() if m.level != "question"}:
     raise ImportError(f"metric lists out of step with the registry: {sorted(_LISTED ^ set(METRICS))}")
 

@@ -5,6 +5,7 @@ same as JSON for tools; and an SVG of the lines."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ragaudit.history import Point, sparkline
 
@@ -71,3 +72,10 @@ def render_svg(points: list[Point]) -> str:
     from ragaudit.render.charts import trend_chart
 
     return trend_chart({f"{p} · {m}": [x.value for x in found] for (p, m), found in series_of(points).items()})
+
+
+def write_svg(path: Path, points: list[Point]) -> None:
+    """The trends drawn to an SVG file, written whole or not at all."""
+    from ragaudit.io.files import write_atomic
+
+    write_atomic(path, render_svg(points))

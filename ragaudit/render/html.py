@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ragaudit.io.files import write_atomic
 from ragaudit.metrics.lam import STATES, SYMBOLS
-from ragaudit.metrics.registry import VIEWS
+from ragaudit.metrics.registry import VIEWS, labels
 from ragaudit.model import Report
 from ragaudit.render import formatting
 from ragaudit.render.formatting import num, pct
@@ -360,6 +360,7 @@ def drill_data(report: dict, t: dict) -> dict:
         "questions": questions,
         "snippets": {ref: snippets[ref] for ref in sorted(used) if ref in snippets},
         "thresholds": t,
+        "labels": {n: shown for n, shown in labels((report.get("meta") or {}).get("metrics")).items() if n != shown},
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import IO
 
 
@@ -71,16 +72,21 @@ def codes(fmt: str) -> str:
     return "\n".join(f"{c.code:<28} {c.severity:<8} {c.meaning}\n{'':<37} fix: {c.fix}" for c in CODES.values())
 
 
-def metrics(fmt: str) -> str:
+def metrics(fmt: str, config_path: Path | None = None) -> str:
     """Every metric with its level, direction, the gate checks that read it and its definition;
-    then which ΔS the gate reads, and why."""
-    from ragaudit.metrics.registry import GATED_DELTA_S, METRICS
+    then which ΔS the gate reads, and why. The ranking metrics show the cutoff of the config's
+    [metrics] (the default's without one)."""
+    from ragaudit.io.config import load_config
+    from ragaudit.metrics.registry import GATED_DELTA_S, METRICS, labels
+
+    label = labels(load_config(config_path).metrics.model_dump() if config_path else {"k": 5, "ndcg_k": None})
 
     if fmt == "json":
         return json.dumps(
             [
                 {
                     "name": m.name,
+                    "label": label[m.name],
                     "level": m.level,
                     "higher_is_better": m.higher_is_better,
                     "gated_by": list(m.gated_by),
@@ -94,5 +100,5 @@ def metrics(fmt: str) -> str:
     for m in METRICS.values():
         direction = "higher is better" if m.higher_is_better else "lower is better"
         gated = f" [gated: {', '.join(m.gated_by)}]" if m.gated_by else ""
-        lines.append(f"{m.name:<20} {m.level:<9} {direction:<17} {m.description}{gated}")
+        lines.append(f"{label[m.name]:<20} {m.level:<9} {direction:<17} {m.description}{gated}")
     return "\n".join(lines) + f"\n\n{GATED_DELTA_S}"

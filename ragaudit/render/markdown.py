@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from ragaudit.io.files import write_atomic
-from ragaudit.metrics.registry import VIEWS
+from ragaudit.metrics.registry import VIEWS, labels
 from ragaudit.model import Gate, Report
 from ragaudit.render.formatting import against
 
@@ -41,9 +41,12 @@ def render_summary(report: Report, comparison: dict | None = None) -> str:
     )
     if s.gold_errors or s.gold_warnings:
         lines.append(f"Gold check: {s.gold_errors} errors, {s.gold_warnings} warnings.")
+    label = labels(report.meta.get("metrics"))
     lines += [
         "",
-        "| pipeline | gate | " + " | ".join(SHOWN) + " | errored runs | hallucinating runs | λ convergent |",
+        "| pipeline | gate | "
+        + " | ".join(label[m] for m in SHOWN)
+        + " | errored runs | hallucinating runs | λ convergent |",
         "|---" * (len(SHOWN) + 5) + "|",
     ]
     for name, p in s.pipelines.items():

@@ -47,14 +47,13 @@ retriever = "bm25"
     assert config.seeds == (1, 2) and config.paraphrases == 3
     assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
     assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_excess_max"] == 0.25
-    assert config.gate["hallucination_max"] == 0 and config.lambda_ == {
-        "css_min": 0.5,
-        "anchor_support_min": 0.45,
-        "key_recall_min": 0.3,
-        "key_precision_min": 0.5,
-    }
-    assert config.metrics == {"k": 5, "match_tolerance": 30, "delta_s": "nearest"}
-    assert config.support == {"threshold": 0.7, "model": None, "params": None}
+    assert config.gate["hallucination_max"] == 0
+    lam = config.lambda_
+    assert (lam.css_min, lam.anchor_support_min, lam.key_recall_min, lam.key_precision_min) == (0.5, 0.45, 0.3, 0.5)
+    assert (config.metrics.k, config.metrics.match_tolerance, config.metrics.delta_s) == (5, 30, "nearest")
+    assert config.metrics.ndcg_k is None  # ndcg follows k
+    assert (config.support.threshold, config.support.model, config.support.params) == (0.7, None, None)
+    assert (config.executor.kind, config.executor.scheduler, config.history.path) == ("local", None, None)
     [pipeline] = config.pipelines
     assert (pipeline.name, pipeline.kind, pipeline.options["retriever"], pipeline.options["k"]) == (
         "bm25",
@@ -547,7 +546,7 @@ def test_compare_pairs_name_configured_pipelines_and_margins_lie_inside_0_1(tmp_
     accepted = write(
         tmp_path, '[compare]\npairs = [["bm25", "dense"], ["dense", "dense"]]\nmargin = 0.05\n\n' + pipelines
     )
-    assert load_config(accepted).compare == {
+    assert load_config(accepted).compare.model_dump() == {
         "pairs": [["bm25", "dense"], ["dense", "dense"]],
         "margin": 0.05,
         "discordance": 0.1,

@@ -28,7 +28,7 @@ def scores(run: RunView) -> dict:
             ("hit", "hit_at_k"),
             ("recall@k", "recall_at_k"),
             ("mrr", "mrr"),
-            ("ndcg", "ndcg_at_10"),
+            ("ndcg", "ndcg_at_k"),
         )
     }
 
@@ -132,8 +132,14 @@ spans = st.tuples(st.integers(0, 300), st.integers(1, 40)).map(lambda t: (t[0], 
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(spans, min_size=0, max_size=12), st.lists(spans, min_size=1, max_size=3), st.integers(1, 6))
-def test_retrieval_metrics_agree_with_ir_measures(retrieved, gold_spans, k):
+@given(
+    st.lists(spans, min_size=0, max_size=12),
+    st.lists(spans, min_size=1, max_size=3),
+    st.integers(1, 6),
+    st.one_of(st.none(), st.integers(1, 12)),
+)
+def test_retrieval_metrics_agree_with_ir_measures(retrieved, gold_spans, k, ndcg_k):
+    """hit, recall at k, nDCG at its own cutoff (k when unset) and MRR, as trec_eval computes them."""
     trace = {
         "qid": "q",
         "retrieved": [
@@ -150,7 +156,7 @@ def test_retrieval_metrics_agree_with_ir_measures(retrieved, gold_spans, k):
         Anchor(Span(*gold_spans[0]), "x"),
         expected_citations=tuple(ExpectedCitation("d", Span(*g)) for g in gold_spans),
     )
-    run = RunView(parse_trace(trace), item, None, k, 30)
+    run = RunView(parse_trace(trace), item, None, k, 30, ndcg_k)
     rels, _ = run.relevance
     matched = {i for p in run.trace.retrieved for i in run.overlapping(p)}
     qrels = [ir_measures.Qrel("q", f"s{i}", 1) for i, r in enumerate(rels) if r]
@@ -159,8 +165,10 @@ def test_retrieval_metrics_agree_with_ir_measures(retrieved, gold_spans, k):
     ranking = [ir_measures.ScoredDoc("q", f"s{i}", float(len(retrieved) - i)) for i in range(len(retrieved))]
     if not any(q.relevance for q in qrels):
         return
-    expected = ir_measures.calc_aggregate([nDCG @ 10, RR, R @ k, Success @ k], qrels, ranking) if ranking else {}
-    assert citation.ndcg_at_10(run) == pytest.approx(expected.get(nDCG @ 10, 0.0))
+    cutoff = ndcg_k or k
+    measures = [nDCG @ cutoff, RR, R @ k, Success @ k]
+    expected = ir_measures.calc_aggregate(measures, qrels, ranking) if ranking else {}
+    assert citation.ndcg_at_k(run) == pytest.approx(expected.get(nDCG @ cutoff, 0.0))
     assert citation.mrr(run) == pytest.approx(expected.get(RR, 0.0))
     assert citation.recall_at_k(run) == pytest.approx(expected.get(R @ k, 0.0))
     assert citation.hit_at_k(run) == pytest.approx(expected.get(Success @ k, 0.0))

@@ -10,7 +10,8 @@ from helpers import KEYS_SENTENCE, POLICIES
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.evaluate import RATES, Settings, evaluate
+from ragaudit.metrics.evaluate import Settings, evaluate
+from ragaudit.metrics.registry import RATES
 from ragaudit.metrics.support import SupportScorer
 from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
 

@@ -41,7 +41,7 @@ METRICS = (
     "hallucinations",
     "hit@k",
     "mrr",
-    "ndcg@10",
+    "ndcg@k",
     "recall@k",
     "support",
 )
@@ -551,3 +551,12 @@ def test_reasoning_chains_are_shown_in_the_drill_down(driver, tmp_path):
     assert chain.text.lower().startswith("reasoning chain · λ " + run["chain"]["state"])  # h4 is set in capitals
     assert "Primary sources:" in chain.text and run["attribution"]["primary_sources"][0]["doc_id"] in chain.text
     assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_the_drill_down_labels_the_ranking_metrics_with_their_cutoff():
+    report = tiny_report()
+    report.setdefault("meta", {})["metrics"] = {"k": 3, "ndcg_k": 7}
+    data = drill_data(report, thresholds(report))
+    assert data["labels"] == {"hit@k": "hit@3", "recall@k": "recall@3", "ndcg@k": "ndcg@7"}
+    assert {"hit@k", "recall@k", "ndcg@k"} <= set(data["questions"][0]["runs"][0]["metrics"])
+    assert "DATA.labels['hit@k']" in render_html(report)

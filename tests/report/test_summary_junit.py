@@ -120,3 +120,12 @@ def test_a_value_rounding_to_its_threshold_shows_the_digits_that_decide(tmp_path
     assert case.find("failure").get("message") == "delta_s_mean_max: value 0.4004, threshold ≤ 0.4"
     page = render_html(document.to_json())
     assert ">0.4004<" in page and ">0.400<" not in page
+
+
+def test_summary_labels_the_ranking_metrics_with_their_cutoff():
+    """hit@k is shown at the k the report was scored with; a report without its settings, at the default."""
+    scored = report()
+    scored.meta["metrics"] = {"k": 3, "ndcg_k": None, "match_tolerance": 30}
+    header = next(line for line in render_summary(scored).splitlines() if line.startswith("| pipeline"))
+    assert "| hit@3 |" in header and "hit@k" not in header
+    assert "| hit@5 |" in render_summary(report())

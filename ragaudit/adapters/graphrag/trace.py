@@ -131,7 +131,7 @@ def default_scorer(model: str = DEFAULT_MODEL) -> Scorer:
     try:
         from ragaudit.inputs import encoder_for, support_for
 
-        return support_for({}, encoder_for(model))
+        return support_for(None, encoder_for(model))
     except ImportError as exc:
         raise RagauditError(f"verification needs ragaudit.metrics.support, which cannot be imported: {exc}") from exc
 

@@ -225,7 +225,9 @@
     var facts = el('p', 'facts', [fact('match', m.citation_match), fact('coverage', m.coverage),
       fact('ΔS(q, cited)', m.delta_s_qr), fact('ΔS(q, gold)', m.delta_s_gold), fact('ΔS excess', m.delta_s_excess),
       fact('ΔS(q, top-k)', m.delta_s_topk), fact('ΔS(cited, anchor)', m.delta_s_ra),
-      fact('precision', m.citation_precision), fact('mrr', m.mrr), fact('support', m.support),
+      fact('precision', m.citation_precision), fact(DATA.labels['hit@k'], m['hit@k']),
+      fact(DATA.labels['recall@k'], m['recall@k']), fact('mrr', m.mrr), fact(DATA.labels['ndcg@k'], m['ndcg@k']),
+      fact('support', m.support),
       fact('grounded', m.grounded), fact('anchor support', m.anchor_support), fact('key content', m.key_content)]);
     var verdict = el('p', 'why ' + (run.correct ? 'ok' : 'bad'), [
       run.correct ? chip('pass', 'correct') : chip('fail', 'not correct'), ' ', run.why || '']);
