@@ -180,6 +180,9 @@ def test_gold_check(cli, tmp_path, corpus_dir):
     gold.write_text(gold.read_text() + json.dumps(dict(item, qid="K0")) + "\n", encoding="utf-8")
     dup = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance", "--format", "json")
     assert dup.exit_code == 1 and json.loads(dup.output)["counts"] == {"gold_duplicate_qid": 1}
+    text = cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance").output
+    # a gold item is named by its qid: it has no variant or seed to print
+    assert f"{gold}:4: error gold_duplicate_qid [K0] $" in text and "None" not in text
     gold.write_text(gold.read_text() + "[]\n", encoding="utf-8")
     assert cli("gold", "check", gold, "--corpus", corpus_dir, "--no-distance").exit_code == 3
     for qid in ("", "   "):

@@ -15,13 +15,13 @@ def issue_line(issue) -> str:
     where = issue.file or "-"
     if issue.line is not None:
         where += f":{issue.line}"
-    run = (
-        ""
-        if issue.qid is None
-        else f" [{issue.qid} v{issue.variant} s{issue.seed}"
-        + (f" seg{issue.seg}" if issue.seg is not None else "")
-        + "]"
-    )
+    # a run is named by what it has: a gold item has a qid but no variant or seed
+    named = [
+        f"{mark}{value}"
+        for mark, value in (("", issue.qid), ("v", issue.variant), ("s", issue.seed), ("seg", issue.seg))
+        if value is not None
+    ]
+    run = f" [{' '.join(named)}]" if issue.qid is not None else ""
     return f"{where}: {issue.severity} {issue.code}{run} {issue.path}: {issue.message}\n    fix: {issue.fix}"
 
 
