@@ -22,6 +22,7 @@ from typing import Iterable
 from ragaudit import progress, runstore
 from ragaudit.gating import evaluate_gate
 from ragaudit.io.config import Config
+from ragaudit.io.config_schema import kind_keys
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation, Settings, score_runs
 from ragaudit.metrics.registry import AVERAGED
@@ -332,7 +333,11 @@ def report_of(result: Audit, subject: Subject, manifest: dict) -> Report:
         p.name: PipelineResult(
             kind=p.kind,
             options=json.loads(
-                json.dumps({k: v for k, v in sorted(p.options.items()) if v is not None}, default=str, allow_nan=False)
+                json.dumps(
+                    {k: v for k, v in sorted(p.options.items()) if v is not None and k in kind_keys(p.kind)},
+                    default=str,
+                    allow_nan=False,
+                )
             ),
             index=index.get(p.name),
             aborted=result.aborted.get(p.name),

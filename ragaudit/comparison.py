@@ -168,6 +168,8 @@ def noninferiority_p(better: np.ndarray, margin: float) -> float:
     moving = shifted[shifted != 0]
     if moving.size == 0:
         return 1.0
+    if moving.size == 1:  # its two signs are the whole null distribution: at or above it, one or both
+        return 0.5 if moving[0] > 0 else 1.0
     return _sign_flip_p(moving, "greater")
 
 

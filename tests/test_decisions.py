@@ -190,6 +190,12 @@ def test_non_inferiority_p_by_hand():
     assert noninferiority_p(better, 0.02) == pytest.approx(by_hand)
 
 
+def test_non_inferiority_p_of_a_single_question_is_its_two_signs():
+    # one shifted difference d: the null flips it to -d; P(mean >= d) is 1/2 above 0, 1 below
+    assert noninferiority_p(np.array([0.1]), 0.02) == 0.5
+    assert noninferiority_p(np.array([-0.1]), 0.02) == 1.0
+
+
 def test_non_inferiority_follows_the_direction_of_the_metric():
     n = 60
     base = [0.3] * n

@@ -122,6 +122,32 @@ def test_python_and_command_pipelines_in_one_run(tmp_path):
     assert all(t.error is None for t in traces)
 
 
+def test_a_python_or_command_pipeline_is_shown_as_itself(tmp_path):
+    """Its label names the store and model its index reported, and its options are the ones its
+    kind takes: nothing of the reference pipeline (retriever, analyzer, chunk_size, temperature)."""
+    pipelines = (
+        '[[pipelines]]\nname = "py"\nkind = "python"\nfactory = "slow_rag:make"\nk = 3\noptions = {delay = 0.0}\n'
+        f'[[pipelines]]\nname = "cmd"\nkind = "command"\n'
+        f'command = ["{sys.executable}", "{FIXTURES / "jsonl_rag.py"}"]\ntimeout_s = 10\n'
+    )
+    config = write_config(tmp_path, pipelines, items=1, seeds="[1]")
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        result = invoke("run", config, "--no-gate")
+    finally:
+        sys.path.remove(str(FIXTURES))
+    assert result.exit_code == 0, result.output
+    run_dir = run_dir_of(result)
+    pipes = json.loads((run_dir / "report.json").read_text())["pipelines"]
+    remote = {"k", "timeout_s", "retries", "retry_backoff_s", "cache"}
+    assert set(pipes["py"]["options"]) == remote | {"factory", "options"}
+    assert pipes["py"]["options"]["options"] == {"delay": 0.0} and pipes["py"]["options"]["k"] == 3
+    assert set(pipes["cmd"]["options"]) == remote | {"command"}
+    page = (run_dir / "report.html").read_text()
+    assert "python · slow · none · k=3 ·" in page and "command · echo · none · k=5 ·" in page
+    assert "bm25" not in page
+
+
 def test_unstartable_command_pipeline_exits_4(tmp_path):
     config = write_config(tmp_path, '[[pipelines]]\nname = "gone"\nkind = "command"\ncommand = ["/nonexistent/rag"]\n')
     result = CliRunner().invoke(main, ["run", str(config)])

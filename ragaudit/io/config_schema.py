@@ -339,6 +339,12 @@ def _option_defaults() -> dict[str, Any]:
     return {key: value for key, value in out.items() if key not in ("name", "kind")}
 
 
+def kind_keys(kind: str) -> tuple[str, ...]:
+    """The keys a pipeline of this kind takes, but name and kind: what its report records."""
+    model = _KINDS.get(kind)
+    return tuple(key for key in _defaults(model) if key not in ("name", "kind")) if model else ()
+
+
 # The sections a loaded Config carries, validated and typed: read by attribute (config.metrics.k).
 MetricsSection = _Metrics
 LambdaSection = _Lambda

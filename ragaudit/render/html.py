@@ -110,6 +110,18 @@ def _banner(report: dict) -> dict:
     }
 
 
+def pipeline_label(pipe: dict) -> str:
+    """What a pipeline is, from what it was given and what it reported: a reference pipeline by its
+    retriever and reranker, any other by the store and model its index named; then its k."""
+    opts, index = pipe.get("options") or {}, pipe.get("index") or {}
+    if pipe.get("kind") == "reference":
+        parts = [pipe.get("kind"), opts.get("retriever"), opts.get("rerank")]
+    else:
+        parts = [pipe.get("kind"), index.get("store"), index.get("embed_model")]
+    parts.append(f"k={opts['k']}" if opts.get("k") else None)
+    return " · ".join(str(v) for v in parts if v)
+
+
 def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") -> dict:
     state = "neutral" if check is None else ("pass" if check["passed"] else "fail")
     return {"label": label, "value": value, "gate": gate, "state": state, "hint": hint or gate}
@@ -140,9 +152,7 @@ def _cards(report: dict, t: dict) -> dict:
         n = sum(lam.values()) or p.get("questions") or 0
         conv = lam.get("convergent", 0) / n if n else None
         m = p.get("metrics") or {}
-        opts = (pipes.get(name) or {}).get("options") or {}
-        kind = [(pipes.get(name) or {}).get("kind"), opts.get("retriever"), opts.get("rerank")]
-        kind.append(f"k={opts['k']}" if opts.get("k") else None)
+        kind = pipeline_label(pipes.get(name) or {})
         kpis = [
             _kpi(
                 "Citation match",
@@ -180,7 +190,7 @@ def _cards(report: dict, t: dict) -> dict:
                 "name": name,
                 "verdict": ("fail" if any(not c["passed"] for c in by.values()) else "pass") if by else "neutral",
                 "gated": bool(by),
-                "kind": " · ".join(str(v) for v in kind if v),
+                "kind": kind,
                 "runs": p.get("runs"),
                 "errored": p.get("errored"),
                 "hallucinating": p.get("hallucinating_runs"),
