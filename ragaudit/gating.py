@@ -355,6 +355,53 @@ def _regressions(scope: Scope, baseline: Baseline) -> Check:
     )
 
 
+def _n(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.3g}"
+
+
+def _runs(count: int, q: Question, what: str) -> str:
+    return f"{count} of {q.stats.runs} runs {what}"
+
+
+# Per check, why one question it names fails it, from the question's own figures and the check's
+# threshold and settings: a pipeline-wide value says how the pipeline did, this says what to look at.
+_WHY: dict[str, Callable[[Check, Question], str]] = {
+    "delta_s_excess_max": lambda c, q: (
+        f"its worst run's ΔS excess {_n(q.stats.max_delta_s_excess)} > {_n(c.threshold)}"
+    ),
+    "delta_s_max": lambda c, q: f"its worst run's ΔS {_n(q.stats.max_delta_s)} > {_n(c.threshold)}",
+    "delta_s_mean_max": lambda c, q: f"its mean ΔS {_n(q.metrics.get('delta_s_qr'))} > {_n(c.threshold)}",
+    "coverage_pass_rate": lambda c, q: (
+        f"its lowest coverage {_n(q.stats.min_coverage)} < coverage_min {_n(c.settings.get('coverage_min'))}"
+        + (f", {_runs(q.stats.coverage_missing, q, 'without a coverage')}" if q.stats.coverage_missing else "")
+    ),
+    "citation_match_min": lambda c, q: _runs(q.stats.unmatched, q, "cite no span that matches the gold"),
+    "lambda_convergent_min": lambda c, q: (
+        f"its λ is {q.lam.state} (css {_n(q.lam.css)}, spread {_n(q.lam.spread)}), not convergent"
+    ),
+    "lambda_forbid": lambda c, q: f"its λ is {q.lam.state}, a forbidden state ({c.bound})",
+    "hallucination_max": lambda c, q: _runs(
+        q.stats.hallucinating, q, "state a quantity or identifier no cited text holds"
+    ),
+    "grounded_pass_rate": lambda c, q: _runs(q.stats.ungrounded, q, "have a claim their cited texts do not support"),
+    "max_errors": lambda c, q: "its runs have validator issues of severity error (issues.jsonl lists them)",
+    "analyzer_parity": lambda c, q: c.detail,
+    "drift_delta_s_mean": lambda c, q: f"its mean ΔS rose by more than {_n(c.threshold)} since the baseline",
+    "drift_coverage": lambda c, q: f"its mean coverage fell by more than {_n(c.threshold)} since the baseline",
+    "drift_citation_match": lambda c, q: f"its citation match fell by more than {_n(c.threshold)} since the baseline",
+}
+
+
+def question_why(check: Check, question: Question) -> str:
+    """Why `question` is among the questions `check` names, in words: the question's own figure
+    against the check's bar (its λ state and css for lambda_convergent_min, its worst ΔS for
+    delta_s_max), never the pipeline's value."""
+    if question.qid in check.reasons:
+        return check.reasons[question.qid]
+    why = _WHY.get(check.name)
+    return why(check, question) if why else ""
+
+
 def foreign_baseline(inputs: dict | None, baseline_inputs: dict | None) -> str | None:
     """Why a baseline (built on `baseline_inputs`) cannot be compared with a run on these inputs
     (another gold set or corpus), or None when it can. Inputs are sha256 by name, as a manifest

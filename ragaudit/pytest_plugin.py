@@ -6,7 +6,8 @@
 The audit of each config runs once per session (as `ragaudit run` does), and yields one test
 per (pipeline, question), `configs/default.toml::bm25::SEC-KEYS-1`, and one per gate check,
 `configs/default.toml::gate::bm25::citation_match_min`: a question fails when a failing gate check
-names it (the message lists the checks and why each of its runs is or is not correct), a check
+names it (the message lists the checks, why this question fails each (its own λ state and css, its
+worst ΔS, its unmatched runs), and why each of its runs is or is not correct), a check
 fails when the gate fails it (value, threshold, the questions it names). A config that cannot be
 audited (invalid, a gold-set error, a pipeline that does not start) gives one failing test,
 `configs/default.toml::audit`, whose message says where and why.
@@ -136,10 +137,16 @@ class QuestionItem(pytest.Item):
 
     def runtest(self) -> None:
         if self.failing:
-            lam, qid = _mapping(self.question.get("lambda")), self.question.get("qid")
-            lines = [f"{c['name']}: value {c.get('value')}, threshold {c.get('threshold')}" for c in self.failing]
+            from ragaudit.gating import question_why
+            from ragaudit.model import Check, Question
+
+            lam, question = _mapping(self.question.get("lambda")), Question.from_json(self.question, "question")
+            lines = [
+                f"{c['name']}: value {c.get('value')}, threshold {c.get('threshold')}"
+                + (f"; this question: {why}" if (why := question_why(Check.from_json(c, "check"), question)) else "")
+                for c in self.failing
+            ]
             lines.append(f"lambda {lam.get('state')} (css {lam.get('css')})")
-            lines += [f"  regression: {why}" for c in self.failing if (why := _mapping(c.get("reasons")).get(qid))]
             for run in self.question.get("runs") or []:
                 verdict = "correct" if run.get("correct") else "not correct"
                 lines.append(f"  v{run.get('variant')} s{run.get('seed')}: {verdict}: {run.get('why')}")

@@ -106,6 +106,12 @@ def test_a_failing_audit_fails_exactly_the_flagged_questions_and_checks(pytester
             for check in report["gate"]["checks"]:
                 named = not check["passed"] and q["qid"] in check["questions"]
                 assert (f"{check['name']}: value {check['value']}" in text) == named
+                if named and check["name"] == "lambda_convergent_min":
+                    lam = q["lambda"]
+                    assert f"this question: its λ is {lam['state']} (css {lam['css']:.3g}, spread" in text
+                elif named and check["name"] == "citation_match_min":
+                    unmatched = q["stats"]["unmatched"]
+                    assert f"this question: {unmatched} of {q['stats']['runs']} runs cite no span" in text
             assert f"lambda {q['lambda']['state']} (css {q['lambda']['css']})" in text
             for run in q["runs"]:
                 assert f"v{run['variant']} s{run['seed']}: " in text and run["why"] in text

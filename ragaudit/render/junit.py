@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from ragaudit.gating import question_why
 from ragaudit.io.files import atomic_path
-from ragaudit.model import Report
+from ragaudit.model import Check, Report
 from ragaudit.render.formatting import against
 
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -28,20 +29,23 @@ def _fmt(value) -> str:
 
 def write_junit(path: Path, report: Report) -> None:
     checks = report.gate.checks
-    failed_by: dict[tuple[str, str], list[str]] = {}
+    failed_by: dict[tuple[str, str], list[Check]] = {}
     for check in report.gate.failed():
         for qid in check.questions:
-            failed_by.setdefault((check.pipeline, qid), []).append(check.name)
+            failed_by.setdefault((check.pipeline, qid), []).append(check)
     root = ET.Element("testsuites", name="ragaudit")
     questions = ET.SubElement(root, "testsuite", name="questions")
     for q in report.questions:
         case = ET.SubElement(questions, "testcase", classname=f"ragaudit.{q.pipeline}", name=q.qid)
-        reasons = failed_by.get(q.key)
-        if reasons:
+        failing = failed_by.get(q.key)
+        if failing:
             lam = q.lam
-            failure = ET.SubElement(case, "failure", message=f"failed gate checks: {', '.join(reasons)}")
-            why = [f"regression: {lost}" for c in checks if (lost := c.reasons.get(q.qid)) if c.pipeline == q.pipeline]
-            wrong = [f"v{r['variant']} s{r['seed']}: {r['why']}" for r in q.runs or [] if not r.get("correct")]
+            why = [f"{c.name}: {reason}" if (reason := question_why(c, q)) else c.name for c in failing]
+            failure = ET.SubElement(case, "failure", message=f"failed gate checks: {'; '.join(why)}")
+            runs = [
+                f"v{r['variant']} s{r['seed']}: {'correct' if r.get('correct') else 'not correct'}: {r['why']}"
+                for r in q.runs or []
+            ]
             unsupported = [
                 f"v{r['variant']} s{r['seed']}: claim {c['n']} {c['grounding']}: {c['text']}"
                 for r in q.runs or []
@@ -53,8 +57,8 @@ def write_junit(path: Path, report: Report) -> None:
                     f"lambda {lam.state} (css {_fmt(lam.css)}, spread {_fmt(lam.spread)}); "
                     + "; ".join(f"{k}={_fmt(v)}" for k, v in sorted(q.metrics.items()) if v is not None),
                     *why,
-                    *wrong[:12],
-                    *([f"... {len(wrong) - 12} more runs not correct"] if len(wrong) > 12 else []),
+                    *runs[:12],
+                    *([f"... {len(runs) - 12} more runs"] if len(runs) > 12 else []),
                     *unsupported[:12],
                     *([f"... {len(unsupported) - 12} more claims not supported"] if len(unsupported) > 12 else []),
                 ]

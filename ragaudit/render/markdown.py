@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ragaudit.gating import question_why
 from ragaudit.io.files import write_atomic
 from ragaudit.metrics.registry import VIEWS, labels
 from ragaudit.model import Gate, Report
@@ -60,9 +61,14 @@ def render_summary(report: Report, comparison: dict | None = None) -> str:
     failed = gate.failed()
     if failed:
         lines += ["", "## Failing checks", ""]
+        questions = {q.key: q for q in report.questions}
         for c in failed:
             qs = c.questions
-            shown = ", ".join(md(q) for q in qs[:10]) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
+            shown = ", ".join(
+                md(qid)
+                + (f" ({md(why)})" if (q := questions.get((c.pipeline, qid))) and (why := question_why(c, q)) else "")
+                for qid in qs[:10]
+            ) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
             lines.append(
                 f"- **{md(c.pipeline)} · {md(c.name)}**: value {md(against(c.value, c.threshold))}, threshold {md(c.bound)}"
                 + (f"; questions: {shown}" if qs else "")

@@ -82,11 +82,58 @@ def test_junit_says_why_for_the_question(tmp_path):
     write_junit(tmp_path / "junit.xml", report())
     [case] = [c for c in ET.parse(tmp_path / "junit.xml").iter("testcase") if c.get("name") == "KEYS-1"]
     failure = case.find("failure")
-    assert failure.get("message") == "failed gate checks: regressions"
+    assert (
+        failure.get("message") == "failed gate checks: regressions: 1 runs with unsupported or uncited claims, 0 before"
+    )
     lines = failure.text.splitlines()
-    assert "regression: 1 runs with unsupported or uncited claims, 0 before" in lines
+    assert "regressions: 1 runs with unsupported or uncited claims, 0 before" in lines
+    assert "v1 s2: correct: cites the gold span" in lines
     assert "v1 s2: claim 2 unsupported: Lost keys cost 40 dollars." in lines
     assert "v1 s2: claim 3 uncited: Badges are blue." in lines
+
+
+def _lambda_report() -> Report:
+    """KEYS-1: correct in all 3 runs, λ recursive; the pipeline fails lambda_convergent_min (0.04) and
+    passes coverage_pass_rate, which names PWD-1 (one run below coverage_min)."""
+    document = report().to_json()
+    [question] = document["questions"]
+    question["lambda"] = {"state": "recursive", "symbol": "↻", "css": 0.3333, "spread": 0.125}
+    question["stats"] = {"runs": 3, "correct": 3}
+    question["runs"] = [
+        {"variant": v, "seed": 1, "correct": True, "why": f"cites section keys-{v}", "claims": []} for v in range(3)
+    ]
+    document["gate"]["checks"] = [
+        Check("p", "lambda_convergent_min", 0.5, 0.04, False, "0.5", ["KEYS-1"]).to_json(),
+        Check("p", "coverage_pass_rate", 0.8, 0.9, True, "0.8 of runs at coverage ≥ 0.7", ["PWD-1"]).to_json(),
+    ]
+    return Report.from_json(document)
+
+
+def test_a_question_failing_a_pipeline_wide_check_says_its_own_why(tmp_path):
+    """The pipeline's value (0.04) says nothing of this question: its message carries its λ state,
+    css and spread, and each run's reason, in junit.xml, the pytest items and summary.md."""
+    document = _lambda_report()
+    write_junit(tmp_path / "junit.xml", document)
+    [case] = [c for c in ET.parse(tmp_path / "junit.xml").iter("testcase") if c.get("name") == "KEYS-1"]
+    why = "its λ is recursive (css 0.333, spread 0.125), not convergent"
+    assert case.find("failure").get("message") == f"failed gate checks: lambda_convergent_min: {why}"
+    lines = case.find("failure").text.splitlines()
+    assert f"lambda_convergent_min: {why}" in lines
+    assert [line for line in lines if line.startswith("v")] == [
+        f"v{v} s1: correct: cites section keys-{v}" for v in range(3)
+    ]
+    assert f"questions: KEYS-1 ({why})" in render_summary(document).replace("\\", "")
+
+
+def test_the_gate_table_names_questions_only_under_failing_checks():
+    from ragaudit.render.html import render_html
+
+    page = render_html(_lambda_report().to_json())
+    gate = page[page.index('<table class="gate">') : page.index("</table>", page.index('<table class="gate">'))]
+    rows = gate.split("<tr")[2:]
+    [failing] = [r for r in rows if "lambda_convergent_min" in r]
+    [passing] = [r for r in rows if "coverage_pass_rate" in r]
+    assert "KEYS-1" in failing and "PWD-1" not in passing
 
 
 def test_the_threshold_of_every_failing_check_is_shown_as_its_bound(tmp_path):
