@@ -225,14 +225,27 @@ class GoldCheck:
     def errors(self) -> int:
         return sum(1 for i in self.issues if i.severity == "error")
 
+    @property
+    def severities(self) -> dict[str, str]:
+        """Each code's severity as found: the config's [gold] severity may differ from the code's."""
+        return {i.code: i.severity for i in self.issues}
+
 
 def check_gold(
-    gold: str | Path, corpus: str | Path, *, paraphrases: int = 3, model: str | None = None, distance: bool = True
+    gold: str | Path,
+    corpus: str | Path,
+    *,
+    paraphrases: int = 3,
+    model: str | None = None,
+    distance: bool = True,
+    config: str | Path | None = None,
 ) -> GoldCheck:
     """Check that each gold item is answerable from the corpus it names; with `distance`, warn
     about questions far from their anchor, by the embedding `model` (the default model, or
-    `hashing`), through the embedding cache a run uses."""
+    `hashing`), through the embedding cache a run uses. `config`'s [gold] table leaves codes out
+    (`ignore`) or gives them another severity (`severity`)."""
     from ragaudit.inputs import encoder_for
+    from ragaudit.io.config import GoldSection, load_config
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.gold import read_gold
     from ragaudit.progress import phase
@@ -241,6 +254,16 @@ def check_gold(
     with phase("loading corpus and gold set", counts_as="loading"):
         loaded = load_corpus(corpus)
         items, problems = read_gold(gold)
-    encoder = encoder_for(model) if distance else None
-    found = check(items, loaded, file=str(gold), paraphrases=paraphrases, problems=problems, encoder=encoder)
+    rules = load_config(config).gold_check if config else GoldSection()
+    encoder = encoder_for(model) if distance and "gold_anchor_far" not in rules.ignore else None
+    found = check(
+        items,
+        loaded,
+        file=str(gold),
+        paraphrases=paraphrases,
+        problems=problems,
+        encoder=encoder,
+        ignore=rules.ignore,
+        severity=rules.severity,
+    )
     return GoldCheck(found, len(items) + len(problems), list(problems))

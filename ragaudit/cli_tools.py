@@ -121,8 +121,11 @@ def gold():
 )
 @click.option("--model", default=None, help="embedding model for the dS(question, anchor) warning")
 @click.option("--no-distance", is_flag=True, help="skip the dS(question, anchor) warning (no model loaded)")
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), help="config whose [gold] ignore and severity apply"
+)
 @FORMAT
-def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
+def gold_check(gold_path, corpus, paraphrases, model, no_distance, config_path, fmt):
     """Check that each gold item is answerable from the corpus it names.
 
     Exit 0: no error; 1: error findings; 3: the gold set or corpus could not be read.
@@ -130,12 +133,14 @@ def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
     from ragaudit.checking import check_gold
     from ragaudit.render import issues_text
 
-    found = check_gold(gold_path, corpus, paraphrases=paraphrases, model=model, distance=not no_distance)
+    found = check_gold(
+        gold_path, corpus, paraphrases=paraphrases, model=model, distance=not no_distance, config=config_path
+    )
     issues_text.write_issues(
         found.issues, sys.stdout, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts
     )
     if fmt == "text":
-        click.echo(issues_text.summary(found.records, found.counts))
+        click.echo(issues_text.summary(found.records, found.counts, found.severities))
     echo_problems([], found.problems)
     sys.exit(InputError.exit_code if found.problems else 1 if found.errors else 0)
 

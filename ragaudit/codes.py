@@ -272,6 +272,8 @@ _METRIC_TABLE = [
 
 CODES: dict[str, Code] = {c[0]: Code(*c) for c in _TABLE}
 CODES.update({c[0]: Code(*c, family="gold") for c in _GOLD_TABLE})
+# the gold check's warnings, which [gold] ignore and severity may name (its errors stop a run)
+GOLD_WARNINGS: tuple[str, ...] = tuple(c[0] for c in _GOLD_TABLE if c[1] == WARNING)
 CODES.update({c[0]: Code(*c, family="audit") for c in _AUDIT_TABLE})
 CODES.update({c[0]: Code(*c, family="metric") for c in _METRIC_TABLE})
 

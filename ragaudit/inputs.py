@@ -74,7 +74,9 @@ class Inputs:
             self.corpus,
             file=str(self.config.gold),
             paraphrases=self.config.paraphrases,
-            encoder=self.encoder,
+            encoder=None if "gold_anchor_far" in self.config.gold_check.ignore else self.encoder,
+            ignore=self.config.gold_check.ignore,
+            severity=self.config.gold_check.severity,
         )
         fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
         if fatal:

@@ -36,10 +36,11 @@ from pydantic import (
     ValidationError,
 )
 
-from ragaudit.errors import InputError, Problem, describe
+from ragaudit.errors import InputError, Problem, UsageError, describe
 from ragaudit.io.config_schema import (
     CompareSection,
     ExecutorSection,
+    GoldSection,
     HistorySection,
     LambdaSection,
     MetricsSection,
@@ -76,6 +77,8 @@ class Config:
     pipelines: tuple[PipelineConfig, ...] = ()
     executor: ExecutorSection = field(default_factory=ExecutorSection)
     history: HistorySection = field(default_factory=HistorySection)
+    gold_check: GoldSection = field(default_factory=GoldSection)  # [gold]: the gold check's ignore and severity
+    live_index: bool = False  # [audit] live_index: span-derived traces must carry the live index
     gate_sources: dict[str, str] = field(default_factory=dict)  # threshold -> "config" or "calibration"
     calibration: Any = None  # the ragaudit.io.calibration.Calibration named by [gate] from
     compare: CompareSection = field(default_factory=CompareSection)
@@ -228,6 +231,7 @@ def load_config(path: str | Path) -> Config:
     problems = _problems(path, text, raw, error)
     if problems or root is None:
         raise InputError(problems)
+    _check_gold_codes(path, text, root.gold)
     audit, defaults = root.audit, _option_defaults()
     gate, sources, calibration = _gate(root.gate)
     return Config(
@@ -250,12 +254,29 @@ def load_config(path: str | Path) -> Config:
         support=root.support,
         executor=root.executor,
         history=root.history,
+        gold_check=root.gold,
+        live_index=audit.live_index,
         compare=root.compare,
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
             for p in root.pipelines
         ),
     )
+
+
+def _check_gold_codes(path: Path, text: str, table: GoldSection) -> None:
+    """[gold] names only the gold check's warning codes: another name is a usage error (exit 2)
+    that lists them."""
+    from ragaudit.codes import GOLD_WARNINGS
+
+    for key, codes in (("ignore", list(table.ignore)), ("severity", list(table.severity))):
+        unknown = [code for code in codes if code not in GOLD_WARNINGS]
+        if unknown:
+            line = Positions(text).line_of(("gold", key))
+            raise UsageError(
+                f"{path}{'' if line is None else f':{line}'}: [gold] {key}: expected gold-check warning codes "
+                f"({', '.join(GOLD_WARNINGS)}), found {', '.join(map(repr, unknown))}"
+            )
 
 
 def _gate(table: _Gate) -> tuple[dict[str, Any], dict[str, str], Any]:

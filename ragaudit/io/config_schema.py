@@ -86,6 +86,8 @@ class _Audit(_Table):
     cross_section_whitelist: list[list[_Text]] = Field(default_factory=list)
     offset_unit: Literal["char", "token"] = "char"
     workers: _Positive = 1
+    # check that traces read from production spans carry the live index (spans rarely do)
+    live_index: bool = False
 
     @field_validator("seeds")
     @classmethod
@@ -194,6 +196,14 @@ class _Compare(_Table):
         return pairs
 
 
+class _Gold(_Table):
+    """What the gold check reports: warning codes left out, and another severity per warning code
+    ("info" is shown and counts as neither error nor warning). The codes are checked by the loader."""
+
+    ignore: list[_Text] = Field(default_factory=list)
+    severity: dict[str, Literal["info", "warning", "error"]] = Field(default_factory=dict)
+
+
 class _History(_Table):
     path: _ConfigPath | None = None  # the history file (default: history.sqlite beside the run directories)
 
@@ -287,6 +297,7 @@ class _Root(_Table):
     executor: _Executor
     history: _History
     compare: _Compare
+    gold: _Gold
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
 
 
@@ -300,6 +311,7 @@ _SECTIONS: dict[str, type[_Table]] = {
     "executor": _Executor,
     "history": _History,
     "compare": _Compare,
+    "gold": _Gold,
 }
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 
@@ -351,4 +363,5 @@ LambdaSection = _Lambda
 SupportSection = _Support
 ExecutorSection = _Executor
 HistorySection = _History
+GoldSection = _Gold
 CompareSection = _Compare

@@ -46,13 +46,17 @@ def write_issues(
         out.write('\n], "counts": %s}\n' % json.dumps(dict(sorted(counts_of().items())), sort_keys=True))
 
 
-def summary(records: int, counts: Mapping[str, int]) -> str:
-    """The closing lines of `validate` and `gold check`: records, errors, warnings, each code's count."""
+def summary(records: int, counts: Mapping[str, int], severities: Mapping[str, str] | None = None) -> str:
+    """The closing lines of `validate` and `gold check`: records, errors, warnings (and info, when a
+    [gold] severity made some), each code's count. `severities` gives codes another severity than
+    their own."""
     from ragaudit.codes import CODES
 
-    errors = sum(n for c, n in counts.items() if CODES[c].severity == "error")
-    warnings = sum(counts.values()) - errors
-    lines = [f"{records} records, {errors} errors, {warnings} warnings"]
+    of = {c: (severities or {}).get(c, CODES[c].severity) for c in counts}
+    errors = sum(n for c, n in counts.items() if of[c] == "error")
+    info = sum(n for c, n in counts.items() if of[c] == "info")
+    warnings = sum(counts.values()) - errors - info
+    lines = [f"{records} records, {errors} errors, {warnings} warnings" + (f", {info} info" if info else "")]
     lines += [f"  {code}: {n}" for code, n in sorted(counts.items())]
     return "\n".join(lines)
 

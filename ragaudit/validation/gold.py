@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping
 
 from ragaudit.codes import issue
 from ragaudit.errors import Problem
@@ -26,14 +28,26 @@ def check_gold(
     paraphrases: int = 3,
     problems: list[Problem] | tuple[Problem, ...] = (),
     encoder=None,
+    ignore: Collection[str] = (),
+    severity: Mapping[str, str] | None = None,
 ) -> list[Issue]:
     """Every finding for the gold set; `problems` are the reader's (unreadable items).
 
     With an encoder, items whose question is far from its anchor (dS > 0.35) are warned about.
     Items with a broken anchor are left out of the section counts and the distance warning.
+    The findings of codes in `ignore` are left out; `severity` gives codes another severity
+    (the config's [gold] table, whose codes the config loader checked).
     """
+    if "gold_anchor_far" in ignore:
+        encoder = None  # nothing to warn about: no model loaded, no embedding computed
     with phase("gold check"):
-        return _findings(items, corpus, file, paraphrases, problems, encoder)
+        found = _findings(items, corpus, file, paraphrases, problems, encoder)
+    severity = severity or {}
+    return [
+        dataclasses.replace(i, severity=severity[i.code]) if i.code in severity else i
+        for i in found
+        if i.code not in ignore
+    ]
 
 
 def _findings(items, corpus: Corpus, file: str, paraphrases: int, problems, encoder) -> list[Issue]:

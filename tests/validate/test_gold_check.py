@@ -140,3 +140,71 @@ def test_anchor_text_that_differs_late_shows_where(tmp_path, corpus):
         f"(document char {start + 70}): slice ...{long_text[46:94]!r}, text ...{wrong[46:94]!r}"
     )
     assert long_text[46:94] != wrong[46:94] and found.path == "$.anchor.text"
+
+
+# ---- [gold] ignore and severity ---------------------------------------------------------------------
+
+
+def _with(tmp_path, table: str):
+    """A config over the first 2 handbook items (one section: below 3 items, a section-count
+    warning), with `table` appended."""
+    from helpers import BM25, write_config
+
+    config = write_config(tmp_path, BM25, items=2, seeds="[1]")
+    config.write_text(config.read_text() + "\n" + table + "\n")
+    return config
+
+
+def _gold_check(tmp_path, config):
+    from helpers import DEMO, invoke
+
+    return invoke(
+        "gold", "check", tmp_path / "gold.jsonl", "--corpus", DEMO / "corpus", "--no-distance", "--config", config
+    )
+
+
+def test_gold_check_warnings_can_be_ignored_or_made_info_by_code(tmp_path):
+    plain = _gold_check(tmp_path, _with(tmp_path, ""))
+    assert plain.exit_code == 0 and " warning gold_section_item_count " in plain.output
+    assert "0 errors, 1 warnings\n" in plain.output
+    info = _gold_check(tmp_path, _with(tmp_path, '[gold]\nseverity = { gold_section_item_count = "info" }'))
+    assert info.exit_code == 0 and " info gold_section_item_count " in info.output
+    assert "0 errors, 0 warnings, 1 info\n" in info.output
+    raised = _gold_check(tmp_path, _with(tmp_path, '[gold]\nseverity = { gold_section_item_count = "error" }'))
+    assert raised.exit_code == 1 and " error gold_section_item_count " in raised.output
+    quiet = _gold_check(tmp_path, _with(tmp_path, '[gold]\nignore = ["gold_section_item_count"]'))
+    assert quiet.exit_code == 0 and "gold_section_item_count" not in quiet.output
+
+
+def test_an_unknown_code_in_gold_ignore_is_a_usage_error_listing_the_known_codes(tmp_path):
+    from click.testing import CliRunner
+    from helpers import DEMO
+
+    from ragaudit.cli import main
+
+    config = _with(tmp_path, '[gold]\nignore = ["items_per_section"]')
+    line = config.read_text().splitlines().index('ignore = ["items_per_section"]') + 1
+    for args in (
+        ["run", config],
+        ["gold", "check", tmp_path / "gold.jsonl", "--corpus", DEMO / "corpus", "--config", config],
+    ):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip().endswith(
+            f"{config}:{line}: [gold] ignore: expected gold-check warning codes "
+            "(gold_section_item_count, gold_anchor_far), found 'items_per_section'"
+        )
+        assert "Traceback" not in result.output
+
+
+def test_a_run_leaves_ignored_gold_codes_out_of_its_report(tmp_path):
+    from helpers import invoke, run_dir_of
+
+    config = _with(tmp_path, '[gold]\nignore = ["gold_section_item_count", "gold_anchor_far"]')
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    report = json.loads((run_dir_of(result) / "report.json").read_text())
+    assert report["gold_check"] == [] and report["summary"]["gold_check"] == {"errors": 0, "warnings": 0}
+    config = _with(tmp_path, "")
+    report = json.loads((run_dir_of(invoke("run", config, "--no-gate")) / "report.json").read_text())
+    assert {f["code"] for f in report["gold_check"]} >= {"gold_section_item_count"}
