@@ -87,11 +87,14 @@ def validate(
     executor: str = "local",
     scheduler: str | None = None,
     source: str = TRACES,
+    live_index: bool = False,
 ) -> Validation:
     """Check every citation payload of trace files (`source` "traces") or of production spans
     joined into traces (`source` one of the span formats) against the rules of `ragaudit codes`.
     `config` gives the section policy, offset unit and corpus; `workers` processes (default: the
-    CPUs, at most 8) or a Dask cluster (`executor="dask"`) share large inputs."""
+    CPUs, at most 8) or a Dask cluster (`executor="dask"`) share large inputs. Spans seldom record
+    the live index: they are asked for it (missing_live_index) only with `live_index` or the
+    config's [audit] live_index."""
     from ragaudit.io.corpus import load_corpus
     from ragaudit.progress import phase
     from ragaudit.validation import Context, Validator
@@ -107,7 +110,9 @@ def validate(
         loaded = load_config(config)
         offset_unit, corpus_path = loaded.offset_unit, corpus or loaded.corpus
     with phase("loading corpus", counts_as="loading") if corpus_path else contextlib.nullcontext():
-        ctx = Context.of(loaded, load_corpus(corpus_path) if corpus_path else None)
+        ctx = Context.of(
+            loaded, load_corpus(corpus_path) if corpus_path else None, spans=source != TRACES, live_index=live_index
+        )
     validator = Validator(ctx, offset_unit=offset_unit)
     client = None
     if executor == "dask":

@@ -34,8 +34,11 @@ from ragaudit.errors import InputError, UsageError
 )
 @click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @SPANS_FROM
+@click.option(
+    "--live-index", is_flag=True, help="with --from: warn missing_live_index for spans without the live index"
+)
 @FORMAT
-def validate(traces, corpus, config_path, workers, executor, scheduler, source, fmt):
+def validate(traces, corpus, config_path, workers, executor, scheduler, source, live_index, fmt):
     """Check every citation payload of trace files against the rules of `ragaudit codes`.
     With --from, the inputs are production spans, joined into traces as `ragaudit ingest` joins
     them (read in this process).
@@ -54,6 +57,7 @@ def validate(traces, corpus, config_path, workers, executor, scheduler, source, 
         executor=executor,
         scheduler=scheduler,
         source=source,
+        live_index=live_index,
     )
     with found, phase("validating", unit="records", count=lambda: found.records):
         issues_text.write_issues(
@@ -275,7 +279,10 @@ def metrics_command(fmt, config_path):
 @click.option("--window", default="1d", show_default=True, help="window length: 30m, 1h, 1d, 7d, 2w")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="default: reports/audit-log-<stamp>")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="model, support, section policy, corpus")
-def audit_log_command(traces, corpus, source, window, out, config_path):
+@click.option(
+    "--live-index", is_flag=True, help="with --from: warn missing_live_index for spans without the live index"
+)
+def audit_log_command(traces, corpus, source, window, out, config_path, live_index):
     """Audit production traces without a gold set: validate every payload against the corpus
     snapshot, measure ΔS of the cited text, support and hallucinations of each answer segment,
     per time window (by retrieved_at), with index drift (between windows and within one) and the
@@ -286,7 +293,9 @@ def audit_log_command(traces, corpus, source, window, out, config_path):
     from ragaudit.auditlog import run_audit_log
     from ragaudit.render.audit_log_text import render_windows
 
-    result = run_audit_log(traces, corpus=corpus, fmt=source, window=window, out=out, config=config_path)
+    result = run_audit_log(
+        traces, corpus=corpus, fmt=source, window=window, out=out, config=config_path, live_index=live_index
+    )
     click.echo(render_windows(result.model), nl=False)
     click.echo(f"wrote {result.out}")
     for warning in result.warnings:

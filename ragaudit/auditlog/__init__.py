@@ -88,10 +88,13 @@ def run_audit_log(
     limit: int = LIMIT,
     batch: int = BATCH,
     encoder=None,
+    live_index: bool = False,
 ) -> AuditLogResult:
     """Audit production traces in `paths` and write the three outputs to `out`. `config` supplies
     the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
-    policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one."""
+    policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one.
+    Spans (`fmt` other than traces) are asked for the live index only with `live_index` or the
+    config's [audit] live_index."""
     from ragaudit._version import __version__
     from ragaudit.inputs import encoder_for, support_for
     from ragaudit.io.config import default_config, load_config
@@ -121,7 +124,7 @@ def run_audit_log(
         reading=settings.metrics.delta_s,
         threshold=settings.support.threshold,
     )
-    context = Context.of(settings, snapshot)
+    context = Context.of(settings, snapshot, spans=fmt != "traces", live_index=live_index)
     target.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     problems: list = []

@@ -16,7 +16,7 @@ _PARITY = (
 def live_index_parity(trace, ctx):
     index = trace.index
     if index is None:
-        if trace.retrieved:
+        if trace.retrieved and ctx.asks_live_index(trace):
             return [
                 issue(
                     "missing_live_index",

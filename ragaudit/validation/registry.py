@@ -23,14 +23,34 @@ class Context:
     corpus: Corpus | None = None
     allow_cross_section: bool = False
     cross_section_whitelist: tuple[frozenset[str], ...] = ()
+    # Traces joined from production spans, which seldom record the live index: every trace (`spans`)
+    # or those of these pipelines (a trace's `config`). They are not asked for one (missing_live_index).
+    spans: bool = False
+    span_pipelines: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, config, corpus: Corpus | None) -> "Context":
+    def of(cls, config, corpus: Corpus | None, *, spans: bool = False, live_index: bool = False) -> "Context":
         """The context of a config's section policy (none: no cross-section whitelist) over `corpus`:
-        the one way every command builds it."""
+        the one way every command builds it. `spans`: the traces come from production spans, as do
+        those of a replay pipeline with a span format; such traces are asked for the live index only
+        with `live_index` or the config's [audit] live_index."""
+        ask = live_index or bool(config is not None and config.live_index)
         if config is None:
-            return cls(corpus=corpus)
-        return cls(corpus, config.allow_cross_section, config.cross_section_whitelist)
+            return cls(corpus=corpus, spans=spans and not ask)
+        from_spans = frozenset(
+            p.name for p in config.pipelines if p.kind == "replay" and p.options.get("format", "traces") != "traces"
+        )
+        return cls(
+            corpus,
+            config.allow_cross_section,
+            config.cross_section_whitelist,
+            spans and not ask,
+            frozenset() if ask else from_spans,
+        )
+
+    def asks_live_index(self, trace: Trace) -> bool:
+        """Whether a trace without a live index is reported (missing_live_index)."""
+        return not self.spans and trace.config not in self.span_pipelines
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,8 @@ def test_replay_pipeline_reads_a_span_recording(tmp_path):
     assert result.exit_code == 0, result.output
     traces = {t.key: t for t in read_trace_file(run_dir_of(result) / "traces.jsonl")}
     assert sorted((k.qid, k.variant, k.seed) for k in traces) == sorted(keys)
+    assert all(t.index is None for t in traces.values())  # spans record no live index: not asked for one
+    assert "missing_live_index" not in (run_dir_of(result) / "issues.jsonl").read_text()
     for key, question, response in zip(keys, questions, responses):
         trace = traces[next(k for k in traces if (k.qid, k.variant, k.seed) == key)]
         assert trace.error is None and trace.query == question

@@ -62,8 +62,15 @@ def test_validate_from_spans(span_file, corpus_dir):
     assert result.exit_code == 1  # the documents carry no payload metadata: errors
     report = json.loads(result.output)
     assert report["records"] == 3
-    assert report["counts"]["missing_doc_id"] == 3 and report["counts"]["missing_live_index"] == 3
+    assert report["counts"]["missing_doc_id"] == 3 and "missing_live_index" not in report["counts"]
     assert {i["file"] for i in report["issues"]} == {str(span_file)}
+    # spans seldom carry the live index: asked for only with --live-index or [audit] live_index
+    asked = json.loads(invoke("validate", "--from", "otlp", span_file, "--format", "json", "--live-index").output)
+    assert asked["counts"]["missing_live_index"] == 3
+    config = corpus_dir.parent / "live.toml"
+    config.write_text("[audit]\nlive_index = true\n")
+    configured = invoke("validate", "--from", "otlp", span_file, "--format", "json", "--config", config)
+    assert json.loads(configured.output)["counts"]["missing_live_index"] == 3
 
     usage = invoke("validate", "--from", "otlp", "--workers", "2", span_file)
     assert usage.exit_code == 2 and "--from reads spans in this process" in usage.output

@@ -238,3 +238,28 @@ def test_answer_only_citations_count_against_empty(mutate):
     trace = mutate(lambda t: t.update(retrieved=[]))
     # the answer cites a snippet, so the run is not empty; the citation dangles
     assert codes_of(trace) == ["dangling_citation"]
+
+
+def test_span_derived_traces_are_asked_for_the_live_index_only_when_the_user_asks(valid_trace, tmp_path):
+    """Spans seldom record the live index: a replay pipeline with a span format (or every trace,
+    read from spans) warns missing_live_index only with [audit] live_index or --live-index."""
+    from helpers import write_config
+
+    from ragaudit.io.config import load_config
+
+    del valid_trace["index"]
+    pipelines = (
+        '[[pipelines]]\nname = "prod"\nkind = "replay"\ntraces = "s.jsonl"\nformat = "otlp"\n'
+        '[[pipelines]]\nname = "rec"\nkind = "replay"\ntraces = "t.jsonl"\n'
+    )
+    config = load_config(write_config(tmp_path, pipelines))
+    asked = load_config(write_config(tmp_path, pipelines, extra="live_index = true\n"))
+
+    def warned(ctx: Context, pipeline: str) -> bool:
+        trace = parse_trace(dict(valid_trace, config=pipeline), file="t.jsonl", line=1)
+        return "missing_live_index" in [i.code for i in validate_trace(trace, ctx)]
+
+    assert not warned(Context.of(config, None), "prod") and warned(Context.of(config, None), "rec")
+    assert warned(Context.of(asked, None), "prod") and warned(Context.of(config, None, live_index=True), "prod")
+    assert not warned(Context.of(None, None, spans=True), "rec")
+    assert warned(Context.of(None, None, spans=True, live_index=True), "rec") and warned(Context.of(None, None), "rec")
