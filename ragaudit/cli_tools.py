@@ -235,8 +235,10 @@ def codes(fmt):
 @click.option("--pipeline", help="only this pipeline")
 @click.option("--last", type=click.IntRange(min=1), help="only the last N runs")
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), help="also draw the trends to an SVG file")
+@click.option("--all", "every", is_flag=True, help="every recorded metric, not only those the gate reads")
+@click.option("--rename", metavar="OLD=NEW", help="record pipeline OLD's runs under NEW first, joining the two series")
 @FORMAT
-def history_command(store, config_path, metric, pipeline, last, plot, fmt):
+def history_command(store, config_path, metric, pipeline, last, plot, every, rename, fmt):
     """Trends across recorded runs: each pipeline's metrics, run by run (oldest first), with a
     sparkline, the time, the git commit, the run's verdict and the pipeline's gate.
 
@@ -246,7 +248,16 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
     from ragaudit import history
     from ragaudit.render import history_text
 
-    found = history.trends(store, config_path=config_path, metric=metric, pipeline=pipeline, last=last, plot=plot)
+    found = history.trends(
+        store,
+        config_path=config_path,
+        metric=metric,
+        pipeline=pipeline,
+        last=last,
+        plot=plot,
+        every=every,
+        rename=rename,
+    )
     for problem in found.problems:
         click.echo(f"warning: {problem}", err=True)
     found.require(metric=metric, pipeline=pipeline)
@@ -255,7 +266,7 @@ def history_command(store, config_path, metric, pipeline, last, plot, fmt):
     click.echo(
         history_text.render_json(found.points)
         if fmt == "json"
-        else history_text.render_text(found.points, str(found.store))
+        else history_text.render_text(found.points, str(found.store), found.left_out)
     )
 
 

@@ -20,6 +20,7 @@ value that is not a finite number is left out and reported, never a crash.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.errors import InputError, Problem, UsageError, describe
+from ragaudit.history_series import gated_metrics, history_key, parse_rename, rename_in, shown
+from ragaudit.history_series import sparkline as sparkline  # noqa: F401  (the names they always had here)
 from ragaudit.metrics.registry import TRENDED
 from ragaudit.model import Report
 
@@ -171,10 +174,11 @@ def git_commit(*folders: Path) -> str | None:
 
 
 def pipeline_values(report: Report) -> list[tuple[str, str, float]]:
-    """(pipeline, metric, value) of a report: every summary metric, the share of convergent
-    questions, and the counts of errored and hallucinating runs."""
+    """(pipeline, metric, value) of a report, the pipeline by its history key: every summary
+    metric, the share of convergent questions, and the counts of errored and hallucinating runs."""
     rows = []
-    for pipeline, summary in sorted(report.summary.pipelines.items()):
+    for name, summary in sorted(report.summary.pipelines.items()):
+        pipeline = history_key(report, name)
         values: dict[str, float | None] = dict(summary.metrics)
         if summary.questions:
             values["convergent_share"] = summary.lam.get("convergent", 0) / summary.questions
@@ -202,7 +206,7 @@ def record(store: Path, run_dir: Path, report: Report) -> None:
     key = str(Path(run_dir).resolve())
     commit = git_commit(Path.cwd(), *([Path(config_path).parent] if config_path else []))
     checks = [
-        (key, c.pipeline, c.name, json.dumps(c.value), json.dumps(c.threshold), int(c.passed))
+        (key, history_key(report, c.pipeline), c.name, json.dumps(c.value), json.dumps(c.threshold), int(c.passed))
         for c in report.gate.checks
     ]
     passed = report.gate.passed
@@ -260,7 +264,7 @@ class Point:
 
 def points_of(run_dir: Path, report: Report, git: str | None = None) -> list[Point]:
     """A report's values as the history would give them back."""
-    failed = {c.pipeline for c in report.gate.failed()}
+    failed = {history_key(report, c.pipeline) for c in report.gate.failed()}
     finished = report.meta.get("finished")
     key, verdict = str(Path(run_dir).resolve()), report.gate.verdict
     return [
@@ -341,6 +345,7 @@ class Trends:
     store: Path
     points: list[Point]
     problems: list[Problem]
+    left_out: list[str] = dataclasses.field(default_factory=list)  # metrics not gated, shown with --all
 
     def require(self, *, metric: str | None = None, pipeline: str | None = None) -> None:
         """Refuse an answer without values: a pipeline or metric the history never recorded is a usage
@@ -368,9 +373,13 @@ def trends(
     pipeline: str | None = None,
     last: int | None = None,
     plot: Path | None = None,
+    every: bool = False,
+    rename: str | None = None,
 ) -> Trends:
-    """The values `ragaudit history` shows: of `store`, else of the history of the config's runs.
-    A `plot` that would overwrite the store is refused before anything is read."""
+    """The values `ragaudit history` shows: of `store`, else of the history of the config's runs;
+    of the metrics some recorded run gated, unless `every` or a `metric` is asked for. `rename`
+    ("OLD=NEW") first records pipeline OLD's values under NEW. A `plot` that would overwrite the
+    store is refused before anything is read."""
     if store is None:
         from ragaudit.io.config import load_config
 
@@ -379,9 +388,17 @@ def trends(
         from ragaudit.io.files import refuse_overwriting
 
         refuse_overwriting([plot], [store], option="--plot")
+    if rename is not None:
+        pair = parse_rename(rename)
+        if not Path(store).is_file():
+            raise InputError(Problem(str(store), "expected a ragaudit history file, found none (no run recorded yet)"))
+        with _opened(store, write=True) as db:
+            rename_in(db, *pair)
     problems: list[Problem] = []
     points = trend(store, metric=metric, pipeline=pipeline, last=last, problems=problems)
-    return Trends(Path(store), points, problems)
+    with _opened(store, write=False) as db:
+        points, left_out = shown(points, gated_metrics(db), every=every or metric is not None)
+    return Trends(Path(store), points, problems, left_out)
 
 
 class _Bad:
@@ -469,16 +486,3 @@ def _report_problem(report: Any) -> str | None:
         if not isinstance(report.get(key), kind):
             return f"one whose {key} is {'missing' if report.get(key) is None else describe(report[key])} (expected {name})"
     return None
-
-
-SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: list[float]) -> str:
-    """One block character per value, from the lowest (▁) to the highest (█) of `values`."""
-    if not values:
-        return ""
-    lo, hi = min(values), max(values)
-    span = hi - lo
-    top = len(SPARKS) - 1
-    return "".join(SPARKS[0 if span == 0 else min(top, int((v - lo) / span * top + 0.5))] for v in values)

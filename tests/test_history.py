@@ -113,8 +113,18 @@ def test_history_prints_each_metric_run_by_run(tmp_path):
     assert [(r[0], r[2], r[4]) for r in rows] == [
         (r["meta"]["finished"], r["gate"]["verdict"], f"{v:.4f}") for r, v in zip(reports, values)
     ]
-    everything = invoke("history", "--config", config).output
+    everything = invoke("history", "--config", config, "--all").output
     assert everything.count(" · ") == len(expected_values(reports[0]))  # every pipeline and metric
+    # by default, the figures the default gate reads: delta_s_excess_max, coverage_pass_rate,
+    # citation_match_min, lambda_convergent_min (and lambda_forbid), hallucination_max, grounded_pass_rate
+    gated = {"delta_s_excess", "coverage", "citation_match", "convergent_share", "hallucinating_runs", "fully_grounded"}
+    default = invoke("history", "--config", config).output
+    shown = re.findall(r"^(\w+) · (\S+)  ", default, flags=re.M)
+    assert sorted(shown) == sorted((p, m) for p in ("bm25", "tfidf") for m in gated)
+    rest = sorted({m for _, m in expected_values(reports[0])} - gated)
+    assert (
+        default.splitlines()[-1] == f"not gated, left out: {', '.join(rest)} (--all shows them, --metric one of them)"
+    )
 
 
 def test_history_as_json_with_filters(tmp_path):
@@ -135,11 +145,55 @@ def test_history_as_json_with_filters(tmp_path):
             [r["summary"]["pipelines"][series["pipeline"]]["metrics"]["coverage"] for r in reports]
         )
         assert [r["verdict"] for r in series["runs"]] == [r["gate"]["verdict"] for r in reports]
-    only_bm25 = as_json("--pipeline", "bm25")
+    only_bm25 = as_json("--pipeline", "bm25", "--all")
     assert {s["pipeline"] for s in only_bm25} == {"bm25"}
     assert {s["metric"] for s in only_bm25} == {m for p, m in expected_values(reports[0]) if p == "bm25"}
     last = as_json("--last", "2", "--metric", "convergent_share")
     assert [[r["run_dir"] for r in s["runs"]] for s in last] == [[str(d.resolve()) for d in dirs[1:]]] * 2
+
+
+def _series(config, *args) -> dict:
+    result = invoke("history", "--config", config, "--format", "json", "--metric", "coverage", *args)
+    assert result.exit_code == 0, result.output
+    return {s["pipeline"]: [r["run_dir"] for r in s["runs"]] for s in json.loads(result.output)}
+
+
+def test_a_history_key_keeps_one_series_when_the_pipeline_is_renamed(tmp_path):
+    """k changes and the name follows (dense-k3 → dense-k5): with one history_key the runs stay one series."""
+    config = write_config(tmp_path, BM25.replace('"bm25"\nkind', '"bm25-k3"\nkind') + 'k = 3\nhistory_key = "bm25"\n')
+    first = run(config)
+    assert read(first / "report.json")["pipelines"]["bm25-k3"]["options"]["history_key"] == "bm25"
+    config.write_text(config.read_text().replace('"bm25-k3"', '"bm25-k5"').replace("k = 3", "k = 5"))
+    second = run(config)
+    assert _series(config) == {"bm25": [str(first.resolve()), str(second.resolve())]}
+    twice = write_config(tmp_path, BM25 + BM25.replace('"bm25"\nkind', '"other"\nkind') + 'history_key = "bm25"\n')
+    refused = invoke("run", twice)
+    line = twice.read_text().splitlines().index('history_key = "bm25"') + 1
+    assert refused.exit_code == 3
+    assert (
+        f"{twice}:{line}: $.pipelines[1].history_key: expected a history key of its own, found 'bm25', "
+        "the history key of pipeline 'bm25'" in refused.stderr
+    )
+
+
+def test_rename_joins_a_series_recorded_under_an_old_name(tmp_path):
+    config = write_config(tmp_path, BM25)
+    first = run(config)
+    config.write_text(config.read_text().replace('name = "bm25"', 'name = "bm25-k5"'))
+    second = run(config)
+    assert _series(config) == {"bm25": [str(first.resolve())], "bm25-k5": [str(second.resolve())]}
+    for bad, said in (
+        ("bm25", "--rename: expected OLD=NEW (two different pipeline names), found 'bm25'"),
+        ("gone=bm25-k5", "--rename: expected a recorded pipeline (bm25, bm25-k5), found 'gone'"),
+    ):
+        result = invoke("history", "--config", config, "--rename", bad)
+        assert result.exit_code == 2 and said in result.output, result.output
+    assert _series(config, "--rename", "bm25=bm25-k5") == {"bm25-k5": [str(first.resolve()), str(second.resolve())]}
+    assert _series(config) == {"bm25-k5": [str(first.resolve()), str(second.resolve())]}  # kept in the history
+    both = write_config(tmp_path, BM25 + TFIDF)
+    shared = run(both)
+    result = invoke("history", "--config", both, "--rename", "tfidf=bm25")
+    assert result.exit_code == 2 and f"1 recorded runs have values of both (first: {shared.resolve()})" in result.output
 
 
 def test_history_plots_an_svg(tmp_path):
@@ -402,7 +456,7 @@ def test_history_reports_bad_stored_values_and_shows_the_rest(tmp_path):
     db.close()
     coverage = read(second / "report.json")["summary"]["pipelines"]["bm25"]["metrics"]["coverage"]
     for fmt in ("text", "json"):
-        result = invoke("history", "--store", store, "--format", fmt, "--plot", tmp_path / f"{fmt}.svg")
+        result = invoke("history", "--store", store, "--format", fmt, "--plot", tmp_path / f"{fmt}.svg", "--all")
         assert result.exit_code == 0, result.output
         for metric, found in (("coverage", "null"), ("citation_match", "string 'abc'"), ("mrr", "number inf")):
             assert (

@@ -232,6 +232,7 @@ def load_config(path: str | Path) -> Config:
     if problems or root is None:
         raise InputError(problems)
     _check_gold_codes(path, text, root.gold)
+    _check_history_keys(path, text, root.pipelines)
     audit, defaults = root.audit, _option_defaults()
     gate, sources, calibration = _gate(root.gate)
     return Config(
@@ -262,6 +263,24 @@ def load_config(path: str | Path) -> Config:
             for p in root.pipelines
         ),
     )
+
+
+def _check_history_keys(path: Path, text: str, pipelines: list) -> None:
+    """Two pipelines cannot keep their values under one history key (a name, by default)."""
+    owner: dict[str, str] = {}
+    for i, p in enumerate(pipelines):
+        key = p.history_key or p.name
+        if key in owner:
+            at = ("pipelines", i, "history_key" if p.history_key else "name")
+            raise InputError(
+                Problem(
+                    str(path),
+                    f"expected a history key of its own, found {key!r}, the history key of pipeline {owner[key]!r}",
+                    Positions(text).line_of(at),
+                    _jsonpath(at),
+                )
+            )
+        owner[key] = p.name
 
 
 def _check_gold_codes(path: Path, text: str, table: GoldSection) -> None:

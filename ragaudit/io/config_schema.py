@@ -217,6 +217,7 @@ class _Pipeline(_Table):
     name: _Text
     k: _Positive = 5
     timeout_s: float = Field(30.0, gt=0.0, le=86_400.0)  # a day
+    history_key: _Text | None = None  # the name the history keeps its values under (default: name)
 
     @field_validator("name")
     @classmethod

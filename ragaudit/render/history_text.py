@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ragaudit.history import Point, sparkline
+from ragaudit.history import Point
+from ragaudit.history_series import sparkline
 
 Series = dict[tuple[str, str], list[Point]]
 
@@ -24,7 +25,8 @@ def _verdict(passed: bool) -> str:
     return "pass" if passed else "fail"
 
 
-def render_text(points: list[Point], store: str) -> str:
+def render_text(points: list[Point], store: str, left_out: list[str] | None = None) -> str:
+    """The series, then which metrics were left out (not gated) and how to see them."""
     runs = len({p.run_dir for p in points})
     lines = [f"{runs} run{'s' * (runs != 1)} in {store}, oldest first"]
     for (pipeline, metric), found in series_of(points).items():
@@ -39,6 +41,8 @@ def render_text(points: list[Point], store: str) -> str:
             f"{_verdict(p.pipeline_passed):<4}  {p.value:.4f}"
             for p in found
         ]
+    if left_out:
+        lines += ["", f"not gated, left out: {', '.join(left_out)} (--all shows them, --metric one of them)"]
     return "\n".join(lines)
 
 

@@ -83,6 +83,7 @@ OPTION_DEFAULTS = {
     "retries": 0,
     "retry_backoff_s": 0.5,
     "cache": False,
+    "history_key": None,
 }
 
 
@@ -144,7 +145,7 @@ kind = "magic"
         f"{path}:2: $.audit.paraphrases: expected an integer, found string 'three'",
         f"{path}:3: $.audit.seeds[1]: expected an integer, found string '2'",
         f"{path}:4: $.audit.colour: expected one of allow_cross_section, corpus, cross_section_whitelist, gold, "
-        "offset_unit, out, paraphrases, seeds, workers, found unknown key 'colour'",
+        "live_index, offset_unit, out, paraphrases, seeds, workers, found unknown key 'colour'",
         f"{path}:8: $.pipelines[0].kind: expected kind one of reference, replay, python, command, found string 'magic'",
     ]
 
@@ -354,7 +355,7 @@ def test_nan_and_infinity_are_config_errors_anywhere(tmp_path, text, line, at, m
     assert f"{path}:{line}: {at}: {message}" in problems(path)
 
 
-REFERENCE_KEYS = "analyzer, chunk_overlap, chunk_size, k, kind, name, rerank, retriever, temperature, timeout_s"
+REFERENCE_KEYS = "analyzer, chunk_overlap, chunk_size, history_key, k, kind, name, rerank, retriever, temperature, timeout_s"
 PER_KIND = [
     (
         '[[pipelines]]\nname = "p"\nkind = "reference"\ncommand = ["rag"]\n',
@@ -366,21 +367,21 @@ PER_KIND = [
         '[[pipelines]]\nname = "p"\nkind = "replay"\ntraces = "t"\nretriever = "bm25"\n',
         5,
         "$.pipelines[0].retriever",
-        "expected one of format, k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
+        "expected one of format, history_key, k, kind, name, timeout_s, traces (a replay pipeline), found key 'retriever', "
         "which only reference pipelines take",
     ),
     (
         '[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\nfactory = "m:f"\n',
         5,
         "$.pipelines[0].factory",
-        "expected one of cache, command, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
+        "expected one of cache, command, history_key, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
         "which only python pipelines take",
     ),
     (
         '[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\ntemperature = 0.2\n',
         5,
         "$.pipelines[0].temperature",
-        "expected one of cache, factory, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
+        "expected one of cache, factory, history_key, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
         "which only reference pipelines take",
     ),
     (
@@ -462,13 +463,13 @@ MISSING_LINES = [
         "[audit]\nseeds = [1]\n\n[colour]\nred = 1\n",
         4,
         "$.colour",
-        "expected one of audit, compare, embedder, executor, gate, history, lambda, metrics, pipelines, support, found unknown table [colour]",
+        "expected one of audit, compare, embedder, executor, gate, gold, history, lambda, metrics, pipelines, support, found unknown table [colour]",
     ),
     (
         'title = "x"\n',
         1,
         "$.title",
-        "expected one of audit, compare, embedder, executor, gate, history, lambda, metrics, pipelines, support, found unknown key 'title'",
+        "expected one of audit, compare, embedder, executor, gate, gold, history, lambda, metrics, pipelines, support, found unknown key 'title'",
     ),
     (
         '[audit]\nseeds = [1]\n\n[pipelines]\nname = "p"\n',
