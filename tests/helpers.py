@@ -547,3 +547,51 @@ class Lazy:
 
     def __instancecheck__(self, obj) -> bool:
         return isinstance(obj, self._target())
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def chromium(width: int, height: int):
+    """A headless Chromium (Selenium) with a window of `width` x `height`, as a context manager;
+    skips when the browser, its driver or selenium is missing, unless RAGAUDIT_REQUIRE_BROWSER=1."""
+    import contextlib
+    import tempfile
+
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("the selenium package")
+    if missing:
+        reason = f"headless browser test needs {', '.join(missing)} (Debian: chromium chromium-driver)"
+        if os.environ.get("RAGAUDIT_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + "; RAGAUDIT_REQUIRE_BROWSER=1")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    @contextlib.contextmanager
+    def opened():
+        options = webdriver.ChromeOptions()
+        options.binary_location = str(CHROMIUM)
+        with tempfile.TemporaryDirectory() as profile:
+            for arg in (
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--window-size={width},{height}",
+                f"--user-data-dir={profile}",
+            ):
+                options.add_argument(arg)
+            browser = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+            try:
+                yield browser
+            finally:
+                browser.quit()
+
+    return opened()

@@ -279,6 +279,54 @@ def test_worst_examples_point_at_their_lines(production):
     assert named == set(examples)
 
 
+def test_worst_examples_are_listed_by_query_with_trace_and_line_beside(production):
+    """A reader knows a request by its question: each worst entry links its query, and names the
+    trace and the file:line it came from beside it (the query and run key read from the input)."""
+    page = page_text((production["out"] / "audit_log.html").read_text(encoding="utf-8"))
+    model, traces, path = production["model"], production["traces"], production["path"]
+    examples = {e["id"]: e for e in model["examples"]}
+    for entry in model["worst"]["delta_s"][:5]:
+        line = examples[entry["example"]]["line"]
+        trace = traces[line - 1]
+        run = f"{trace['qid']} v{trace['variant']} s{trace['seed']}"
+        assert f"{trace['query']} — ΔS {entry['delta_s']:.3f} ({entry['zone']}) trace {run} · {path}:{line}" in page
+
+
+@pytest.mark.browser
+def test_the_page_fits_a_1280_px_window(recorded, tmp_path):
+    """Two weeks of daily windows of production traces (32-hex trace ids, long index values): no part
+    of the page is wider than a 1280 px window."""
+    from helpers import chromium
+
+    config, traces = recorded
+    spans = []
+    for i in range(84):
+        trace = copy.deepcopy(traces[i % len(traces)])
+        trace.update(qid=f"{random.Random(i).getrandbits(128):032x}", variant=0, seed=0)
+        trace["retrieved_at"] = f"2026-11-{1 + i % 14:02d}T{i % 24:02d}:00:00Z"
+        if i % 5 == 0:  # a rebuilt index now and then: drift in most windows
+            reindex(trace)
+            trace["index"]["embed_model"] = "sentence-transformers/all-mpnet-base-v2-finetuned-on-our-docs"
+        spans.append(trace)
+    path = write_traces(tmp_path / "prod.jsonl", spans)
+    invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--window", "1d", "--out", tmp_path / "out")
+    page = tmp_path / "out" / "audit_log.html"
+    with chromium(1280, 900) as browser:
+        browser.get(page.as_uri())
+        wide = browser.execute_script(
+            "const w = document.documentElement.clientWidth;"
+            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 0.5)"
+            ".map(e => e.tagName + ' ' + (e.textContent || '').slice(0, 40));"
+        )
+        assert wide == []
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 1280
+        first = browser.find_element("css selector", "ol li")
+        where = re.search(rf"trace ([0-9a-f]{{32}}) · {re.escape(str(path))}:(\d+)$", first.text)
+        assert where, first.text  # a span trace's id alone: spans carry no variant or seed
+        trace = spans[int(where.group(2)) - 1]
+        assert where.group(1) == trace["qid"] and first.find_element("css selector", "a").text == trace["query"]
+
+
 def test_delta_s_is_the_query_against_the_nearest_cited_text(production):
     """Recomputed with the hashing encoder by hand: min over the answer's cited texts of 1 - cos."""
     encoder = HashingEncoder()

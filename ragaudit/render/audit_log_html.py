@@ -19,7 +19,12 @@ from ragaudit.render.templating import render, trusted
 
 INDEX_FIELDS = ("index_hash", "analyzer", "embed_model")
 SHORT = 18  # characters of an index value shown in a table cell (all of it on hover)
-STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1400px;color:#1d2433}
+QUERY = 140  # characters of a query that name a worst example (all of it in its details)
+# The page fits a 1280 px window: every table has a fixed set of columns (windows are rows, never
+# columns), long unbroken text (hashes, ids, URLs) may break anywhere, and the chart scales down.
+STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1400px;padding:0 1.5rem;color:#1d2433}
+pre,td.l,li{overflow-wrap:anywhere}svg.chart{max-width:100%;height:auto}li .tid{display:block}
+.tid{font:12px/1.4 ui-monospace,monospace;color:#5b6475}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}table{border-collapse:collapse;width:100%;margin:.5rem 0}
 th,td{padding:.35rem .6rem;border-bottom:1px solid #e3e6ec;text-align:right;vertical-align:top}
 th{background:#f4f6f9}.note{color:#5b6475}.fail{color:#c62828}.pass{color:#1a7f37}td.l,th.l{text-align:left}
@@ -41,7 +46,21 @@ def _where(example: dict) -> str:
 
 
 def _label(example: dict) -> str:
-    return f"{example.get('qid') or '(no trace)'} · {_where(example)}"
+    """What names an example: its query (clipped), as a reader knows the request."""
+    query = " ".join(str(example.get("query") or "").split())
+    if not query:
+        return "(no query)"
+    return query if len(query) <= QUERY else query[: QUERY - 1] + "…"
+
+
+def _trace_id(example: dict) -> str:
+    """The trace as the logs name it: a span trace's id alone (variant and seed 0: spans carry
+    none), else its run key, `qid vV sS`."""
+    if "qid" not in example:
+        return "(no trace)"
+    if not example.get("variant") and not example.get("seed"):
+        return str(example["qid"])
+    return f"{example['qid']} v{example['variant']} s{example['seed']}"
 
 
 def _window(window: dict, changed: set) -> dict:
@@ -79,7 +98,7 @@ def _entry_value(kind: str, entry: dict) -> str:
 def _example(example: dict) -> dict:
     fields = [
         ("where", _where(example)),
-        ("trace", f"{example['qid']} v{example['variant']} s{example['seed']}" if "qid" in example else None),
+        ("trace", _trace_id(example) if "qid" in example else None),
         ("pipeline", example.get("config")),
         ("retrieved at", example.get("retrieved_at")),
         ("window", example.get("window")),
@@ -95,6 +114,8 @@ def _example(example: dict) -> dict:
     return {
         "id": example["id"],
         "label": _label(example),
+        "trace": _trace_id(example),
+        "where": _where(example),
         "fields": [(name, value) for name, value in fields if value is not None],
         "segments": example.get("segments", []),
         "cited": example.get("cited", []),
@@ -112,7 +133,13 @@ def render_audit_log(model: dict) -> str:
         {
             "title": title,
             "entries": [
-                {"id": e["example"], "label": _label(by_id[e["example"]]), "value": _entry_value(kind, e)}
+                {
+                    "id": e["example"],
+                    "label": _label(by_id[e["example"]]),
+                    "trace": _trace_id(by_id[e["example"]]),
+                    "where": _where(by_id[e["example"]]),
+                    "value": _entry_value(kind, e),
+                }
                 for e in model["worst"].get(kind) or []
             ],
         }

@@ -355,7 +355,9 @@ def test_nan_and_infinity_are_config_errors_anywhere(tmp_path, text, line, at, m
     assert f"{path}:{line}: {at}: {message}" in problems(path)
 
 
-REFERENCE_KEYS = "analyzer, chunk_overlap, chunk_size, history_key, k, kind, name, rerank, retriever, temperature, timeout_s"
+REFERENCE_KEYS = (
+    "analyzer, chunk_overlap, chunk_size, history_key, k, kind, name, rerank, retriever, temperature, timeout_s"
+)
 PER_KIND = [
     (
         '[[pipelines]]\nname = "p"\nkind = "reference"\ncommand = ["rag"]\n',
