@@ -235,7 +235,6 @@ def gate(
         aborted={name: p.aborted for name, p in found.pipelines.items() if p.aborted is not None},
         baseline=chosen.report.as_baseline() if chosen and chosen.report else None,
         error_questions={p: sorted(q) for p, q in questions.items()},
-        sources=config.gate_sources,
     )
     found.gate = result
     return Gated(result, found, chosen.warnings if chosen else [], chosen.notes if chosen else [])

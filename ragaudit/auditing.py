@@ -276,7 +276,6 @@ class StreamingAudit:
             aborted=self.aborted,
             baseline=self.baseline,
             error_questions=error_questions,
-            sources=self.subject.config.gate_sources,
         )
         return Audit(
             evaluation,
@@ -303,7 +302,6 @@ def regate(result: Audit, subject: Subject, *, baseline: Baseline | None) -> Gat
         aborted=result.aborted,
         baseline=baseline,
         error_questions=result.error_questions,
-        sources=subject.config.gate_sources,
     )
 
 

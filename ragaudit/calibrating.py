@@ -233,10 +233,10 @@ def calibrate(inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None)
         seeds=tuple(config.seeds),
         k=k or config.metrics.k,
     )
-    from ragaudit.io.config import default_config
+    from ragaudit.io.config_schema import GateSection
 
     # every tuned check at its default, so that each has a value to compare, whatever the config gates
-    gated = dataclasses.replace(config, gate={**default_config().gate, "pipelines": [ORACLE]}, gate_sources={})
+    gated = dataclasses.replace(config, gate=GateSection(pipelines=[ORACLE]))
     subject = dataclasses.replace(inputs.subject(inputs.check_gold(strict=False)), config=gated)
     checks = propose(score(traces, subject, rate=rate, seed=seed))
     hashes = {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)}

@@ -72,7 +72,7 @@ def test_calibrate_proposes_thresholds_every_control_passes(calibrated):
 def test_a_config_runs_with_the_calibration(calibrated):
     config, _ = calibrated
     config.write_text(config.read_text().replace("[embedder]", '[gate]\nfrom = "calibration.json"\n\n[embedder]'))
-    assert load_config(config).gate_sources.get("citation_match_min") == "calibration"
+    assert load_config(config).gate.source("citation_match_min") == "calibration"
     ran = invoke("run", config, "--no-gate")
     assert ran.exit_code == 0, ran.output
 

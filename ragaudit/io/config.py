@@ -30,7 +30,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     ValidationError,
@@ -40,6 +40,7 @@ from ragaudit.errors import InputError, Problem, describe
 from ragaudit.io.config_schema import (
     CompareSection,
     ExecutorSection,
+    GateSection,
     HistorySection,
     LambdaSection,
     MetricsSection,
@@ -47,6 +48,9 @@ from ragaudit.io.config_schema import (
 )
 from ragaudit.io.tomlpos import BARE as _BARE
 from ragaudit.io.tomlpos import Positions
+
+if TYPE_CHECKING:
+    from ragaudit.io.calibration import Calibration
 
 
 @dataclass(frozen=True)
@@ -70,14 +74,13 @@ class Config:
     workers: int = 1
     model: str = "all-MiniLM-L6-v2"
     metrics: MetricsSection = field(default_factory=MetricsSection)
-    gate: dict[str, Any] = field(default_factory=dict)
+    gate: GateSection = field(default_factory=GateSection)  # the thresholds in force, with their sources
     lambda_: LambdaSection = field(default_factory=LambdaSection)
     support: SupportSection = field(default_factory=SupportSection)
     pipelines: tuple[PipelineConfig, ...] = ()
     executor: ExecutorSection = field(default_factory=ExecutorSection)
     history: HistorySection = field(default_factory=HistorySection)
-    gate_sources: dict[str, str] = field(default_factory=dict)  # threshold -> "config" or "calibration"
-    calibration: Any = None  # the ragaudit.io.calibration.Calibration named by [gate] from
+    calibration: Calibration | None = None  # the calibration named by [gate] from
     compare: CompareSection = field(default_factory=CompareSection)
 
 
@@ -101,8 +104,7 @@ from ragaudit.io.config_schema import (  # noqa: E402, F401  (the schema's names
 
 
 def default_config() -> Config:
-    gate = {key: value for key, value in _defaults(_Gate).items() if key != "from"}  # thresholds only
-    return Config(gate=gate)
+    return Config()
 
 
 # --- pydantic's errors in the house words ---------------------------------------------------------
@@ -229,7 +231,11 @@ def load_config(path: str | Path) -> Config:
     if problems or root is None:
         raise InputError(problems)
     audit, defaults = root.audit, _option_defaults()
-    gate, sources, calibration = _gate(root.gate)
+    calibration = None
+    if root.gate.from_ is not None:
+        from ragaudit.io.calibration import read_calibration
+
+        calibration = read_calibration(root.gate.from_)
     return Config(
         path=path,
         gold=audit.gold,
@@ -243,8 +249,7 @@ def load_config(path: str | Path) -> Config:
         workers=audit.workers,
         model=root.embedder.model,
         metrics=root.metrics,
-        gate=gate,
-        gate_sources=sources,
+        gate=GateSection.of(root.gate, calibration),
         calibration=calibration,
         lambda_=root.lambda_,
         support=root.support,
@@ -256,23 +261,3 @@ def load_config(path: str | Path) -> Config:
             for p in root.pipelines
         ),
     )
-
-
-def _gate(table: _Gate) -> tuple[dict[str, Any], dict[str, str], Any]:
-    """The [gate] thresholds with those of a calibration (`from`) under the ones the config sets,
-    where each came from, and the calibration."""
-    gate = table.model_dump(exclude={"from_"})
-    fields = type(table).model_fields
-    written = {(fields[name].alias or name) for name in table.model_fields_set} - {"from"}
-    sources = {key: "config" for key in written}
-    calibration = None
-    if table.from_ is not None:
-        from ragaudit.io.calibration import read_calibration
-
-        calibration = read_calibration(table.from_)
-        for key, value in calibration.gate.items():
-            if key not in written:
-                gate[key] = value
-                sources[key] = "calibration"
-        gate["not_gated"] = {k: v for k, v in calibration.not_gated.items() if k not in written}
-    return gate, sources, calibration
