@@ -65,7 +65,7 @@ UNSUPPORTED = ("unsupported_claim", "unsupported_quantity", "same_topic_fact")
 class Corpus:
     name: str
     inputs: runner.Inputs
-    subject: object
+    subject: runner.Inputs
     clean: dict[str, list[Trace]]  # clean run sets by name
     scored: object = None  # calibrate.Scored on the oracle
     proposals: dict | None = None
@@ -75,7 +75,7 @@ def _gated(subject, pipelines: list[str], gate: dict | None = None):
     """The subject gated at the defaults with `gate`'s thresholds over them, on `pipelines` only."""
     config = subject.config
     thresholds = GateSection().model_copy(update={**(gate or {}), "pipelines": pipelines})
-    return dataclasses.replace(subject, config=dataclasses.replace(config, gate=thresholds))
+    return subject.replace(config=dataclasses.replace(config, gate=thresholds))
 
 
 def _oracle_reader(traces: list[Trace], items) -> list[Trace]:
@@ -112,9 +112,9 @@ def prepare(name: str, root: Path, questions: int | None) -> Corpus:
     built = corpora.build(name, root, questions)
     config = load_config(built.config)
     config = dataclasses.replace(config, gate=GateSection())
-    inputs = runner.Inputs(config)
-    findings = inputs.check_gold(strict=False)
-    subject = inputs.subject(findings)
+    inputs = runner.Inputs.from_config(config)
+    inputs.check_gold(strict=False)
+    subject = inputs
     oracle = oracle_traces(
         inputs.items, inputs.corpus, inputs.encoder, variants=config.paraphrases, seeds=config.seeds, k=5
     )

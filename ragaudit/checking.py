@@ -232,15 +232,12 @@ def check_gold(
     """Check that each gold item is answerable from the corpus it names; with `distance`, warn
     about questions far from their anchor, by the embedding `model` (the default model, or
     `hashing`), through the embedding cache a run uses."""
-    from ragaudit.inputs import encoder_for
-    from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.gold import read_gold
-    from ragaudit.progress import phase
-    from ragaudit.validation.gold import check_gold as check
+    import dataclasses
 
-    with phase("loading corpus and gold set", counts_as="loading"):
-        loaded = load_corpus(corpus)
-        items, problems = read_gold(gold)
-    encoder = encoder_for(model) if distance else None
-    found = check(items, loaded, file=str(gold), paraphrases=paraphrases, problems=problems, encoder=encoder)
-    return GoldCheck(found, len(items) + len(problems), list(problems))
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import Config
+
+    config = Config(gold=Path(gold), corpus=Path(corpus), paraphrases=paraphrases)
+    inputs = Inputs.from_config(dataclasses.replace(config, model=model) if model else config, lenient=True)
+    found = inputs.gold_issues(distance=distance)
+    return GoldCheck(found, len(inputs.items) + len(inputs.gold_problems), inputs.gold_problems)

@@ -140,3 +140,26 @@ def test_anchor_text_that_differs_late_shows_where(tmp_path, corpus):
         f"(document char {start + 70}): slice ...{long_text[46:94]!r}, text ...{wrong[46:94]!r}"
     )
     assert long_text[46:94] != wrong[46:94] and found.path == "$.anchor.text"
+
+
+def test_gold_check_with_the_hashing_model_fills_the_cache_a_run_reads(tmp_path, monkeypatch):
+    """`gold check --model hashing` encodes each question and anchor through the embedding cache, so
+    that a run's encoder of the same model finds every one of them there and encodes none again."""
+    from helpers import DEMO, invoke
+
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import load_config
+
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    lines = (DEMO / "gold.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:4]
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(lines), encoding="utf-8")
+    result = invoke("gold", "check", gold, "--corpus", DEMO / "corpus", "--model", "hashing")
+    assert result.exit_code == 0, result.output
+    assert "4 records, 0 errors" in result.output
+    config = tmp_path / "audit.toml"
+    config.write_text(f'[audit]\ngold = "gold.jsonl"\ncorpus = "{DEMO / "corpus"}"\n\n[embedder]\nmodel = "hashing"\n')
+    encoder = Inputs.from_config(load_config(config)).encoder  # a run's encoder
+    texts = [t for line in lines for t in (json.loads(line)["question"], json.loads(line)["anchor"]["text"])]
+    encoder.encode(texts)
+    assert (encoder.requested, encoder.hits, encoder.encoded) == (len(texts), len(texts), 0)
