@@ -148,7 +148,7 @@ Source = Literal["default", "config", "calibration"]
 class GateSection(_Gate):
     """The thresholds in force: `[gate]` as the config writes it, under it a calibration's (`from`)
     for the keys the config leaves out, where each came from (`source`), and why the calibration
-    leaves a check ungated. Built by `_Gate.in_force`, never read from TOML (a config that writes
+    leaves a check ungated. Built by `GateSection.of`, never read from TOML (a config that writes
     `sources` or `not_gated` has an unknown key)."""
 
     sources: dict[str, Source] = Field(default_factory=dict)  # key -> config or calibration
