@@ -40,10 +40,11 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     model = Recording(SentenceTransformerEncoder(config.model))
     _ = model.inner.model  # load the weights before timing, as the raw baseline does
     encoder = CachedEncoder(model, cache)
-    inputs = runner.Inputs(config, encoder=encoder)
+    inputs = runner.Inputs.from_config(config, encoder=encoder)
     started = time.perf_counter()
     result = runner.run(config, inputs=inputs, out=out)
-    build(result.run_dir, inputs.subject(inputs.check_gold()))
+    inputs.check_gold()
+    build(result.run_dir, inputs)
     return encoder, model, time.perf_counter() - started
 
 

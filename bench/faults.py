@@ -49,7 +49,9 @@ from ragaudit.injection import inject, run_faults  # noqa: E402
 from ragaudit.injection.mutations import with_answer  # noqa: E402
 from ragaudit.injection.oracle import ORACLE, oracle_traces  # noqa: E402
 from ragaudit.injection.registry import FAULTS  # noqa: E402
-from ragaudit.io.config import default_config, load_config  # noqa: E402
+from ragaudit.io.calibration import THRESHOLDS  # noqa: E402
+from ragaudit.io.config import load_config  # noqa: E402
+from ragaudit.io.config_schema import GateSection  # noqa: E402
 from ragaudit.io.traces import read_trace_file  # noqa: E402
 from ragaudit.markers import MARKER  # noqa: E402
 from ragaudit.types import Segment, Trace  # noqa: E402
@@ -63,18 +65,17 @@ UNSUPPORTED = ("unsupported_claim", "unsupported_quantity", "same_topic_fact")
 class Corpus:
     name: str
     inputs: runner.Inputs
-    subject: object
+    subject: runner.Inputs
     clean: dict[str, list[Trace]]  # clean run sets by name
     scored: object = None  # calibrate.Scored on the oracle
     proposals: dict | None = None
 
 
 def _gated(subject, pipelines: list[str], gate: dict | None = None):
+    """The subject gated at the defaults with `gate`'s thresholds over them, on `pipelines` only."""
     config = subject.config
-    return dataclasses.replace(
-        subject,
-        config=dataclasses.replace(config, gate={**(gate or config.gate), "pipelines": pipelines}, gate_sources={}),
-    )
+    thresholds = GateSection().model_copy(update={**(gate or {}), "pipelines": pipelines})
+    return subject.replace(config=dataclasses.replace(config, gate=thresholds))
 
 
 def _oracle_reader(traces: list[Trace], items) -> list[Trace]:
@@ -110,10 +111,10 @@ def _llm_claims(traces: list[Trace], claims: dict[str, str]) -> list[Trace]:
 def prepare(name: str, root: Path, questions: int | None) -> Corpus:
     built = corpora.build(name, root, questions)
     config = load_config(built.config)
-    config = dataclasses.replace(config, gate=default_config().gate, gate_sources={})
-    inputs = runner.Inputs(config)
-    findings = inputs.check_gold(strict=False)
-    subject = inputs.subject(findings)
+    config = dataclasses.replace(config, gate=GateSection())
+    inputs = runner.Inputs.from_config(config)
+    inputs.check_gold(strict=False)
+    subject = inputs
     oracle = oracle_traces(
         inputs.items, inputs.corpus, inputs.encoder, variants=config.paraphrases, seeds=config.seeds, k=5
     )
@@ -243,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold-out", default="expertqa")
     args = parser.parse_args(argv)
     names = args.corpora.split(",")
-    shipped = default_config().gate
+    shipped = GateSection().model_dump(include=set(THRESHOLDS))
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ragaudit-bench-") as tmp:
         found = {name: prepare(name, Path(tmp), args.questions) for name in names}

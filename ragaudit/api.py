@@ -154,7 +154,7 @@ def report(run_dir: Path) -> Rebuilt:
     from ragaudit.outputs import build
 
     manifest = rundir.read_manifest(run_dir)
-    inputs = Inputs(_config(manifest["config_path"]))
+    inputs = Inputs.from_config(_config(manifest["config_path"]))
     base = None
     warnings: list[str] = []
     if manifest.get("baseline"):
@@ -162,7 +162,8 @@ def report(run_dir: Path) -> Rebuilt:
         warnings += chosen.warnings
         base = chosen.report.as_baseline() if chosen.report else None
     with rundir.locked(run_dir):
-        built = build(run_dir, inputs.subject(inputs.check_gold(strict=False)), baseline=base, warnings=warnings)
+        inputs.check_gold(strict=False)
+        built = build(run_dir, inputs, baseline=base, warnings=warnings)
     if not (Path(run_dir) / "report.json").is_file():  # never a result without a report
         raise RagauditError(f"{run_dir}: the report was not written")
     return Rebuilt(built, Path(run_dir), warnings)
@@ -235,7 +236,6 @@ def gate(
         aborted={name: p.aborted for name, p in found.pipelines.items() if p.aborted is not None},
         baseline=chosen.report.as_baseline() if chosen and chosen.report else None,
         error_questions={p: sorted(q) for p, q in questions.items()},
-        sources=config.gate_sources,
     )
     found.gate = result
     return Gated(result, found, chosen.warnings if chosen else [], chosen.notes if chosen else [])
@@ -282,13 +282,12 @@ def faults(
         [json_path, html_path], [Path(run_dir) / rundir.TRACES, Path(run_dir) / rundir.MANIFEST, config_file]
     )
     loaded = _config(config_file)
-    inputs = Inputs(loaded)
+    inputs = Inputs.from_config(loaded)
     with phase("reading traces", unit="runs", counts_as="loading") as reading:
         traces = read_trace_file(Path(run_dir) / rundir.TRACES, offset_unit=loaded.offset_unit)
         reading.advance(len(traces))
-    result, _ = run_faults(
-        traces, inputs.subject(inputs.check_gold(strict=False)), only=list(only) if only else None, rate=rate, seed=seed
-    )
+    inputs.check_gold(strict=False)
+    result, _ = run_faults(traces, inputs, only=list(only) if only else None, rate=rate, seed=seed)
     target.mkdir(parents=True, exist_ok=True)
     same = target.resolve() == Path(run_dir).resolve()
     with (
@@ -313,7 +312,7 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     loaded = _config(config)
     target = Path(out) if out else Path(loaded.path).parent / "calibration.json"
     refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
-    result = propose(Inputs(loaded), rate=rate, seed=seed)
+    result = propose(Inputs.from_config(loaded), rate=rate, seed=seed)
     write_json(target, result)
     return result, target
 

@@ -59,9 +59,8 @@ def audit_config(
     refuse_overwriting([store], sources, option="the history")
     history.check(store)  # a damaged history stops the run before any work, not after it
     check_config(config)  # thresholds calibrated on another gold set or corpus stop the run
-    inputs = runner.Inputs(config)
+    inputs = runner.Inputs.from_config(config)
     findings = inputs.check_gold(strict=gold_check)
-    subject = inputs.subject(findings)
     workers = max(1, workers or config.workers)  # one count: the runner's threads and the executor's processes
     cluster = make_executor(
         executor or config.executor.kind,
@@ -74,7 +73,7 @@ def audit_config(
     def start_audit(run_dir: Path) -> None:  # the run is scored as it goes: its traces are read once
         audit["work"] = Path(tempfile.mkdtemp(prefix=".audit-", dir=run_dir))
         audit["auditor"] = StreamingAudit(
-            subject, audit["work"], baseline=baseline, remote=cluster.scorer(keep=False) if cluster else None
+            inputs, audit["work"], baseline=baseline, remote=cluster.scorer(keep=False) if cluster else None
         )
 
     try:
@@ -97,14 +96,14 @@ def audit_config(
                 **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
                 **({"command": command} if command else {}),
             )
-            report = write_outputs(result.run_dir, finished, subject, warnings=result.warnings)
+            report = write_outputs(result.run_dir, finished, inputs, warnings=result.warnings)
             _record(store, result, report)  # last: the history holds finished runs only
     finally:
         if "work" in audit:
             shutil.rmtree(audit["work"], ignore_errors=True)
         if cluster is not None:
             cluster.close()
-    _note_cache(subject.encoder)
+    _note_cache(inputs.encoder)
     return Outcome(result, report, findings)
 
 

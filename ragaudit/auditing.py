@@ -21,38 +21,21 @@ from typing import Iterable
 
 from ragaudit import progress, runstore
 from ragaudit.gating import evaluate_gate
-from ragaudit.io.config import Config
+from ragaudit.inputs import Inputs
 from ragaudit.io.config_schema import kind_keys
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation, Settings, score_runs
 from ragaudit.metrics.registry import AVERAGED
 from ragaudit.model import Aborted, Baseline, Gate, PipelineResult, Report
 from ragaudit.plan import PlanIndex
-from ragaudit.types import Corpus, GoldItem, Issue, Trace
-from ragaudit.validation import Context, validate_trace
+from ragaudit.types import GoldItem, Issue, Trace
+from ragaudit.validation import validate_trace
 from ragaudit.validation.snippets import SnippetSpans
 
 MISSING_RUN = "no run recorded: the run was interrupted or its pipeline was stopped"
 UNNAMED = "(no config)"
 BATCH = 2_000
 ISSUES_SHOWN = 200  # occurrences per code kept in report.json; issues.jsonl keeps every one
-
-
-@dataclass
-class Subject:
-    """What every audit of one run directory shares: config, gold set, corpus, encoder, support
-    scorer, and the gold set's findings against the corpus."""
-
-    config: Config
-    items: list[GoldItem]
-    corpus: Corpus | None
-    encoder: object
-    support: object = None
-    gold_findings: list[Issue] = field(default_factory=list)
-
-    @property
-    def context(self) -> Context:
-        return Context.of(self.config, self.corpus)
 
 
 @dataclass
@@ -84,7 +67,7 @@ class Scoring:
     traces: list[Trace] = field(default_factory=list)  # and their traces
 
 
-def score_batch(subject: Subject, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False) -> Scoring:
+def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False) -> Scoring:
     """Validate and score one batch of runs: a pure function of its inputs, so a batch can be
     scored anywhere (this process, another one, another machine) and folded in later."""
     ctx = subject.context
@@ -112,7 +95,7 @@ class StreamingAudit:
 
     def __init__(
         self,
-        subject: Subject,
+        subject: Inputs,
         out: Path,
         *,
         baseline: Baseline | None = None,
@@ -277,7 +260,6 @@ class StreamingAudit:
             aborted=self.aborted,
             baseline=self.baseline,
             error_questions=error_questions,
-            sources=self.subject.config.gate_sources,
         )
         return Audit(
             evaluation,
@@ -295,7 +277,7 @@ class StreamingAudit:
         )
 
 
-def regate(result: Audit, subject: Subject, *, baseline: Baseline | None) -> Gate:
+def regate(result: Audit, subject: Inputs, *, baseline: Baseline | None) -> Gate:
     """The gate of a finished audit again, against another baseline: nothing is scored twice."""
     return evaluate_gate(
         result.evaluation,
@@ -304,7 +286,6 @@ def regate(result: Audit, subject: Subject, *, baseline: Baseline | None) -> Gat
         aborted=result.aborted,
         baseline=baseline,
         error_questions=result.error_questions,
-        sources=subject.config.gate_sources,
     )
 
 
@@ -313,7 +294,7 @@ def as_baseline(result: Audit) -> Baseline:
     return Baseline(result.evaluation.pipelines, result.evaluation.questions)
 
 
-def audit(traces: Iterable[Trace], subject: Subject, *, baseline: Baseline | None = None) -> Audit:
+def audit(traces: Iterable[Trace], subject: Inputs, *, baseline: Baseline | None = None) -> Audit:
     """Audit traces held in memory (fault injection, tests), keeping every run and trace in the
     result; its runs file is gone when this returns, so the result answers from memory."""
     with tempfile.TemporaryDirectory(prefix="ragaudit-audit-") as out:
@@ -323,7 +304,7 @@ def audit(traces: Iterable[Trace], subject: Subject, *, baseline: Baseline | Non
     return result
 
 
-def report_of(result: Audit, subject: Subject, manifest: dict) -> Report:
+def report_of(result: Audit, subject: Inputs, manifest: dict) -> Report:
     """The report model of an audit."""
     from ragaudit.reporting import build_report
 

@@ -22,10 +22,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ragaudit.auditing import Audit, Subject, audit
+from ragaudit.auditing import Audit, audit
+from ragaudit.errors import UsageError
 from ragaudit.injection import inject
 from ragaudit.injection.oracle import ORACLE, oracle_traces
 from ragaudit.injection.registry import FAULTS
+from ragaudit.inputs import Inputs
 from ragaudit.io.calibration import SCHEMA
 from ragaudit.metrics.support import Memoized
 from ragaudit.model import Question
@@ -91,10 +93,10 @@ class Scored:
     faults: dict[str, tuple[Audit, list[str]]]
 
 
-def score(traces: list[Trace], subject: Subject, *, rate: float = 0.2, seed: int = 0) -> Scored:
+def score(traces: list[Trace], subject: Inputs, *, rate: float = 0.2, seed: int = 0) -> Scored:
     """Audit the oracle, its LLM-style rewrite (every question) and each fault class (a seeded `rate`
     share of the questions)."""
-    subject = dataclasses.replace(subject, support=Memoized(subject.support, size=1 << 20) if subject.support else None)
+    subject = subject.replace(support=Memoized(subject.support, size=1 << 20))
     traces = sorted(traces, key=run_order)
     controls: dict[str, Audit] = {}
     faults: dict[str, tuple[Audit, list[str]]] = {}
@@ -220,8 +222,8 @@ def calibration(checks: dict, inputs: dict, *, model: str, support_model: str | 
     }
 
 
-def calibrate(inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None) -> dict:
-    """The calibration of `inputs` (a runner.Inputs: config, gold set, corpus, models)."""
+def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None) -> dict:
+    """The calibration of `inputs` (config, gold set, corpus, models)."""
     from ragaudit.io.files import sha256_file
 
     config = inputs.config
@@ -233,12 +235,15 @@ def calibrate(inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None)
         seeds=tuple(config.seeds),
         k=k or config.metrics.k,
     )
-    from ragaudit.io.config import default_config
+    from ragaudit.io.config_schema import GateSection
 
     # every tuned check at its default, so that each has a value to compare, whatever the config gates
-    gated = dataclasses.replace(config, gate={**default_config().gate, "pipelines": [ORACLE]}, gate_sources={})
-    subject = dataclasses.replace(inputs.subject(inputs.check_gold(strict=False)), config=gated)
+    gated = dataclasses.replace(config, gate=GateSection(pipelines=[ORACLE]))
+    inputs.check_gold(strict=False)
+    subject = inputs.replace(config=gated)
     checks = propose(score(traces, subject, rate=rate, seed=seed))
+    if config.gold is None or config.corpus is None:  # Inputs.from_config refuses such a config
+        raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
     hashes = {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)}
     return calibration(
         checks,

@@ -249,26 +249,13 @@ def check_gold(
     about questions far from their anchor, by the embedding `model` (the default model, or
     `hashing`), through the embedding cache a run uses. `config`'s [gold] table leaves codes out
     (`ignore`) or gives them another severity (`severity`)."""
-    from ragaudit.inputs import encoder_for
-    from ragaudit.io.config import GoldSection, load_config
-    from ragaudit.io.corpus import load_corpus
-    from ragaudit.io.gold import read_gold
-    from ragaudit.progress import phase
-    from ragaudit.validation.gold import check_gold as check
+    import dataclasses
 
-    with phase("loading corpus and gold set", counts_as="loading"):
-        loaded = load_corpus(corpus)
-        items, problems = read_gold(gold)
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import Config, GoldSection, load_config
+
     rules = load_config(config).gold_check if config else GoldSection()
-    encoder = encoder_for(model) if distance and "gold_anchor_far" not in rules.ignore else None
-    found = check(
-        items,
-        loaded,
-        file=str(gold),
-        paraphrases=paraphrases,
-        problems=problems,
-        encoder=encoder,
-        ignore=rules.ignore,
-        severity=rules.severity,
-    )
-    return GoldCheck(found, len(items) + len(problems), list(problems))
+    settings = Config(gold=Path(gold), corpus=Path(corpus), paraphrases=paraphrases, gold_check=rules)
+    inputs = Inputs.from_config(dataclasses.replace(settings, model=model) if model else settings, lenient=True)
+    found = inputs.gold_issues(distance=distance)
+    return GoldCheck(found, len(inputs.items) + len(inputs.gold_problems), inputs.gold_problems)

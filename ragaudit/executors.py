@@ -38,7 +38,7 @@ def _inputs(config_path: str, digest: str):
 
         if sha256_file(Path(config_path)) != digest:
             raise UsageError(f"{config_path} on this worker differs from the config of the run")
-        _cached[key] = Inputs(load_config(config_path))
+        _cached[key] = Inputs.from_config(load_config(config_path))
     return _cached[key]
 
 
@@ -77,7 +77,7 @@ def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     gold: dict = {}
     for item in inputs.items:
         gold.setdefault(item.qid, item)
-    return score_batch(inputs.subject(), Settings.from_config(inputs.config), gold, traces, keep=keep)
+    return score_batch(inputs, Settings.from_config(inputs.config), gold, traces, keep=keep)
 
 
 class DaskExecutor:

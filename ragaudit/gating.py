@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Callable
 
+from ragaudit.io.calibration import THRESHOLDS
+from ragaudit.io.config_schema import GateSection
 from ragaudit.model import Aborted, Baseline, Check, Gate, PipelineSummary, Question, QuestionStats
 
 DRIFT = 0.05
@@ -29,7 +31,7 @@ class Scope:
     pipeline: str
     summary: PipelineSummary
     questions: list[Question]
-    t: dict[str, Any]
+    t: GateSection
     covered: Callable[[float], float]
     errors: int = 0
     error_questions: list[str] = field(default_factory=list)
@@ -70,10 +72,10 @@ class Rule:
     errored_note: bool = False  # the detail says how errored runs count
     settings: tuple[str, ...] = ()  # other [gate] keys the check reads
 
-    def threshold(self, t: dict[str, Any]) -> float | None:
-        return t.get(self.name)
+    def threshold(self, t: GateSection) -> float | None:
+        return t.threshold(self.name)
 
-    def bound(self, limit: float, t: dict[str, Any]) -> str:
+    def bound(self, limit: float, t: GateSection) -> str:
         return f"{limit:g}"
 
 
@@ -81,19 +83,19 @@ class Rule:
 class CoverageRule(Rule):
     """coverage_pass_rate: the share of runs whose coverage reaches coverage_min."""
 
-    def bound(self, limit: float, t: dict[str, Any]) -> str:
-        return f"{limit:g} of runs at coverage ≥ {t['coverage_min']:g}"
+    def bound(self, limit: float, t: GateSection) -> str:
+        return f"{limit:g} of runs at coverage ≥ {t.coverage_min:g}"
 
 
 @dataclass(frozen=True)
 class ForbidRule(Rule):
     """lambda_forbid: no question in a forbidden λ state; its threshold is the count allowed, 0."""
 
-    def threshold(self, t: dict[str, Any]) -> float | None:
+    def threshold(self, t: GateSection) -> float | None:
         return 0
 
-    def bound(self, limit: float, t: dict[str, Any]) -> str:
-        return "none " + ", ".join(t["lambda_forbid"]) if t["lambda_forbid"] else "none forbidden"
+    def bound(self, limit: float, t: GateSection) -> str:
+        return "none " + ", ".join(t.lambda_forbid) if t.lambda_forbid else "none forbidden"
 
 
 ERRORED_NOTE = "{n} errored run{s} count as ΔS 1.0 and 0 on every rate"
@@ -126,9 +128,9 @@ CHECKS: tuple[Rule, ...] = (
     CoverageRule(
         "coverage_pass_rate",
         AT_LEAST,
-        lambda s: s.covered(s.t["coverage_min"]),
+        lambda s: s.covered(s.t.coverage_min),
         lambda s, t: _by_stats(
-            lambda st, _: st.coverage_missing > 0 or st.min_coverage is None or st.min_coverage < s.t["coverage_min"]
+            lambda st, _: st.coverage_missing > 0 or st.min_coverage is None or st.min_coverage < s.t.coverage_min
         )(s, t),
         settings=("coverage_min",),
     ),
@@ -148,8 +150,8 @@ CHECKS: tuple[Rule, ...] = (
     ForbidRule(
         "lambda_forbid",
         AT_MOST,
-        lambda s: sum(q.lam.state in s.t["lambda_forbid"] for q in s.questions),
-        lambda s, _: sorted(q.qid for q in s.questions if q.lam.state in s.t["lambda_forbid"]),
+        lambda s: sum(q.lam.state in s.t.lambda_forbid for q in s.questions),
+        lambda s, _: sorted(q.qid for q in s.questions if q.lam.state in s.t.lambda_forbid),
     ),
     Rule(
         "hallucination_max",
@@ -176,6 +178,10 @@ CHECKS: tuple[Rule, ...] = (
     ),
 )
 CHECK_NAMES = tuple(rule.name for rule in CHECKS)
+# [gate]'s fields are this table's thresholds and the settings its checks read, and nothing else
+_READ = {*CHECK_NAMES, *(key for rule in CHECKS for key in rule.settings), "pipelines"}
+if _READ | {"from_", "sources", "not_gated"} != set(GateSection.model_fields) or not set(THRESHOLDS) <= _READ:
+    raise ImportError("the [gate] section's keys no longer match the gate's checks (ragaudit.gating.CHECKS)")
 # the checks that read no [gate] threshold: their source is always "default"
 STRUCTURAL: tuple[str, ...] = ("pipeline_ran", "analyzer_parity", "baseline_missing", "drift_delta_s_mean")
 STRUCTURAL += ("drift_coverage", "drift_citation_match", "regressions")
@@ -183,18 +189,17 @@ STRUCTURAL += ("drift_coverage", "drift_citation_match", "regressions")
 
 def evaluate_gate(
     evaluation,
-    thresholds: dict,
+    thresholds: GateSection,
     *,
     error_counts: dict[str, int],
     aborted: dict[str, Aborted],
     baseline: Baseline | None = None,
     error_questions: dict[str, list[str]] | None = None,
-    sources: dict[str, str] | None = None,
 ) -> Gate:
-    """The gate of an evaluation (`ragaudit.metrics.evaluate.Evaluation`). `error_counts` are the
-    error-severity issues per pipeline and `error_questions` the questions they concern; `sources`
-    says where each threshold came from (default, config, calibration)."""
-    gated = thresholds.get("pipelines") or list(evaluation.pipelines)
+    """The gate of an evaluation (`ragaudit.metrics.evaluate.Evaluation`) at the thresholds in force
+    (each with where it came from: default, config, calibration). `error_counts` are the
+    error-severity issues per pipeline and `error_questions` the questions they concern."""
+    gated = thresholds.pipelines or list(evaluation.pipelines)
     checks: list[Check] = []
     for pipeline in gated:
         summary = evaluation.pipelines.get(pipeline)
@@ -217,8 +222,7 @@ def evaluate_gate(
             checks.append(_aborted(pipeline, aborted[pipeline]))
         if baseline is not None:
             checks += _drift_checks(scope, baseline)
-    where = sources or {}
-    checks = [c if c.name in STRUCTURAL else replace(c, source=where.get(c.name, "default")) for c in checks]
+    checks = [c if c.name in STRUCTURAL else replace(c, source=thresholds.source(c.name)) for c in checks]
     return Gate("pass" if all(c.passed for c in checks) else "fail", list(gated), checks)
 
 
@@ -228,7 +232,7 @@ def _check(rule: Rule, scope: Scope) -> Check | None:
     if limit is None:
         if rule.unset == "omit":
             return None
-        why = (scope.t.get("not_gated") or {}).get(rule.name, "no threshold set")
+        why = scope.t.not_gated.get(rule.name, "no threshold set")
         return Check(scope.pipeline, rule.name, None, None, True, NOT_GATED, detail=f"{NOT_GATED}: {why}")
     found = rule.value(scope)
     if found is None and rule.missing == "omit":
@@ -244,7 +248,7 @@ def _check(rule: Rule, scope: Scope) -> Check | None:
         rule.bound(limit, scope.t),
         rule.failing(scope, limit),
         note or rule.detail,
-        settings={key: scope.t[key] for key in rule.settings},
+        settings={key: scope.t.threshold(key) for key in rule.settings},
     )
 
 

@@ -1,9 +1,12 @@
 """What one run shares across its pipelines and its audit: the config, the gold set, the corpus,
-and (made on first use) the encoder and the support scorer."""
+the gold set's findings against the corpus, and (each built on first use, here and nowhere else)
+the encoder, the support scorer and the validation context. `Inputs.from_config(config)` loads
+them; every command that audits, checks a gold set or scores elsewhere builds them this way."""
 
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from ragaudit.errors import InputError, Problem, UsageError
 from ragaudit.io.config import Config
@@ -11,7 +14,10 @@ from ragaudit.io.config_schema import SupportSection
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 from ragaudit.progress import phase
-from ragaudit.types import Corpus, Issue
+from ragaudit.types import Corpus, GoldItem, Issue
+
+if TYPE_CHECKING:
+    from ragaudit.validation import Context
 
 
 def encoder_for(model: str | None = None, *, memory: int | None = None):
@@ -32,60 +38,114 @@ def support_for(section: SupportSection | None, encoder):
 
 
 class Inputs:
-    """The gold set, corpus and (lazily) the encoder and support scorer one run shares across
-    its pipelines and its audit."""
+    """The config, gold set and corpus of a run, the gold set's findings (`check_gold`), and the
+    encoder, support scorer and validation context, each built on first use (thread-safe) unless
+    given: the encoder holds at most `memory` vectors in memory (None: every one), the support
+    scorer remembers `memo` scores. Items the gold reader could not read are in `gold_problems`
+    (`from_config(..., lenient=True)`)."""
 
-    def __init__(self, config: Config, *, encoder=None, support=None):
-        if config.gold is None or config.corpus is None:
-            raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
+    def __init__(
+        self,
+        config: Config,
+        items: list[GoldItem],
+        corpus: Corpus,
+        *,
+        encoder=None,
+        support=None,
+        gold_findings: list[Issue] | tuple[Issue, ...] = (),
+        gold_problems: list[Problem] | tuple[Problem, ...] = (),
+        memory: int | None = None,
+        memo: int = 200_000,
+    ):
         self.config = config
-        with phase("loading corpus and gold set", counts_as="loading"):
-            self.corpus: Corpus = load_corpus(config.corpus)
-            items, problems = read_gold(config.gold)
-        if problems:
-            raise InputError(problems)
-        self.items = items
+        self.items = list(items)
+        self.corpus = corpus
+        self.gold_findings: list[Issue] = list(gold_findings)
+        self.gold_problems: list[Problem] = list(gold_problems)
         self._encoder = encoder
         self._support = support
-        self._lock = threading.Lock()
+        self._context: Context | None = None
+        self._memory, self._memo = memory, memo
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_config(cls, config: Config, *, encoder=None, support=None, lenient: bool = False) -> Inputs:
+        """Load the gold set and corpus `config` names. An unreadable gold item stops it (InputError)
+        unless `lenient`, which keeps it in `gold_problems` for the gold check to report."""
+        if config.gold is None or config.corpus is None:
+            raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
+        with phase("loading corpus and gold set", counts_as="loading"):
+            corpus = load_corpus(config.corpus)
+            items, problems = read_gold(config.gold)
+        if problems and not lenient:
+            raise InputError(problems)
+        return cls(config, items, corpus, encoder=encoder, support=support, gold_problems=problems)
 
     @property
     def encoder(self):
         with self._lock:
             if self._encoder is None:
-                self._encoder = encoder_for(self.config.model)
+                self._encoder = encoder_for(self.config.model, memory=self._memory)
             return self._encoder
 
     @property
     def support(self):
-        if self._support is None:
-            from ragaudit.metrics.support import Memoized
+        with self._lock:
+            if self._support is None:
+                from ragaudit.metrics.support import Memoized
 
-            self._support = Memoized(support_for(self.config.support, self.encoder))
-        return self._support
+                self._support = Memoized(support_for(self.config.support, self.encoder), size=self._memo)
+            return self._support
 
-    def check_gold(self, *, strict: bool = True) -> list[Issue]:
-        """The gold set's findings against the corpus, as `ragaudit gold check` reports them.
-        With `strict`, an error finding stops the run (InputError); a duplicate qid always does."""
+    @property
+    def context(self) -> Context:
+        """The validation rules' context: the config's section policy over the corpus."""
+        with self._lock:
+            if self._context is None:
+                from ragaudit.validation import Context
+
+                self._context = Context.of(self.config, self.corpus)
+            return self._context
+
+    def replace(self, *, config: Config | None = None, support=None) -> Inputs:
+        """These inputs, with another config (another gate, say) or support scorer: the gold set,
+        corpus, findings and models loaded so far are shared, never loaded again."""
+        return Inputs(
+            config or self.config,
+            self.items,
+            self.corpus,
+            encoder=self.encoder,
+            support=support if support is not None else self.support,
+            gold_findings=self.gold_findings,
+            gold_problems=self.gold_problems,
+            memory=self._memory,
+            memo=self._memo,
+        )
+
+    def gold_issues(self, *, distance: bool = True) -> list[Issue]:
+        """Every finding of `ragaudit gold check` for the gold set against the corpus, unreadable
+        items included; with `distance`, questions far from their anchor (the encoder is built)."""
         from ragaudit.validation.gold import check_gold
 
-        found = check_gold(
+        return check_gold(
             self.items,
             self.corpus,
             file=str(self.config.gold),
             paraphrases=self.config.paraphrases,
-            encoder=None if "gold_anchor_far" in self.config.gold_check.ignore else self.encoder,
+            problems=self.gold_problems,
+            encoder=self.encoder if distance and "gold_anchor_far" not in self.config.gold_check.ignore else None,
             ignore=self.config.gold_check.ignore,
             severity=self.config.gold_check.severity,
         )
+
+    def check_gold(self, *, strict: bool = True) -> list[Issue]:
+        """The gold set's findings before a run or an audit, kept in `gold_findings` (the report lists
+        them). With `strict`, an error finding stops it (InputError); a duplicate qid always does."""
+        found = self.gold_issues()
         fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
         if fatal:
             raise InputError(
                 [Problem(i.file or str(self.config.gold), f"{i.code}: {i.message}", i.line, i.path) for i in fatal]
             )
+        self.gold_findings = found
         return found
-
-    def subject(self, gold_findings: list[Issue] | tuple[Issue, ...] = ()):
-        from ragaudit.auditing import Subject
-
-        return Subject(self.config, self.items, self.corpus, self.encoder, self.support, list(gold_findings))

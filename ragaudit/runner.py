@@ -141,7 +141,7 @@ def run(
     run directory is known and locked. With a Dask `executor`, pipeline calls run on its cluster
     (a recording is still read here), with as many in flight as the cluster has threads × 2."""
     workers = max(1, workers or config.workers)
-    inputs = inputs or Inputs(config)
+    inputs = inputs or Inputs.from_config(config)
     created = resume is None
     if resume is not None:
         run_dir = Path(resume)

@@ -595,3 +595,23 @@ def chromium(width: int, height: int):
                 browser.quit()
 
     return opened()
+
+
+def count_corpus_loads(monkeypatch) -> list[Path]:
+    """The corpus paths `ragaudit.io.corpus.load_corpus` reads from now on, wherever it is called
+    from: every module that imported it is given the counting one."""
+    import sys
+
+    import ragaudit.io.corpus
+
+    original = ragaudit.io.corpus.load_corpus
+    loads: list[Path] = []
+
+    def counting(path):
+        loads.append(Path(path))
+        return original(path)
+
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] == "ragaudit" and getattr(module, "load_corpus", None) is original:
+            monkeypatch.setattr(module, "load_corpus", counting)
+    return loads

@@ -25,7 +25,7 @@ def test_auroc_is_the_mann_whitney_statistic():
 
 def test_the_oracle_cites_the_chunks_holding_the_anchor_and_states_it(tmp_path):
     config = load_config(write_config(tmp_path, BM25, items=3, seeds="[1, 2]"))
-    inputs = runner.Inputs(config)
+    inputs = runner.Inputs.from_config(config)
     traces = oracle_traces(inputs.items, inputs.corpus, inputs.encoder, variants=3, seeds=(1, 2), k=4)
     assert len(traces) == 3 * 3 * 2 and {t.config for t in traces} == {ORACLE}
     for trace in traces:
@@ -72,7 +72,7 @@ def test_calibrate_proposes_thresholds_every_control_passes(calibrated):
 def test_a_config_runs_with_the_calibration(calibrated):
     config, _ = calibrated
     config.write_text(config.read_text().replace("[embedder]", '[gate]\nfrom = "calibration.json"\n\n[embedder]'))
-    assert load_config(config).gate_sources.get("citation_match_min") == "calibration"
+    assert load_config(config).gate.source("citation_match_min") == "calibration"
     ran = invoke("run", config, "--no-gate")
     assert ran.exit_code == 0, ran.output
 

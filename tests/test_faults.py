@@ -94,7 +94,7 @@ def recorded(tmp_path_factory):
     config.write_text(config.read_text().replace("[embedder]", OPEN_DELTA_S + "[embedder]"))
     result = invoke("run", config)
     run_dir = run_dir_of(result)
-    inputs = runner.Inputs(load_config(config), encoder=HashingEncoder())
+    inputs = runner.Inputs.from_config(load_config(config), encoder=HashingEncoder())
     return config, run_dir, inputs, read_trace_file(run_dir / "traces.jsonl")
 
 
@@ -107,7 +107,7 @@ def test_the_clean_fixture_passes_the_gate(recorded):
 @pytest.mark.parametrize("name", [n for n, f in FAULTS.items() if not f.control])
 def test_each_fault_fails_the_gate_and_names_the_affected_questions(recorded, name):
     _, _, inputs, traces = recorded
-    result, audits = run_faults(traces, inputs.subject(), only=[name], rate=0.2, seed=3)
+    result, audits = run_faults(traces, inputs, only=[name], rate=0.2, seed=3)
     assert result["clean"]["verdict"] == "pass"
     [row] = result["faults"]
     p = row["pipelines"]["clean"]
@@ -129,8 +129,8 @@ def _key(t):
 def test_a_negative_control_passes_alone_and_against_the_baseline(recorded, name):
     """Reworded answers are judged by the real model (the hashing encoder knows no synonyms)."""
     config, _, _, traces = recorded
-    inputs = runner.Inputs(load_config(config), encoder=make_encoder(DEFAULT_MODEL))
-    result, audits = run_faults(traces, inputs.subject(), only=[name], rate=0.5, seed=3)
+    inputs = runner.Inputs.from_config(load_config(config), encoder=make_encoder(DEFAULT_MODEL))
+    result, audits = run_faults(traces, inputs, only=[name], rate=0.5, seed=3)
     [row] = result["faults"]
     assert row["control"] and row["affected"] and row["ok"] and result["passed"], row
     assert row["pipelines"]["clean"]["verdict"] == row["with_baseline"]["pipelines"]["clean"]["verdict"] == "pass"
@@ -140,7 +140,7 @@ def test_a_negative_control_passes_alone_and_against_the_baseline(recorded, name
 
 def test_at_a_low_rate_the_baseline_names_what_the_aggregates_miss(recorded):
     _, _, inputs, traces = recorded
-    result, _ = run_faults(traces, inputs.subject(), only=["unsupported_claim"], rate=0.05, seed=3)
+    result, _ = run_faults(traces, inputs, only=["unsupported_claim"], rate=0.05, seed=3)
     [row] = result["faults"]
     assert len(row["affected"]) == 1  # one question of fifteen
     assert row["pipelines"]["clean"]["verdict"] == "pass"  # no aggregate moves
@@ -194,7 +194,7 @@ def test_number_change_alters_a_quantity_or_identifier(recorded):
 
 def test_injection_is_seeded_and_order_free(recorded):
     _, _, inputs, traces = recorded
-    subject = inputs.subject()
+    subject = inputs
     a = inject(FAULTS["offset_shift"], traces, subject, rate=0.3, seed=7)
     b = inject(FAULTS["offset_shift"], list(reversed(traces)), subject, rate=0.3, seed=7)
     assert a.affected == b.affected and sorted(a.traces, key=_key) == sorted(b.traces, key=_key)

@@ -2,13 +2,13 @@
 
 from types import SimpleNamespace
 
-from ragaudit.gating import CHECKS, evaluate_gate
-from ragaudit.io.config import default_config
+from ragaudit.gating import CHECK_NAMES, CHECKS, evaluate_gate
+from ragaudit.io.config_schema import GateSection
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation
 from ragaudit.model import Aborted, Baseline, Lambda, PipelineSummary, Question
 
-T = default_config().gate
+T = GateSection()  # the defaults
 
 
 def run(qid, *, ds=0.3, excess=0.0, cov=1.0, match=1.0, hallucinations=0.0, grounded=1.0, pipeline="p"):
@@ -74,7 +74,7 @@ def test_all_pass():
 
 def test_absolute_delta_s_is_gated_when_the_config_sets_it():
     ev = evaluation([run("a", ds=0.7), run("b", ds=0.1)], {"a": "convergent", "b": "convergent"})
-    c = checks(evaluate_gate(ev, {**T, "delta_s_max": 0.6, "delta_s_mean_max": 0.45}, error_counts={}, aborted={}))
+    c = checks(evaluate_gate(ev, GateSection(delta_s_max=0.6, delta_s_mean_max=0.45), error_counts={}, aborted={}))
     assert (c["delta_s_max"]["passed"], c["delta_s_max"]["questions"], c["delta_s_max"]["value"]) == (False, ["a"], 0.7)
     # a passing check names "a" (above the mean bar) but flags nothing
     assert c["delta_s_mean_max"]["passed"] and c["delta_s_mean_max"]["questions"] == ["a"]
@@ -90,11 +90,14 @@ def test_each_failure_names_its_questions():
     ]
     result = evaluate_gate(
         evaluation(runs, {"a": "convergent", "b": "chaotic", "c": "recursive", "d": "convergent", "e": "convergent"}),
-        {**T, "lambda_convergent_min": 0.6, "lambda_forbid": ["divergent", "chaotic"]},
+        GateSection(
+            lambda_convergent_min=0.6,
+            lambda_forbid=["divergent", "chaotic"],
+            sources={"lambda_convergent_min": "config", "lambda_forbid": "config"},
+        ),
         error_counts={"p": 2},
         aborted={"p": Aborted("q 1", 0, 1, "analyzer")},
         error_questions={"p": ["b", "c"]},
-        sources={"lambda_convergent_min": "config"},
     )
     c = checks(result)
     assert result.verdict == "fail"
@@ -123,7 +126,8 @@ def test_only_the_chosen_pipelines_are_gated():
     ev = evaluation([run("a", ds=0.9)], {"a": "convergent"})
     assert evaluate_gate(ev, T, error_counts={}, aborted={}).pipelines == ["p"]
     assert (
-        evaluate_gate(ev, {**T, "pipelines": ["other"]}, error_counts={}, aborted={}).checks[0].name == "pipeline_ran"
+        evaluate_gate(ev, GateSection(pipelines=["other"]), error_counts={}, aborted={}).checks[0].name
+        == "pipeline_ran"
     )
 
 
@@ -155,8 +159,8 @@ def test_drift_against_a_baseline():
         {"p": PipelineSummary.from_json(before, "$")},
         [Question.from_json(q, f"$[{i}]") for i, q in enumerate(questions)],
     )
-    gate = {**T, "lambda_convergent_min": 0.0, "citation_match_min": 0.0, "grounded_pass_rate": 0.0}
-    c = checks(evaluate_gate(now, {**gate, "hallucination_max": 9}, error_counts={}, aborted={}, baseline=baseline))
+    gate = GateSection(lambda_convergent_min=0.0, citation_match_min=0.0, grounded_pass_rate=0.0, hallucination_max=9)
+    c = checks(evaluate_gate(now, gate, error_counts={}, aborted={}, baseline=baseline))
     assert c["drift_delta_s_mean"]["passed"] is True  # the gated reading, excess, rose 0.02 on average
     assert c["drift_delta_s_mean"]["questions"] == ["a"]  # a rose by 0.08
     assert c["drift_coverage"]["passed"] is False and c["drift_coverage"]["questions"] == ["a"]  # 1.0 → 0.94
@@ -210,7 +214,7 @@ def test_every_check_of_the_table_has_one_threshold_shape():
     runs = [run("a", cov=0.2), run("b")]
     result = evaluate_gate(
         evaluation(runs, {"a": "divergent", "b": "convergent"}),
-        {**T, "delta_s_max": 0.6},
+        GateSection(delta_s_max=0.6),
         error_counts={},
         aborted={"p": Aborted("a", 0, 1, "analyzer")},
     )
@@ -219,13 +223,45 @@ def test_every_check_of_the_table_has_one_threshold_shape():
         assert check.threshold is None or isinstance(check.threshold, (int, float)), check.name
         assert isinstance(check.bound, str) and check.bound, check.name
     c = checks(result)
-    assert c["coverage_pass_rate"]["threshold"] == T["coverage_pass_rate"]
-    assert c["coverage_pass_rate"]["settings"] == {"coverage_min": T["coverage_min"]}
-    assert (
-        c["coverage_pass_rate"]["bound"] == f"{T['coverage_pass_rate']:g} of runs at coverage ≥ {T['coverage_min']:g}"
-    )
+    assert c["coverage_pass_rate"]["threshold"] == T.coverage_pass_rate
+    assert c["coverage_pass_rate"]["settings"] == {"coverage_min": T.coverage_min}
+    assert c["coverage_pass_rate"]["bound"] == f"{T.coverage_pass_rate:g} of runs at coverage ≥ {T.coverage_min:g}"
     assert (c["lambda_forbid"]["threshold"], c["lambda_forbid"]["value"], c["lambda_forbid"]["bound"]) == (
         0,
         1,
         "none divergent",
     )
+
+
+def test_the_gate_section_has_a_field_for_every_check_and_nothing_else():
+    """The thresholds in force are read by attribute: one field per check of the table, the
+    settings the checks read, the gated pipelines, the calibration file and what it brings."""
+    thresholds = {
+        "delta_s_excess_max",
+        "delta_s_max",
+        "delta_s_mean_max",
+        "coverage_pass_rate",
+        "citation_match_min",
+        "lambda_convergent_min",
+        "lambda_forbid",
+        "hallucination_max",
+        "grounded_pass_rate",
+        "max_errors",
+    }
+    assert set(CHECK_NAMES) == thresholds
+    assert set(GateSection.model_fields) == thresholds | {"coverage_min", "pipelines", "from_", "sources", "not_gated"}
+    assert all(T.source(name) == "default" for name in thresholds)
+
+
+def test_a_check_a_calibration_leaves_ungated_says_why():
+    ev = evaluation([run("a", excess=0.9)], {"a": "convergent"})
+    gate = GateSection(
+        delta_s_excess_max=None,
+        sources={"delta_s_excess_max": "calibration"},
+        not_gated={"delta_s_excess_max": "does not separate here"},
+    )
+    c = checks(evaluate_gate(ev, gate, error_counts={}, aborted={}))["delta_s_excess_max"]
+    assert (c["threshold"], c["passed"], c["source"]) == (None, True, "calibration")
+    assert c["detail"] == "not gated: does not separate here"
+    plain = checks(evaluate_gate(ev, GateSection(delta_s_excess_max=None), error_counts={}, aborted={}))
+    assert plain["delta_s_excess_max"]["detail"] == "not gated: no threshold set"

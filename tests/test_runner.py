@@ -14,11 +14,14 @@ import time
 from click.testing import CliRunner
 from helpers import (
     BM25,
+    DEMO,
     FIXTURES,
+    LENIENT,
     STAMP,
     TFIDF,
     Terminal,
     comparable,
+    count_corpus_loads,
     invoke,
     run_dir_of,
     stalling,
@@ -277,3 +280,20 @@ def test_a_resumed_run_keeps_the_index_of_every_pipeline(tmp_path):
     report = json.loads((traces.parent / "report.json").read_text())
     assert report["meta"]["index"] == {"py": slow, "waits": waiting}
     assert {p: q["index"] for p, q in report["pipelines"].items()} == {"py": slow, "waits": waiting}
+
+
+def test_a_run_against_a_baseline_loads_the_corpus_once(tmp_path, monkeypatch):
+    import ragaudit.app  # noqa: F401  (every module of a run imported, so each is watched)
+    import ragaudit.inputs  # noqa: F401
+
+    config = write_config(tmp_path, BM25, items=2, seeds="[1]", extra=LENIENT)
+    first = invoke("run", config)
+    assert first.exit_code == 0, first.output
+    loads = count_corpus_loads(monkeypatch)
+    for baseline in (run_dir_of(first) / "report.json", "last-pass"):
+        loads.clear()
+        result = invoke("run", config, "--baseline", baseline)
+        assert result.exit_code == 0, result.output
+        report = json.loads((run_dir_of(result) / "report.json").read_text())
+        assert "regressions" in {c["name"] for c in report["gate"]["checks"]}  # compared with the baseline
+        assert loads == [DEMO / "corpus"]

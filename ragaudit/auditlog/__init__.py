@@ -96,14 +96,12 @@ def run_audit_log(
     Spans (`fmt` other than traces) are asked for the live index only with `live_index` or the
     config's [audit] live_index."""
     from ragaudit._version import __version__
-    from ragaudit.inputs import encoder_for, support_for
+    from ragaudit.inputs import Inputs
     from ragaudit.io.config import default_config, load_config
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.files import refuse_overwriting, write_json
-    from ragaudit.metrics.support import Memoized
     from ragaudit.render.audit_log_html import write_audit_log_html
     from ragaudit.render.trace_table import TraceTable
-    from ragaudit.validation import Context
 
     length = parse_window(window)
     settings = load_config(Path(config)) if config else default_config()
@@ -115,16 +113,15 @@ def run_audit_log(
         [target / JSON_NAME, target / HTML_NAME, target / TABLE_NAME], [*paths, corpus_path, config], option="--out"
     )
     snapshot = load_corpus(corpus_path)
-    encoder = encoder if encoder is not None else encoder_for(settings.model, memory=ENCODER_MEMORY)
-    support = support_for(settings.support, encoder)
+    inputs = Inputs(settings, [], snapshot, encoder=encoder, memory=ENCODER_MEMORY, memo=SUPPORT_MEMO)
     scoring = Scoring(
-        encoder,
-        Memoized(support, size=SUPPORT_MEMO),
+        inputs.encoder,
+        inputs.support,
         k=settings.metrics.k,
         reading=settings.metrics.delta_s,
         threshold=settings.support.threshold,
     )
-    context = Context.of(settings, snapshot, spans=fmt != "traces", live_index=live_index)
+    context = inputs.context
     target.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     problems: list = []
@@ -156,8 +153,8 @@ def run_audit_log(
             "config": None if config is None else str(config),
             "window": window,
             "window_seconds": length,
-            "embed_model": getattr(encoder, "model_id", settings.model),
-            "support_model": getattr(support, "model_id", None),
+            "embed_model": getattr(inputs.encoder, "model_id", settings.model),
+            "support_model": getattr(inputs.support, "model_id", None),
             "support_threshold": settings.support.threshold,
             "delta_s_reading": settings.metrics.delta_s,
             "k": settings.metrics.k,

@@ -15,15 +15,15 @@ must pass both ways.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from ragaudit.auditing import Audit, Subject, as_baseline, audit, regate
+from ragaudit.auditing import Audit, as_baseline, audit, regate
 from ragaudit.errors import UsageError
 from ragaudit.injection.mutations import Fault, Scene
 from ragaudit.injection.registry import FAULTS
+from ragaudit.inputs import Inputs
 from ragaudit.metrics.support import Memoized
 from ragaudit.model import Gate
 from ragaudit.plan import run_order
@@ -51,7 +51,7 @@ def _pools(traces: list[Trace]) -> dict[str, list[Payload]]:
     return {name: list(found.values()) for name, found in pools.items()}
 
 
-def inject(fault: Fault, traces: list[Trace], subject: Subject, *, rate: float, seed: int) -> Injection:
+def inject(fault: Fault, traces: list[Trace], subject: Inputs, *, rate: float, seed: int) -> Injection:
     """The traces with `fault` in a seeded `rate` share of the questions (at least one) among those
     it can change. Each run's own randomness is seeded by (seed, fault, run), so the result does
     not depend on the order of the traces."""
@@ -114,7 +114,7 @@ def _failed_everywhere(row: dict) -> bool:
 
 
 def run_faults(
-    traces: list[Trace], subject: Subject, *, only: list[str] | None = None, rate: float = 0.2, seed: int = 0
+    traces: list[Trace], subject: Inputs, *, only: list[str] | None = None, rate: float = 0.2, seed: int = 0
 ) -> tuple[dict, dict[str, Audit]]:
     """faults.json's content, and the audits behind it by name ("clean" first) for benchmarks."""
     if only is not None and not only:
@@ -124,7 +124,7 @@ def run_faults(
         raise UsageError(f"unknown fault {', '.join(unknown)}; expected some of {', '.join(FAULTS)}")
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
-    subject = dataclasses.replace(subject, support=Memoized(subject.support, size=1 << 20) if subject.support else None)
+    subject = subject.replace(support=Memoized(subject.support, size=1 << 20))
     traces = sorted(traces, key=run_order)
     chosen = {name: fault for name, fault in FAULTS.items() if not only or name in only}
     with phase("clean run", counts_as="faults"):

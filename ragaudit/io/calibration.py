@@ -27,6 +27,7 @@ THRESHOLDS = {  # the [gate] keys a calibration may set, and whether each is a r
     "hallucination_max": False,
     "max_errors": False,
 }
+SETTINGS = ("coverage_min",)  # what a check reads besides its threshold: a number, never null
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def read_calibration(path: Path) -> Calibration:
     for key, value in gate.items():
         if key not in THRESHOLDS:
             raise UsageError(f"[gate] from: {where}: $.gate.{key}: expected one of {', '.join(THRESHOLDS)}")
-        ok = value is None or (
+        ok = (value is None and key not in SETTINGS) or (
             isinstance(value, (int, float))
             and not isinstance(value, bool)
             and math.isfinite(value)
@@ -63,7 +64,8 @@ def read_calibration(path: Path) -> Calibration:
         )
         if not ok:
             kind = "a number in [0, 1]" if THRESHOLDS[key] else "a count >= 0"
-            raise UsageError(f"[gate] from: {where}: $.gate.{key}: expected {kind} or null, found {value!r}")
+            null = "" if key in SETTINGS else " or null"
+            raise UsageError(f"[gate] from: {where}: $.gate.{key}: expected {kind}{null}, found {value!r}")
         out[key] = int(value) if value is not None and not THRESHOLDS[key] else value
     not_gated = data.get("not_gated") or {}
     if not isinstance(not_gated, dict) or not all(isinstance(v, str) for v in not_gated.values()):

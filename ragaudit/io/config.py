@@ -30,7 +30,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     ValidationError,
@@ -40,6 +40,7 @@ from ragaudit.errors import InputError, Problem, UsageError, describe
 from ragaudit.io.config_schema import (
     CompareSection,
     ExecutorSection,
+    GateSection,
     GoldSection,
     HistorySection,
     LambdaSection,
@@ -48,6 +49,9 @@ from ragaudit.io.config_schema import (
 )
 from ragaudit.io.tomlpos import BARE as _BARE
 from ragaudit.io.tomlpos import Positions
+
+if TYPE_CHECKING:
+    from ragaudit.io.calibration import Calibration
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class Config:
     workers: int = 1
     model: str = "all-MiniLM-L6-v2"
     metrics: MetricsSection = field(default_factory=MetricsSection)
-    gate: dict[str, Any] = field(default_factory=dict)
+    gate: GateSection = field(default_factory=GateSection)  # the thresholds in force, with their sources
     lambda_: LambdaSection = field(default_factory=LambdaSection)
     support: SupportSection = field(default_factory=SupportSection)
     pipelines: tuple[PipelineConfig, ...] = ()
@@ -79,8 +83,7 @@ class Config:
     history: HistorySection = field(default_factory=HistorySection)
     gold_check: GoldSection = field(default_factory=GoldSection)  # [gold]: the gold check's ignore and severity
     live_index: bool = False  # [audit] live_index: span-derived traces must carry the live index
-    gate_sources: dict[str, str] = field(default_factory=dict)  # threshold -> "config" or "calibration"
-    calibration: Any = None  # the ragaudit.io.calibration.Calibration named by [gate] from
+    calibration: Calibration | None = None  # the calibration named by [gate] from
     compare: CompareSection = field(default_factory=CompareSection)
 
 
@@ -104,8 +107,7 @@ from ragaudit.io.config_schema import (  # noqa: E402, F401  (the schema's names
 
 
 def default_config() -> Config:
-    gate = {key: value for key, value in _defaults(_Gate).items() if key != "from"}  # thresholds only
-    return Config(gate=gate)
+    return Config()
 
 
 # --- pydantic's errors in the house words ---------------------------------------------------------
@@ -234,7 +236,11 @@ def load_config(path: str | Path) -> Config:
     _check_gold_codes(path, text, root.gold)
     _check_history_keys(path, text, root.pipelines)
     audit, defaults = root.audit, _option_defaults()
-    gate, sources, calibration = _gate(root.gate)
+    calibration = None
+    if root.gate.from_ is not None:
+        from ragaudit.io.calibration import read_calibration
+
+        calibration = read_calibration(root.gate.from_)
     return Config(
         path=path,
         gold=audit.gold,
@@ -248,8 +254,7 @@ def load_config(path: str | Path) -> Config:
         workers=audit.workers,
         model=root.embedder.model,
         metrics=root.metrics,
-        gate=gate,
-        gate_sources=sources,
+        gate=GateSection.of(root.gate, calibration),
         calibration=calibration,
         lambda_=root.lambda_,
         support=root.support,
@@ -296,23 +301,3 @@ def _check_gold_codes(path: Path, text: str, table: GoldSection) -> None:
                 f"{path}{'' if line is None else f':{line}'}: [gold] {key}: expected gold-check warning codes "
                 f"({', '.join(GOLD_WARNINGS)}), found {', '.join(map(repr, unknown))}"
             )
-
-
-def _gate(table: _Gate) -> tuple[dict[str, Any], dict[str, str], Any]:
-    """The [gate] thresholds with those of a calibration (`from`) under the ones the config sets,
-    where each came from, and the calibration."""
-    gate = table.model_dump(exclude={"from_"})
-    fields = type(table).model_fields
-    written = {(fields[name].alias or name) for name in table.model_fields_set} - {"from"}
-    sources = {key: "config" for key in written}
-    calibration = None
-    if table.from_ is not None:
-        from ragaudit.io.calibration import read_calibration
-
-        calibration = read_calibration(table.from_)
-        for key, value in calibration.gate.items():
-            if key not in written:
-                gate[key] = value
-                sources[key] = "calibration"
-        gate["not_gated"] = {k: v for k, v in calibration.not_gated.items() if k not in written}
-    return gate, sources, calibration

@@ -113,21 +113,22 @@ class _Gate(_Table):
     # Defaults from the fault benchmark over three corpora and two answer styles (bench/faults.py):
     # clean pipelines, extractive or LLM-written, pass on every corpus; every fault class fails.
     # Absolute ΔS depends on the corpus: it is reported always and gated only when a config sets it.
-    delta_s_excess_max: _Rate = 0.25
+    # A check's threshold is None when not gated: TOML cannot say so, a calibration can (`from`).
+    delta_s_excess_max: _Rate | None = 0.25
     delta_s_max: _Rate | None = None
     delta_s_mean_max: _Rate | None = None
     coverage_min: _Rate = 0.70
-    coverage_pass_rate: _Rate = 0.90
-    citation_match_min: _Rate = 0.95
-    lambda_convergent_min: _Rate = 0.85
+    coverage_pass_rate: _Rate | None = 0.90
+    citation_match_min: _Rate | None = 0.95
+    lambda_convergent_min: _Rate | None = 0.85
     # a question some run of which errored or cited nothing; a question every run gets wrong is counted
     # by lambda_convergent_min and, against a baseline, by regressions, not failed outright
     lambda_forbid: list[_LambdaState] = Field(default_factory=lambda: list[_LambdaState](["divergent"]))
-    hallucination_max: _Count = 0
-    grounded_pass_rate: _Rate = 0.90
-    max_errors: _Count = 0
+    hallucination_max: _Count | None = 0
+    grounded_pass_rate: _Rate | None = 0.90
+    max_errors: _Count | None = 0
     pipelines: list[_Text] = Field(default_factory=list)
-    from_: _ConfigPath | None = Field(None, alias="from")  # thresholds proposed by `ragaudit calibrate`
+    from_: _ConfigPath | None = Field(default=None, alias="from")  # thresholds proposed by `ragaudit calibrate`
 
     @field_validator("pipelines")
     @classmethod
@@ -141,6 +142,45 @@ class _Gate(_Table):
                 at=names.index(unknown[0]),
             )
         return names
+
+
+Source = Literal["default", "config", "calibration"]
+
+
+class GateSection(_Gate):
+    """The thresholds in force: `[gate]` as the config writes it, under it a calibration's (`from`)
+    for the keys the config leaves out, where each came from (`source`), and why the calibration
+    leaves a check ungated. Built by `GateSection.of`, never read from TOML (a config that writes
+    `sources` or `not_gated` has an unknown key)."""
+
+    sources: dict[str, Source] = Field(default_factory=dict)  # key -> config or calibration
+    not_gated: dict[str, str] = Field(default_factory=dict)  # check -> why a calibration does not gate it
+
+    def threshold(self, key: str) -> Any:
+        """The value in force of the [gate] key `key` (a check's name in `ragaudit.gating.CHECKS`,
+        which agree with these fields)."""
+        return getattr(self, key)
+
+    def source(self, key: str) -> Source:
+        return self.sources.get(key, "default")
+
+    @classmethod
+    def of(cls, table: _Gate, calibration: Any = None) -> "GateSection":
+        """`table` with a calibration's (a `ragaudit.io.calibration.Calibration`) thresholds for the
+        keys it does not write, each key's source, and the calibration's reasons for the checks it
+        leaves ungated: the one place the two are merged."""
+        fields = type(table).model_fields
+        written = {name for name in table.model_fields_set if name != "from_"}
+        values = dict(table)
+        sources: dict[str, Source] = {(fields[name].alias or name): "config" for name in written}
+        not_gated: dict[str, str] = {}
+        if calibration is not None:
+            for key, value in calibration.gate.items():
+                if key not in written:
+                    values[key] = value
+                    sources[key] = "calibration"
+            not_gated = {k: v for k, v in calibration.not_gated.items() if k not in written}
+        return cls.model_construct(table.model_fields_set, **values, sources=sources, not_gated=not_gated)
 
 
 class _Lambda(_Table):
@@ -366,3 +406,4 @@ ExecutorSection = _Executor
 HistorySection = _History
 GoldSection = _Gold
 CompareSection = _Compare
+# and the gate's thresholds in force: `GateSection`

@@ -13,6 +13,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from ragaudit.io.config_schema import GateSection
 from ragaudit.io.files import write_atomic
 from ragaudit.metrics.lam import STATES, SYMBOLS
 from ragaudit.metrics.registry import VIEWS, labels
@@ -29,6 +30,7 @@ from ragaudit.render.html_view import (  # noqa: F401  (thresholds, section_resu
     _sections,
     _verdict,
     _zone,
+    misses,
     section_result,
     thresholds,
 )
@@ -127,7 +129,7 @@ def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") 
     return {"label": label, "value": value, "gate": gate, "state": state, "hint": hint or gate}
 
 
-def _cards(report: dict, t: dict) -> dict:
+def _cards(report: dict, t: GateSection) -> dict:
     s = report["summary"]
     issues = s.get("issues") or {}
     stats = [
@@ -157,32 +159,35 @@ def _cards(report: dict, t: dict) -> dict:
             _kpi(
                 "Citation match",
                 pct(p.get("citation_match_rate")),
-                f"gate ≥ {t['citation_match_min']:.0%}",
+                _limit("gate ≥", t.citation_match_min, "{:.0%}"),
                 by.get("citation_match_min"),
             ),
             _kpi(
-                f"Coverage ≥ {t['coverage_min']:g}",
-                pct(_covered(p, by, t["coverage_min"])),
-                f"gate ≥ {t['coverage_pass_rate']:.0%} · mean {num(m.get('coverage'))}",
+                f"Coverage ≥ {t.coverage_min:g}",
+                pct(_covered(p, by, t.coverage_min)),
+                _limit("gate ≥", t.coverage_pass_rate, "{:.0%}") + f" · mean {num(m.get('coverage'))}",
                 by.get("coverage_pass_rate"),
-                f"share of runs whose coverage of the gold span is at least {t['coverage_min']:g}",
+                f"share of runs whose coverage of the gold span is at least {t.coverage_min:g}",
             ),
             _kpi(
                 "ΔS excess",
                 num((by.get("delta_s_excess_max") or {}).get("value")),
-                _limit("max ≤", t.get("delta_s_excess_max"), "{:g}") + f" · mean {num(m.get('delta_s_excess'))}",
+                _limit("max ≤", t.delta_s_excess_max, "{:g}") + f" · mean {num(m.get('delta_s_excess'))}",
                 by.get("delta_s_excess_max"),
                 "how much farther from the question the cited text lies than the gold text (worst run)",
             ),
             _kpi(
                 "Grounded",
                 pct(m.get("fully_grounded")),
-                _limit("gate ≥", t.get("grounded_pass_rate"), "{:.0%}"),
+                _limit("gate ≥", t.grounded_pass_rate, "{:.0%}"),
                 by.get("grounded_pass_rate"),
                 "share of answered runs whose every claim its cited texts support",
             ),
             _kpi(
-                "λ convergent", pct(conv), f"gate ≥ {t['lambda_convergent_min']:.0%}", by.get("lambda_convergent_min")
+                "λ convergent",
+                pct(conv),
+                _limit("gate ≥", t.lambda_convergent_min, "{:.0%}"),
+                by.get("lambda_convergent_min"),
             ),
         ]
         cards.append(
@@ -226,7 +231,7 @@ def _gate(report: dict) -> dict:
     return {"rows": rows, "failed": sum(1 for r in rows if r["state"] == "fail")}
 
 
-def _question_row(i: int, q: dict, t: dict) -> dict:
+def _question_row(i: int, q: dict, t: GateSection) -> dict:
     lam, m = q.get("lambda") or {}, q.get("metrics") or {}
     match, cov, ds = m.get("citation_match"), m.get("coverage"), m.get("delta_s_qr")
     runs, correct = (q.get("stats") or {}).get("runs"), q.get("correct")
@@ -251,8 +256,8 @@ def _question_row(i: int, q: dict, t: dict) -> dict:
         "numbers": (
             (lam.get("css"), False),
             (lam.get("spread"), False),
-            (match, not (match is None or match >= t["citation_match_min"])),
-            (cov, not (cov is None or cov >= t["coverage_min"])),
+            (match, misses(match, t.citation_match_min)),
+            (cov, misses(cov, t.coverage_min)),
         ),
         "delta_s": ds,
         "zone": _zone(ds),
@@ -273,7 +278,7 @@ def shown_questions(report: dict) -> list[dict]:
     return sorted(questions, key=worst)[:QUESTION_ROWS]
 
 
-def _questions(report: dict, t: dict) -> dict:
+def _questions(report: dict, t: GateSection) -> dict:
     questions = shown_questions(report)
     return {
         "columns": QUESTION_COLUMNS,
@@ -332,7 +337,7 @@ def _some(mapping: dict, keys) -> dict:
     return {k: _round(mapping[k]) for k in keys if mapping.get(k) is not None}
 
 
-def drill_data(report: dict, t: dict) -> dict:
+def drill_data(report: dict, t: GateSection) -> dict:
     """What the drill-down shows, and nothing else: the page stays a few MB for thousands of runs."""
     used: set[str] = set()
     questions = []
@@ -371,7 +376,7 @@ def drill_data(report: dict, t: dict) -> dict:
     return {
         "questions": questions,
         "snippets": {ref: snippets[ref] for ref in sorted(used) if ref in snippets},
-        "thresholds": t,
+        "thresholds": t.model_dump(exclude={"from_", "sources", "not_gated", "pipelines"}),
         "labels": {n: shown for n, shown in labels((report.get("meta") or {}).get("metrics")).items() if n != shown},
     }
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from ragaudit.io.config import SCHEMA
+from ragaudit.io.config_schema import GateSection
 from ragaudit.metrics.delta_s import ZONES
 from ragaudit.metrics.lam import STATES, SYMBOLS
 from ragaudit.render import charts
 from ragaudit.render.formatting import num
 from ragaudit.render.templating import trusted
-
-# The config's gate defaults, used only for a threshold that no gate check in the report carries.
-DEFAULT_GATE = {k: v for k, (_, v) in SCHEMA["gate"].items() if isinstance(v, float)}
 
 
 def _zone(delta_s) -> str | None:
@@ -32,17 +29,30 @@ def _round(value):
     return value
 
 
-def thresholds(report: dict) -> dict:
-    """The thresholds the report was gated with, read back from its checks."""
-    out = dict(DEFAULT_GATE)
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def thresholds(report: dict) -> GateSection:
+    """The thresholds the report was gated with, read back from its checks: each check's own (None:
+    not gated) and the settings it read (coverage_min); the defaults for a check it does not carry."""
+    defaults, found = GateSection(), {}
     for check in (report.get("gate") or {}).get("checks", []):
         limit = check.get("threshold")
         for key, setting in (check.get("settings") or {}).items():  # coverage_pass_rate's coverage_min
-            if key in out and isinstance(setting, (int, float)) and not isinstance(setting, bool):
-                out[key] = setting
-        if check["name"] in out and isinstance(limit, (int, float)) and not isinstance(limit, bool):
-            out[check["name"]] = limit
-    return out
+            if key in GateSection.model_fields and _number(setting):
+                found[key] = setting
+        # a check of the [gate] table whose key holds a number (lambda_forbid's holds states: its
+        # threshold is the count it allows); the drift checks and pipeline_ran have no key
+        default = getattr(defaults, check["name"], [])
+        if (default is None or _number(default)) and (limit is None or _number(limit)):
+            found[check["name"]] = limit
+    return defaults.model_copy(update=found)
+
+
+def misses(value: float | None, bar: float | None) -> bool:
+    """A value below its threshold (a rate's floor); neither unknown value nor ungated bar misses."""
+    return value is not None and bar is not None and value < bar
 
 
 def _verdict(report: dict) -> str:
@@ -81,15 +91,15 @@ def _covered(summary: dict, checks: dict, minimum: float) -> float | None:
     return sum(counts[b] for b in range(bins) if b / bins >= minimum - 1e-9) / sum(counts)
 
 
-def _charts(report: dict, t: dict) -> dict:
+def _charts(report: dict, t: GateSection) -> dict:
     bands, lo = [], 0.0
     for name, upper in ZONES:
         hi = min(upper, 1.0)
         bands.append((lo, hi, f"z-{name}", name))
         lo = hi
     cov_bands = [
-        (0.0, t["coverage_min"], "c-low", f"< {t['coverage_min']:g}"),
-        (t["coverage_min"], 1.0, "c-ok", "meets gate"),
+        (0.0, t.coverage_min, "c-low", f"< {t.coverage_min:g}"),
+        (t.coverage_min, 1.0, "c-ok", "meets gate"),
     ]
     checks = _checks_by_pipeline(report)
     delta_s, coverage = [], []
@@ -106,18 +116,18 @@ def _charts(report: dict, t: dict) -> dict:
         svg = charts.histogram(
             counts=ds[:-1] or [0] * 40,
             bands=bands,
-            threshold=t.get("delta_s_max"),
+            threshold=t.delta_s_max,
             label=f"ΔS(query, cited text) per run, {name}",
         )
         delta_s.append({"name": name, "caption": caption, "svg": trusted(svg)})
         cov = histograms.get("coverage") or [0]
         bins = max(len(cov) - 1, 1)
-        low = sum(cov[b] for b in range(len(cov) - 1) if (b + 1) / bins <= t["coverage_min"] + 1e-9)
-        caption = f"{sum(cov[:-1])} runs · {low} below {t['coverage_min']:g}" + (f" · {cov[-1]} n/a" if cov[-1] else "")
+        low = sum(cov[b] for b in range(len(cov) - 1) if (b + 1) / bins <= t.coverage_min + 1e-9)
+        caption = f"{sum(cov[:-1])} runs · {low} below {t.coverage_min:g}" + (f" · {cov[-1]} n/a" if cov[-1] else "")
         svg = charts.histogram(
             counts=cov[:-1] or [0] * 20,
             bands=cov_bands,
-            threshold=t["coverage_min"],
+            threshold=t.coverage_min,
             label=f"coverage per run, {name}",
         )
         coverage.append({"name": name, "caption": caption, "svg": trusted(svg)})
@@ -128,8 +138,8 @@ def _charts(report: dict, t: dict) -> dict:
     ]
     lam = charts.stacked_bars(
         rows,
-        marker=t["lambda_convergent_min"],
-        marker_label=f"gate {t['lambda_convergent_min']:.0%} convergent",
+        marker=t.lambda_convergent_min,
+        marker_label="" if t.lambda_convergent_min is None else f"gate {t.lambda_convergent_min:.0%} convergent",
         label="λ states of the questions per pipeline",
         width=1180,
     )
@@ -142,25 +152,25 @@ def _charts(report: dict, t: dict) -> dict:
     }
 
 
-def section_result(section: dict, t: dict) -> str:
+def section_result(section: dict, t: GateSection) -> str:
     """pass, warn or fail for one section of one pipeline; the legend under the table says how."""
     m = section.get("metrics") or {}
     match, cov = m.get("citation_match"), m.get("coverage")
-    if match is None or match < t["citation_match_min"] or (cov is not None and cov < t["coverage_min"]):
+    if match is None or misses(match, t.citation_match_min) or misses(cov, t.coverage_min):
         return "fail"
     share = section.get("convergent", 0) / max(len(section.get("qids") or []), 1)
-    if _far(m.get("delta_s_excess"), t) or share < t["lambda_convergent_min"]:
+    if _far(m.get("delta_s_excess"), t) or misses(share, t.lambda_convergent_min):
         return "warn"
     return "pass"
 
 
-def _far(excess: float | None, t: dict) -> bool:
+def _far(excess: float | None, t: GateSection) -> bool:
     """A section's mean ΔS excess above the gate's per-run limit."""
-    limit = t.get("delta_s_excess_max")
+    limit = t.delta_s_excess_max
     return excess is not None and limit is not None and excess > limit
 
 
-def _section_cell(name: str, s: dict | None, t: dict) -> dict | None:
+def _section_cell(name: str, s: dict | None, t: GateSection) -> dict | None:
     if s is None:
         return None
     m = s.get("metrics") or {}
@@ -171,15 +181,15 @@ def _section_cell(name: str, s: dict | None, t: dict) -> dict | None:
         "match": match,
         "coverage": cov,
         "delta_s": ds,
-        "match_bad": not (match is not None and match >= t["citation_match_min"]),
-        "coverage_bad": not (cov is None or cov >= t["coverage_min"]),
+        "match_bad": match is None or misses(match, t.citation_match_min),
+        "coverage_bad": misses(cov, t.coverage_min),
         "delta_s_bad": _far(ds, t),
         "convergent": s.get("convergent"),
         "questions": len(s.get("qids") or []),
     }
 
 
-def _sections(report: dict, t: dict) -> dict:
+def _sections(report: dict, t: GateSection) -> dict:
     sections = report["summary"].get("sections") or []
     names = [n for n in _pipelines(report) if any(s["pipeline"] == n for s in sections)]
     table: dict[tuple, dict] = defaultdict(dict)

@@ -34,14 +34,15 @@ def with_from(config, extra: str = ""):
 def test_thresholds_come_from_the_calibration_under_the_config(tmp_path):
     calibration(tmp_path)
     config = load_config(with_from(tmp_path / "audit.toml", "grounded_pass_rate = 0.7\n"))
-    assert config.gate["citation_match_min"] == 0.9 and config.gate["delta_s_excess_max"] is None
-    assert config.gate["grounded_pass_rate"] == 0.7  # the config's own key wins
-    assert config.gate_sources == {
+    assert config.gate.citation_match_min == 0.9 and config.gate.delta_s_excess_max is None
+    assert config.gate.grounded_pass_rate == 0.7  # the config's own key wins
+    assert config.gate.sources == {
         "citation_match_min": "calibration",
         "delta_s_excess_max": "calibration",
         "grounded_pass_rate": "config",
     }
-    assert config.gate["not_gated"] == {"delta_s_excess_max": "does not separate here"}
+    assert config.gate.source("coverage_min") == "default"
+    assert config.gate.not_gated == {"delta_s_excess_max": "does not separate here"}
 
 
 def test_the_run_says_where_every_threshold_came_from(tmp_path):
@@ -62,6 +63,7 @@ def test_the_run_says_where_every_threshold_came_from(tmp_path):
         (json.dumps({"schema": "other"}), "expected schema"),
         (json.dumps({"schema": SCHEMA, "gate": {"citation_match_min": 2}, "inputs": {}}), r"in \[0, 1\]"),
         (json.dumps({"schema": SCHEMA, "gate": {"nonsense": 1}, "inputs": {}}), "expected one of"),
+        (json.dumps({"schema": SCHEMA, "gate": {"coverage_min": None}, "inputs": {}}), r"in \[0, 1\], found None"),
     ],
 )
 def test_an_unreadable_calibration_is_a_usage_error(tmp_path, content, found):

@@ -46,8 +46,9 @@ retriever = "bm25"
     assert config.out == path.parent / "reports"
     assert config.seeds == (1, 2) and config.paraphrases == 3
     assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
-    assert config.gate["coverage_min"] == 0.5 and config.gate["delta_s_excess_max"] == 0.25
-    assert config.gate["hallucination_max"] == 0
+    assert config.gate.coverage_min == 0.5 and config.gate.delta_s_excess_max == 0.25
+    assert config.gate.hallucination_max == 0
+    assert (config.gate.source("coverage_min"), config.gate.source("delta_s_excess_max")) == ("config", "default")
     lam = config.lambda_
     assert (lam.css_min, lam.anchor_support_min, lam.key_recall_min, lam.key_precision_min) == (0.5, 0.45, 0.3, 0.5)
     assert (config.metrics.k, config.metrics.match_tolerance, config.metrics.delta_s) == (5, 30, "nearest")
@@ -534,7 +535,7 @@ def test_gate_pipelines_must_be_configured(tmp_path):
         '[[pipelines]]\nname = "bm25"\nkind = "reference"\n\n[[pipelines]]\nname = "dense"\nkind = "reference"\n'
     )
     accepted = write(tmp_path, '[gate]\npipelines = ["dense"]\n\n' + pipelines)
-    assert load_config(accepted).gate["pipelines"] == ["dense"]
+    assert load_config(accepted).gate.pipelines == ["dense"]
     rejected = write(tmp_path, '[gate]\npipelines = ["dense", "sparse", "hybrid"]\n\n' + pipelines)
     assert problems(rejected) == [
         f"{rejected}:2: $.gate.pipelines[1]: expected names of configured pipelines "
@@ -574,7 +575,7 @@ def test_compare_pairs_name_configured_pipelines_and_margins_lie_inside_0_1(tmp_
 
 def test_a_gate_only_config_leaves_gated_names_to_the_gate(tmp_path):
     path = write(tmp_path, '[gate]\npipelines = ["dense-k5"]\ncoverage_min = 0.5\n')
-    assert load_config(path).gate["pipelines"] == ["dense-k5"]
+    assert load_config(path).gate.pipelines == ["dense-k5"]
 
 
 def test_toml_syntax_error_names_the_line(tmp_path):

@@ -36,7 +36,9 @@ GATE = {
 def test_the_gate_section_keeps_its_shape_and_defaults():
     assert {key: default for key, (_, default) in SCHEMA["gate"].items()} == {**GATE, "from": None}
     assert all(isinstance(entry, tuple) and len(entry) == 2 for entry in SCHEMA["gate"].values())
-    assert default_config().gate == GATE
+    thresholds = default_config().gate
+    assert {key: getattr(thresholds, key) for key in GATE} == GATE
+    assert (thresholds.from_, thresholds.sources, thresholds.not_gated) == (None, {}, {})
 
 
 def test_the_demo_config_sets_the_schema_defaults():
@@ -46,8 +48,8 @@ def test_the_demo_config_sets_the_schema_defaults():
 
 def test_defaults_are_fresh_for_each_config():
     first = default_config()
-    first.gate["lambda_forbid"].append("recursive")
-    assert default_config().gate["lambda_forbid"] == ["divergent"]
+    first.gate.lambda_forbid.append("recursive")
+    assert default_config().gate.lambda_forbid == ["divergent"]
 
 
 def problems(tmp_path, text: str) -> list[str]:
@@ -189,3 +191,11 @@ def test_waits_are_bounded_so_no_clock_overflows(tmp_path, key, value, expected)
 
     longest = max(1 / options["rate_limit"], options["retry_backoff_s"] * 2 ** options["retries"] * 2)
     assert longest <= threading.TIMEOUT_MAX and options["timeout_s"] <= threading.TIMEOUT_MAX
+
+
+def test_what_a_calibration_brings_to_the_gate_is_not_a_config_key(tmp_path):
+    assert problems(tmp_path, '[gate]\ncoverage_min = 0.5\nnot_gated = { coverage_min = "why" }\n') == [
+        "3: $.gate.not_gated: expected one of citation_match_min, coverage_min, coverage_pass_rate, "
+        "delta_s_excess_max, delta_s_max, delta_s_mean_max, from, grounded_pass_rate, hallucination_max, "
+        "lambda_convergent_min, lambda_forbid, max_errors, pipelines, found unknown key 'not_gated'"
+    ]

@@ -349,8 +349,26 @@ def test_thresholds_are_read_back_from_the_gate():
         }
     )
     t = thresholds(report)
-    assert t["citation_match_min"] == 0.95 and t["coverage_min"] == 0.5 and t["coverage_pass_rate"] == 0.8
-    assert thresholds({"summary": {}, "gate": None})["delta_s_excess_max"] == 0.25
+    assert t.citation_match_min == 0.95 and t.coverage_min == 0.5 and t.coverage_pass_rate == 0.8
+    assert thresholds({"summary": {}, "gate": None}).delta_s_excess_max == 0.25
+
+
+def test_the_page_shows_a_check_as_the_gate_had_it_gated_or_not():
+    """A check a calibration left ungated reads "not gated" on the page, not the default bar; the
+    absolute ΔS bar is drawn and named only when a check carries it."""
+    report = tiny_report()
+    plain = render_html(report)
+    assert "gate delta_s_max" not in plain and "max ≤ 0.25 · mean" in plain  # the default excess bar
+    ungated = {"passed": True, "value": 0.4, "questions": [], "detail": "not gated: does not separate here"}
+    gated = {"passed": True, "value": 0.7, "questions": []}
+    report["gate"]["checks"] += [
+        {**ungated, "pipeline": p, "name": "delta_s_excess_max", "threshold": None} for p in ("alpha", "beta")
+    ] + [{**gated, "pipeline": p, "name": "delta_s_max", "threshold": 0.8} for p in ("alpha", "beta")]
+    t = thresholds(report)
+    assert (t.delta_s_excess_max, t.delta_s_max, t.lambda_forbid) == (None, 0.8, ["divergent"])
+    page = render_html(report)
+    assert "max ≤ 0.25" not in page and "not gated · mean" in page
+    assert "gate delta_s_max" in page
 
 
 def test_section_result():

@@ -208,3 +208,26 @@ def test_a_run_leaves_ignored_gold_codes_out_of_its_report(tmp_path):
     config = _with(tmp_path, "")
     report = json.loads((run_dir_of(invoke("run", config, "--no-gate")) / "report.json").read_text())
     assert {f["code"] for f in report["gold_check"]} >= {"gold_section_item_count"}
+
+
+def test_gold_check_with_the_hashing_model_fills_the_cache_a_run_reads(tmp_path, monkeypatch):
+    """`gold check --model hashing` encodes each question and anchor through the embedding cache, so
+    that a run's encoder of the same model finds every one of them there and encodes none again."""
+    from helpers import DEMO, invoke
+
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import load_config
+
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    lines = (DEMO / "gold.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:4]
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(lines), encoding="utf-8")
+    result = invoke("gold", "check", gold, "--corpus", DEMO / "corpus", "--model", "hashing")
+    assert result.exit_code == 0, result.output
+    assert "4 records, 0 errors" in result.output
+    config = tmp_path / "audit.toml"
+    config.write_text(f'[audit]\ngold = "gold.jsonl"\ncorpus = "{DEMO / "corpus"}"\n\n[embedder]\nmodel = "hashing"\n')
+    encoder = Inputs.from_config(load_config(config)).encoder  # a run's encoder
+    texts = [t for line in lines for t in (json.loads(line)["question"], json.loads(line)["anchor"]["text"])]
+    encoder.encode(texts)
+    assert (encoder.requested, encoder.hits, encoder.encoded) == (len(texts), len(texts), 0)
