@@ -90,12 +90,14 @@ def validate(
 ) -> Validation:
     """Check every citation payload of trace files (`source` "traces") or of production spans
     joined into traces (`source` one of the span formats) against the rules of `ragaudit codes`.
-    `config` gives the section policy, offset unit and corpus; `workers` processes (default: the
-    CPUs, at most 8) or a Dask cluster (`executor="dask"`) share large inputs."""
+    `config` gives the section policy, offset unit and corpus; `workers` processes (default:
+    `ragaudit.execution.default_workers`, the config's `[audit] workers`, else 1) or a Dask cluster
+    (`executor="dask"`) share large inputs."""
+    from ragaudit.execution import worker_count
     from ragaudit.io.corpus import load_corpus
     from ragaudit.progress import phase
     from ragaudit.validation import Context, Validator
-    from ragaudit.validation.shards import check_paths, default_workers
+    from ragaudit.validation.shards import check_paths
 
     if source != TRACES and (executor == "dask" or (workers or 1) > 1):
         raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
@@ -109,18 +111,18 @@ def validate(
     with phase("loading corpus", counts_as="loading") if corpus_path else contextlib.nullcontext():
         ctx = Context.of(loaded, load_corpus(corpus_path) if corpus_path else None)
     validator = Validator(ctx, offset_unit=offset_unit)
-    client = None
+    cluster = None
     if executor == "dask":
-        from ragaudit.executors import connect
+        from ragaudit.executors import DaskClient
 
-        client = connect(scheduler)
+        cluster = DaskClient(scheduler)
     readers: list = []
     issues = (
-        check_paths(validator, paths, workers=workers or default_workers(), client=client)
+        check_paths(validator, paths, workers=worker_count(workers, loaded), executor=cluster)
         if source == TRACES
         else _span_issues(validator, source, paths, readers)
     )
-    return Validation(validator, issues, readers, client)
+    return Validation(validator, issues, readers, cluster)
 
 
 def _span_issues(validator, source: str, paths, readers: list) -> Iterator[Issue]:
