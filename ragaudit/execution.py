@@ -11,7 +11,7 @@ items and gives the results in the order of the items, a bounded number ahead; `
   --workers N`), one task at a time each, each with its own pipe. A worker whose task ends its
   process is replaced at once and the task is given to another worker; a task that has ended
   `tries` workers is given up on: its `result()` raises `WorkerDied`. A worker whose parent dies
-  exits as soon as it is idle (its pipe is closed), and ignores ctrl-C, which is the parent's.
+  exits, even in the middle of a task, and ignores ctrl-C, which is the parent's.
 * `ragaudit.executors.DaskClient`: a Dask cluster (`--executor dask`), with the same behaviour
   for a task whose workers die.
 
@@ -27,6 +27,7 @@ import pickle
 import queue
 import signal
 import threading
+import time
 import traceback
 from collections import deque
 from concurrent.futures import Future
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 DEFAULT_WORKERS = 1  # without --workers and without a config that sets [audit] workers
 TRIES = 2  # workers a task may end before it is given up on: the first death may be bad luck
+START_TRIES = 3  # workers in a row that may die before they are ready, in one place
+PARENT_CHECK_S = 0.5  # how often a worker process looks whether its parent is still there
 
 
 def default_workers(config: Config | None = None) -> int:
@@ -168,6 +171,7 @@ class _Job:
     fn: Callable[..., Any]
     args: tuple
     deaths: int = 0
+    running: bool = False  # handed to a worker once (its future says so)
 
 
 @dataclass(eq=False)
@@ -175,6 +179,8 @@ class _Slot:
     process: Any
     pipe: Any
     job: _Job | None = None
+    ready: bool = False  # started: it said so once its setup was done
+    failed_starts: int = 0  # workers in a row that died here before they were ready
 
 
 class Processes:
@@ -214,7 +220,7 @@ class Processes:
 
     def _start(self) -> _Slot:
         ours, theirs = self._mp.Pipe()
-        process = self._mp.Process(target=_serve, args=(theirs, self._setup), name=self._name, daemon=True)
+        process = self._mp.Process(target=_serve, args=(theirs, self._setup, os.getpid()), name=self._name, daemon=True)
         process.start()
         theirs.close()  # so that the worker alone holds its end, and sees ours close
         return _Slot(process, ours)
@@ -226,8 +232,8 @@ class Processes:
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
         with self._lock:
-            if self._closed:
-                raise RuntimeError("the executor is closed")
+            if self._closed or not self._slots:
+                raise RuntimeError("the executor is closed" if self._closed else "no worker process could start")
             self._queue.append(_Job(future, fn, args))
         self._wake()
         return future
@@ -254,8 +260,9 @@ class Processes:
             for slot in self._slots:
                 while slot.job is None and self._queue:
                     job = self._queue.popleft()
-                    if job.deaths == 0 and not job.future.set_running_or_notify_cancel():
+                    if not job.running and not job.future.set_running_or_notify_cancel():
                         continue  # cancelled while it waited
+                    job.running = True
                     slot.job = job
                     try:
                         slot.pipe.send((job.fn, job.args))
@@ -270,6 +277,9 @@ class Processes:
             reply = slot.pipe.recv()
         except (EOFError, OSError):
             self._replace(slot)
+            return
+        if reply[0] == "ready":
+            slot.ready = True
             return
         job, slot.job = slot.job, None
         if job is None:
@@ -287,31 +297,39 @@ class Processes:
         slot.process.join(1)
         slot.pipe.close()
         job = slot.job
+        ready = slot.ready
+        failed_starts = 0 if ready else slot.failed_starts + 1
+        fresh: _Slot | BaseException
         try:
-            fresh = self._start()
-        except Exception as exc:  # noqa: BLE001 - no worker can start: every task waiting fails
-            self._slots.remove(slot)
-            if not self._slots:
-                self._fail_all(exc)
-            fresh = None
-        if fresh is not None:
-            slot.process, slot.pipe, slot.job = fresh.process, fresh.pipe, None
-        if job is None:
-            return
-        job.deaths += 1
-        if job.deaths >= self.tries:
-            job.future.set_exception(WorkerDied(job.deaths))
+            # workers that keep dying before they are ready would never stop being replaced
+            fresh = (
+                self._start()
+                if failed_starts < START_TRIES
+                else RuntimeError(f"worker processes die as they start (exit code {slot.process.exitcode})")
+            )
+        except Exception as exc:  # noqa: BLE001 - no worker can start
+            fresh = exc
+        if isinstance(fresh, _Slot):
+            slot.process, slot.pipe, slot.job, slot.ready = fresh.process, fresh.pipe, None, False
+            slot.failed_starts = failed_starts
         else:
             with self._lock:
-                self._queue.appendleft(job)
-            if not self._slots:
-                self._fail_all(RuntimeError("no worker process could be started"))
+                self._slots.remove(slot)
+        if job is not None:
+            job.deaths += 1 if ready else 0  # a worker that was not ready never ran its task
+            if job.deaths >= self.tries:
+                job.future.set_exception(WorkerDied(job.deaths))
+            else:
+                with self._lock:
+                    self._queue.appendleft(job)
+        if not self._slots:
+            self._fail_all(fresh if isinstance(fresh, BaseException) else RuntimeError("no worker process"))
 
     def _fail_all(self, exc: BaseException) -> None:
         with self._lock:
             waiting, self._queue = list(self._queue), deque()
         for job in waiting:
-            if job.deaths or job.future.set_running_or_notify_cancel():
+            if job.running or job.future.set_running_or_notify_cancel():
                 job.future.set_exception(exc)
 
     def close(self) -> None:
@@ -346,15 +364,21 @@ class Processes:
                 os.close(fd)
 
 
-def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None) -> None:
+def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None, parent: int) -> None:
     """A worker's life: the setup once, then tasks until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is for the parent, which stops us
+    # the parent's id as the parent saw it: it may have died before this process got here
+    threading.Thread(target=_watch_parent, args=(parent,), name="ragaudit-parent-watch", daemon=True).start()
     broken: tuple | None = None
     if setup is not None:
         try:
             setup[0](*setup[1])
         except Exception as exc:  # noqa: BLE001 - every task of this worker reports it
             broken = _raised(exc)
+    try:
+        pipe.send(("ready", None))
+    except OSError:
+        return
     while True:
         try:
             task = pipe.recv()
@@ -378,6 +402,13 @@ def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None) -> None:
         except Exception as exc:  # noqa: BLE001 - a result pickle refuses fails its task
             with contextlib.suppress(OSError):
                 pipe.send(_raised(exc))
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker once its parent is gone, even in a task that never returns."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
 
 
 def _raised(exc: BaseException) -> tuple:

@@ -59,3 +59,7 @@ def broken_setup() -> None:
 
 def remembered() -> list:
     return list(_setup)
+
+
+def exit_at_setup() -> None:
+    os._exit(3)

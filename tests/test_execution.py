@@ -149,3 +149,53 @@ def test_one_default_worker_count(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     assert default_workers(load_config(write_config(plain, BM25))) == DEFAULT_WORKERS
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_a_worker_busy_in_a_task_that_never_returns_ends_with_its_killed_parent(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys, time, exec_tasks\n"
+        "from ragaudit.execution import Processes\n"
+        "pool = Processes(1)\n"
+        f"task = pool.submit(exec_tasks.wait_for, {str(tmp_path / 'never')!r})\n"
+        "while not pool._slots[0].job: time.sleep(0.01)\n"
+        "print(pool.pids()[0], flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    tests = str(Path(__file__).resolve().parent)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])},
+    )
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(60)
+    deadline = time.monotonic() + 60
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(worker)
+
+
+def alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie (an orphan's new parent may be slow to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_that_die_as_they_start_fail_the_tasks_instead_of_starting_forever():
+    pool = Processes(2, setup=(tasks.exit_at_setup, ()))
+    try:
+        with pytest.raises(RuntimeError, match=r"die as they start \(exit code 3\)"):
+            pool.submit(tasks.square, 2).result(timeout=120)
+        with pytest.raises(RuntimeError, match="no worker process could start"):
+            pool.submit(tasks.square, 3)
+    finally:
+        pool.close()
