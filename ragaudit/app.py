@@ -49,6 +49,7 @@ def audit_config(
     `command`, the command line that asked for it, goes into the manifest."""
     from ragaudit import history, rundir, runner
     from ragaudit.auditing import StreamingAudit
+    from ragaudit.execution import worker_count
     from ragaudit.executors import make_executor
     from ragaudit.outputs import write_outputs
 
@@ -61,7 +62,7 @@ def audit_config(
     check_config(config)  # thresholds calibrated on another gold set or corpus stop the run
     inputs = runner.Inputs.from_config(config)
     findings = inputs.check_gold(strict=gold_check)
-    workers = max(1, workers or config.workers)  # one count: the runner's threads and the executor's processes
+    workers = worker_count(workers, config)  # one count: the runner's threads and the executor's processes
     cluster = make_executor(
         executor or config.executor.kind,
         scheduler or config.executor.scheduler,

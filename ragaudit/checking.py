@@ -91,14 +91,15 @@ def validate(
 ) -> Validation:
     """Check every citation payload of trace files (`source` "traces") or of production spans
     joined into traces (`source` one of the span formats) against the rules of `ragaudit codes`.
-    `config` gives the section policy, offset unit and corpus; `workers` processes (default: the
-    CPUs, at most 8) or a Dask cluster (`executor="dask"`) share large inputs. Spans seldom record
-    the live index: they are asked for it (missing_live_index) only with `live_index` or the
-    config's [audit] live_index."""
+    `config` gives the section policy, offset unit and corpus; `workers` processes (default:
+    `ragaudit.execution.default_workers`, the config's `[audit] workers`, else 1) or a Dask cluster
+    (`executor="dask"`) share large inputs. Spans seldom record the live index: they are asked for
+    it (missing_live_index) only with `live_index` or the config's [audit] live_index."""
+    from ragaudit.execution import worker_count
     from ragaudit.io.corpus import load_corpus
     from ragaudit.progress import phase
     from ragaudit.validation import Context, Validator
-    from ragaudit.validation.shards import check_paths, default_workers
+    from ragaudit.validation.shards import check_paths
 
     if source != TRACES and (executor == "dask" or (workers or 1) > 1):
         raise UsageError("--from reads spans in this process: leave out --workers and --executor dask")
@@ -114,18 +115,18 @@ def validate(
             loaded, load_corpus(corpus_path) if corpus_path else None, spans=source != TRACES, live_index=live_index
         )
     validator = Validator(ctx, offset_unit=offset_unit)
-    client = None
+    cluster = None
     if executor == "dask":
-        from ragaudit.executors import connect
+        from ragaudit.executors import DaskClient
 
-        client = connect(scheduler)
+        cluster = DaskClient(scheduler)
     readers: list = []
     issues = (
-        check_paths(validator, paths, workers=workers or default_workers(), client=client)
+        check_paths(validator, paths, workers=worker_count(workers, loaded), executor=cluster)
         if source == TRACES
         else _span_issues(validator, source, paths, readers)
     )
-    return Validation(validator, issues, readers, client)
+    return Validation(validator, issues, readers, cluster)
 
 
 def _span_issues(validator, source: str, paths, readers: list) -> Iterator[Issue]:

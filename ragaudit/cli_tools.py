@@ -23,7 +23,7 @@ from ragaudit.errors import InputError, UsageError
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    help="processes that share large inputs (default: the CPUs, at most 8; 1: this process alone)",
+    help="processes that share large inputs (default: [audit] workers of --config, else 1: this process alone)",
 )
 @click.option(
     "--executor",

@@ -1,16 +1,17 @@
 """Where the work of a run happens: in this process (`local`, the default: worker threads, best
 for pipelines that wait on a service), in worker processes on this machine (`processes`: for
 CPU-bound pipelines, which threads do not speed up), or on a Dask cluster (`dask`). The last two
-are the same thing: `processes` is a Dask cluster of this machine's own processes, one thread each.
-Both take the pipeline calls and the scoring of batches of runs.
+are the same thing for a run (`Cluster`): executors of `ragaudit.execution` whose workers are
+processes, one thread each for `processes` (`ragaudit.execution.Processes`), those of the cluster
+for `dask` (`DaskClient`). Both take the pipeline calls and the scoring of batches of runs.
 
-On Dask, every worker builds what it needs once, from the config file, and keeps it: the gold
+Every worker process builds what it needs once, from the config file, and keeps it: the gold
 set, the corpus, the encoder and support scorer for scoring, and one instance of each pipeline
 per worker thread for calls (a `python` pipeline's factory runs once per worker thread, as it runs
 once per local worker). The config, gold set and corpus must therefore be readable at the same
 paths on every machine (a shared folder), and the model installed there too. Results come back in
 the order they were asked for and fold together exactly as a local run's would: the report of a
-Dask run is the report of the same run done locally. A task whose worker dies is given to another;
+run on processes is the report of the same run done locally. A task whose worker dies is given to another;
 a call that kills every worker it is given to becomes that run's `pipeline_error`.
 """
 
@@ -18,14 +19,15 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 from ragaudit.errors import PipelineStartError, UsageError, require
+from ragaudit.execution import Executor, Processes, Task, WorkerDied
 from ragaudit.io.files import sha256_file
 
 KINDS = ("local", "processes", "dask")
 CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
-WATCH_S = 5.0  # how often a wait on a cluster of our own looks whether it still has workers
 _cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
 
@@ -80,55 +82,72 @@ def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     return score_batch(inputs, Settings.from_config(inputs.config), gold, traces, keep=keep)
 
 
-class DaskExecutor:
-    """A Dask client for one run. `scheduler` is an address (`tcp://host:8786`) or a Client."""
+class DaskClient:
+    """A Dask cluster as an executor (`ragaudit.execution.Executor`): `scheduler` is an address
+    (`tcp://host:8786`) or a Client (then left open by `close`)."""
 
     name = "dask"
 
-    def __init__(
-        self, scheduler, config_path: Path, *, in_flight: int | None = None, cluster=None, size: int | None = None
-    ):
-        """`cluster`: a cluster of our own, of `size` workers, closed with the executor."""
-        from distributed import Client
+    def __init__(self, scheduler, *, retries: int = 0):
+        self.owned = scheduler is None or isinstance(scheduler, str)
+        self.client = connect(scheduler) if self.owned else scheduler
+        self.retries = retries  # times a task that raises is run again
 
-        self.client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
-        self.owned = not isinstance(scheduler, Client)
-        self.cluster, self.size = cluster, size
-        self.config_path = str(Path(config_path).resolve())
-        self.digest = sha256_file(Path(self.config_path))
-        threads = sum(self.client.nthreads().values()) or 1
-        self.in_flight = in_flight or 2 * threads
-
+    @property
     def workers(self) -> int:
         return sum(self.client.nthreads().values()) or 1
 
-    def result(self, future):
-        """The future's result. On a cluster of our own the wait also keeps the cluster going: a
-        worker that a call kills is restarted by its nanny, but a restart can fail (the call may
-        kill the new worker as it starts), and a cluster left without any worker would wait
-        forever; once it has had none for a while, new workers are started."""
-        if self.cluster is None or not self.size:
-            return future.result()
-        empty = 0
-        while True:
-            try:
-                return future.result(timeout=WATCH_S)
-            except TimeoutError:
-                pass
-            empty = 0 if self.client.nthreads() else empty + 1
-            if empty >= 3:
-                self._restore()
-                empty = 0
+    def submit(self, fn, *args) -> "_DaskTask":
+        return _DaskTask(self.client.submit(fn, *args, pure=False, retries=self.retries or None))
 
-    def _restore(self) -> None:
-        """Close the nannies left without a worker, then start as many new ones."""
-        import time
+    def scatter(self, value):
+        """`value` sent to every worker once; pass what this returns as a task's argument."""
+        return self.client.scatter(value, broadcast=True, hash=False)
 
-        self.cluster.scale(0)
-        deadline = time.monotonic() + 60
-        while self.cluster.workers and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.cluster.scale(self.size)
+    def close(self) -> None:
+        if self.owned:
+            self.client.close()
+
+
+class _DaskTask:
+    """A Dask future as a task: a task the cluster gave up on after its workers died raises
+    WorkerDied; the cluster forgets the result once it is read."""
+
+    def __init__(self, future):
+        self.future = future
+
+    def result(self, timeout: float | None = None):
+        from distributed import KilledWorker
+
+        try:
+            return self.future.result(timeout)
+        except KilledWorker as exc:
+            tries = getattr(exc, "allowed_failures", None)
+            raise WorkerDied(tries + 1 if isinstance(tries, int) else 0) from None
+        finally:
+            if self.future.done():
+                self.future.release()
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def cancel(self) -> bool:
+        self.future.cancel()
+        return True
+
+
+class Cluster:
+    """A run's pipeline calls and scoring on an executor of processes (`Processes`, `DaskClient`)."""
+
+    def __init__(self, executor: Executor, config_path: Path, *, in_flight: int | None = None):
+        self.executor = executor
+        self.name = executor.name
+        self.config_path = str(Path(config_path).resolve())
+        self.digest = sha256_file(Path(self.config_path))
+        self.in_flight = in_flight or 2 * executor.workers
+
+    def submit(self, fn, *args) -> Task:
+        return self.executor.submit(fn, self.config_path, self.digest, *args)
 
     def pipeline(self, name: str) -> "RemotePipeline":
         return RemotePipeline(self, name)
@@ -137,10 +156,7 @@ class DaskExecutor:
         return RemoteScoring(self, keep)
 
     def close(self) -> None:
-        if self.owned:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        self.executor.close()
 
 
 class RemotePipeline:
@@ -148,13 +164,13 @@ class RemotePipeline:
 
     A call that ends its worker process (os._exit, a segmentation fault, the memory limit) is
     given to another worker, as any task whose worker dies; when it ends every worker it is given
-    to, the cluster gives up on it (KilledWorker) and that run becomes a `pipeline_error`; the
+    to, the executor gives up on it (WorkerDied) and that run becomes a `pipeline_error`; the
     other runs go on. A task of several calls that the cluster gives up on is asked again one call
     per task, so only the call that kills its worker is lost. A call given up on is asked once more,
     alone, before it counts as an error: a call that ran or waited on a worker beside one that
     killed it shares its deaths."""
 
-    def __init__(self, executor: DaskExecutor, name: str):
+    def __init__(self, executor: Cluster, name: str):
         self.executor, self.name = executor, name
         self._index = None
         self._futures: set = set()
@@ -170,79 +186,55 @@ class RemotePipeline:
     def _call(self, request, *, again: bool):
         """One call in a task of its own; when the cluster gives up on it, once more (`again`): a
         call can be given up on for sharing a worker with one that kills it."""
-        future = self._submit(remote_run, request)
+        future = self.executor.submit(remote_run, self.name, request)
         self._futures.add(future)
         try:
-            trace, index = self.executor.result(future)
-        except PipelineStartError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a call that kills its workers is that run's error
-            if not _worker_died(exc):
-                raise
+            trace, index = future.result()
+        except WorkerDied as exc:  # a call that kills its workers is that run's error
             return self._call(request, again=False) if again and not self.killed else self._died(request, exc)
         finally:
             self._futures.discard(future)
-            future.release()
         self._index = index or self._index
         return trace
 
     def submit_many(self, requests: list):
         """Send several calls as one task (pipelines without limits or retries: a task costs a few
         milliseconds, a call of a CPU-bound pipeline often less)."""
-        future = self._submit(remote_run_many, requests)
-        future.requests = requests
-        return future
+        return Batch(self.executor.submit(remote_run_many, self.name, requests), requests)
 
-    def results(self, future) -> list:
+    def results(self, batch: "Batch") -> list:
         """The traces of a task of `submit_many`, in order; when the cluster gave up on the task,
         each of its calls is asked again in a task of its own."""
         try:
-            traces, index = self.executor.result(future)
-        except PipelineStartError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - see the class docstring
-            if not _worker_died(exc):
-                raise
-            future.release()
-            return self._one_by_one(future.requests)
-        future.release()
+            traces, index = batch.task.result()
+        except WorkerDied:  # see the class docstring
+            return self._one_by_one(batch.requests)
         self._index = index or self._index
         return traces
 
     def _one_by_one(self, requests: list) -> list:
         """Each call in a task of its own, all at once; a call the cluster gives up on is asked
         once more, alone, once the others are done."""
-        futures = [self._submit(remote_run, request) for request in requests]
+        futures = [self.executor.submit(remote_run, self.name, request) for request in requests]
         self._futures.update(futures)
         traces: list = []
         try:
-            for request, future in zip(requests, futures):
+            for future in futures:
                 try:
-                    trace, index = self.executor.result(future)
-                except PipelineStartError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - see the class docstring
-                    if not _worker_died(exc):
-                        raise
+                    trace, index = future.result()
+                except WorkerDied:  # see the class docstring
                     trace, index = None, None  # asked again once the others are done
                 self._index = index or self._index
                 traces.append(trace)
         finally:
             for future in futures:
                 self._futures.discard(future)
-                future.release()
         return [self._call(r, again=False) if t is None else t for r, t in zip(requests, traces)]
 
-    def _submit(self, function, requests):
-        return self.executor.client.submit(
-            function, self.executor.config_path, self.executor.digest, self.name, requests, pure=False, retries=1
-        )
-
-    def _died(self, request, exc: Exception):
+    def _died(self, request, exc: WorkerDied):
         from ragaudit.pipelines.base import error_trace
 
-        tries = getattr(exc, "allowed_failures", None)
-        times = f" {tries + 1} times, on as many workers" if isinstance(tries, int) else ""
+        times = f" {exc.deaths} times, on as many workers" if exc.deaths else ""
         return error_trace(
             self.name,
             request,
@@ -263,34 +255,37 @@ class RemotePipeline:
         return None
 
 
-def _worker_died(exc: BaseException) -> bool:
-    from distributed import KilledWorker
+@dataclass(frozen=True)
+class Batch:
+    """A task of several pipeline calls, and the calls it makes."""
 
-    return isinstance(exc, KilledWorker)
+    task: Task
+    requests: list
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    def cancel(self) -> bool:
+        return self.task.cancel()
 
 
 class RemoteScoring:
     """Batches of runs scored on the cluster, handed back in the order they were sent."""
 
-    def __init__(self, executor: DaskExecutor, keep: bool):
+    def __init__(self, executor: Cluster, keep: bool):
         self.executor, self.keep = executor, keep
         self._pending: deque = deque()
 
     def submit(self, batch: list) -> list:
         """Send a batch; return the results now ready in order (waiting when too many are out)."""
-        client = self.executor.client
-        self._pending.append(
-            client.submit(
-                remote_score, self.executor.config_path, self.executor.digest, batch, self.keep, pure=False, retries=1
-            )
-        )
+        self._pending.append(self.executor.submit(remote_score, batch, self.keep))
         ready = []
         while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
-            ready.append(self.executor.result(self._pending.popleft()))
+            ready.append(self._pending.popleft().result())
         return ready
 
     def drain(self) -> list:
-        out = [self.executor.result(future) for future in self._pending]
+        out = [future.result() for future in self._pending]
         self._pending.clear()
         return out
 
@@ -309,32 +304,19 @@ def connect(scheduler):
         raise PipelineStartError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
 
 
-def local_processes(workers: int, config_path: Path) -> DaskExecutor:
-    """A Dask cluster of `workers` processes on this machine, one thread each."""
-    require("distributed", extra="dask", purpose="--executor processes")
-    import dask
-    from distributed import LocalCluster
-
-    # A worker is sent only the task it runs, so when a call kills it few others share the blame;
-    # and a task is given up on after its second dead worker, not its fourth: each death is a
-    # restart, and a call that kills is asked again alone anyway.
-    settings = {"distributed.scheduler.worker-saturation": 1.0, "distributed.scheduler.allowed-failures": 1}
-    with dask.config.set(settings):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-    try:
-        return DaskExecutor(cluster.scheduler_address, config_path, cluster=cluster, size=workers)
-    except BaseException:
-        cluster.close()
-        raise
+def local_processes(workers: int, config_path: Path) -> Cluster:
+    """`workers` processes of this machine (`ragaudit.execution.Processes`) for a run."""
+    return Cluster(Processes(workers), config_path)
 
 
-def make_executor(kind: str, scheduler, config_path: Path | None, workers: int = 2):
+def make_executor(kind: str, scheduler, config_path: Path | None, workers: int = 2) -> Cluster | None:
+    """Where a run's pipeline calls and scoring go: None for `local` (the runner's own threads)."""
     if kind == "local":
         return None
+    if kind not in KINDS:
+        raise UsageError(f"expected an executor in {', '.join(KINDS)}, found {kind!r}")
     if config_path is None:  # workers build everything from the config file
         raise UsageError(f"the {kind} executor needs a config file")
     if kind == "processes":
         return local_processes(workers, config_path)
-    if kind == "dask":
-        return DaskExecutor(scheduler, config_path)
-    raise UsageError(f"expected an executor in {', '.join(KINDS)}, found {kind!r}")
+    return Cluster(DaskClient(scheduler, retries=1), config_path)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 from ragaudit import rundir
 from ragaudit._version import __version__
 from ragaudit.errors import InputError, PipelineStartError, Problem, UsageError
+from ragaudit.execution import worker_count
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import Config
 from ragaudit.io.files import sha256_file
@@ -138,9 +139,10 @@ def run(
 ) -> RunResult:
     """Run every planned run not yet done; `sink` receives every trace of the run directory
     (recovered ones first), in the order they are stored. `on_start(run_dir)` is called once the
-    run directory is known and locked. With a Dask `executor`, pipeline calls run on its cluster
-    (a recording is still read here), with as many in flight as the cluster has threads × 2."""
-    workers = max(1, workers or config.workers)
+    run directory is known and locked. With an `executor` of processes (`ragaudit.executors.Cluster`),
+    pipeline calls run there (a recording is still read here), with as many in flight as it has
+    workers × 2."""
+    workers = worker_count(workers, config)
     inputs = inputs or Inputs.from_config(config)
     created = resume is None
     if resume is not None:

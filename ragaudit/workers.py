@@ -1,4 +1,5 @@
-"""Running jobs on worker threads and stopping cleanly on SIGINT/SIGTERM (progress: `ragaudit.progress`).
+"""Running jobs on worker threads (`ragaudit.execution.Threads`) and stopping cleanly on
+SIGINT/SIGTERM (progress: `ragaudit.progress`).
 
 Workers are daemon threads: a user pipeline that hangs in a call can hold a worker, never the
 process's exit. A signal stops new work, gives the runs in flight a short grace to finish (their
@@ -8,6 +9,7 @@ traces are kept), kills the process groups of `command` children, and ends the r
 
 from __future__ import annotations
 
+import functools
 import queue
 import signal
 import threading
@@ -63,22 +65,14 @@ def run_jobs(
     stopper: Stopper,
     skip: Callable[[Any], bool] = lambda job: False,
 ) -> Iterable[tuple[Any, Any]]:
-    """Yield (job, result or raised exception) as jobs finish, at most `2 × workers` in flight,
-    submitted in the order given. `skip(job)` is asked just before submitting. After a stop
-    signal nothing new is submitted and the runs in flight get GRACE_S to finish."""
-    tasks: queue.Queue = queue.Queue()
-    results: queue.Queue = queue.Queue()
+    """Yield (job, result or raised exception) as jobs finish on `workers` threads
+    (`ragaudit.execution.Threads`), at most `2 × workers` in flight, submitted in the order given.
+    `skip(job)` is asked just before submitting. After a stop signal nothing new is submitted and
+    the runs in flight get GRACE_S to finish."""
+    from ragaudit.execution import Threads
 
-    def worker() -> None:
-        while (job := tasks.get()) is not None:
-            try:
-                results.put((job, work(job)))
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
-                results.put((job, exc))
-
-    threads = [threading.Thread(target=worker, name=f"ragaudit-worker-{i}", daemon=True) for i in range(workers)]
-    for thread in threads:
-        thread.start()
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    threads = Threads(workers)
     pending = iter(jobs)
     in_flight = 0
     try:
@@ -87,7 +81,7 @@ def run_jobs(
             nonlocal in_flight
             for job in pending:
                 if not skip(job):
-                    tasks.put(job)
+                    threads.submit(work, job).add_done_callback(functools.partial(_put, finished, job))
                     in_flight += 1
                     return True
             return False
@@ -102,13 +96,16 @@ def run_jobs(
             if deadline is not None and time.monotonic() > deadline:
                 return
             try:
-                job, outcome = results.get(timeout=0.1)
+                job, task = finished.get(timeout=0.1)
             except queue.Empty:
                 continue
             in_flight -= 1
-            yield job, outcome
+            yield job, raised if (raised := task.exception()) is not None else task.result()
             if not stopper.stopped:
                 submit()
     finally:
-        for _ in threads:
-            tasks.put(None)
+        threads.close()
+
+
+def _put(finished: queue.SimpleQueue, job: Any, task: Any) -> None:
+    finished.put((job, task))

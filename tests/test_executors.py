@@ -3,7 +3,11 @@ processes: the report is the local run's report, a worker that dies mid-call los
 cut-short run resumes on the cluster."""
 
 import json
+import os
 import shutil
+import signal
+import threading
+import time
 
 import pytest
 from helpers import BM25, FIXTURES, Lazy, comparable, invoke, run_dir_of, write_config
@@ -155,7 +159,10 @@ def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, v
         for job_bytes in (10**6, 2_000):
             validator = Validator(ctx)
             issues = [
-                i.to_dict() for i in check_sharded(validator, inputs, workers=1, job_bytes=job_bytes, client=client)
+                i.to_dict()
+                for i in check_sharded(
+                    validator, inputs, workers=1, job_bytes=job_bytes, executor=executors.DaskClient(client)
+                )
             ]
             assert issues == expected["issues"] and dict(validator.counts) == expected["counts"]
             assert [str(e) for e in validator.unreadable] == expected["unreadable"]
@@ -258,32 +265,34 @@ def test_a_run_with_a_call_that_kills_its_worker_resumes(tmp_path):
     assert without_times(cut) == without_times(whole)
 
 
-def test_a_cluster_of_our_own_that_lost_every_worker_starts_new_ones(tmp_path, monkeypatch):
-    """A nanny whose worker a call killed can fail to start a new one; with every worker gone
-    for good, a wait would never end: the processes executor starts new workers instead."""
-    import threading
-    import time
+def test_a_worker_process_killed_mid_run_loses_no_run(tmp_path):
+    """kill -9 of a worker of `--executor processes` while it works: its calls go to its
+    replacement and the run is the local run."""
+    beside(tmp_path, "slow_rag")
+    pipeline = '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "slow_rag:make"\noptions = {delay = 0.05}\n'
+    config = write_config(tmp_path, pipeline, items=4, seeds="[1]")
+    cluster = executors.local_processes(2, config)
+    killed: list = []
 
-    from ragaudit import executors
+    def kill_one_worker():
+        while not (busy := [slot.process.pid for slot in cluster.executor._slots if slot.job]):
+            time.sleep(0.01)
+        killed.append(busy[0])
+        os.kill(busy[0], signal.SIGKILL)
 
-    monkeypatch.setattr(executors, "WATCH_S", 0.5)
-    executor = executors.local_processes(2, write_config(tmp_path, BM25, items=1, seeds="[1]"))
     try:
-        client = executor.client
-        client.retire_workers(list(client.nthreads()), close_workers=True)  # their nannies close: none comes back
-        deadline = time.monotonic() + 60
-        while client.nthreads() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not client.nthreads()
-        got: list = []
-        waiting = threading.Thread(target=lambda: got.append(executor.result(client.submit(sum, [1, 2], pure=False))))
-        waiting.daemon = True
-        waiting.start()
-        waiting.join(timeout=300)  # a bound for a stalled machine; without new workers it never ends
-        assert got == [3]
-        client.wait_for_workers(2, timeout=120)
+        from ragaudit import runner
+        from ragaudit.io.config import load_config
+
+        killer = threading.Thread(target=kill_one_worker, daemon=True)
+        killer.start()
+        result = runner.run(load_config(config), out=tmp_path / "on-processes", executor=cluster)
+        killer.join(60)
     finally:
-        executor.close()
+        cluster.close()
+    assert killed and killed[0] not in cluster.executor.pids()
+    local = run_dir_of(invoke("run", config, "--no-gate"))
+    assert without_times(result.run_dir) == without_times(local)
 
 
 def test_processes_without_workers_use_the_configured_count(tmp_path, monkeypatch):

@@ -9,9 +9,9 @@ line numbers within a range into line numbers within the file, so issues, their 
 and exit codes are those of the sequential run. Memory stays flat: jobs are dispatched only a
 few ahead of the one being emitted, and issues stream from disk.
 
-Workers are started with `spawn` (the parent may hold threads, which `fork` would copy in an
-unknown state) and each talks to the parent through its own pipe: when the parent dies for any
-reason, the worker's next read fails and it exits.
+The processes are those of `ragaudit.execution.Processes` (or a cluster's, through
+`ragaudit.executors.DaskClient`): a job whose worker dies is given to another, and a worker whose
+parent dies exits.
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import signal
 import stat
 import tempfile
-from collections import deque
 from dataclasses import dataclass, fields, replace
 from itertools import islice
 from operator import attrgetter
-from typing import Any, Generator, Iterator, cast
+from typing import Callable, Generator, Iterator
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.errors import InputError, Problem, RagauditError
+from ragaudit.execution import ClusterExecutor, Executor, Processes, WorkerDied, map_ordered, remote_traceback
 from ragaudit.io.jsonfiles import no_records
 from ragaudit.io.traces import trace_lines, traces_in
 from ragaudit.types import Issue
@@ -39,21 +38,11 @@ MIN_JOB_BYTES = 4 << 20
 MAX_JOB_BYTES = 16 << 20  # small enough that the last job leaves no core idle for long
 JOBS_PER_WORKER = 4  # ... and enough jobs that uneven ones even out
 AHEAD_PER_WORKER = 3  # jobs dispatched beyond the one being emitted, per worker
-MAX_WORKERS = 8
 CHUNK = 512  # issues per pickled chunk of a spool file
 
 _ISSUE_FIELDS = tuple(f.name for f in fields(Issue))
 _LINE = _ISSUE_FIELDS.index("line")
 _issue_values = attrgetter(*_ISSUE_FIELDS)
-
-
-def default_workers() -> int:
-    """The CPUs this process may run on, capped at MAX_WORKERS."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_WORKERS))
 
 
 @dataclass(frozen=True)
@@ -139,14 +128,16 @@ def _regular_size(path: str) -> int | None:
 # ---- the parent ---------------------------------------------------------------------------------
 
 
-def check_paths(validator: Validator, paths, *, workers: int = 1, client=None) -> Iterator[Issue]:
+def check_paths(
+    validator: Validator, paths, *, workers: int = 1, executor: ClusterExecutor | None = None
+) -> Iterator[Issue]:
     """`validator.check_paths(paths)`, or with `workers` > 1 its inputs large enough to pay for the
     start-up validated by that many processes, with exactly the issues, order, counts and line
     numbers of the sequential run. (The processes are spawned, so a script that calls this must
-    guard its entry point with `if __name__ == "__main__":`.) With a Dask `client`, the work goes
-    to its cluster the same way."""
-    if workers > 1 or client is not None:
-        yield from check_sharded(validator, list(paths), workers=workers, client=client)
+    guard its entry point with `if __name__ == "__main__":`.) With a cluster's `executor`
+    (`ragaudit.executors.DaskClient`), the work goes to its cluster the same way."""
+    if workers > 1 or executor is not None:
+        yield from check_sharded(validator, list(paths), workers=workers, executor=executor)
     else:
         yield from validator.check_paths(paths)
 
@@ -158,26 +149,29 @@ def check_sharded(
     workers: int,
     min_bytes: int | None = None,
     job_bytes: int | None = None,
-    client=None,
+    executor: ClusterExecutor | None = None,
 ) -> Iterator[Issue]:
-    """`validator.check_paths(paths)` on `workers` processes, updating `validator` as it would;
-    `min_bytes` and `job_bytes` as in `plan`. With a Dask `client`, the jobs run on its cluster
-    instead (the inputs must be readable at the same paths there), however small they are."""
+    """`validator.check_paths(paths)` on `workers` processes of this machine
+    (`ragaudit.execution.Processes`), updating `validator` as it would; `min_bytes` and
+    `job_bytes` as in `plan`. With a cluster's `executor`, the jobs run on its cluster instead
+    (the inputs must be readable at the same paths there), however small they are. A job whose
+    worker dies is given to another worker; one that ends every worker it is given, or a worker
+    that fails, stops the run with WorkerFailed."""
     names = [os.fspath(path) for path in paths]
-    if client is not None:
-        workers = max(2, sum(client.nthreads().values()))
+    if executor is not None:
+        workers = max(2, executor.workers)
         min_bytes = 0
     jobs = plan(names, workers=workers, min_bytes=min_bytes, job_bytes=job_bytes)
     if jobs is None:
         yield from validator.check_paths(names)
         return
     spool_dir = tempfile.mkdtemp(prefix="ragaudit-validate-")
+    pool: Processes | None = None
+    work: Callable[..., tuple[list[PieceResult], list[tuple] | None]]
+    runner: Executor
     try:
-        remote = sum(1 for job in jobs if not job.local)
-        pool: _Workers | _DaskJobs
-        if client is not None:
-            pool = _DaskJobs(client, validator.ctx, validator.offset_unit)
-        else:
+        remote = [job for job in jobs if not job.local]
+        if executor is None:
             context_file = os.path.join(spool_dir, "context.pickle")
             try:
                 with open(context_file, "wb") as out:
@@ -186,17 +180,42 @@ def check_sharded(
             except (pickle.PicklingError, TypeError, AttributeError):  # a context built of objects pickle refuses
                 yield from validator.check_paths(names)
                 return
-            pool = _Workers(min(workers, remote) or 1, context_file, spool_dir, validator.offset_unit)
-        with pool:
-            files: dict[int, _FileState] = {}
-            for job, results, issues in pool.run(jobs, ahead=workers * AHEAD_PER_WORKER):
-                if job.local:
-                    yield from validator.check_paths([job.pieces[0].path])
-                    continue
-                for piece, result in zip(job.pieces, results or ()):
-                    yield from _emit_piece(validator, piece, result, islice(issues, result.issues), files)
+            pool = Processes(
+                min(workers, len(remote)) or 1, setup=(_load_context, (context_file,)), name="ragaudit-validate"
+            )
+            runner, work, args = pool, _run_job_spooled, (validator.offset_unit, spool_dir)
+        else:
+            runner, work, args = executor, _run_job_returning, (executor.scatter(validator.ctx), validator.offset_unit)
+        done = map_ordered(runner, work, remote, *args, ahead=workers * AHEAD_PER_WORKER)
+        files: dict[int, _FileState] = {}
+        for job in jobs:
+            if job.local:
+                yield from validator.check_paths([job.pieces[0].path])
+                continue
+            results, issues = _outcome(done)
+            spool = os.path.join(spool_dir, f"{job.index}.issues")
+            stream = iter(issues) if issues is not None else _read_issues(spool)
+            for piece, result in zip(job.pieces, results):
+                yield from _emit_piece(validator, piece, result, islice(stream, result.issues), files)
+            if isinstance(stream, Generator):  # read from the spool folder
+                stream.close()
+                os.unlink(spool)
     finally:
+        if pool is not None:
+            pool.close()
         shutil.rmtree(spool_dir, ignore_errors=True)
+
+
+def _outcome(done: Iterator) -> tuple[list[PieceResult], list[tuple] | None]:
+    """The next job's results, or WorkerFailed saying why there are none."""
+    try:
+        return next(done)
+    except RagauditError:  # a stop signal while waiting, say
+        raise
+    except WorkerDied as exc:
+        raise WorkerFailed(f"a validation job {exc}; the input it reads may crash the validator") from None
+    except Exception as exc:  # noqa: BLE001 - a bug in a rule, say: the run stops and shows where
+        raise WorkerFailed(f"a validation worker failed:\n{remote_traceback(exc)}") from None
 
 
 @dataclass
@@ -257,134 +276,26 @@ def _read_issues(path: str) -> Generator[tuple, None, None]:
 
 
 class WorkerFailed(RuntimeError):
-    """A validation worker crashed or stopped; the run cannot be completed as a whole."""
+    """A validation job failed or ended every worker it was given; the run cannot be completed as a whole."""
 
 
-class _Workers:
-    """Worker processes, each with its own pipe, fed jobs in order and a bounded way ahead."""
+# ---- a worker -----------------------------------------------------------------------------------
 
-    def __init__(self, count: int, context_file: str, spool_dir: str, offset_unit: str):
-        import multiprocessing
-
-        mp = multiprocessing.get_context("spawn")
-        self.spool_dir = spool_dir
-        self.processes, self.pipes = [], []
-        try:
-            for _ in range(count):
-                ours, theirs = mp.Pipe()
-                process = mp.Process(
-                    target=_serve,
-                    args=(theirs, context_file, spool_dir, offset_unit),
-                    name="ragaudit-validate",
-                    daemon=True,
-                )
-                process.start()
-                theirs.close()  # so that the worker alone holds its end, and sees ours close
-                self.processes.append(process)
-                self.pipes.append(ours)
-        except BaseException:
-            self.close(stop=True)
-            raise
-
-    def __enter__(self) -> _Workers:
-        return self
-
-    def __exit__(self, kind, exc, tb) -> None:
-        self.close(stop=kind is not None)
-
-    def run(self, jobs: list[Job], *, ahead: int) -> Iterator[tuple[Job, list[PieceResult] | None, Iterator]]:
-        """(job, its piece results, its issues) in job order; local jobs come with None, for the caller."""
-        from multiprocessing.connection import wait
-
-        waiting = deque(job for job in jobs if not job.local)
-        idle = list(self.pipes)
-        busy: dict[Any, int] = {}  # pipe -> index of the job it works on
-        done: dict[int, list[PieceResult]] = {}
-        for job in jobs:
-            if not job.local:
-                while job.index not in done:
-                    while idle and waiting and waiting[0].index <= job.index + ahead:
-                        pipe = idle.pop()
-                        sent = waiting.popleft()
-                        pipe.send(sent)
-                        busy[pipe] = sent.index
-                    for ready in wait(list(busy)):
-                        pipe = cast(Any, ready)
-                        index = busy.pop(pipe)
-                        done[index] = self._receive(pipe)
-                        idle.append(pipe)
-            if job.local:
-                yield job, None, iter(())
-                continue
-            spool = os.path.join(self.spool_dir, f"{job.index}.issues")
-            issues = _read_issues(spool)
-            yield job, done.pop(job.index), issues
-            issues.close()
-            os.unlink(spool)
-
-    def _receive(self, pipe) -> list[PieceResult]:
-        try:
-            kind, payload = pipe.recv()
-        except (EOFError, OSError):
-            process = self.processes[self.pipes.index(pipe)]
-            process.join(1)
-            raise WorkerFailed(f"a validation worker stopped unexpectedly (exit code {process.exitcode})") from None
-        if kind == "error":
-            raise WorkerFailed(f"a validation worker failed:\n{payload}")
-        return payload
-
-    def close(self, *, stop: bool) -> None:
-        for pipe in self.pipes:
-            try:
-                if not stop:
-                    pipe.send(None)
-            except OSError:
-                pass
-            pipe.close()
-        for process in self.processes:
-            if stop:
-                process.terminate()
-            process.join(5)
-            if process.is_alive():
-                process.kill()
-                process.join()
+_context: list = []  # in a worker process: the Context every job reads, loaded once
 
 
-class _DaskJobs:
-    """Jobs run on a Dask cluster: the context goes to every worker once, each job comes back with
-    its issues (a worker's disk is not ours), a bounded number ahead of the one being emitted, and
-    a job whose worker dies is run again elsewhere."""
+def _load_context(context_file: str) -> None:
+    with open(context_file, "rb") as handle:
+        _context[:] = [pickle.load(handle)]
 
-    def __init__(self, client, ctx, offset_unit: str):
-        self.client, self.offset_unit = client, offset_unit
-        self.ctx = client.scatter(ctx, broadcast=True, hash=False)
 
-    def __enter__(self) -> _DaskJobs:
-        return self
-
-    def __exit__(self, kind, exc, tb) -> None:
-        self.client.cancel([self.ctx])
-
-    def run(self, jobs: list[Job], *, ahead: int) -> Iterator[tuple[Job, list[PieceResult] | None, Iterator]]:
-        waiting = deque(job for job in jobs if not job.local)
-        submitted: dict[int, Any] = {}
-        for job in jobs:
-            if job.local:
-                yield job, None, iter(())
-                continue
-            while waiting and waiting[0].index <= job.index + ahead:
-                sent = waiting.popleft()
-                submitted[sent.index] = self.client.submit(
-                    _run_job_returning, sent, self.ctx, self.offset_unit, pure=False
-                )
-            future = submitted.pop(job.index)
-            results, issues = future.result()
-            future.release()
-            yield job, results, iter(issues)
+def _run_job_spooled(job: Job, offset_unit: str, spool_dir: str) -> tuple[list[PieceResult], None]:
+    """`run_job` in a worker process of this machine: the issues stay in the spool folder, for the parent."""
+    return run_job(job, _context[0], offset_unit, os.path.join(spool_dir, f"{job.index}.issues")), None
 
 
 def _run_job_returning(job: Job, ctx, offset_unit: str) -> tuple[list[PieceResult], list[tuple]]:
-    """`run_job` on a Dask worker: the issues come back with the results."""
+    """`run_job` on a cluster's worker: the issues come back with the results (its disk is not ours)."""
     handle, spool = tempfile.mkstemp(prefix="ragaudit-validate-", suffix=".issues")
     os.close(handle)
     try:
@@ -392,34 +303,6 @@ def _run_job_returning(job: Job, ctx, offset_unit: str) -> tuple[list[PieceResul
         return results, list(_read_issues(spool))
     finally:
         os.unlink(spool)
-
-
-# ---- a worker -----------------------------------------------------------------------------------
-
-
-def _serve(pipe, context_file: str, spool_dir: str, offset_unit: str) -> None:
-    """A worker's life: load the context once, then run jobs until told to stop or orphaned."""
-    import traceback
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is for the parent, which stops us
-    with open(context_file, "rb") as handle:
-        ctx = pickle.load(handle)
-    while True:
-        try:
-            job = pipe.recv()
-        except (EOFError, OSError):
-            return  # the parent is gone
-        if job is None:
-            return
-        reply: tuple[str, Any]
-        try:
-            reply = ("done", run_job(job, ctx, offset_unit, os.path.join(spool_dir, f"{job.index}.issues")))
-        except Exception:  # a bug in a rule, say: the parent stops the run and shows where
-            reply = ("error", traceback.format_exc())
-        try:
-            pipe.send(reply)
-        except OSError:
-            return
 
 
 def run_job(job: Job, ctx, offset_unit: str, spool: str) -> list[PieceResult]:

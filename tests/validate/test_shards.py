@@ -204,7 +204,7 @@ def children(pid: int) -> set[int]:
     return found
 
 
-def start_cli(tmp_path, valid_trace) -> tuple[subprocess.Popen, set[int], Path]:
+def start_cli(tmp_path, valid_trace, stdout=subprocess.DEVNULL) -> tuple[subprocess.Popen, set[int], Path]:
     """A CLI validating a file big enough to be shared out, once its workers are at work."""
     line = json.dumps(valid_trace).encode() + b"\n"
     path = tmp_path / "big.jsonl"
@@ -212,8 +212,8 @@ def start_cli(tmp_path, valid_trace) -> tuple[subprocess.Popen, set[int], Path]:
     spool_root = tmp_path / "tmp"
     spool_root.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ragaudit", "validate", str(path), "--workers", "2"],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "ragaudit", "--quiet", "validate", str(path), "--workers", "2", "--format", "json"],
+        stdout=stdout,
         stderr=subprocess.PIPE,
         env={**os.environ, "TMPDIR": str(spool_root)},
     )
@@ -261,3 +261,43 @@ def test_workers_of_a_killed_parent_exit_on_their_own(tmp_path, valid_trace):
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not wait_gone(workers)  # each finishes its job, finds the parent's pipe closed, and exits
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_a_worker_killed_mid_job_loses_nothing(tmp_path, valid_trace):
+    """kill -9 of a worker at work: its job goes to the worker started in its place."""
+    out = open(tmp_path / "out.json", "wb")
+    with out:
+        proc, workers, spool_root = start_cli(tmp_path, valid_trace, stdout=out)
+        victim = min(pid for pid in workers if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        assert proc.poll() is None
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and stderr == b""
+    lines = (tmp_path / "big.jsonl").read_bytes().count(b"\n")
+    assert json.loads((tmp_path / "out.json").read_text()) == {"records": lines, "issues": [], "counts": {}}
+    assert list(spool_root.iterdir()) == []
+
+
+def test_validate_takes_its_worker_count_from_the_config(tmp_path, valid_trace, corpus_dir, small_jobs, monkeypatch):
+    started: list[int] = []
+
+    class Counted(shards.Processes):
+        def __init__(self, workers, **kw):
+            started.append(workers)
+            super().__init__(workers, **kw)
+
+    monkeypatch.setattr(shards, "Processes", Counted)
+    path = write(tmp_path / "t.jsonl", trace_lines(valid_trace, 60, seed=5), torn=True)
+    config = tmp_path / "audit.toml"
+    config.write_text(f'[audit]\ncorpus = "{corpus_dir}"\nworkers = 3\n')
+    args = ["--quiet", "validate", str(path), "--format", "json"]
+    alone = CliRunner().invoke(main, args)
+    assert started == []  # without a config, one process: this one
+    configured = CliRunner().invoke(main, [*args, "--config", str(config)])
+    assert started == [3]
+    asked = CliRunner().invoke(main, [*args, "--config", str(config), "--workers", "2"])
+    assert started == [3, 2]
+    with_corpus = CliRunner().invoke(main, [*args, "--corpus", str(corpus_dir), "--workers", "1"])
+    assert alone.exit_code == 3 and configured.exit_code == asked.exit_code == with_corpus.exit_code == 3
+    assert configured.stdout == asked.stdout == with_corpus.stdout != alone.stdout  # the corpus rules ran

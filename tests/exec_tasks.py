@@ -1,0 +1,65 @@
+"""Tasks for the executor tests, importable in a spawned worker process (tests/ is on its path)."""
+
+import os
+import time
+from pathlib import Path
+
+_setup: list = []
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def pid_after(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def die_once(marker: str, value: int) -> int:
+    """Ends its worker process the first time it runs (while `marker` exists), then answers."""
+    try:
+        os.rename(marker, marker + ".taken")
+    except FileNotFoundError:
+        return value
+    os._exit(9)
+
+
+def die_always(_: object = None) -> None:
+    os._exit(9)
+
+
+def wait_for(path: str) -> int:
+    """Works until `path` appears: a worker kept busy until the test says."""
+    while not Path(path).exists():
+        time.sleep(0.02)
+    return os.getpid()
+
+
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+class Unpicklable(Exception):
+    def __init__(self, a: int, b: int):
+        super().__init__(f"{a} and {b}")
+
+
+def fail_unpicklable() -> None:
+    raise Unpicklable(1, 2)
+
+
+def remember(value: str) -> None:
+    _setup.append(value)
+
+
+def broken_setup() -> None:
+    raise OSError("the setup cannot read its file")
+
+
+def remembered() -> list:
+    return list(_setup)
+
+
+def exit_at_setup() -> None:
+    os._exit(3)

@@ -1,0 +1,201 @@
+"""The execution layer: threads and worker processes behind one interface, results in the order
+asked, a task whose worker dies given to another, one that kills every worker it gets given up
+on, and one default worker count."""
+
+import os
+import signal
+import threading
+import time
+
+import exec_tasks as tasks
+import pytest
+from helpers import BM25, write_config
+
+from ragaudit.execution import (
+    DEFAULT_WORKERS,
+    Processes,
+    RemoteTraceback,
+    Threads,
+    WorkerDied,
+    default_workers,
+    map_ordered,
+    remote_traceback,
+    worker_count,
+)
+from ragaudit.io.config import load_config
+
+
+@pytest.fixture(scope="module")
+def two():
+    pool = Processes(2, setup=(tasks.remember, ("ready",)))
+    yield pool
+    pool.close()
+
+
+def test_threads_and_processes_give_results_in_the_order_of_the_items(two):
+    threads = Threads(3)
+    try:
+        for executor in (threads, two):
+            assert list(map_ordered(executor, tasks.square, range(40), ahead=3)) == [x * x for x in range(40)]
+    finally:
+        threads.close()
+
+
+def test_the_setup_runs_once_in_each_worker_before_its_tasks(two):
+    assert [two.submit(tasks.remembered).result(timeout=60) for _ in range(4)] == [["ready"]] * 4
+
+
+def test_a_task_that_raises_brings_its_exception_and_where_it_was_raised(two):
+    task = two.submit(tasks.fail, "no such rule")
+    with pytest.raises(ValueError, match="no such rule") as raised:
+        task.result(timeout=60)
+    assert isinstance(raised.value.__cause__, RemoteTraceback)
+    assert "exec_tasks.py" in remote_traceback(raised.value) and "in fail" in remote_traceback(raised.value)
+    with pytest.raises(RuntimeError, match="Unpicklable: 1 and 2"):  # a class that cannot be rebuilt here
+        two.submit(tasks.fail_unpicklable).result(timeout=60)
+    assert two.submit(tasks.square, 7).result(timeout=60) == 49  # the worker goes on
+
+
+def test_a_task_whose_worker_dies_runs_again_on_a_new_worker(tmp_path):
+    marker = tmp_path / "die"
+    marker.write_text("")
+    pool = Processes(2)
+    try:
+        before = set(pool.pids())
+        results = list(map_ordered(pool, tasks.square, range(6), ahead=2))
+        died = pool.submit(tasks.die_once, str(marker), 5)
+        assert died.result(timeout=120) == 5 and (tmp_path / "die.taken").exists()
+        assert len(set(pool.pids()) - before) == 1  # the dead worker was replaced, the other kept
+        assert results == [x * x for x in range(6)]
+        assert list(map_ordered(pool, tasks.square, range(6), ahead=2)) == results
+    finally:
+        pool.close()
+
+
+def test_a_worker_killed_from_outside_loses_no_task(tmp_path):
+    go = tmp_path / "go"
+    pool = Processes(2)
+    try:
+        busy = [pool.submit(tasks.wait_for, str(go)) for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while not all(slot.job for slot in pool._slots):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        victim = pool.pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while victim in pool.pids():  # replaced
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        go.write_text("")
+        pids = [task.result(timeout=120) for task in busy]
+        assert victim not in pids and len(set(pids)) == 2
+    finally:
+        pool.close()
+
+
+def test_a_task_that_kills_every_worker_it_gets_is_given_up_and_the_others_go_on():
+    pool = Processes(2)
+    try:
+        fatal = pool.submit(tasks.die_always)
+        others = [pool.submit(tasks.square, x) for x in range(5)]
+        with pytest.raises(WorkerDied, match="died 2 times, on as many workers") as died:
+            fatal.result(timeout=120)
+        assert died.value.deaths == 2
+        assert [task.result(timeout=120) for task in others] == [x * x for x in range(5)]
+    finally:
+        pool.close()
+
+
+def test_a_setup_that_fails_fails_every_task_with_its_traceback():
+    pool = Processes(1, setup=(tasks.broken_setup, ()))
+    try:
+        with pytest.raises(OSError, match="cannot read its file") as raised:
+            pool.submit(tasks.square, 2).result(timeout=60)
+        assert "broken_setup" in remote_traceback(raised.value)
+    finally:
+        pool.close()
+
+
+def test_close_ends_a_worker_held_by_a_task_that_hangs_and_cancels_the_waiting_ones(tmp_path):
+    pool = Processes(1)
+    hung = pool.submit(tasks.wait_for, str(tmp_path / "never"))
+    waiting = pool.submit(tasks.square, 3)
+    deadline = time.monotonic() + 60
+    while not pool._slots[0].job:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process = pool._slots[0].process
+    started = time.monotonic()
+    pool.close()
+    assert time.monotonic() - started < 30 and not process.is_alive()
+    assert waiting.cancelled()
+    with pytest.raises(RuntimeError, match="closed"):
+        hung.result(timeout=1)
+
+
+def test_threads_that_hang_never_hold_a_close():
+    threads = Threads(1)
+    release = threading.Event()
+    threads.submit(release.wait)
+    threads.close()  # returns at once; the thread is a daemon
+    release.set()
+
+
+def test_one_default_worker_count(tmp_path):
+    assert DEFAULT_WORKERS == 1 and default_workers() == 1 and worker_count(None) == 1 and worker_count(4) == 4
+    configured = load_config(write_config(tmp_path, BM25, extra="workers = 3\n"))
+    assert default_workers(configured) == 3 and worker_count(None, configured) == 3 and worker_count(2, configured) == 2
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert default_workers(load_config(write_config(plain, BM25))) == DEFAULT_WORKERS
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_a_worker_busy_in_a_task_that_never_returns_ends_with_its_killed_parent(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys, time, exec_tasks\n"
+        "from ragaudit.execution import Processes\n"
+        "pool = Processes(1)\n"
+        f"task = pool.submit(exec_tasks.wait_for, {str(tmp_path / 'never')!r})\n"
+        "while not pool._slots[0].job: time.sleep(0.01)\n"
+        "print(pool.pids()[0], flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    tests = str(Path(__file__).resolve().parent)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])},
+    )
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(60)
+    deadline = time.monotonic() + 60
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(worker)
+
+
+def alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie (an orphan's new parent may be slow to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_that_die_as_they_start_fail_the_tasks_instead_of_starting_forever():
+    pool = Processes(2, setup=(tasks.exit_at_setup, ()))
+    try:
+        with pytest.raises(RuntimeError, match=r"die as they start \(exit code 3\)"):
+            pool.submit(tasks.square, 2).result(timeout=120)
+        with pytest.raises(RuntimeError, match="no worker process could start"):
+            pool.submit(tasks.square, 3)
+    finally:
+        pool.close()
