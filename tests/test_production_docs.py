@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections import Counter
 from pathlib import Path
@@ -96,7 +97,7 @@ def test_every_example_is_there():
     }
 
 
-def test_llamaindex_example(workdir, monkeypatch):
+def test_llamaindex_example(workdir, monkeypatch, caplog):
     from llama_index.core import Settings
     from llama_index.core.embeddings import BaseEmbedding
     from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
@@ -129,9 +130,23 @@ def test_llamaindex_example(workdir, monkeypatch):
     monkeypatch.setattr(Settings, "_embed_model", Hashing())
     monkeypatch.setattr(Settings, "_llm", Canned())
     try:
-        run("Export the spans", "LlamaIndex")
+        with caplog.at_level(logging.WARNING, logger="opentelemetry"):
+            run("Export the spans", "LlamaIndex")
     finally:
         LlamaIndexInstrumentor().uninstrument()
+    # the export holds the query's spans, not the indexing's embeddings (thousands of attributes)
+    kinds = Counter(
+        a["value"].get("stringValue")
+        for line in (workdir / "spans.jsonl").read_text(encoding="utf-8").splitlines()
+        for r in json.loads(line)["resourceSpans"]
+        for scope in r["scopeSpans"]
+        for span in scope["spans"]
+        for a in span.get("attributes", [])
+        if a["key"] == "openinference.span.kind"
+    )
+    assert kinds["RETRIEVER"] >= 1 and kinds["EMBEDDING"] == 0, kinds
+    assert (workdir / "spans.jsonl").stat().st_size < 100_000  # 806 kB with the indexing's spans
+    assert not [r for r in caplog.records if "dict is full" in r.getMessage()]
     trace = audited(workdir)
     assert trace.query == QUERY and trace.answer is not None and trace.answer.text == ANSWER
     assert [p.k_pos for p in trace.retrieved] == [1, 2, 3]

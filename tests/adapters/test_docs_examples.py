@@ -14,6 +14,7 @@ from adapter_helpers import HANDBOOK, words
 from click.testing import CliRunner
 
 from ragaudit.cli import main
+from ragaudit.io.traces import parse_trace
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
 ROTATED = "Administrator hardware keys are rotated every 12 months."
@@ -64,6 +65,8 @@ def test_every_stack_has_an_example():
 def test_langchain_example(repo_root):
     [trace] = run_example("LangChain", repo_root)
     assert [p["k_pos"] for p in trace["retrieved"]] == [1, 2, 3, 4, 5]
+    read = parse_trace(trace)  # the answer's [1] cites the first result, with no segments given
+    assert trace["answer"]["segments"] == [] and read.answer.citations == (trace["retrieved"][0]["snippet_id"],)
 
 
 def test_haystack_example(repo_root):
