@@ -161,3 +161,10 @@ def test_real_answer_styles_validate_clean_and_cite_the_same_wherever_the_stop_s
     assert validate_trace(after, context) == validate_trace(before, context) == []
     assert cited(after) == cited(before) and all(cited(after))
     assert [c.citations for c in claims_of(after.answer)] == [c.citations for c in claims_of(before.answer)]
+
+
+def test_cite_renders_the_markers_as_footnotes(valid_trace):
+    from ragaudit.citations import render_trace
+
+    text = render_trace(read(with_text(valid_trace, "Keys rotate every 12 months. [1] Passwords every 90 days [2].")))
+    assert "Keys rotate every 12 months[^1]. Passwords every 90 days[^2]." in text and "[1]" not in text
