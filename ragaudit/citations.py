@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, unquote, urlparse
 
+from ragaudit.markers import MARKER
 from ragaudit.render.markdown import md
 from ragaudit.types import Trace
 
@@ -148,8 +149,12 @@ def render_trace(trace: Trace, *, base_url: str | None = None) -> str:
     record = CitationRecord.from_trace(trace)
     out = [f"### {_escape(trace.qid)} (variant {trace.variant}, seed {trace.seed})", ""]
     if trace.answer and trace.answer.segments:
+        # segments read from the text's markers hold them: the footnotes take their place
+        texts = [MARKER.sub("", s.text) if trace.answer.marked else s.text for s in trace.answer.segments]
         out.append(
-            render_claims([(s.text, list(s.citations)) for s in trace.answer.segments], record, base_url=base_url)
+            render_claims(
+                [(t, list(s.citations)) for t, s in zip(texts, trace.answer.segments)], record, base_url=base_url
+            )
         )
     elif trace.error:
         out.append(f"_pipeline error: {_escape(trace.error)}_\n")

@@ -119,7 +119,7 @@ _TABLE = [
     (
         "dangling_citation",
         ERROR,
-        "the answer cites a `snippet_id` that is not in `retrieved`",
+        "the answer cites a `snippet_id` that is not in `retrieved`, or a marker in its text names no retrieved payload",
         "cite only retrieved snippets",
     ),
     (

@@ -124,6 +124,7 @@ class Answer:
     segments: tuple[Segment, ...] = ()
     raw_citations: tuple[str, ...] | None = None  # the `citations` of `raw` when it is JSON
     raw_keys: tuple[str, ...] = ()  # top-level keys of `raw`, in order, when it is JSON
+    marked: bool = False  # the segments were read from the text's citation markers (ragaudit.citing)
 
     @property
     def citations(self) -> tuple[str, ...]:

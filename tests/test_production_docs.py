@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections import Counter
 from pathlib import Path
@@ -87,10 +88,16 @@ def audited(workdir: Path) -> Trace:
 
 
 def test_every_example_is_there():
-    assert set(blocks()) == {"Export the spans", "LlamaIndex", "LangChain", "Haystack"}
+    assert set(blocks()) == {
+        "Export the spans",
+        "LlamaIndex",
+        "LangChain",
+        "The same chain under `ragaudit run`",
+        "Haystack",
+    }
 
 
-def test_llamaindex_example(workdir, monkeypatch):
+def test_llamaindex_example(workdir, monkeypatch, caplog):
     from llama_index.core import Settings
     from llama_index.core.embeddings import BaseEmbedding
     from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
@@ -123,9 +130,23 @@ def test_llamaindex_example(workdir, monkeypatch):
     monkeypatch.setattr(Settings, "_embed_model", Hashing())
     monkeypatch.setattr(Settings, "_llm", Canned())
     try:
-        run("Export the spans", "LlamaIndex")
+        with caplog.at_level(logging.WARNING, logger="opentelemetry"):
+            run("Export the spans", "LlamaIndex")
     finally:
         LlamaIndexInstrumentor().uninstrument()
+    # the export holds the query's spans, not the indexing's embeddings (thousands of attributes)
+    kinds = Counter(
+        a["value"].get("stringValue")
+        for line in (workdir / "spans.jsonl").read_text(encoding="utf-8").splitlines()
+        for r in json.loads(line)["resourceSpans"]
+        for scope in r["scopeSpans"]
+        for span in scope["spans"]
+        for a in span.get("attributes", [])
+        if a["key"] == "openinference.span.kind"
+    )
+    assert kinds["RETRIEVER"] >= 1 and kinds["EMBEDDING"] == 0, kinds
+    assert (workdir / "spans.jsonl").stat().st_size < 100_000  # 806 kB with the indexing's spans
+    assert not [r for r in caplog.records if "dict is full" in r.getMessage()]
     trace = audited(workdir)
     assert trace.query == QUERY and trace.answer is not None and trace.answer.text == ANSWER
     assert [p.k_pos for p in trace.retrieved] == [1, 2, 3]
@@ -145,13 +166,15 @@ def test_langchain_example(workdir):
         def embed_query(self, text):
             return vector(text)
 
+    cited = f"{ANSWER} [1]"  # after the full stop, as many models place it
     try:
-        run("Export the spans", "LangChain", embeddings=Hashing(), llm=FakeListChatModel(responses=[ANSWER]))
+        run("Export the spans", "LangChain", embeddings=Hashing(), llm=FakeListChatModel(responses=[cited]))
     finally:
         LangChainInstrumentor().uninstrument()
     trace = audited(workdir)
-    assert trace.query == QUERY and trace.answer is not None and trace.answer.text == ANSWER
+    assert trace.query == QUERY and trace.answer is not None and trace.answer.text == cited
     assert [p.k_pos for p in trace.retrieved] == [1, 2, 3]
+    assert trace.answer.citations == (trace.retrieved[0].snippet_id,)  # [1]: the first chunk the model read
     assert ROTATION in {p.section_id for p in trace.retrieved}
     assert all(p.snippet_id == f"{p.doc_id}:{p.span.start}" for p in trace.retrieved if p.span)
 
@@ -176,3 +199,119 @@ def test_haystack_example(workdir):
     assert trace.query == QUERY and trace.answer is None
     assert [p.snippet_id for p in trace.retrieved] == [d.id for d in namespace["found"]]
     assert ROTATION in {p.section_id for p in trace.retrieved}
+
+
+def langchain_models():
+    """A hashing embedding and a chat model that answers from its numbered context alone: the
+    context sentence sharing most words with the question, its source's `[n]` after the full stop."""
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class Hashing(Embeddings):
+        def embed_documents(self, texts):
+            return [vector(t) for t in texts]
+
+        def embed_query(self, text):
+            return vector(text)
+
+    class Extractive(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "extractive"
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            prompt = messages[-1].content
+            context, question = prompt.rsplit("\n\nQuestion: ", 1)
+            asked = set(re.findall(r"\w+", question.lower()))
+            best = max(
+                (
+                    (len(asked & set(re.findall(r"\w+", sentence.lower()))), -int(n), sentence, n)
+                    for n, chunk in re.findall(
+                        r"^\[(\d+)\] (.*?)(?=\n\n\[\d+\] |\Z)", context, re.DOTALL | re.MULTILINE
+                    )
+                    for sentence in re.split(r"(?<=[.!?])\s+", " ".join(chunk.split()))
+                ),
+                default=(0, 0, "I do not know.", None),
+            )
+            _, _, sentence, n = best
+            text = f"{sentence} [{n}]" if n else sentence
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    return Hashing(), Extractive()
+
+
+def gold_config(folder: Path, name: str, pipeline: str) -> Path:
+    """The first 8 handbook questions in 3 variants, one seed, with the fast hashing encoder."""
+    gold = folder / "gold.jsonl"
+    gold.write_text("".join((DEMO / "gold.jsonl").read_text().splitlines(keepends=True)[:8]), encoding="utf-8")
+    corpus = DEMO / "corpus"
+    config = folder / f"{name}.toml"
+    config.write_text(
+        f"""[audit]
+gold = "gold.jsonl"
+corpus = "{corpus}"
+paraphrases = 3
+seeds = [1]
+out = "runs-{name}"
+
+[embedder]
+model = "hashing"
+
+[[pipelines]]
+name = "{name}"
+{pipeline}
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def correct_by_question(config: Path) -> tuple[str, dict[str, tuple[int, int]], int]:
+    from helpers import run_dir_of
+
+    result = invoke("run", config)
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads((run_dir_of(result) / "report.json").read_text(encoding="utf-8"))
+    by_question = {q["qid"]: (q["stats"]["correct"], q["stats"]["runs"]) for q in report["questions"]}
+    cited = sum(1 for line in (run_dir_of(result) / "traces.jsonl").read_text().splitlines() if '"answer"' in line)
+    return report["gate"]["verdict"], by_question, cited
+
+
+def test_the_langchain_chain_run_live_and_its_spans_replayed_agree(workdir, monkeypatch):
+    """The docs' chain, whose model cites its numbered context as `[n]`, audited twice against the
+    gold set: run live as a python pipeline, and replayed from the OTLP spans the OpenInference
+    instrumentation exports for the same calls. No mapping code: both read the markers."""
+    import sys
+    import types
+
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    embeddings, llm = langchain_models()
+    app = types.ModuleType("handbook_app")
+    try:
+        app.__dict__.update(
+            run("Export the spans", "LangChain", "The same chain under `ragaudit run`", embeddings=embeddings, llm=llm)
+        )
+    finally:
+        LangChainInstrumentor().uninstrument()  # instrumented again below, for the spans of the gold runs
+    monkeypatch.setitem(sys.modules, "handbook_app", app)
+    (workdir / "spans.jsonl").unlink()  # the example's own question, not a gold run
+    live = gold_config(workdir, "langchain", 'kind = "python"\nfactory = "handbook_app:make_pipeline"')
+    verdict, live_correct, answered = correct_by_question(live)
+    assert answered == 24 and sum(c for c, _ in live_correct.values()) > 0
+
+    [traces] = workdir.glob("runs-langchain/*/traces.jsonl")  # the live run's traces give the plan
+    plan = [json.loads(line) for line in traces.read_text(encoding="utf-8").splitlines()]
+    tracer = app.tracer_provider.get_tracer("gold-runs")
+    LangChainInstrumentor().instrument(tracer_provider=app.tracer_provider)
+    try:
+        for t in plan:
+            key = {"ragaudit.qid": t["qid"], "ragaudit.variant": t["variant"], "ragaudit.seed": t["seed"]}
+            with tracer.start_as_current_span("gold run", attributes=key):
+                app.chain.invoke(t["query"])
+    finally:
+        LangChainInstrumentor().uninstrument()
+    spans = gold_config(workdir, "spans", 'kind = "replay"\nformat = "otlp"\ntraces = "spans.jsonl"')
+    assert correct_by_question(spans) == (verdict, live_correct, 24)

@@ -8,8 +8,9 @@ error, or nothing retrieved and nothing cited) has ΔS 1.0 and no grounded segme
 Each distinct text of a batch is encoded once, and each distinct (segment, cited texts) pair
 scored once.
 
-An answer that records no citations at all (no segments and no cite-first JSON, as with answers
-read from production spans) is held to the context it was given: one segment, the whole answer,
+An answer's citation markers are its citations (`ragaudit.citing`, applied as traces are read).
+An answer that records no citations at all (no segments, no cite-first JSON and no marker, as with
+many answers read from production spans) is held to the context it was given: one segment, the whole answer,
 citing the top-k retrieved payloads, which are also its cited text for ΔS. An answer whose segments
 cite nothing keeps citing nothing (support 0, as in the audit).
 """

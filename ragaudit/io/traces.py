@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import orjson
 
+from ragaudit.citing import cite_markers
 from ragaudit.errors import describe
 from ragaudit.io.jsonfiles import JsonLines
 from ragaudit.io.jsonl import BadLine, dump_line, scrub
@@ -174,7 +175,7 @@ def parse_trace(
         seed=seed or 0,
         retrieved=tuple(payloads),
         index=_index(obj.get("index"), errors),
-        answer=_answer(obj.get("answer"), errors),
+        answer=cite_markers(_answer(obj.get("answer"), errors), tuple(payloads)),
         steps=_steps(obj.get("steps"), errors),
         error=error or None,
         offset_unit=unit,
@@ -454,7 +455,10 @@ def trace_to_dict(t: Trace) -> dict:
         out["answer"] = {
             "raw": t.answer.raw,
             "text": t.answer.text,
-            "segments": [{"seg": s.seg, "text": s.text, "citations": list(s.citations)} for s in t.answer.segments],
+            # segments read from the text's markers are read again from it, never recorded as given
+            "segments": []
+            if t.answer.marked
+            else [{"seg": s.seg, "text": s.text, "citations": list(s.citations)} for s in t.answer.segments],
         }
     if t.attempts is not None:
         out["attempts"] = t.attempts

@@ -1,12 +1,13 @@
 """Claims (docs/reference.md §3): an answer split into the sentences it asserts, each with the sources it cites.
 
 A claim is a sentence of the answer, by the one sentence splitter. It cites the snippets named by
-its own citation markers; a marker that opens a sentence belongs to the sentence before it ("…
-within 12 hours. [1] Keys are …", "…12 hours.[1][2]"), as LLMs often write it. A sentence without
-a marker of its own takes those of the next marked sentence of its paragraph (LLMs often cite once
-at the end of a paragraph), and is uncited when none follows. When the answer gives segments,
-every sentence of a segment without markers cites the segment's citations; when it gives a
-cite-first JSON list and no marker at all, every sentence cites that list.
+the citation markers that bind to it, by the one grammar of `ragaudit.citing`: a marker that opens
+a sentence belongs to the sentence before it ("… within 12 hours. [1] Keys are …", "…12
+hours.[1][2]"), and a sentence without a marker of its own takes those of the next marked sentence
+of its paragraph, and is uncited when none follows. An answer whose segments were read from its
+markers (`Answer.marked`) keeps how each sentence got them ("marker", "next"); when the answer
+gives segments, every sentence of a segment without markers cites the segment's citations; when
+it gives a cite-first JSON list and no marker at all, every sentence cites that list.
 
 Sentences that assert nothing are not claims: an opener such as "According to the documentation:"
 or "Here is what I found." has no content word beyond the words answers use to talk about sources.
@@ -17,10 +18,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
-from ragaudit.markers import MARKER, marker_ids
-from ragaudit.text import STOPWORDS, sentence_spans
+from ragaudit.citing import bound_sentences as _sentences
+from ragaudit.citing import inherit as _inherit
+from ragaudit.markers import MARKER
+from ragaudit.text import STOPWORDS
 from ragaudit.types import Answer, Segment
 
 # Words answers use to talk about their sources and themselves; a sentence of only these (and
@@ -32,7 +34,6 @@ passage passages provided question questions quick quickly reference references 
 stated states summary summarise summarize sure text texts typically way yes""".split()
 )
 _WORD = re.compile(r"[^\W_]+")
-_PARAGRAPH = re.compile(r"\n\s*\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,72 +51,18 @@ def asserts(text: str) -> bool:
     return any(w not in STOPWORDS and w not in DISCOURSE for w in (t.lower() for t in _WORD.findall(plain)))
 
 
-@dataclass(frozen=True, slots=True)
-class _Sentence:
-    text: str
-    ids: tuple[str, ...]  # from its own markers, leading markers moved to the sentence before
-    paragraph: int
-
-
-@lru_cache(maxsize=1 << 14)
-def _sentences(text: str) -> tuple[_Sentence, ...]:
-    """The sentences of `text` with the ids of the markers that belong to each."""
-    out: list[_Sentence] = []
-    for paragraph, block in enumerate(_split_paragraphs(text)):
-        pieces: list[list] = []  # [text, ids]
-        for a, b in sentence_spans(block):
-            piece = block[a:b]
-            lead = _leading_markers(piece)
-            if lead and pieces:
-                head = piece[:lead]
-                pieces[-1][0] = f"{pieces[-1][0]} {head.strip()}"
-                pieces[-1][1] += _ids(head)
-                piece = piece[lead:].strip()
-                if not piece:
-                    continue
-            pieces.append([piece, _ids(piece)])
-        out += [_Sentence(p, tuple(dict.fromkeys(ids)), paragraph) for p, ids in pieces]
-    return tuple(out)
-
-
-def _split_paragraphs(text: str) -> list[str]:
-    return [p for p in _PARAGRAPH.split(text) if p.strip()]
-
-
-def _leading_markers(piece: str) -> int:
-    """Length of the run of markers (and spaces or closing punctuation) that opens `piece`."""
-    at = 0
-    while m := MARKER.match(piece, at + len(piece[at:]) - len(piece[at:].lstrip(" \t.,;:"))):
-        at = m.end()
-    return at
-
-
-def _ids(text: str) -> list[str]:
-    return [i for m in MARKER.finditer(text) for i in marker_ids(m)]
-
-
-def _inherit(sentences: list[_Sentence]) -> list[tuple[tuple[str, ...], str]]:
-    """Each sentence's citations and how it got them: its own markers, else the next marked
-    sentence's of its paragraph, else none."""
-    out: list[tuple[tuple[str, ...], str]] = []
-    following: tuple[str, ...] = ()
-    paragraph = None
-    for s in reversed(sentences):
-        if s.paragraph != paragraph:
-            following, paragraph = (), s.paragraph
-        if s.ids:
-            following = s.ids
-            out.append((s.ids, "marker"))
-        else:
-            out.append((following, "next" if following else "none"))
-    return out[::-1]
-
-
 def claims_of(answer: Answer | None) -> list[Claim]:
     """The claims of an answer, in order (docs/reference.md §3)."""
     if answer is None:
         return []
     claims: list[Claim] = []
+    if answer.marked:
+        for segment in answer.segments:
+            for s in _sentences(segment.text):
+                how = "marker" if s.ids else "next" if segment.citations else "none"
+                if asserts(s.text):
+                    claims.append(Claim(len(claims) + 1, segment.seg, s.text, segment.citations, how))
+        return claims
     if answer.segments:
         for segment in answer.segments:
             # a segment's own citations say what it cites: a bracket in its text that names none of

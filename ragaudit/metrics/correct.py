@@ -65,6 +65,11 @@ def judge(view: RunView, claims: list[Judged], *, scored: bool = True) -> Verdic
     if view.dangling:
         return Verdict(False, f"the answer cites {', '.join(view.dangling[:3])}, which was not retrieved")
     if not view.cited:
+        answer = trace.answer
+        if answer is not None and answer.text and not answer.segments and not answer.raw_citations:
+            return Verdict(
+                False, "uncited: the answer's text has no citation marker ([1], [snippet_id]) and no segments"
+            )
         return Verdict(False, "the answer cites nothing")
     if not view.matched:
         return Verdict(False, _miss(view))

@@ -44,6 +44,16 @@ def _dangling_issues(trace, retrieved: set):
                 )
     if trace.answer is None:
         return
+    if trace.answer.marked:  # segments read from the text's markers: the marker is what is wrong
+        for cited in trace.answer.citations:
+            if cited not in retrieved:
+                yield issue(
+                    "dangling_citation",
+                    f"expected a citation marker naming one of the {len(trace.retrieved)} retrieved contexts "
+                    f"(by number, snippet_id or doc_id), found [{cited}]",
+                    **where(trace, "$.answer.text", citation=cited),
+                )
+        return
     for k, segment in enumerate(trace.answer.segments):
         for j, cited in enumerate(segment.citations):
             if cited not in retrieved:

@@ -137,11 +137,12 @@ def keyword_retriever(nodes, top_k: int = 3):
     return KeywordRetriever()
 
 
-def traced_queries(questions, answers, *, nodes=None, provider=None, run_keys=None):
+def traced_queries(questions, answers, *, nodes=None, provider=None, run_keys=None, engine=None):
     """Each question asked of a real RetrieverQueryEngine (keyword retriever, canned LLM answering
     the matching answer) while LlamaIndexInstrumentor records spans into `provider`. With
-    `run_keys`, each query runs inside a CHAIN span carrying `ragaudit.qid`/`variant`/`seed`.
-    Returns the engine's responses."""
+    `run_keys`, each query runs inside a CHAIN span carrying `ragaudit.qid`/`variant`/`seed`;
+    `engine(retriever, llm)` makes another engine (a CitationQueryEngine, say). Returns the
+    engine's responses."""
     import llama_index.core
     from llama_index.core.query_engine import RetrieverQueryEngine
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
@@ -155,9 +156,9 @@ def traced_queries(questions, answers, *, nodes=None, provider=None, run_keys=No
     responses = []
     try:
         for i, (question, answer) in enumerate(zip(questions, answers)):
-            engine = RetrieverQueryEngine.from_args(retriever, llm=canned_llm(answer))
+            made = (engine or RetrieverQueryEngine.from_args)(retriever, llm=canned_llm(answer))
             if run_keys is None:
-                responses.append(engine.query(question))
+                responses.append(made.query(question))
                 continue
             qid, variant, seed = run_keys[i]
             attributes = {
@@ -168,7 +169,7 @@ def traced_queries(questions, answers, *, nodes=None, provider=None, run_keys=No
                 "ragaudit.seed": seed,
             }
             with tracer.start_as_current_span("handbook-rag", attributes=attributes) as span:
-                response = engine.query(question)
+                response = made.query(question)
                 span.set_attribute("output.value", str(response))
             responses.append(response)
     finally:

@@ -14,6 +14,7 @@ from adapter_helpers import HANDBOOK, words
 from click.testing import CliRunner
 
 from ragaudit.cli import main
+from ragaudit.io.traces import parse_trace
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
 ROTATED = "Administrator hardware keys are rotated every 12 months."
@@ -54,6 +55,7 @@ def test_every_stack_has_an_example():
     assert set(examples()) == {
         "LangChain",
         "LlamaIndex",
+        "LlamaIndex in a python pipeline",
         "Haystack",
         "Anthropic citations",
         "OpenAI file search",
@@ -64,6 +66,8 @@ def test_every_stack_has_an_example():
 def test_langchain_example(repo_root):
     [trace] = run_example("LangChain", repo_root)
     assert [p["k_pos"] for p in trace["retrieved"]] == [1, 2, 3, 4, 5]
+    read = parse_trace(trace)  # the answer's [1] cites the first result, with no segments given
+    assert trace["answer"]["segments"] == [] and read.answer.citations == (trace["retrieved"][0]["snippet_id"],)
 
 
 def test_haystack_example(repo_root):
@@ -83,6 +87,44 @@ def test_llamaindex_example(repo_root, monkeypatch):
     [trace] = run_example("LlamaIndex", repo_root)
     [segment] = trace["answer"]["segments"]
     assert segment["citations"] and set(segment["citations"]) <= {p["snippet_id"] for p in trace["retrieved"]}
+
+
+def test_llamaindex_in_a_python_pipeline(repo_root, monkeypatch):
+    """The pipeline gives a placeholder qid; the run's traces carry the gold set's qids, and each
+    answer cites the sources its markers name."""
+    import sys
+    import types
+
+    import llama_index.core
+    from adapter_helpers import canned_llm
+    from helpers import DEMO, run_dir_of
+    from llama_index.core import Settings
+    from llama_index.core.embeddings import MockEmbedding
+
+    monkeypatch.setattr(llama_index.core, "global_tokenizer", words)
+    monkeypatch.setattr(Settings, "_embed_model", MockEmbedding(embed_dim=8))
+    monkeypatch.setattr(Settings, "_llm", canned_llm("Keys are rotated every year. [1]"))
+    app = types.ModuleType("citation_rag")
+    for title in ("LlamaIndex", "LlamaIndex in a python pipeline"):
+        exec(compile(examples()[title], f"{DOC}:{title}", "exec"), app.__dict__)
+    monkeypatch.setitem(sys.modules, "citation_rag", app)
+    gold = repo_root / "gold.jsonl"
+    gold.write_text("".join((DEMO / "gold.jsonl").read_text().splitlines(keepends=True)[:2]), encoding="utf-8")
+    (repo_root / "audit.toml").write_text(
+        '[audit]\ngold = "gold.jsonl"\ncorpus = "gold_sets/handbook/corpus"\nparaphrases = 1\nseeds = [1]\n'
+        'out = "runs"\n\n[embedder]\nmodel = "hashing"\n\n'
+        '[[pipelines]]\nname = "citation"\nkind = "python"\nfactory = "citation_rag:make_pipeline"\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["run", "audit.toml"])
+    assert result.exit_code in (0, 1), result.output
+    traces = [json.loads(line) for line in (run_dir_of(result) / "traces.jsonl").read_text().splitlines()]
+    gold_qids = [json.loads(line)["qid"] for line in gold.read_text().splitlines()]
+    assert sorted(t["qid"] for t in traces) == sorted(gold_qids)
+    for trace in traces:
+        assert trace["error"] is None and trace["config"] == "citation"
+        [segment] = trace["answer"]["segments"]
+        assert segment["citations"] and set(segment["citations"]) <= {p["snippet_id"] for p in trace["retrieved"]}
 
 
 class FakeAnthropic:

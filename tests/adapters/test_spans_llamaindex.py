@@ -18,6 +18,7 @@ from helpers import (
     write_phoenix,
 )
 
+from ragaudit.adapters.llamaindex import source_number
 from ragaudit.io.traces import read_trace_file
 from ragaudit.spans import read_traces
 from ragaudit.spans.record import iso_time
@@ -194,3 +195,31 @@ def test_replay_pipeline_reads_a_span_recording(tmp_path):
         assert trace.error is None and trace.query == question
         assert [p.snippet_id for p in trace.retrieved] == [n.node.node_id for n in response.source_nodes]
         assert trace.answer.text == response.response
+
+
+def test_a_citation_engine_answer_cites_the_sources_its_markers_name(tmp_path):
+    """CitationQueryEngine numbers its sources ("Source 1:", "Source 2:", ...) in the order the
+    retriever returned them, and the answer's `[n]` names them. Read from the spans, by `audit-log`
+    as by the trace reader, the answer cites the n-th retrieved node, not the whole top-k."""
+    from llama_index.core.query_engine import CitationQueryEngine
+
+    provider, exporter = span_recorder()
+    first, second = (a.rstrip(".") for a in ANSWERS[:2])
+    answer = f"{first}. [1] {second}. [2]"  # the markers after the full stop, as the model wrote them
+    [response] = traced_queries(QUESTIONS[:1], [answer], provider=provider, engine=CitationQueryEngine)
+    assert [source_number(n.node) for n in response.source_nodes][:2] == [1, 2]
+    path = tmp_path / "spans.jsonl"
+    path.write_text(otlp_line(exporter.get_finished_spans()) + "\n")
+    (trace,) = list(read_traces("otlp", [path]))
+    named = [p.snippet_id for p in trace.retrieved[:2]]
+    assert [s.citations for s in trace.answer.segments] == [(named[0],), (named[1],)]
+    (tmp_path / "hashing.toml").write_text('[embedder]\nmodel = "hashing"\n', encoding="utf-8")
+    result = invoke(
+        "audit-log", path, "--from", "otlp", "--corpus", DEMO / "corpus", "--config", tmp_path / "hashing.toml",
+        "--out", tmp_path / "audited",
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    model = json.loads((tmp_path / "audited" / "audit_log.json").read_text(encoding="utf-8"))
+    [example] = model["examples"]
+    assert example["held_to_context"] is False
+    assert [s["citations"] for s in example["segments"]] == [[named[0]], [named[1]]]

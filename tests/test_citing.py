@@ -1,0 +1,170 @@
+"""Markers → citations: an answer given as text with citation markers cites, per sentence, the
+retrieved contexts its markers name; the one grammar of where a marker binds holds for the
+validator, the mapping and the claims splitter. Answers are written in the styles real LLM stacks
+answer in."""
+
+import copy
+
+import pytest
+from helpers import ITEM
+
+from ragaudit.io.traces import parse_trace, trace_to_dict
+from ragaudit.metrics.citation import RunView
+from ragaudit.metrics.claims import claims_of
+from ragaudit.metrics.correct import judge
+from ragaudit.validation import Context, validate_trace
+
+KEYS, PASSWORDS = "pol-keys-1", "pol-pw-1"  # k_pos 1 and 2 of the valid_trace fixture
+
+
+def with_text(valid_trace: dict, text: str, **answer) -> dict:
+    trace = copy.deepcopy(valid_trace)
+    trace["answer"] = {"text": text, **answer}
+    return trace
+
+
+def read(obj: dict):
+    trace = parse_trace(obj)
+    assert not hasattr(trace, "problem"), trace
+    return trace
+
+
+def cited(trace) -> list[tuple[str, ...]]:
+    return [s.citations for s in trace.answer.segments]
+
+
+def codes(trace, corpus) -> list[str]:
+    return sorted(i.code for i in validate_trace(trace, Context(corpus=corpus)))
+
+
+@pytest.mark.parametrize(
+    "marker, names",
+    [
+        ("[1]", (KEYS,)),
+        ("[2]", (PASSWORDS,)),
+        ("[1, 2]", (KEYS, PASSWORDS)),
+        ("[2][1]", (PASSWORDS, KEYS)),
+        ("[^1]", (KEYS,)),
+        ("[^2^]", (PASSWORDS,)),
+        ("【1】", (KEYS,)),
+        ("【2:0†source】", (PASSWORDS,)),
+        (f"[{KEYS}]", (KEYS,)),
+        ("[policies]", (KEYS,)),  # a doc_id names its best-ranked payload
+    ],
+)
+def test_each_marker_form_names_its_retrieved_context(valid_trace, marker, names):
+    trace = read(with_text(valid_trace, f"Hardware keys are rotated every 12 months {marker}."))
+    assert trace.answer.marked and cited(trace) == [names]
+    assert trace.answer.citations == names
+
+
+def test_numbers_follow_k_pos_not_list_order_and_the_list_order_without_it(valid_trace):
+    obj = with_text(valid_trace, "Keys rotate yearly [1]. Passwords every 90 days [2].")
+    obj["retrieved"][0]["k_pos"], obj["retrieved"][1]["k_pos"] = 2, 1
+    assert cited(read(obj)) == [(PASSWORDS,), (KEYS,)]
+    for p in obj["retrieved"]:
+        del p["k_pos"]
+    assert cited(read(obj)) == [(KEYS,), (PASSWORDS,)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hardware keys are rotated every 12 months [1]. Passwords are rotated every 90 days [2].",
+        "Hardware keys are rotated every 12 months. [1] Passwords are rotated every 90 days. [2]",
+        "Hardware keys are rotated every 12 months.[1] Passwords are rotated every 90 days.[2]",
+        "Hardware keys are rotated every 12 months.[1] Passwords are rotated every 90 days [2]",
+    ],
+)
+def test_a_marker_binds_to_the_sentence_it_stands_in_or_closes(valid_trace, corpus, text):
+    trace = read(with_text(valid_trace, text))
+    assert cited(trace) == [(KEYS,), (PASSWORDS,)]
+    assert [s.text.split(" [")[0].split(".[")[0].rstrip(".") for s in trace.answer.segments] == [
+        "Hardware keys are rotated every 12 months",
+        "Passwords are rotated every 90 days",
+    ]
+    assert codes(trace, corpus) == []
+    assert [(c.citations, c.cited_by) for c in claims_of(trace.answer)] == [
+        ((KEYS,), "marker"),
+        ((PASSWORDS,), "marker"),
+    ]
+
+
+def test_a_sentence_without_a_marker_cites_with_the_next_marked_one(valid_trace, corpus):
+    trace = read(with_text(valid_trace, "Hardware keys expire. They are rotated every 12 months. [1]\n\nThat is all."))
+    assert cited(trace) == [(KEYS,), (KEYS,), ()]
+    assert [c.cited_by for c in claims_of(trace.answer)] == ["next", "marker"]  # "That is all." asserts nothing
+    assert codes(trace, corpus) == ["uncited_segment"]
+
+
+def test_a_marker_naming_no_retrieved_context_is_dangling_at_the_answer_text(valid_trace, corpus):
+    trace = read(with_text(valid_trace, "Hardware keys are rotated every 12 months [7]."))
+    [issue] = validate_trace(trace, Context(corpus=corpus))
+    assert (issue.code, issue.path, issue.citation) == ("dangling_citation", "$.answer.text", "7")
+    assert "found [7]" in issue.message and "2 retrieved contexts" in issue.message
+
+
+def test_given_segments_and_markerless_answers_are_kept_as_they_are(valid_trace):
+    given = read(valid_trace)
+    assert not given.answer.marked and cited(given) == [(KEYS,)]
+    plain = read(with_text(valid_trace, "Hardware keys are rotated every 12 months."))
+    assert plain.answer.segments == () and plain.answer.citations == ()
+
+
+def test_an_answer_without_any_marker_is_uncited_and_the_verdict_says_so(valid_trace, corpus):
+    trace = read(with_text(valid_trace, "Hardware keys are rotated every 12 months."))
+    verdict = judge(RunView(trace, ITEM, corpus), [])
+    assert not verdict.correct and verdict.why.startswith("uncited: the answer's text has no citation marker")
+
+
+def test_a_written_trace_keeps_the_answer_as_given_and_reads_back_the_same(valid_trace):
+    trace = read(with_text(valid_trace, "Hardware keys are rotated every 12 months. [1]"))
+    written = trace_to_dict(trace)
+    assert written["answer"]["segments"] == []
+    assert read(written).answer == trace.answer
+
+
+# Answers in the styles of real stacks, each given twice: markers after the full stop, as several
+# LLMs write them, and before it. Both validate clean and cite the same contexts, sentence by sentence.
+STYLES = {
+    "openai file citations": (
+        "Administrator hardware keys are rotated every 12 months.【1:0†source】 "
+        "Passwords are rotated every 90 days.【2:0†source】",
+        "Administrator hardware keys are rotated every 12 months 【1:0†source】. "
+        "Passwords are rotated every 90 days 【2:0†source】.",
+    ),
+    "openai numbered": (
+        "Hardware keys are rotated every 12 months. [1] Passwords are rotated every 90 days. [2]",
+        "Hardware keys are rotated every 12 months [1]. Passwords are rotated every 90 days [2].",
+    ),
+    "anthropic": (
+        "Hardware keys are rotated every 12 months.[1][2] Both keys and passwords rotate on a schedule.[1][2]",
+        "Hardware keys are rotated every 12 months [1][2]. Both keys and passwords rotate on a schedule [1][2].",
+    ),
+    "llamaindex citation engine": (
+        "According to Source 1, hardware keys are rotated every 12 months. [1]\n\n"
+        "Passwords are rotated every 90 days. [2]",
+        "According to Source 1, hardware keys are rotated every 12 months [1].\n\n"
+        "Passwords are rotated every 90 days [2].",
+    ),
+    "langchain doc ids": (
+        f"Hardware keys are rotated every 12 months. [{KEYS}] Passwords are rotated every 90 days. [{PASSWORDS}]",
+        f"Hardware keys are rotated every 12 months [{KEYS}]. Passwords are rotated every 90 days [{PASSWORDS}].",
+    ),
+}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_real_answer_styles_validate_clean_and_cite_the_same_wherever_the_stop_stands(valid_trace, corpus, style):
+    after, before = (read(with_text(valid_trace, text)) for text in STYLES[style])
+    context = Context(corpus=corpus, allow_cross_section=True)  # "[1][2]" cites two sections on purpose
+    assert validate_trace(after, context) == validate_trace(before, context) == []
+    assert cited(after) == cited(before) and all(cited(after))
+    assert [c.citations for c in claims_of(after.answer)] == [c.citations for c in claims_of(before.answer)]
+
+
+def test_cite_renders_the_markers_as_footnotes(valid_trace):
+    from ragaudit.citations import render_trace
+
+    text = render_trace(read(with_text(valid_trace, "Keys rotate every 12 months. [1] Passwords every 90 days [2].")))
+    assert "Keys rotate every 12 months[^1]. Passwords every 90 days[^2]." in text and "[1]" not in text
