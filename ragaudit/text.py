@@ -128,7 +128,8 @@ def clean(text: str) -> str:
     return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
 
 
-def names(text: str) -> set[str]:
+@lru_cache(maxsize=1 << 15)  # the same passages and claims come back run after run
+def names(text: str) -> frozenset[str]:
     """Capitalised words that do not open a sentence or a clause, lower-cased: names, places,
     organisations, acronyms."""
     out: set[str] = set()
@@ -138,7 +139,7 @@ def names(text: str) -> set[str]:
         for clause in _AFTER_COLON.split(sentence):  # "Note: Keys ..." opens a clause like a sentence
             words = WORD.findall(clause)
             out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
-    return out
+    return frozenset(out)
 
 
 @lru_cache(maxsize=1 << 15)
