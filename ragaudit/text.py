@@ -37,6 +37,28 @@ def _blocks(line: str) -> list[tuple[int, int]]:
     return cuts
 
 
+def _pysbd_spans(block: str) -> list[tuple[int, int]]:
+    """pysbd's sentences of `block` with their char spans (each sentence and the whitespace after
+    it), found as pysbd's `char_span` mode finds them (each sentence's first occurrence ending past
+    the one before) but by plain string search: pysbd compiles a regular expression per sentence."""
+    if not block:
+        return []
+    spans: list[tuple[int, int]] = []
+    prior = 0
+    for sentence in _segmenter().processor(block).process():
+        at = 0
+        while (start := block.find(sentence, at)) >= 0:
+            end = start + len(sentence)
+            while end < len(block) and block[end].isspace():
+                end += 1
+            if end > prior:
+                spans.append((start, end))
+                prior = end
+                break
+            at = end if end > start else start + 1
+    return spans
+
+
 @lru_cache(maxsize=65_536)  # the same passages come back run after run
 def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
@@ -45,12 +67,12 @@ def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     spans: list[tuple[int, int]] = []
     for first, last in _blocks(line):
         block = line[first:last]
-        for found in _segmenter().segment(block):
-            piece = block[found.start : found.end]
+        for found_start, found_end in _pysbd_spans(block):
+            piece = block[found_start:found_end]
             stripped = piece.strip()
             if not stripped:
                 continue
-            start = first + found.start + len(piece) - len(piece.lstrip())
+            start = first + found_start + len(piece) - len(piece.lstrip())
             if spans and stripped[0].islower():  # "approx. five dollars": no sentence opens in lower case
                 spans[-1] = (spans[-1][0], start + len(stripped))
             else:
