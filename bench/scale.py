@@ -10,8 +10,9 @@ copied into replay recordings, one per pipeline, two ways:
                  production traffic or a big gold set looks like
     repeated N   N runs over the demo's 80 questions, copied under more and more seeds
 
-Each audit runs as `ragaudit run` in a process of its own, timed from the outside with its peak
-RSS, beside a bare orjson parse of the same recordings (the floor any replay audit stands on).
+Each audit runs as `ragaudit run` in a process of its own, timed from the outside (wall clock and
+CPU seconds: on a shared machine the CPU figure is the one to compare) with its peak RSS, beside a
+bare orjson parse of the same recordings (the floor any replay audit stands on).
 Targets: ≥ 2,500 runs/s, ≤ 2 GiB at 1M runs, ≤ 40× a bare parse, memory flat across sizes.
 
     processes    2 worker threads vs `--executor processes` with 2 processes, identical reports: the
