@@ -1,21 +1,28 @@
 """Benchmark `ragaudit run` at scale: a replay audit of up to a million runs on one machine, and
 the same run fanned out over a Dask LocalCluster.
 
-Workloads are built here, from the demo: the three demo pipelines run once (real model, their
-texts then in a warm embedding cache), and their traces are copied under more and more seeds
-into replay recordings, so every size audits the same questions with more runs each. Each audit
-runs as `ragaudit run` in a process of its own, timed from the outside with its peak RSS.
+Workloads are built here, from the demo: its three pipelines run once over the handbook (two
+paraphrases, two seeds, the hashing encoder, so no model cost: 960 runs), and their traces are
+copied into replay recordings, one per pipeline, two ways:
 
-    replay N     runs/s end to end (start-up, scoring, every output), peak RSS, RSS per 1k runs;
-                 targets: ≥ 2,500 runs/s and ≤ 2 GiB at 1M runs, memory flat across sizes
+    distinct N   N runs over distinct questions: N / 960 perturbed copies of the corpus and gold
+                 set (distinct doc ids, texts, qids and questions: bench/distinct.py), what a month of
+                 production traffic or a big gold set looks like
+    repeated N   N runs over the demo's 80 questions, copied under more and more seeds
+
+Each audit runs as `ragaudit run` in a process of its own, timed from the outside (wall clock and
+CPU seconds: on a shared machine the CPU figure is the one to compare) with its peak RSS, beside a
+bare orjson parse of the same recordings (the floor any replay audit stands on).
+Targets: ≥ 2,500 runs/s, ≤ 2 GiB at 1M runs, ≤ 40× a bare parse, memory flat across sizes.
+
     processes    2 worker threads vs `--executor processes` with 2 processes, identical reports: the
                  reference bm25 pipeline on a corpus `--copies` times the handbook, and a python
                  pipeline that computes `--busy-ms` a call
     dask         an I/O-bound python pipeline (sleeps `--sleep` s a call) on a LocalCluster of
                  1 and 2 worker processes vs local threads: identical reports, speedup per worker
 
-    python bench/scale.py [--sizes 10000,100000,1000000] [--copies 100] [--reference-seeds 4]
-                          [--dask-runs 480] [--sleep 0.05] [--out DIR]
+    python bench/scale.py [--sizes 10000,100000,1000000] [--workloads distinct,repeated]
+                          [--copies 100] [--reference-seeds 4] [--dask-runs 480] [--sleep 0.05] [--out DIR]
 
 10M runs need about 10 × the 1M recording and run directory on disk: the script says whether the
 disk has room and runs it only when asked (`--sizes ...,10000000`).
@@ -37,19 +44,52 @@ import orjson
 from measure import measure
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "configs" / "default.toml"
 GOLD = ROOT / "gold_sets" / "handbook"
 CLI = Path(sys.executable).with_name("ragaudit")
 TARGET_RATE = 2_500.0
 TARGET_RSS_MB = 2_048.0
-PIPELINES = ("bm25-k5", "dense-k5", "hybrid-mmr-k5")
+TARGET_PARSE = 40.0
+
+
+DEMO_HASHING = """[audit]
+gold = "{gold}/gold.jsonl"
+corpus = "{gold}/corpus"
+paraphrases = 2
+seeds = [1, 2]
+out = "{out}"
+workers = 2
+[embedder]
+model = "hashing"
+[metrics]
+k = 5
+[[pipelines]]
+name = "bm25-k5"
+kind = "reference"
+retriever = "bm25"
+k = 5
+[[pipelines]]
+name = "dense-k5"
+kind = "reference"
+retriever = "dense"
+k = 5
+[[pipelines]]
+name = "hybrid-mmr-k5"
+kind = "reference"
+retriever = "hybrid"
+rerank = "mmr"
+temperature = 0.3
+k = 5
+"""
+PER_COPY = 80 * 3 * 2 * 2  # questions × pipelines × paraphrases × seeds
 
 
 def demo_traces(work: Path, env: dict) -> Path:
-    """The demo run's traces (it also warms the embedding cache with every text they hold)."""
+    """The demo's pipelines over the handbook, hashing encoder: 960 runs."""
     out = work / "demo"
+    config = work / "demo.toml"
+    config.write_text(DEMO_HASHING.format(gold=GOLD, out=out))
     subprocess.run(
-        [str(CLI), "run", str(DEMO), "--out", str(out), "--no-gate"],
+        [str(CLI), "run", str(config), "--no-gate"],
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,
@@ -58,39 +98,66 @@ def demo_traces(work: Path, env: dict) -> Path:
     return next(out.glob("*/traces.jsonl"))
 
 
-def per_seed(traces: Path) -> int:
-    return sum(1 for _ in open(traces, "rb"))
-
-
-def recording(traces: Path, seeds: int, path: Path) -> Path:
-    """The demo's runs under seeds 1..`seeds` (the demo has two seeds: each is copied in turn)."""
+def repeated(traces: Path, seeds: int, out: Path) -> dict[str, Path]:
+    """The demo's runs under seeds 1..`seeds` (its two seeds copied in turn), one recording per
+    pipeline, over the handbook's corpus and gold set."""
+    out.mkdir(parents=True, exist_ok=True)
     lines = [orjson.loads(line) for line in open(traces, "rb")]
-    base = sorted({t["seed"] for t in lines})
-    with open(path, "wb") as out:
+    pipelines = list(dict.fromkeys(t["config"] for t in lines))
+    files = {name: open(out / f"{name}.jsonl", "wb") for name in pipelines}
+    try:
         for seed in range(1, seeds + 1):
-            mine = base[(seed - 1) % len(base)]
+            mine = 1 + (seed - 1) % 2
             for trace in lines:
                 if trace["seed"] == mine:
-                    out.write(orjson.dumps({**trace, "seed": seed}) + b"\n")
-    return path
+                    files[trace["config"]].write(orjson.dumps({**trace, "seed": seed}) + b"\n")
+    finally:
+        for f in files.values():
+            f.close()
+    return {name: out / f"{name}.jsonl" for name in pipelines}
 
 
-def replay_config(work: Path, name: str, recordings: Path, seeds: int, extra: str = "") -> Path:
-    pipelines = "".join(f'[[pipelines]]\nname = "{p}"\nkind = "replay"\ntraces = "{recordings}"\n' for p in PIPELINES)
-    config = work / f"{name}.toml"
+def replay_config(work: Path, recordings: dict[str, Path], gold: Path, seeds: int) -> Path:
+    pipelines = "".join(
+        f'[[pipelines]]\nname = "{name}"\nkind = "replay"\ntraces = "{path}"\n' for name, path in recordings.items()
+    )
+    config = work / "replay.toml"
     config.write_text(f"""[audit]
-gold = "{GOLD / "gold.jsonl"}"
-corpus = "{GOLD / "corpus"}"
-paraphrases = 3
+gold = "{gold / "gold.jsonl"}"
+corpus = "{gold / "corpus"}"
+paraphrases = 2
 seeds = {list(range(1, seeds + 1))}
 out = "{work / "runs"}"
 workers = 2
-{extra}
 [embedder]
-model = "all-MiniLM-L6-v2"
+model = "hashing"
+[metrics]
+k = 5
 
 {pipelines}""")
     return config
+
+
+def children_cpu() -> float:
+    """CPU seconds of the waited-for child processes so far: on a shared machine, what a command
+    cost regardless of what else runs."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def bare_parse(recordings: dict[str, Path]) -> tuple[float, float]:
+    """(seconds, CPU seconds) to read and orjson-parse every line of the recordings, in a process
+    of its own."""
+    code = (
+        "import orjson, sys, time\nt = time.perf_counter()\n"
+        "for f in sys.argv[1:]:\n    for line in open(f, 'rb'):\n        orjson.loads(line)\n"
+        "print(time.perf_counter() - t)"
+    )
+    started = children_cpu()
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, recordings.values())], capture_output=True, text=True, check=True
+    )
+    return float(done.stdout), children_cpu() - started
 
 
 def disk_free_gb(path: Path) -> float:
@@ -133,17 +200,26 @@ def page_seconds(page: Path) -> tuple[float, float] | None:
         profile.cleanup()
 
 
-def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
-    runs_per_seed = per_seed(traces) // 2  # the demo ran two seeds
+def replay(work: Path, env: dict, traces: Path, sizes: list[int], workload: str) -> list[dict]:
+    from distinct import build
+
     rows = []
     for size in sizes:
-        seeds = max(1, round(size / runs_per_seed))
-        runs = seeds * runs_per_seed
-        record = recording(traces, seeds, work / f"replay-{runs}.jsonl")
-        bytes_per_run = record.stat().st_size / runs
-        config = replay_config(work, f"replay-{runs}", record, seeds)
+        copies = max(1, round(size / PER_COPY))
+        data = work / f"{workload}-{size}"
+        if workload == "distinct":
+            recordings, gold, seeds = build(copies, traces, data), data, 2
+        else:
+            recordings, gold, seeds = repeated(traces, 2 * copies, data), GOLD, 2 * copies
+        runs = copies * PER_COPY
+        questions = copies * 80 if workload == "distinct" else 80
+        recorded = sum(p.stat().st_size for p in recordings.values())
+        parse, parse_cpu = bare_parse(recordings)
+        config = replay_config(data, recordings, gold, seeds)
+        started = children_cpu()
         seconds, peak_mb, tree_mb, code = measure([str(CLI), "run", str(config), "--no-gate"], env=env, ok=(0,))
-        run_dir = max((work / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        cpu = children_cpu() - started
+        run_dir = max((data / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
         sizes_mb = {
             name: (run_dir / name).stat().st_size / 1e6
             for name in ("report.json", "report.html", "runs.parquet", "traces.jsonl")
@@ -151,15 +227,21 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
         rows.append(
             {
                 "runs": runs,
+                "questions": questions,
                 "seconds": seconds,
                 "rate": runs / seconds,
                 "peak_mb": peak_mb,
-                "bytes_per_run": bytes_per_run,
+                "parse": parse,
+                "cpu": cpu,
+                "parse_cpu": parse_cpu,
+                "bytes_per_run": recorded / runs,
                 **sizes_mb,
             }
         )
         print(
-            f"  {runs:>9,} runs  {seconds:7.1f} s  {runs / seconds:7,.0f} runs/s  peak RSS {peak_mb:6.0f} MB  "
+            f"  {workload:8} {runs:>9,} runs {questions:>7,} q  {seconds:7.1f} s  {runs / seconds:7,.0f} runs/s  "
+            f"CPU {cpu:7.1f} s ({runs / cpu:6,.0f} runs/CPU s)  peak RSS {peak_mb:6.0f} MB  "
+            f"bare parse {parse:6.2f} s ({seconds / parse:5.1f}x), CPU {parse_cpu:5.2f} s ({cpu / parse_cpu:5.1f}x)  "
             f"report.json {sizes_mb['report.json']:5.1f} MB  report.html {sizes_mb['report.html']:5.1f} MB  "
             f"runs.parquet {sizes_mb['runs.parquet']:6.1f} MB",
             flush=True,
@@ -170,9 +252,25 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int]) -> list[dict]:
                 f"a sort of the question table {timed[1]:.3f} s (target: open in < 3 s)",
                 flush=True,
             )
-        record.unlink()
-        shutil.rmtree(run_dir)
+        shutil.rmtree(data)
     return rows
+
+
+def summary(rows: list[dict]) -> None:
+    biggest, smallest = rows[-1], rows[0]
+    print(
+        f"  at {biggest['runs']:,} runs: {biggest['rate']:,.0f} runs/s = {biggest['rate'] / TARGET_RATE:.2f}x "
+        f"the {TARGET_RATE:,.0f} target; peak RSS {biggest['peak_mb']:,.0f} MB = "
+        f"{biggest['peak_mb'] / TARGET_RSS_MB:.2f}x the {TARGET_RSS_MB:,.0f} MB cap; "
+        f"{biggest['seconds'] / biggest['parse']:.1f}x a bare parse (target {TARGET_PARSE:.0f}x); "
+        f"on CPU time {biggest['runs'] / biggest['cpu']:,.0f} runs/s, {biggest['cpu'] / biggest['parse_cpu']:.1f}x a bare parse"
+    )
+    if len(rows) > 1:
+        print(
+            f"  memory across sizes: {smallest['peak_mb']:,.0f} MB at {smallest['runs']:,} runs, "
+            f"{biggest['peak_mb']:,.0f} MB at {biggest['runs']:,} "
+            f"({biggest['peak_mb'] / smallest['peak_mb']:.2f}x for {biggest['runs'] / smallest['runs']:,.0f}x the runs)"
+        )
 
 
 def processes_vs_threads(work: Path, env: dict, copies: int, seeds: int, busy_ms: float) -> None:
@@ -336,6 +434,7 @@ def main() -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     ap.add_argument("--sizes", default="10000,100000,1000000", help="replay audit sizes, in runs")
+    ap.add_argument("--workloads", default="distinct,repeated", help="distinct and/or repeated questions")
     ap.add_argument("--copies", type=int, default=100, help="corpus size for the processes section, in handbooks")
     ap.add_argument("--reference-seeds", type=int, default=4, help="seeds of the processes section (0: skip)")
     ap.add_argument("--busy-ms", type=float, default=10.0, help="CPU time a call of the CPU-bound python pipeline")
@@ -355,21 +454,13 @@ def main() -> int:
     try:
         started = time.perf_counter()
         traces = demo_traces(work, env)
-        print(f"demo run (warms the embedding cache): {time.perf_counter() - started:.1f} s, {per_seed(traces):,} runs")
-        print(f"\nreplay audit, warm cache ({os.cpu_count()} CPUs):")
-        rows = replay(work, env, traces, sizes)
-        biggest, smallest = rows[-1], rows[0]
-        per_run = biggest["bytes_per_run"] + 2 * 1_000  # the recording, the run's traces.jsonl, its tables
-        print(
-            f"\n  at {biggest['runs']:,} runs: {biggest['rate']:,.0f} runs/s = {biggest['rate'] / TARGET_RATE:.2f}x "
-            f"the {TARGET_RATE:,.0f} target; peak RSS {biggest['peak_mb']:,.0f} MB = "
-            f"{biggest['peak_mb'] / TARGET_RSS_MB:.2f}x the {TARGET_RSS_MB:,.0f} MB cap"
-        )
-        print(
-            f"  memory across sizes: {smallest['peak_mb']:,.0f} MB at {smallest['runs']:,} runs, "
-            f"{biggest['peak_mb']:,.0f} MB at {biggest['runs']:,} "
-            f"({biggest['peak_mb'] / smallest['peak_mb']:.2f}x for {biggest['runs'] / smallest['runs']:,.0f}x the runs)"
-        )
+        print(f"demo run: {time.perf_counter() - started:.1f} s, {PER_COPY:,} runs")
+        rows: list[dict] = []
+        for workload in args.workloads.split(","):
+            print(f"\nreplay audit, {workload} questions, hashing encoder ({os.cpu_count()} CPUs):")
+            rows = replay(work, env, traces, sizes, workload)
+            summary(rows)
+        per_run = rows[-1]["bytes_per_run"] + 2 * 1_000  # the recording, the run's traces.jsonl, its tables
         need = 10_000_000 * per_run / 1e9
         if 10_000_000 not in sizes:
             print(

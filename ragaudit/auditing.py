@@ -112,9 +112,16 @@ class StreamingAudit:
             self.gold.setdefault(item.qid, item)
         self.ctx = subject.context
         self.settings = Settings.from_config(subject.config)
-        self.book = Aggregates(AVERAGED, self.settings.css_min)
         self.runs = runstore.RunWriter(self.out / runstore.RUNS, AVERAGED)
         self.plan = PlanIndex(subject.config, subject.items)
+        # a question leaves memory once its planned runs are all in: runs come in plan order from a run
+        self.book = Aggregates(
+            AVERAGED,
+            self.settings.css_min,
+            planned=self.plan.runs_of,
+            order=self.plan.order_of,
+            spill=self.out / "questions.spill",
+        )
         self.snippets: dict[str, dict] = {}
         self.counts: Counter = Counter()
         self.by_pipeline: dict[str, Counter] = defaultdict(Counter)

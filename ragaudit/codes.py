@@ -268,6 +268,13 @@ _METRIC_TABLE = [
         "coverage is null: a cited span's unit cannot be put in the gold unit",
         "emit char offsets, or token offsets under an analyzer ragaudit reproduces, with the corpus given",
     ),
+    (
+        "text_truncated",
+        WARNING,
+        "a payload's text is longer than 100,000 characters: its metrics read only its first 100,000 "
+        "(cut at a space); its span checks and stored text stay whole",
+        "retrieve passages rather than whole documents: chunk long texts",
+    ),
 ]
 
 CODES: dict[str, Code] = {c[0]: Code(*c) for c in _TABLE}

@@ -115,12 +115,14 @@ def _sign_flip_p(values: np.ndarray, alternative: str) -> float:
     rng = np.random.default_rng(SEED)
 
     def flipped(size: tuple[int, int]) -> np.ndarray:
-        # One draw per resample: numpy packs random booleans into words and drops the rest of the last
-        # word of a draw, so drawing a whole batch at once would make the result depend on the batch.
-        flips = np.empty(size, dtype=bool)
-        for row in flips:
-            row[:] = rng.integers(0, 2, size=size[1], dtype=bool)
-        return np.where(flips, -values, values)
+        # The sign patterns numpy draws one resample at a time as random booleans (each from the bits
+        # of fresh 32-bit words, lowest bit first, the rest of a resample's last word dropped), drawn
+        # for the whole batch at once as those words: the same patterns whatever the batch, without
+        # a Python loop over the resamples.
+        rows, n = size
+        words = rng.integers(0, 1 << 32, size=(rows, (n + 31) // 32), dtype=np.uint32)
+        flips = np.unpackbits(words.astype("<u4", copy=False).view(np.uint8), axis=1, count=n, bitorder="little")
+        return np.where(flips.view(bool), -values, values)
 
     result = stats.monte_carlo_test(
         values,

@@ -59,6 +59,16 @@ class PlanIndex:
             return None
         return p * self.per_pipeline + q[0] + variant * len(self.seeds) + s
 
+    def runs_of(self, pipeline: str, qid: str) -> int | None:
+        """How many runs the plan holds for a question of a pipeline; None when it holds none."""
+        q = self.questions.get(qid)
+        return q[1] * len(self.seeds) if q is not None and pipeline in self.pipelines else None
+
+    def order_of(self, pipeline: str, qid: str) -> int | None:
+        """Where a question of a pipeline comes in plan order; None when the plan does not hold it."""
+        q, p = self.questions.get(qid), self.pipelines.get(pipeline)
+        return None if q is None or p is None else p * self.per_pipeline + q[0]
+
     def mark(self, trace: Trace) -> bool:
         """Mark a trace's run done; False when it was done already (a repeated run)."""
         at = self.position(*run_order(trace))

@@ -169,14 +169,17 @@ def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int =
 
 
 def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) -> dict[tuple[str, str], list[dict]]:
-    """The full runs of some questions, by (pipeline, qid), in stored order; with `limit`, at most
-    that many a question: its failing runs first, then correct ones."""
+    """The full runs of some questions, by (pipeline, qid), in (variant, seed) order, whatever
+    order they were stored in; with `limit`, at most that many a question: its failing runs
+    first, then correct ones (each the first in that order)."""
+    import heapq
+
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    failing: dict[tuple[str, str], list[tuple[int, dict]]] = {}
-    passing: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    failing: dict[tuple[str, str], list[tuple[tuple, int, dict]]] = {}
+    passing: dict[tuple[str, str], list[tuple[tuple, int, dict]]] = {}
     if not keys:
         return {}
     handle = pq.ParquetFile(path)
@@ -185,17 +188,23 @@ def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) ->
     for batch in handle.iter_batches(batch_size=20_000):
         joined = pc.binary_join_element_wise(batch.column("pipeline"), batch.column("qid"), "\x1f")
         for row in batch.filter(pc.is_in(joined, value_set=wanted)).to_pylist():
-            position += 1
+            position += 1  # the tie-break of a run recorded twice under one key
             key = (row["pipeline"], row["qid"])
             kept = (passing if row.get("correct") else failing).setdefault(key, [])
+            order = (row["variant"], row["seed"], position)
+            # a max-heap (on negated keys) of the `limit` runs first in order
+            entry = (tuple(-x for x in order), position, row)
             if limit is None or len(kept) < limit:
-                kept.append((position, _row(row)))
+                heapq.heappush(kept, entry)
+            elif entry[0] > kept[0][0]:
+                heapq.heapreplace(kept, entry)
     found: dict[tuple[str, str], list[dict]] = {}
     for key in {*failing, *passing}:
-        chosen = failing.get(key, []) + passing.get(key, [])
+        first = [sorted(failing.get(key, []), reverse=True), sorted(passing.get(key, []), reverse=True)]
+        chosen = first[0] + first[1]
         if limit is not None:
             chosen = chosen[:limit]
-        found[key] = [row for _, row in sorted(chosen, key=lambda pair: pair[0])]
+        found[key] = [_row(row) for _, _, row in sorted(chosen, key=lambda entry: entry[0], reverse=True)]
     return found
 
 

@@ -37,6 +37,28 @@ def _blocks(line: str) -> list[tuple[int, int]]:
     return cuts
 
 
+def _pysbd_spans(block: str) -> list[tuple[int, int]]:
+    """pysbd's sentences of `block` with their char spans (each sentence and the whitespace after
+    it), found as pysbd's `char_span` mode finds them (each sentence's first occurrence ending past
+    the one before) but by plain string search: pysbd compiles a regular expression per sentence."""
+    if not block:
+        return []
+    spans: list[tuple[int, int]] = []
+    prior = 0
+    for sentence in _segmenter().processor(block).process():
+        at = 0
+        while (start := block.find(sentence, at)) >= 0:
+            end = start + len(sentence)
+            while end < len(block) and block[end].isspace():
+                end += 1
+            if end > prior:
+                spans.append((start, end))
+                prior = end
+                break
+            at = end if end > start else start + 1
+    return spans
+
+
 @lru_cache(maxsize=65_536)  # the same passages come back run after run
 def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
@@ -45,12 +67,12 @@ def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     spans: list[tuple[int, int]] = []
     for first, last in _blocks(line):
         block = line[first:last]
-        for found in _segmenter().segment(block):
-            piece = block[found.start : found.end]
+        for found_start, found_end in _pysbd_spans(block):
+            piece = block[found_start:found_end]
             stripped = piece.strip()
             if not stripped:
                 continue
-            start = first + found.start + len(piece) - len(piece.lstrip())
+            start = first + found_start + len(piece) - len(piece.lstrip())
             if spans and stripped[0].islower():  # "approx. five dollars": no sentence opens in lower case
                 spans[-1] = (spans[-1][0], start + len(stripped))
             else:
@@ -128,7 +150,8 @@ def clean(text: str) -> str:
     return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
 
 
-def names(text: str) -> set[str]:
+@lru_cache(maxsize=1 << 15)  # the same passages and claims come back run after run
+def names(text: str) -> frozenset[str]:
     """Capitalised words that do not open a sentence or a clause, lower-cased: names, places,
     organisations, acronyms."""
     out: set[str] = set()
@@ -138,7 +161,7 @@ def names(text: str) -> set[str]:
         for clause in _AFTER_COLON.split(sentence):  # "Note: Keys ..." opens a clause like a sentence
             words = WORD.findall(clause)
             out.update(w.lower() for w in words[1:] if w[0].isupper() and w.lower() not in STOPWORDS)
-    return out
+    return frozenset(out)
 
 
 @lru_cache(maxsize=1 << 15)

@@ -314,3 +314,28 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path)])
     assert result.exit_code == 3
     assert "$.questions[0].metrics.citation_match: expected a number or null, found an array" in result.output
+
+
+def test_randomized_sign_flips_are_numpys_boolean_draws_one_resample_at_a_time():
+    comparison = compare_module
+    values = np.random.default_rng(7).normal(0.01, 0.2, size=comparison.EXACT_MAX + 83)
+    rng = np.random.default_rng(comparison.SEED)
+
+    def one_at_a_time(size):
+        flips = np.empty(size, dtype=bool)
+        for row in flips:
+            row[:] = rng.integers(0, 2, size=size[1], dtype=bool)
+        return np.where(flips, -values, values)
+
+    for alternative in ("two-sided", "greater"):
+        rng = np.random.default_rng(comparison.SEED)
+        expected = stats.monte_carlo_test(
+            values,
+            one_at_a_time,
+            np.mean,
+            n_resamples=comparison.RESAMPLES,
+            batch=comparison.batch_size(values.size),
+            vectorized=True,
+            alternative=alternative,
+        ).pvalue
+        assert comparison._sign_flip_p(values, alternative) == expected

@@ -114,3 +114,22 @@ def test_adapters_make_one_segment_per_whole_sentence():
     assert [s["text"] for s in segments(TRAPS, [])] == WHOLE
     cited = TRAPS.replace("it.", "it [Data: Sources (1)].")
     assert [c.text for c in split_claims(cited)] == WHOLE
+
+
+def test_sentence_spans_are_the_ones_pysbd_finds_with_char_spans():
+    import pysbd
+
+    from ragaudit.text import _pysbd_spans
+
+    segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    corpus = (ROOT / "gold_sets" / "handbook" / "corpus").glob("*.md")
+    texts = [line for path in sorted(corpus) for line in path.read_text().splitlines()]
+    texts += [
+        "Dr. Smith went to Washington D.C. He said e.g. Vault is fine...  And then?  Yes!!",
+        "Hi. Hi. Hi.  Hi.",  # the same sentence again: each span starts past the one before
+        "U.S. law caps it at 3.5 approx. five dollars. Mr. X agrees. ",
+        "end.   ",
+        "a  b.  c",
+    ]
+    for text in texts:
+        assert _pysbd_spans(text) == [(s.start, s.end) for s in segmenter.segment(text)], text

@@ -23,7 +23,7 @@ from typing import Any
 from ragaudit.metrics.citation import cited_payloads
 from ragaudit.metrics.claims import answer_segments
 from ragaudit.metrics.computes import ERRORED_DELTA_S, errored
-from ragaudit.metrics.delta_s import DEFAULT_READING, delta_s_runs, payload_text, zone
+from ragaudit.metrics.delta_s import DEFAULT_READING, delta_s_runs, scored_text, zone
 from ragaudit.metrics.embed import Encoder
 from ragaudit.metrics.quantities import hallucinated
 from ragaudit.types import Answer, Corpus, Payload, Segment, Trace
@@ -93,7 +93,7 @@ def cited_and_segments(trace: Trace, k: int) -> tuple[tuple[Payload, ...], tuple
 def score_traces(traces: list[Trace], corpus: Corpus | None, scoring: Scoring) -> list[TraceScore]:
     """The scores of a batch of traces, in order."""
     failed = [errored(t) for t in traces]
-    texts = [{p.snippet_id: payload_text(p, corpus) for p in t.retrieved} for t in traces]
+    texts = [{p.snippet_id: scored_text(p, corpus) for p in t.retrieved} for t in traces]
     held = [cited_and_segments(t, scoring.k) for t in traces]
     cited = [payloads for payloads, _ in held]
     measured = [i for i, t in enumerate(traces) if not failed[i] and t.query]

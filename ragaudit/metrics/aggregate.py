@@ -11,7 +11,10 @@ rate and 1.0 on ΔS (it arrives scored that way), so no mean rises because runs 
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from ragaudit.metrics.lam import STATES, SYMBOLS, lambda_state
 from ragaudit.model import Lambda, PipelineSummary, Question, QuestionStats
@@ -158,53 +161,129 @@ def lambda_(*, question: QuestionRuns, css_min: float = 0.50) -> str:
     )
 
 
-class Aggregates:
-    """Feed scored runs with `add`; `finish` gives the question, section and pipeline rows."""
+LIGHT = ("variant", "seed", "metrics", "errored", "correct", "sections", "stated_sections", "zone")
 
-    def __init__(self, averaged: tuple[str, ...], css_min: float):
+
+def _light(run: dict) -> dict:
+    """What a question's aggregates read of a run."""
+    return {k: run.get(k) for k in LIGHT}
+
+
+def _run_key(run: dict) -> tuple:
+    variant, seed = run["variant"], run["seed"]
+    if isinstance(variant, int) and isinstance(seed, int):
+        return (0, variant, seed, "", "")
+    return (1, 0, 0, repr(variant), repr(seed))
+
+
+class Aggregates:
+    """Feed scored runs with `add`; `finish` gives the question, section and pipeline rows.
+
+    A question's runs are folded in (variant, seed) order, and the questions into their pipeline
+    in plan order (`order`), so the figures do not depend on the order runs arrive in (a shuffled
+    recording gives the same report) nor on how they were batched. With `planned` (pipeline, qid
+    -> runs the plan holds), a question is folded as soon as its last run arrives and its
+    accumulators leave memory for a spill file in `spill` (`released` counts them): memory holds
+    the questions still running, not every question seen."""
+
+    def __init__(
+        self,
+        averaged: tuple[str, ...],
+        css_min: float,
+        *,
+        planned: Callable[[str, str], int | None] | None = None,
+        order: Callable[[str, str], int | None] | None = None,
+        spill: Path | None = None,
+    ):
         self.averaged, self.css_min = averaged, css_min
-        self._questions: dict[tuple[str, str], QuestionRuns] = {}
+        self.planned, self.order, self.spill = planned, order, spill
+        self._pending: dict[tuple[str, str], list[dict]] = {}  # runs of questions not folded yet
         self._histograms: dict[str, dict[str, list[int]]] = {}
-        self.order: list[str] = []  # pipelines in the order they were first seen
+        self._spilled: Any = None  # the open spill file, once a question has left memory
+        self._released: set[tuple[str, str]] = set()
+        self.released = 0  # questions folded and spilled
+        self.seen: list[str] = []  # pipelines in the order they were first seen
+
+    @property
+    def held(self) -> int:
+        """Questions whose runs are held in memory."""
+        return len(self._pending)
 
     def add(self, run: dict) -> None:
         key = (run["pipeline"], run["qid"])
-        question = self._questions.get(key)
-        if question is None:
-            question = self._questions[key] = QuestionRuns()
-            if run["pipeline"] not in self.order:
-                self.order.append(run["pipeline"])
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = []
+            if run["pipeline"] not in self._histograms:
+                self.seen.append(run["pipeline"])
                 self._histograms[run["pipeline"]] = {name: [0] * (bins + 1) for name, bins in HISTOGRAMS.items()}
-        question.add(run)
+        pending.append(_light(run))
         histograms = self._histograms[run["pipeline"]]
         for name, bins in HISTOGRAMS.items():  # the extra last slot counts runs without a value
             value = run["metrics"].get(name)
             ok = value is not None and not (isinstance(value, float) and math.isnan(value))
             histograms[name][bin_of(value, bins) if ok else bins] += 1
+        self._release(key)
 
     def merge(self, other: "Aggregates") -> None:
         """Fold in another Aggregates (a later batch of the same audit): the result is the same as
         if its runs had been added here."""
-        for key, question in other._questions.items():
-            mine = self._questions.get(key)
-            if mine is None:
-                self._questions[key] = question
-            else:
-                mine.merge(question)
-        for pipeline in other.order:
-            if pipeline not in self.order:
-                self.order.append(pipeline)
+        for pipeline in other.seen:
+            if pipeline not in self._histograms:
+                self.seen.append(pipeline)
                 self._histograms[pipeline] = {name: list(v) for name, v in other._histograms[pipeline].items()}
             else:
                 for name, counts in other._histograms[pipeline].items():
                     mine_counts = self._histograms[pipeline][name]
                     for i, n in enumerate(counts):
                         mine_counts[i] += n
+        for key, runs in other._pending.items():
+            self._pending.setdefault(key, []).extend(runs)
+            self._release(key)
+
+    def _release(self, key: tuple[str, str]) -> None:
+        """Fold and spill a question whose planned runs have all arrived."""
+        if self.planned is None or self.spill is None:
+            return
+        runs = self._pending[key]
+        if len(runs) != self.planned(*key) or key in self._released:
+            return  # a run beyond the plan, after its question was spilled, is folded in at the end
+        del self._pending[key]
+        self._released.add(key)
+        if self._spilled is None:
+            self._spilled = open(self.spill, "wb")
+        pickle.dump((key, _fold(runs)), self._spilled, protocol=pickle.HIGHEST_PROTOCOL)
+        self.released += 1
+
+    def _questions(self) -> Iterator[tuple[tuple[str, str], QuestionRuns]]:
+        """Every question's accumulators: the spilled ones read back, then those still held."""
+        if self._spilled is not None:
+            self._spilled.close()
+            self._spilled = None
+            assert self.spill is not None
+            with open(self.spill, "rb") as spilled:
+                for _ in range(self.released):
+                    yield pickle.load(spilled)
+            self.spill.unlink()
+        for key, runs in self._pending.items():
+            yield key, _fold(runs)
 
     def finish(self, gold: dict) -> tuple[list[Question], list[dict], dict[str, PipelineSummary]]:
         """Question, section and pipeline rows; `gold` (qid -> item) names each question."""
+        folded: dict[tuple[str, str], QuestionRuns] = {}
+        for key, question in self._questions():
+            if key in folded:
+                folded[key].merge(question)
+            else:
+                folded[key] = question
+        rank = {key: i for i, key in enumerate(folded)}  # without a plan: the order questions finished
+
+        def planned(key: tuple[str, str]) -> tuple:
+            at = self.order(*key) if self.order is not None else None
+            return (0, at, "", "") if at is not None else (1, rank[key], *key)
+
         questions = []
-        for (pipeline, qid), q in sorted(self._questions.items()):
+        for (pipeline, qid), q in sorted(folded.items()):
             item = gold[qid]
             state, css, spread = q.lam(self.css_min)
             questions.append(
@@ -236,8 +315,9 @@ class Aggregates:
             for (pipeline, doc_id, section_id), rows in sorted(sections.items())
         ]
         pipelines = {}
-        for name in sorted(self.order):
-            mine = [(k, q) for k, q in self._questions.items() if k[0] == name]
+        in_plan_order = sorted(folded.items(), key=lambda kv: planned(kv[0]))
+        for name in sorted(self.seen):
+            mine = [(k, q) for k, q in in_plan_order if k[0] == name]
             sums = _Sums()
             for _, q in mine:
                 sums.merge(q.sums)
@@ -255,6 +335,14 @@ class Aggregates:
                 histograms=self._histograms[name],
             )
         return questions, section_rows, pipelines
+
+
+def _fold(runs: list[dict]) -> QuestionRuns:
+    """A question's accumulators from its runs, added in (variant, seed) order."""
+    question = QuestionRuns()
+    for run in sorted(runs, key=_run_key):
+        question.add(run)
+    return question
 
 
 def _mean(values) -> float | None:

@@ -11,6 +11,11 @@ from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.text import units
 from ragaudit.types import Payload
 
+# The text of one payload the metrics read: a longer one (a whole document returned as a snippet) is
+# scored on its first SCORED_CHARS characters, cut at the last space before them, and noted as
+# `text_truncated`; its span checks and stored text stay whole. At about 10 s of scoring per MB,
+# this keeps one payload's scoring under a second.
+SCORED_CHARS = 100_000
 ZONES = (("stable", 0.40), ("transit", 0.60), ("risk", 0.85), ("danger", float("inf")))
 JOIN = "\n\n"
 
@@ -31,6 +36,20 @@ def payload_text(payload: Payload, corpus) -> str:
     doc = corpus[payload.doc_id]
     span = corpus.char_span(payload.doc_id, payload.span, get_analyzer(payload.analyzer))
     return doc.text[span.start : span.end] if span is not None else ""
+
+
+def scored_text(payload: Payload, corpus) -> str:
+    """The payload's text as the metrics read it: `payload_text` up to SCORED_CHARS characters."""
+    return scored_prefix(payload_text(payload, corpus))
+
+
+def scored_prefix(text: str) -> str:
+    """`text` up to SCORED_CHARS characters, cut at the last whitespace before the limit (at the
+    limit when there is none)."""
+    if len(text) <= SCORED_CHARS:
+        return text
+    cut = max(text.rfind(" ", 0, SCORED_CHARS + 1), text.rfind("\n", 0, SCORED_CHARS + 1))
+    return text[: cut if cut > 0 else SCORED_CHARS]
 
 
 READINGS = ("nearest", "join")  # what "cited text" means for delta_s_qr; see `ragaudit metrics`

@@ -13,6 +13,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -124,14 +125,21 @@ class HashingEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = text.lower().split()
+            vector = out[row]
             for gram in words + [a + " " + b for a, b in zip(words, words[1:])]:
-                digest = hashlib.blake2b(gram.strip(".,;:!?()[]\"'").encode(), digest_size=8).digest()
-                h = int.from_bytes(digest, "little")
-                out[row, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
-            norm = np.linalg.norm(out[row])
+                at, sign = _gram_slot(gram, self.dim)
+                vector[at] += sign
+            norm = np.linalg.norm(vector)
             if norm > 0:
-                out[row] /= norm
+                vector /= norm
         return out
+
+
+@lru_cache(maxsize=1 << 18)  # words and bigrams recur across texts: each is hashed once
+def _gram_slot(gram: str, dim: int) -> tuple[int, float]:
+    digest = hashlib.blake2b(gram.strip(".,;:!?()[]\"'").encode(), digest_size=8).digest()
+    h = int.from_bytes(digest, "little")
+    return h % dim, 1.0 if (h >> 32) & 1 else -1.0
 
 
 def delta_s_pairs(encoder: Encoder, left: Sequence[str], right: Sequence[str]) -> np.ndarray:

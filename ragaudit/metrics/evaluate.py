@@ -24,8 +24,10 @@ from ragaudit.metrics.correct import Verdict, judge
 from ragaudit.metrics.delta_s import (
     DEFAULT_READING,
     JOIN,
+    SCORED_CHARS,
     delta_s_runs,
     payload_text,
+    scored_text,
     zone,
 )
 from ragaudit.metrics.embed import delta_s_pairs
@@ -113,13 +115,13 @@ def score_runs(
             views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance, settings.ndcg_k))
         else:
             result.unmatched.append(f"{trace.config} {trace.qid} v{trace.variant} s{trace.seed}")
-    texts = [{p.snippet_id: payload_text(p, corpus) for p in v.trace.retrieved} for v in views]
+    texts = [{p.snippet_id: scored_text(p, corpus) for p in v.trace.retrieved} for v in views]
     queries = [v.trace.query or v.item.variants[min(v.trace.variant, len(v.item.variants) - 1)] for v in views]
     distances = delta_s_runs(
         encoder,
         queries,
-        [[payload_text(p, corpus) for p in v.cited] for v in views],
-        [JOIN.join(payload_text(p, corpus) for p in v.trace.retrieved[: settings.k]) for v in views],
+        [[scored_text(p, corpus) for p in v.cited] for v in views],
+        [JOIN.join(scored_text(p, corpus) for p in v.trace.retrieved[: settings.k]) for v in views],
         [v.item.anchor.text for v in views],
         [gold_texts(v) for v in views],
         reading=settings.delta_s_reading,
@@ -147,7 +149,32 @@ def score_runs(
                     **where(view.trace, "$.retrieved"),
                 )
             )
+    result.notes += truncated(views, corpus)
     return result
+
+
+def truncated(views: list[RunView], corpus: Corpus | None) -> list[Issue]:
+    """A `text_truncated` note for each payload whose text the metrics read only in part."""
+    notes = []
+    for view in views:
+        for i, p in enumerate(view.trace.retrieved):
+            if p.text is not None:
+                size = len(p.text)
+            elif p.span is None or (p.span.unit == "char" and len(p.span) <= SCORED_CHARS):
+                continue  # a short char span needs no slice of its document to tell
+            else:
+                size = len(payload_text(p, corpus))
+            if size > SCORED_CHARS:
+                notes.append(
+                    issue(
+                        "text_truncated",
+                        f"expected at most {SCORED_CHARS:,} characters of text to score, found {size:,}: "
+                        f"scored on its first {len(scored_text(p, corpus)):,}",
+                        citation=p.snippet_id,
+                        **where(view.trace, f"$.retrieved[{i}].text"),
+                    )
+                )
+    return notes
 
 
 def evaluate(
@@ -225,7 +252,7 @@ def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:
         by_id = {p.snippet_id: p for p in view.trace.retrieved}
         for step in steps:
             lefts.append(step.question)
-            rights.append(JOIN.join(payload_text(by_id[c], corpus) for c in step.citations if c in by_id))
+            rights.append(JOIN.join(scored_text(by_id[c], corpus) for c in step.citations if c in by_id))
             owners.append(i)
     out: list[dict | None] = [None] * len(views)
     if not owners:

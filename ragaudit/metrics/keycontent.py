@@ -83,7 +83,8 @@ class Stated:
     conflicts: tuple[str, ...]  # the claim's quantities that replace one of the anchor's; "negation"
 
 
-def _words(text: str) -> list[tuple[str, str]]:
+@lru_cache(maxsize=1 << 15)  # anchors, claims and cited sentences come back run after run
+def _words(text: str) -> tuple[tuple[str, str], ...]:
     """(stem, surface) of the content words of `text`, names and numbers left out."""
     found = names(text)
     out = []
@@ -91,10 +92,16 @@ def _words(text: str) -> list[tuple[str, str]]:
         lower = word.lower()
         if lower in found or any(c.isdigit() for c in word):
             continue
-        stems = content_stems(lower)
-        if stems:
-            out.append((stems[0], lower))
-    return out
+        first = _first_stem(lower)
+        if first is not None:
+            out.append((first, lower))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def _first_stem(word: str) -> str | None:
+    stems = content_stems(word)
+    return stems[0] if stems else None
 
 
 def _distinct_mentions(text: str, *, number_words: bool = False) -> tuple[Mention, ...]:

@@ -355,7 +355,12 @@ def mentions(text: str, *, number_words: bool = False) -> list[Mention]:
     markers (`[3]`, `[pol-keys-1]`, `[Data: Reports (4)]`) and list numbering are not mentions.
     Numbers written as words ("twelve days") count only with `number_words` (a source's text; in an
     answer "one day" is more often a turn of phrase than a claim)."""
-    return _scan(text, words=number_words)
+    return list(_scanned(text, number_words))
+
+
+@lru_cache(maxsize=1 << 15)  # cited passages and claims come back run after run
+def _scanned(text: str, words: bool) -> tuple[Mention, ...]:
+    return tuple(_scan(text, words=words))
 
 
 # ---------------------------------------------------------------- covering

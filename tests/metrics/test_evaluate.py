@@ -202,3 +202,24 @@ def test_delta_s_excess_compares_statements_with_statements(valid_trace, corpus)
     q, cited, gold = ENCODER.encode([w.query, texts["pol-pw-1"], KEYS_SENTENCE])
     m = evaluated([w], corpus).runs[0]["metrics"]
     assert m["delta_s_excess"] == pytest.approx(max(0.0, (1 - float(cited @ q)) - (1 - float(gold @ q))), abs=1e-6)
+
+
+def test_a_text_past_the_cap_is_scored_on_its_prefix_and_noted(valid_trace, corpus):
+    from ragaudit.metrics.delta_s import SCORED_CHARS
+
+    sentence = "Passwords are rotated every 90 days by the security team. "  # 58 characters
+    long = sentence * (2 * SCORED_CHARS // len(sentence))
+    assert long[SCORED_CHARS - 1 : SCORED_CHARS + 1].isalpha()  # the limit falls inside a word ...
+    expected = long[: long.rindex(" ", 0, SCORED_CHARS)]  # ... so the cut goes back to the space before it
+
+    def with_text(text):
+        trace = copy.deepcopy(valid_trace)
+        trace["retrieved"][0]["text"] = text
+        return parse_trace(trace)
+
+    whole, scored = evaluated([with_text(long)], corpus), evaluated([with_text(expected)], corpus)
+    assert whole.runs[0]["metrics"] == scored.runs[0]["metrics"]
+    assert [n.code for n in whole.notes] == ["text_truncated"] and not scored.notes
+    note = whole.notes[0]
+    assert (note.severity, note.path, note.citation) == ("warning", "$.retrieved[0].text", "pol-keys-1")
+    assert f"found {len(long):,}" in note.message and f"first {len(expected):,}" in note.message
