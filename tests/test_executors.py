@@ -303,3 +303,42 @@ def test_processes_without_workers_use_the_configured_count(tmp_path, monkeypatc
     result = invoke("run", config, "--no-gate", "--executor", "processes")
     assert result.exit_code == 0, result.output
     assert started == [3]
+
+
+def test_scoring_that_died_beside_a_call_that_killed_its_worker_is_scored_again():
+    """The cluster gives up on a batch of scoring whose workers a pipeline call killed (it ran
+    beside that call, twice): the batch is sent again, and the results still come in order."""
+
+    class Given:
+        def __init__(self, batch, dies):
+            self.batch, self.dies = batch, dies
+
+        def done(self):
+            return True
+
+    class Cluster:
+        in_flight = 4
+
+        def __init__(self, deaths):
+            self.deaths, self.client, self.sent = deaths, self, []
+            self.config_path = self.digest = "x"
+
+        def submit(self, function, config_path, digest, batch, keep, **options):
+            assert function is executors.remote_score and options["retries"] == 1
+            self.sent.append(batch)
+            dies = self.deaths.get(batch, 0) > 0
+            self.deaths[batch] = self.deaths.get(batch, 0) - 1
+            return Given(batch, dies)
+
+        def result(self, given):
+            if given.dies:
+                raise distributed.KilledWorker(f"remote_score-{given.batch}", None, 1)
+            return f"scored {given.batch}"
+
+    cluster = Cluster({"b": 2})
+    scoring = executors.RemoteScoring(cluster, keep=False)
+    assert [r for batch in ("a", "b", "c") for r in scoring.submit(batch)] == ["scored a", "scored b", "scored c"]
+    assert cluster.sent == ["a", "b", "b", "b", "c"]
+    doomed = executors.RemoteScoring(Cluster({"d": executors.SCORE_TRIES}), keep=False)
+    with pytest.raises(distributed.KilledWorker):  # a batch that kills every worker it is sent to is not sent forever
+        doomed.submit("d")
