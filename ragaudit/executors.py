@@ -26,7 +26,6 @@ from ragaudit.io.files import sha256_file
 KINDS = ("local", "processes", "dask")
 CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
 WATCH_S = 5.0  # how often a wait on a cluster of our own looks whether it still has workers
-SCORE_TRIES = 3  # a batch of scoring given up on beside a call that kills its worker: sent again, up to this many times
 _cached: dict = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
 
@@ -271,9 +270,7 @@ def _worker_died(exc: BaseException) -> bool:
 
 
 class RemoteScoring:
-    """Batches of runs scored on the cluster, handed back in the order they were sent. Scoring
-    never ends its worker: a batch the cluster gives up on died beside a call that did, and is
-    scored again (up to SCORE_TRIES times in all)."""
+    """Batches of runs scored on the cluster, handed back in the order they were sent."""
 
     def __init__(self, executor: DaskExecutor, keep: bool):
         self.executor, self.keep = executor, keep
@@ -281,31 +278,21 @@ class RemoteScoring:
 
     def submit(self, batch: list) -> list:
         """Send a batch; return the results now ready in order (waiting when too many are out)."""
-        self._pending.append((self._send(batch), batch))
+        client = self.executor.client
+        self._pending.append(
+            client.submit(
+                remote_score, self.executor.config_path, self.executor.digest, batch, self.keep, pure=False, retries=1
+            )
+        )
         ready = []
-        while self._pending and (self._pending[0][0].done() or len(self._pending) > self.executor.in_flight):
-            ready.append(self._result(*self._pending.popleft()))
+        while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
+            ready.append(self.executor.result(self._pending.popleft()))
         return ready
 
     def drain(self) -> list:
-        out = [self._result(future, batch) for future, batch in self._pending]
+        out = [self.executor.result(future) for future in self._pending]
         self._pending.clear()
         return out
-
-    def _send(self, batch: list):
-        return self.executor.client.submit(
-            remote_score, self.executor.config_path, self.executor.digest, batch, self.keep, pure=False, retries=1
-        )
-
-    def _result(self, future, batch: list):
-        for _ in range(SCORE_TRIES - 1):
-            try:
-                return self.executor.result(future)
-            except Exception as exc:  # noqa: BLE001 - see the class docstring
-                if not _worker_died(exc):
-                    raise
-                future = self._send(batch)
-        return self.executor.result(future)
 
 
 def connect(scheduler):
