@@ -34,11 +34,15 @@ browser:
 # The suite keeps compiled modules (and pytest's rewritten test modules) between runs even where
 # PYTHONDONTWRITEBYTECODE is set: without them, every run and every subprocess it starts compiles
 # ragaudit and the test modules again (collecting alone went from about 3 s to 15 s of CPU).
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them: a
+# file's module fixtures (a run, a cluster, the real-model demo) are built once, and its tests keep their order.
+TEST_WORKERS ?= 2
+
 test: install browser
 	$(VENV)/bin/ruff check ragaudit tests bench
 	$(VENV)/bin/ruff format --check ragaudit tests bench
 	$(VENV)/bin/mypy
-	env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	$(PY) bench/validate.py

@@ -30,8 +30,11 @@ def audit_imported(tmp_path_factory):
 
 
 # The sessions these tests start load only what they use: the cache provider would write into the
-# pytester folder, and langsmith's, hypothesis' and anyio's plugins cost each session seconds of imports.
-UNUSED_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio")
+# pytester folder, and langsmith's, hypothesis', anyio's and xdist's plugins cost each session seconds of imports.
+UNUSED_PLUGINS = (
+    *("-p", "no:cacheprovider", "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest", "-p", "no:anyio"),
+    *("-p", "no:xdist"),
+)
 
 
 def make_config(pytester, name, *, items=4, extra=""):

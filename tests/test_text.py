@@ -95,9 +95,18 @@ def test_the_chunker_packs_whole_sentences():
 
 def test_the_answerer_picks_among_whole_sentences():
     from ragaudit.analyzers import ANALYZERS
-    from ragaudit.pipelines.reference.answerer import _answerable
+    from ragaudit.pipelines.reference.answerer import answer
+    from ragaudit.types import Payload
 
-    assert [sentence for sentence, _ in _answerable(TRAPS, ANALYZERS["lowercase"])] == WHOLE
+    snippet = Payload(*("keys", "keys/s", "keys-1", "u", None, 20, "h", "e", "a", "r"), text=TRAPS)
+    picked = set()
+    for seed in range(40):  # sampling hot: every sentence comes up, and only ever whole
+        given = answer(
+            "Who approves the hardware key?", [snippet], ANALYZERS["lowercase"], seed=seed, key="q", temperature=50.0
+        )
+        assert given is not None
+        picked.update(segment.text for segment in given.segments)
+    assert sorted(picked) == sorted(WHOLE)
 
 
 def test_the_support_scorer_reads_whole_sentences():
