@@ -25,6 +25,7 @@ from ragaudit._version import __version__
 __all__ = [
     "Report",
     "__version__",
+    "anchor",
     "audit",
     "calibrate",
     "check_gold",
@@ -32,15 +33,18 @@ __all__ = [
     "faults",
     "gate",
     "ingest",
+    "load_config",
     "load_run",
     "report",
+    "run_baseline",
     "support_score",
     "support_scores",
+    "trends",
     "validate",
     "verify",
 ]
 _FROM_API = {"audit", "calibrate", "check_gold", "compare", "faults", "gate", "ingest", "load_run", "report"}
-_FROM_API |= {"support_scores", "validate", "verify"}
+_FROM_API |= {"support_scores", "validate", "verify", "anchor", "trends", "load_config", "run_baseline"}
 
 
 def __getattr__(name: str):

@@ -1,90 +1,53 @@
-"""The `ragaudit` commands that check and list rather than audit: validate, ingest, gold check,
-cite, codes, metrics, history, audit-log. Registered on the `ragaudit` group by `ragaudit.cli`."""
+"""The `ragaudit` commands that check, list and attest rather than audit: validate, ingest, gold,
+cite, codes, metrics, history, audit-log, plan, attest. Registered on the group by `ragaudit.cli`."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from ragaudit.cli_options import FORMAT, SPAN_FORMATS, SPANS_FROM
-from ragaudit.errors import InputError, UsageError
+import ragaudit
+from ragaudit.cli_options import COUNT, DIR, FILE, PATH, SPAN_FORMATS, Group, arg, flag, opt
+from ragaudit.render import issues_text, said
+
+_SHARE = "processes that share large inputs (default: the CPUs, at most 8; 1: this process alone)"
+_DASK = "dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)"
+_WINDOW = "spans of unfinished traces held at most; spans of one trace further apart are reported late"
+_RATIO = "difflib ratio a fuzzy match must reach to move an anchor"
+_DISCORDANCE = "assumed share of runs whose outcome differs between the two configurations"
+_ICC = "assumed correlation of that difference between runs of one question (1: a question moves as a unit)"
+_KEY = "sign with this ed25519 private key (PEM; an encrypted one takes its passphrase from $RAGAUDIT_KEY_PASSWORD)"
 
 
 @click.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--corpus", type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl (enables corpus rules)"
-)
-@click.option(
-    "--config", "config_path", type=click.Path(path_type=Path), help="config: section policy, offset_unit, corpus"
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    help="processes that share large inputs (default: the CPUs, at most 8; 1: this process alone)",
-)
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "dask"]),
-    default="local",
-    show_default=True,
-    help="dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)",
-)
-@click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
-@SPANS_FROM
-@FORMAT
-def validate(traces, corpus, config_path, workers, executor, scheduler, source, fmt):
+@arg("traces", nargs=-1, required=True)
+@opt("--corpus", "corpus directory or corpus.jsonl (enables corpus rules)", PATH)
+@opt("--config", "config: section policy, offset_unit, corpus", PATH)
+@opt("--workers", _SHARE, COUNT)
+@opt("--executor", _DASK, click.Choice(["local", "dask"]), default="local", show_default=True)
+@opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+@opt("--from")
+@opt("--format")
+def validate(traces, fmt, **options):
     """Check every citation payload of trace files against the rules of `ragaudit codes`.
     With --from, the inputs are production spans, joined into traces as `ragaudit ingest` joins
     them (read in this process).
 
     Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read.
     """
-    from ragaudit.checking import validate as check
-    from ragaudit.progress import phase
-    from ragaudit.render import issues_text
-
-    found = check(
-        traces,
-        corpus=corpus,
-        config=config_path,
-        workers=workers,
-        executor=executor,
-        scheduler=scheduler,
-        source=source,
-    )
-    with found, phase("validating", unit="records", count=lambda: found.records):
-        issues_text.write_issues(
-            found, sys.stdout, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts
-        )
-    if fmt == "text":
-        click.echo(issues_text.summary(found.records, found.counts))
-    echo_problems(found.warnings, found.problems)
-    sys.exit(InputError.exit_code if found.problems else 1 if found.errors else 0)
-
-
-def echo_problems(warnings, problems) -> None:
-    for line in warnings:
-        click.echo(f"warning: {line}", err=True)
-    for line in problems:
-        click.echo(f"error: {line}", err=True)
+    found = ragaudit.validate(traces, **options)
+    issues_text.stream_validation(found, sys.stdout, fmt=fmt)
+    return said.issues(found, fmt, found.warnings)
 
 
 @click.command()
-@click.argument("source", metavar="FORMAT", type=click.Choice(SPAN_FORMATS))
-@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="the traces.jsonl to write")
-@click.option("--config-name", help="every trace's config (default: the spans' service name)")
-@click.option(
-    "--window",
-    type=click.IntRange(min=1),
-    default=20_000,
-    show_default=True,
-    help="spans of unfinished traces held at most; spans of one trace further apart are reported late",
-)
-def ingest(source, inputs, out, config_name, window):
+@arg("source", click.Choice(SPAN_FORMATS), metavar="FORMAT")
+@arg("inputs", metavar="INPUT...", nargs=-1, required=True)
+@opt("--out", "the traces.jsonl to write", FILE, required=True)
+@opt("--config-name", "every trace's config (default: the spans' service name)")
+@opt("--window", _WINDOW, COUNT, default=20_000, show_default=True)
+def ingest(source, inputs, out, **options):
     """Join production spans into ragaudit traces (docs/reference.md §10): one trace per trace id that holds a
     RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span
     export, parquet or JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
@@ -95,95 +58,57 @@ def ingest(source, inputs, out, config_name, window):
     Exit 0: every input read; 3: an input or a line of one could not be read (each on stderr;
     the traces of the readable lines are written all the same).
     """
-    from ragaudit.checking import ingest as join
-
-    done = join(source, inputs, out, config_name=config_name, window=window)
-    echo_problems([], done.bad_lines)
-    echo_problems(done.warnings, done.unreadable_inputs)
-    click.echo(done.summary())
-    sys.exit(InputError.exit_code if done.problems else 0)
+    return said.ingested(ragaudit.ingest(source, inputs, out, **options))
 
 
-@click.group()
+@click.group(cls=Group)
 def gold():
     """Gold-set tools."""
 
 
 @gold.command("check")
-@click.argument("gold_path", metavar="GOLD", type=click.Path(path_type=Path))
-@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl")
-@click.option(
-    "--paraphrases",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="variants (question + paraphrases) each item must have",
-)
-@click.option("--model", default=None, help="embedding model for the dS(question, anchor) warning")
-@click.option("--no-distance", is_flag=True, help="skip the dS(question, anchor) warning (no model loaded)")
-@FORMAT
-def gold_check(gold_path, corpus, paraphrases, model, no_distance, fmt):
+@arg("gold_path", metavar="GOLD")
+@opt("--corpus")
+@opt("--paraphrases", "variants (question + paraphrases) each item must have", COUNT, default=3, show_default=True)
+@opt("--model", "embedding model for the dS(question, anchor) warning")
+@flag("--no-distance", "skip the dS(question, anchor) warning (no model loaded)")
+@opt("--format")
+def gold_check(gold_path, corpus, no_distance, fmt, **options):
     """Check that each gold item is answerable from the corpus it names.
 
     Exit 0: no error; 1: error findings; 3: the gold set or corpus could not be read.
     """
-    from ragaudit.checking import check_gold
-    from ragaudit.render import issues_text
-
-    found = check_gold(gold_path, corpus, paraphrases=paraphrases, model=model, distance=not no_distance)
-    issues_text.write_issues(
-        found.issues, sys.stdout, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts
-    )
-    if fmt == "text":
-        click.echo(issues_text.summary(found.records, found.counts))
-    echo_problems([], found.problems)
-    sys.exit(InputError.exit_code if found.problems else 1 if found.errors else 0)
+    found = ragaudit.check_gold(gold_path, corpus, distance=not no_distance, **options)
+    issues_text.write_checked(found, sys.stdout, fmt=fmt)
+    return said.issues(found, fmt)
 
 
 @gold.command("anchor")
-@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="corpus directory or corpus.jsonl")
-@click.option("--question", required=True, help="the gold item's question")
-@click.option("--answer", required=True, help="the answer's text, as the corpus has it or close to it")
-@click.option("--qid", help="the item's qid (default: the question's slug)")
-@click.option("--paraphrase", "paraphrases", multiple=True, help="a paraphrase of the question (repeatable)")
-@click.option("--model", default=None, help="embedding model for the similarity search (default: all-MiniLM-L6-v2)")
-def gold_anchor(corpus, question, answer, qid, paraphrases, model):
+@opt("--corpus")
+@opt("--question", "the gold item's question", required=True)
+@opt("--answer", "the answer's text, as the corpus has it or close to it", required=True)
+@opt("--qid", "the item's qid (default: the question's slug)")
+@opt("--paraphrase paraphrases", "a paraphrase of the question (repeatable)", multiple=True)
+@opt("--model", "embedding model for the similarity search (default: all-MiniLM-L6-v2)")
+def gold_anchor(corpus, question, answer, model, **options):
     """Find where ANSWER is in the corpus: candidate anchor spans on stderr, each labelled how it was
     found (exact, normalised: whitespace, case and markup folded, similar: the closest sentences by
     the embedding model), and a gold line anchored at the first on stdout.
 
     Exit 0: a gold line printed; 1: nothing found; 2: usage; 3: the corpus could not be read.
     """
-    from ragaudit.goldtools.anchor import describe, find_anchor, gold_line
-    from ragaudit.inputs import encoder_for
-    from ragaudit.io.corpus import load_corpus
-
-    if not answer.strip() or not question.strip():
-        raise UsageError("--question and --answer must hold text")
-    found = find_anchor(load_corpus(corpus), answer, lambda: encoder_for(model))
-    for i, candidate in enumerate(found.candidates, start=1):
-        click.echo(f"candidate {i} {describe(candidate)}", err=True)
-    if not found.candidates:
-        click.echo("error: no sentence of the corpus to anchor the answer in", err=True)
-        sys.exit(1)
-    click.echo(gold_line(found.candidates[0], question=question, answer=answer, qid=qid, paraphrases=paraphrases))
-    if len(paraphrases) < 2:
-        click.echo("note: `ragaudit gold check` asks for 3 variants by default: add --paraphrase twice", err=True)
+    return said.anchored(
+        ragaudit.anchor(corpus, question, answer, model=model), question=question, answer=answer, **options
+    )
 
 
 @gold.command("reanchor")
-@click.argument("gold_path", metavar="GOLD", type=click.Path(path_type=Path))
-@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="the edited corpus")
-@click.option("--from", "old", type=click.Path(path_type=Path), help="the corpus the gold set was anchored in")
-@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="the new gold set to write")
-@click.option(
-    "--min-ratio",
-    type=click.FloatRange(0.0, 1.0, min_open=True),
-    default=0.9,
-    show_default=True,
-    help="difflib ratio a fuzzy match must reach to move an anchor",
-)
-def gold_reanchor(gold_path, corpus, old, out, min_ratio):
+@arg("gold_path", metavar="GOLD")
+@opt("--corpus", "the edited corpus", PATH, required=True)
+@opt("--from old", "the corpus the gold set was anchored in", PATH)
+@opt("--out", "the new gold set to write", FILE, required=True)
+@opt("--min-ratio", _RATIO, click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)
+def gold_reanchor(gold_path, corpus, out, **options):
     """Move the anchors of GOLD to where their text is in the edited corpus: kept where it still
     is, moved to the same text elsewhere, or to the most similar sentences (fuzzy, with the ratio);
     each item that cannot be moved is listed with the reason and left out of --out.
@@ -192,16 +117,13 @@ def gold_reanchor(gold_path, corpus, old, out, min_ratio):
     """
     from ragaudit.goldtools.reanchor import reanchor_file
 
-    lines, problems, code = reanchor_file(gold_path, corpus, out, old=old, min_ratio=min_ratio)
-    click.echo("\n".join(lines))
-    echo_problems([], problems)
-    sys.exit(code)
+    return said.reanchored(*reanchor_file(gold_path, corpus, out, **options))
 
 
 @click.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--qid", multiple=True, help="only these questions (repeatable)")
-@click.option("--base-url", help="link knowledge-base files under this URL")
+@arg("traces", nargs=-1, required=True)
+@opt("--qid", "only these questions (repeatable)", multiple=True)
+@opt("--base-url", "link knowledge-base files under this URL")
 def cite(traces, qid, base_url):
     """Render the runs of trace files as markdown: each answer with claim-level footnotes, then its sources."""
     from ragaudit.citations import render_traces
@@ -211,66 +133,47 @@ def cite(traces, qid, base_url):
 
 
 @click.command()
-@FORMAT
+@opt("--format")
 def codes(fmt):
     """List every issue code with its severity, meaning and fix."""
-    from ragaudit.render.issues_text import codes as listing
-
-    click.echo(listing(fmt))
+    return said.Said().out(issues_text.codes(fmt))
 
 
 @click.command("history")
-@click.option("--store", type=click.Path(path_type=Path), help="the history file (default: that of --config's runs)")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="config whose runs' history to read")
-@click.option("--metric", help="only this metric (e.g. citation_match)")
-@click.option("--pipeline", help="only this pipeline")
-@click.option("--last", type=click.IntRange(min=1), help="only the last N runs")
-@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), help="also draw the trends to an SVG file")
-@FORMAT
-def history_command(store, config_path, metric, pipeline, last, plot, fmt):
+@opt("--store", "the history file (default: that of --config's runs)", PATH)
+@opt("--config", "config whose runs' history to read", PATH)
+@opt("--metric", "only this metric (e.g. citation_match)")
+@opt("--pipeline", "only this pipeline")
+@opt("--last", "only the last N runs", COUNT)
+@opt("--plot", "also draw the trends to an SVG file", FILE)
+@opt("--format")
+def history_command(fmt, **options):
     """Trends across recorded runs: each pipeline's metrics, run by run (oldest first), with a
     sparkline, the time, the git commit, the run's verdict and the pipeline's gate.
 
     Every `ragaudit run` records its summary in a history file: $RAGAUDIT_HISTORY, else
     [history] path, else history.sqlite beside the run directories (--config's [audit] out, else
     ./reports). Exit 0; 3 when the history is missing or damaged."""
-    from ragaudit import history
-    from ragaudit.render import history_text
-
-    found = history.trends(store, config_path=config_path, metric=metric, pipeline=pipeline, last=last, plot=plot)
-    for problem in found.problems:
-        click.echo(f"warning: {problem}", err=True)
-    found.require(metric=metric, pipeline=pipeline)
-    if plot:
-        history_text.write_svg(plot, found.points)
-    click.echo(
-        history_text.render_json(found.points)
-        if fmt == "json"
-        else history_text.render_text(found.points, str(found.store))
-    )
+    return said.history(ragaudit.trends(**options), fmt)
 
 
 @click.command("metrics")
-@FORMAT
-@click.option(
-    "--config", "config_path", type=click.Path(path_type=Path), help="config whose [metrics] k the ranking metrics show"
-)
+@opt("--format")
+@opt("--config config_path", "config whose [metrics] k the ranking metrics show", PATH)
 def metrics_command(fmt, config_path):
     """List every metric with its level, direction, the gate checks that read it, and its definition;
     then which ΔS the gate reads, and why. The ranking metrics show their cutoff (hit@5)."""
-    from ragaudit.render.issues_text import metrics as listing
-
-    click.echo(listing(fmt, config_path))
+    return said.Said().out(issues_text.metrics(fmt, config_path))
 
 
 @click.command("audit-log")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--corpus", type=click.Path(path_type=Path), help="the corpus snapshot: a folder or a corpus.jsonl")
-@SPANS_FROM
-@click.option("--window", default="1d", show_default=True, help="window length: 30m, 1h, 1d, 7d, 2w")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), help="default: reports/audit-log-<stamp>")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="model, support, section policy, corpus")
-def audit_log_command(traces, corpus, source, window, out, config_path):
+@arg("traces", nargs=-1, required=True)
+@opt("--corpus", "the corpus snapshot: a folder or a corpus.jsonl", PATH)
+@opt("--from")
+@opt("--window", "window length: 30m, 1h, 1d, 7d, 2w", default="1d", show_default=True)
+@opt("--out", "default: reports/audit-log-<stamp>", DIR)
+@opt("--config", "model, support, section policy, corpus", PATH)
+def audit_log_command(traces, source, **options):
     """Audit production traces without a gold set: validate every payload against the corpus
     snapshot, measure ΔS of the cited text, support and hallucinations of each answer segment,
     per time window (by retrieved_at), with index drift (between windows and within one) and the
@@ -279,16 +182,45 @@ def audit_log_command(traces, corpus, source, window, out, config_path):
     Writes audit_log.json, audit_log.html and rag_traces.sqlite. Exit 0: no error-severity issue
     and no drift; 1: some; 3: an input could not be read."""
     from ragaudit.auditlog import run_audit_log
-    from ragaudit.render.audit_log_text import render_windows
 
-    result = run_audit_log(traces, corpus=corpus, fmt=source, window=window, out=out, config=config_path)
-    click.echo(render_windows(result.model), nl=False)
-    click.echo(f"wrote {result.out}")
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    for problem in result.problems:
-        click.echo(f"error: {problem}", err=True)
-    sys.exit(result.exit_code)
+    return said.audit_log(run_audit_log(traces, fmt=source, **options))
 
 
-COMMANDS = (validate, ingest, gold, cite, codes, history_command, metrics_command, audit_log_command)
+@click.command("plan")
+@arg("gold_path", metavar="GOLD")
+@opt("--variants", "variants run per question", COUNT, default=3, show_default=True)
+@opt("--seeds", "seeds run per variant", COUNT, default=1, show_default=True)
+@opt("--effect", "a target change in a rate, e.g. 0.03: how many questions it needs", float)
+@opt("--discordance", _DISCORDANCE, float, default=0.10, show_default=True)
+@opt("--icc", _ICC, float, default=0.5, show_default=True)
+@opt("--format")
+def plan(gold_path, fmt, **options):
+    """How small a change in each rate (correct, citation match, coverage pass, grounded) a comparison
+    of two configurations on GOLD can detect at 80% power and α = 0.05, paired, with exact sign tests
+    as `compare` runs them; with --effect, how many questions that change needs.
+
+    Exit 0; 2: a parameter out of range; 3: an unreadable gold set."""
+    from ragaudit import power
+
+    return said.planned(power.plan_gold(gold_path, **options), fmt)
+
+
+@click.command()
+@arg("run_dir", DIR)
+@opt("--key", _KEY, FILE)
+@opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", FILE)
+def attest(run_dir, key, out):
+    """Write a release attestation of RUN_DIR: an in-toto Statement v1 whose subject lists every file
+    of the run with its sha256, and whose predicate holds the input hashes (gold set, corpus, config,
+    traces, models, indexes), the gate's verdict, each check with its threshold and its source, the
+    versions and the command of the run. With --key, a DSSE envelope signed with it. Check it with
+    `ragaudit verify RUN_DIR --attestation FILE [--pubkey PUB.pem]`.
+
+    Exit 0; 3: no run directory, a damaged manifest or report, an unreadable key; 5: the run
+    changed since it ran (nothing is attested)."""
+    from ragaudit import attest as attestation
+
+    return said.attested(*attestation.attest(run_dir, key=key, out=out), signed=key is not None)
+
+
+COMMANDS = (validate, ingest, gold, cite, codes, history_command, metrics_command, audit_log_command, plan, attest)
