@@ -1,17 +1,14 @@
-"""The parts of the `ragaudit` command line: options as data (one line an option: `opt`, `flag`,
-`arg`; those several commands share declared once below) and the group that prints what a command
-says and maps the project's errors to exit codes, for every command."""
+"""The parts of the `ragaudit` command line: options as data (one line an option: `opt`, `flag`, `arg`, and `shared`
+for those several commands declare alike); the group that prints what a command says and maps errors to exit codes."""
 
-from __future__ import annotations
-
-import sys
+from functools import reduce
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from ragaudit.errors import RagauditError, failure
-from ragaudit.io.stdout import CLOSED_STDOUT, discard_stdout, stdout_gone
+from ragaudit.io.stdout import end_output, end_quietly, stdout_gone
 from ragaudit.render.said import Said
 
 ARGV = "ragaudit.argv"
@@ -20,10 +17,14 @@ COUNT = click.IntRange(min=1)
 SPAN_FORMATS = ("otlp", "phoenix", "langfuse")  # ragaudit.spans.SPAN_FORMATS, without importing it
 
 
-def opt(decls: str, help: str | None = None, type: Any = None, **kw: Any) -> Any:
-    """An option: its flags and parameter name, space-separated (`--config config_path`), its help,
-    its type; without help, the option of that name in SHARED."""
-    return SHARED[decls] if help is None else click.option(*decls.split(), type=type, help=help, **kw)
+def opt(decls: str, help: str, type: Any = None, **kw: Any) -> Any:
+    """An option: its flags and parameter name, space-separated (`--config config_path`), its help, its type."""
+    return click.option(*decls.split(), type=type, help=help, **kw)
+
+
+def shared(*names: str) -> Any:
+    """The options of these names in SHARED, in this order: `@shared("--rate", "--seed")`."""
+    return lambda command: reduce(lambda done, name: SHARED[name](done), reversed(names), command)
 
 
 def flag(decls: str, help: str) -> Any:
@@ -34,30 +35,25 @@ def arg(name: str, type: Any = PATH, **kw: Any) -> Any:
     return click.argument(name, type=type, **kw)
 
 
-def echo(said: Said) -> None:
-    """Print what a command says, each text on its stream, in order."""
+def show(said: Said) -> None:
+    """Print what a command says, each text on its stream, in order; then raise the error it ends with, if any."""
     for text, err in said.texts:
         click.echo(text, err=err, nl=False)
+    if said.error is not None:
+        raise said.error
 
 
-def argv() -> list[str]:
-    """The command as given, which a run records in its manifest."""
-    return ["ragaudit", *click.get_current_context().meta.get(ARGV, [])]
-
-
-_FORMAT = "text for people, json for tools"
-_FOREIGN = "accept a baseline built on another gold set or corpus"
-_FROM = "input format: ragaudit traces, or production spans (OTLP JSON, a Phoenix or a Langfuse export)"
-_BASELINE = "report.json of an earlier run, or last-pass (the history's latest passing run on the same gold set and corpus): add the drift checks"
-SHARED = {  # the options several commands declare alike: `@opt("--format")`
-    "--from": opt("--from source", _FROM, click.Choice(["traces", *SPAN_FORMATS]), default="traces", show_default=True),
-    "--format": opt("--format fmt", _FORMAT, click.Choice(["text", "json"]), default="text", show_default=True),
-    "--baseline": opt("--baseline", _BASELINE, PATH),
-    "--allow-foreign-baseline": flag("--allow-foreign-baseline", _FOREIGN),
+# fmt: off
+SHARED = {  # the options several commands declare alike, one line each
+    "--from": opt("--from source", "input format: ragaudit traces, or production spans (OTLP JSON, a Phoenix or a Langfuse export)", click.Choice(["traces", *SPAN_FORMATS]), default="traces", show_default=True),
+    "--format": opt("--format fmt", "text for people, json for tools", click.Choice(["text", "json"]), default="text", show_default=True),
+    "--baseline": opt("--baseline", "report.json of an earlier run, or last-pass (the history's latest passing run on the same gold set and corpus): add the drift checks", PATH),
+    "--allow-foreign-baseline": flag("--allow-foreign-baseline", "accept a baseline built on another gold set or corpus"),
     "--rate": opt("--rate", "share of the questions each fault affects", float, default=0.2, show_default=True),
     "--seed": opt("--seed", "seed of the affected questions and the mutations", int, default=0, show_default=True),
     "--corpus": opt("--corpus", "corpus directory or corpus.jsonl", PATH, required=True),
 }
+# fmt: on
 
 
 class Group(click.Group):
@@ -68,10 +64,10 @@ class Group(click.Group):
         try:
             return super().make_context(*args, **kwargs)
         except BrokenPipeError:  # `ragaudit --help | head -1`
-            _closed_stdout()
+            end_quietly()
 
     def parse_args(self, ctx, args):
-        ctx.meta.setdefault(ARGV, list(args))  # the outermost group's: the whole command
+        ctx.meta.setdefault(ARGV, ["ragaudit", *args])  # the command as given, which a run records in its manifest
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
@@ -80,25 +76,13 @@ class Group(click.Group):
                 said = super().invoke(ctx)
                 if not isinstance(said, Said):
                     return said
-                echo(said)
-                if said.error is not None:
-                    raise said.error
+                show(said)
             finally:
-                from ragaudit import progress
-
-                progress.close()  # the live display is gone before any message below
-                sys.stdout.flush()  # a closed stdout shows here, as BrokenPipeError, not at exit
+                end_output()  # the live display gone before any message below; a closed stdout shows here
         except (RagauditError, KeyboardInterrupt, OSError) as exc:
             if isinstance(exc, BrokenPipeError) and stdout_gone():  # else another pipe (a worker's)
-                _closed_stdout()
+                end_quietly()
             code, lines = failure(exc)
             click.echo("\n".join(lines), err=True)
             ctx.exit(code)
         ctx.exit(said.exit_code)
-
-
-def _closed_stdout() -> NoReturn:
-    """The reader of stdout went away (`ragaudit codes | head -1`): end quietly, as a writer to a
-    closed pipe does, with what is still buffered sent nowhere."""
-    discard_stdout()
-    raise click.exceptions.Exit(CLOSED_STDOUT)

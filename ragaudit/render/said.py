@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from ragaudit.errors import InputsChangedError, RagauditError
 
@@ -135,13 +136,35 @@ def verified(checked) -> Said:
 # ---- validate, ingest, gold --------------------------------------------------------------------
 
 
-def issues(found, fmt: str, warnings: Iterable[str] = ()) -> Said:
-    """The end of `validate` and `gold check`, once the issues are out: the counts (text), the
-    warnings and the problems; exit 3 for problems, 1 for error issues."""
+def validated(found, out: IO[str], fmt: str) -> Said:
+    """`ragaudit validate`: its issues (a `checking.Validation`) written to `out` as they are found,
+    then what follows them."""
+    from ragaudit.render.issues_text import stream_validation
+
+    stream_validation(found, out, fmt=fmt)
+    return _issues_end(found, fmt, found.warnings)
+
+
+def gold_checked(found, out: IO[str], fmt: str) -> Said:
+    """`ragaudit gold check`: its findings (a `checking.GoldCheck`) written to `out`, then what follows them."""
+    from ragaudit.render.issues_text import write_checked
+
+    write_checked(found, out, fmt=fmt)
+    return _issues_end(found, fmt, [])
+
+
+def _issues_end(found, fmt: str, warnings: Iterable[str]) -> Said:
+    """Once the issues are out: the counts (text), the warnings and the problems; exit 3 for
+    problems, 1 for error issues."""
     from ragaudit.render.issues_text import summary
 
     said = Said().out(summary(found.records, found.counts)) if fmt == "text" else Said()
     return said.err(warnings, "warning: ").err(found.problems, "error: ").ends(found.exit_code)
+
+
+def listing(text: str) -> Said:
+    """A list (`ragaudit codes`, `ragaudit metrics`) on stdout."""
+    return Said().out(text)
 
 
 def ingested(done) -> Said:
@@ -149,7 +172,7 @@ def ingested(done) -> Said:
     return said.err(done.unreadable_inputs, "error: ").out(done.summary()).ends(done.exit_code)
 
 
-def anchored(found, *, question: str, answer: str, qid: str | None, paraphrases: tuple[str, ...]) -> Said:
+def anchored(found, question: str, answer: str, *, qid: str | None, paraphrases: tuple[str, ...]) -> Said:
     """`ragaudit gold anchor`: the candidates (stderr), and a gold line anchored at the first."""
     from ragaudit.goldtools.anchor import describe, gold_line
 
