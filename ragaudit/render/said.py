@@ -8,9 +8,15 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ragaudit.errors import InputsChangedError, RagauditError
+
+if TYPE_CHECKING:
+    from ragaudit.checking import GoldCheck, Ingested, Validation
+    from ragaudit.goldtools.anchor import Anchoring
+    from ragaudit.history import Trends
+    from ragaudit.model import Report
 
 
 @dataclass
@@ -33,11 +39,13 @@ class Said:
         return self
 
     def ends(self, exit_code: int) -> Said:
+        """The command ends with `exit_code`."""
         self.exit_code = exit_code
         return self
 
 
 def as_json(result: object) -> str:
+    """A result as the commands print it for tools."""
     return json.dumps(result, indent=1, sort_keys=True)
 
 
@@ -54,7 +62,7 @@ def baseline(chosen) -> Said:
     return Said().err(chosen.warnings, "warning: ").err(chosen.notes) if chosen else Said()
 
 
-def finished(report, run_dir: Path, no_gate: bool, said: Said | None = None) -> Said:
+def finished(report: Report, run_dir: Path, no_gate: bool, said: Said | None = None) -> Said:
     """The end of `run` and `report`: the pipelines the baseline lacks, the summary, the run directory."""
     from ragaudit.render.markdown import render_summary
     from ragaudit.render.run_text import baseline_gaps
@@ -93,6 +101,7 @@ def gated(found, fmt: str) -> Said:
 
 
 def compared(result: dict, notes: list[str], target: Path, fmt: str) -> Said:
+    """`ragaudit compare`: the comparison as JSON (its notes on stderr), or as text and the files written."""
     from ragaudit.render.compare_text import render_text
 
     if fmt == "json":
@@ -113,6 +122,7 @@ def faults(done) -> Said:
 
 
 def calibrated(result: dict, target: Path, fmt: str) -> Said:
+    """`ragaudit calibrate`: the proposal as JSON, or as text and where it was written."""
     from ragaudit.render.calibration_text import render_calibration
 
     if fmt == "json":
@@ -136,7 +146,7 @@ def verified(checked) -> Said:
 # ---- validate, ingest, gold --------------------------------------------------------------------
 
 
-def validated(found, out: IO[str], fmt: str) -> Said:
+def validated(found: Validation, out: IO[str], fmt: str) -> Said:
     """`ragaudit validate`: its issues (a `checking.Validation`) written to `out` as they are found,
     then what follows them."""
     from ragaudit.render.issues_text import stream_validation
@@ -145,7 +155,7 @@ def validated(found, out: IO[str], fmt: str) -> Said:
     return _issues_end(found, fmt, found.warnings)
 
 
-def gold_checked(found, out: IO[str], fmt: str) -> Said:
+def gold_checked(found: GoldCheck, out: IO[str], fmt: str) -> Said:
     """`ragaudit gold check`: its findings (a `checking.GoldCheck`) written to `out`, then what follows them."""
     from ragaudit.render.issues_text import write_checked
 
@@ -153,7 +163,7 @@ def gold_checked(found, out: IO[str], fmt: str) -> Said:
     return _issues_end(found, fmt, [])
 
 
-def _issues_end(found, fmt: str, warnings: Iterable[str]) -> Said:
+def _issues_end(found: Validation | GoldCheck, fmt: str, warnings: Iterable[str]) -> Said:
     """Once the issues are out: the counts (text), the warnings and the problems; exit 3 for
     problems, 1 for error issues."""
     from ragaudit.render.issues_text import summary
@@ -167,12 +177,13 @@ def listing(text: str) -> Said:
     return Said().out(text)
 
 
-def ingested(done) -> Said:
+def ingested(done: Ingested) -> Said:
+    """`ragaudit ingest`: each line or input that could not be read, the late spans, what was written."""
     said = Said().err(done.bad_lines, "error: ").err(done.warnings, "warning: ")
     return said.err(done.unreadable_inputs, "error: ").out(done.summary()).ends(done.exit_code)
 
 
-def anchored(found, question: str, answer: str, *, qid: str | None, paraphrases: tuple[str, ...]) -> Said:
+def anchored(found: Anchoring, question: str, answer: str, *, qid: str | None, paraphrases: tuple[str, ...]) -> Said:
     """`ragaudit gold anchor`: the candidates (stderr), and a gold line anchored at the first."""
     from ragaudit.goldtools.anchor import describe, gold_line
 
@@ -186,13 +197,14 @@ def anchored(found, question: str, answer: str, *, qid: str | None, paraphrases:
 
 
 def reanchored(lines: list[str], problems: list, exit_code: int) -> Said:
+    """`ragaudit gold reanchor`: what became of each item, and the items that could not be moved."""
     return Said().out("\n".join(lines)).err(problems, "error: ").ends(exit_code)
 
 
 # ---- history, audit-log ------------------------------------------------------------------------
 
 
-def history(found, fmt: str) -> Said:
+def history(found: Trends, fmt: str) -> Said:
     """`ragaudit history`: the stored values left out (warnings), then the trends as text or JSON."""
     from ragaudit.render import history_text
 
@@ -209,6 +221,7 @@ def history(found, fmt: str) -> Said:
 
 
 def audit_log(result) -> Said:
+    """`ragaudit audit-log`: the windows, the files written, the warnings and the inputs not read."""
     from ragaudit.render.audit_log_text import render_windows
 
     said = Said().out(render_windows(result.model), nl=False).out(f"wrote {result.out}")
@@ -219,6 +232,7 @@ def audit_log(result) -> Said:
 
 
 def planned(result: dict, fmt: str) -> Said:
+    """`ragaudit plan`: the detectable changes, as JSON or text."""
     from ragaudit.power import render_text
 
     return Said().out(as_json(result)) if fmt == "json" else Said().out(render_text(result), nl=False)
