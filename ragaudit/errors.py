@@ -81,7 +81,7 @@ def failure(exc: BaseException) -> tuple[int, list[str]]:
         return exc.exit_code, [f"error: {exc}"]
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED, ["error: interrupted by SIGINT"]
-    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+    where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
     return InputError.exit_code, [f"error: input/output: {where}{getattr(exc, 'strerror', None) or exc}"]
 
 
