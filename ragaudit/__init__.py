@@ -17,43 +17,33 @@ As a library (each function is documented in `ragaudit.api`; the report it retur
     ragaudit.load_run("reports/RUN").runs                # pandas DataFrames
     ragaudit.support_scores([("Keys rotate yearly.", ["Keys are rotated every 12 months."])])
 
+Every `ragaudit` command is one of these calls (`ragaudit.plan_gold`, `ragaudit.audit_log`, `ragaudit.reanchor`,
+`ragaudit.cite` and `ragaudit.attest_run` too, each documented in the module it names below).
+
 Nothing heavy is imported until a function is called.
 """
 
-from ragaudit._version import __version__
+from importlib import import_module
 
-__all__ = [
-    "Report",
-    "__version__",
-    "audit",
-    "calibrate",
-    "check_gold",
-    "compare",
-    "faults",
-    "gate",
-    "ingest",
-    "load_run",
-    "report",
-    "support_score",
-    "support_scores",
-    "validate",
-    "verify",
-]
-_FROM_API = {"audit", "calibrate", "check_gold", "compare", "faults", "gate", "ingest", "load_run", "report"}
-_FROM_API |= {"support_scores", "validate", "verify"}
+from ragaudit._version import __version__ as __version__
+
+_API = """anchor audit calibrate check_gold compare faults gate ingest load_config load_run report run_baseline
+support_scores trends validate verify""".split()
+_LAZY = {name: ("ragaudit.api", name) for name in _API}
+_LAZY |= {
+    "Report": ("ragaudit.model", "Report"),
+    "attest_run": ("ragaudit.attest", "attest"),
+    "audit_log": ("ragaudit.auditlog", "run_audit_log"),
+    "cite": ("ragaudit.citations", "render_traces"),
+    "plan_gold": ("ragaudit.power", "plan_gold"),
+    "reanchor": ("ragaudit.goldtools.reanchor", "reanchor_file"),
+    "support_score": ("ragaudit.metrics.support", "support_score"),
+}
+__all__ = sorted([*_LAZY, "__version__"])
 
 
 def __getattr__(name: str):
-    if name in _FROM_API:
-        from ragaudit import api
-
-        return getattr(api, name)
-    if name == "support_score":
-        from ragaudit.metrics.support import support_score
-
-        return support_score
-    if name == "Report":
-        from ragaudit.model import Report
-
-        return Report
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(import_module(module), attribute)
     raise AttributeError(f"module 'ragaudit' has no attribute {name!r}")

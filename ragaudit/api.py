@@ -27,6 +27,7 @@ from ragaudit.model import Gate, Report
 __all__ = [
     "LAST_PASS",
     "Report",
+    "anchor",
     "audit",
     "calibrate",
     "check_gold",
@@ -35,10 +36,13 @@ __all__ = [
     "faults",
     "gate",
     "ingest",
+    "load_config",
     "load_run",
     "read_report",
     "report",
+    "run_baseline",
     "support_scores",
+    "trends",
     "validate",
     "verify",
 ]
@@ -99,6 +103,26 @@ def choose_baseline(
     if why and not allow_foreign:
         raise InputError(f"{baseline}: {why}; pass --allow-foreign-baseline to compare anyway")
     return BaselineChoice(Path(baseline), report, warnings=[f"{baseline}: {why}"] if why else [])
+
+
+def run_baseline(
+    config,
+    baseline: str | Path | None,
+    allow_foreign: bool = False,
+    out: Path | None = None,
+    resume: Path | None = None,
+) -> BaselineChoice | None:
+    """The baseline a run of `config` compares with (None without `baseline`): chosen as
+    `choose_baseline` does against the config's inputs as they are now, `last-pass` from the
+    history beside the run directories (`out`, or those of the run `resume` finishes)."""
+    if not baseline:
+        return None
+    from ragaudit import rundir
+
+    config = _config(config)
+    history_dir = Path(resume).parent if resume else out
+    inputs = rundir.input_hashes(config)
+    return choose_baseline(baseline, config, inputs, allow_foreign=allow_foreign, history_dir=history_dir)
 
 
 # ---- audit, report, gate ---------------------------------------------------------------------
@@ -259,21 +283,24 @@ def faults(
     run_dir: Path,
     *,
     config=None,
-    only: Sequence[str] | None = None,
+    only: str | Sequence[str] | None = None,
     rate: float = 0.2,
     seed: int = 0,
     out: Path | None = None,
 ) -> FaultsResult:
-    """Inject each fault class into a share of the questions of a finished run and gate every
-    faulty copy as `report` would (module `ragaudit.injection`); writes faults.json and faults.html."""
+    """Inject each fault class (those `only` names: a list, or comma-separated) into a share of the
+    questions of a finished run and gate every faulty copy as `report` would (module
+    `ragaudit.injection`); writes faults.json and faults.html."""
     from ragaudit import rundir
     from ragaudit.injection import run_faults
+    from ragaudit.injection.registry import fault_names
     from ragaudit.inputs import Inputs
     from ragaudit.io.files import refuse_overwriting, write_json
     from ragaudit.io.traces import read_trace_file
     from ragaudit.progress import phase
     from ragaudit.render.faults_html import write_faults_html
 
+    only = fault_names(only) if isinstance(only, str) else only
     manifest = rundir.read_manifest(run_dir)
     config_file = config or manifest["config_path"]
     target = Path(out or run_dir)
@@ -382,6 +409,54 @@ def verify(run_dir: Path, *, attestation: Path | None = None, pubkey: Path | Non
     notes: list[str] = []
     changed = rundir.changes(run_dir, notes)
     return Verified(changed, [f"unchanged: gold, corpus, config, traces and outputs of {run_dir}"], notes)
+
+
+# ---- history, gold anchors ----------------------------------------------------------------------
+
+
+def trends(
+    store: Path | None = None,
+    *,
+    config=None,
+    metric: str | None = None,
+    pipeline: str | None = None,
+    last: int | None = None,
+    plot: Path | None = None,
+    every: bool = False,
+    rename: str | None = None,
+):
+    """The trends of the recorded runs (`ragaudit.history.Trends`): of `store`, else of the history
+    of `config`'s runs; of the gated metrics only unless `every` (or a `metric`) is asked for;
+    `rename` ("OLD=NEW") first records pipeline OLD's values under NEW. With nothing to show, its
+    `error` says why (nothing is drawn); else with `plot`, the trends are drawn to that SVG file."""
+    from ragaudit.history import trends as read
+    from ragaudit.render.history_text import write_svg
+
+    found = read(
+        store, config_path=config, metric=metric, pipeline=pipeline, last=last, plot=plot, every=every, rename=rename
+    )
+    found.error = found.refusal(metric=metric, pipeline=pipeline)
+    if plot and found.error is None:
+        write_svg(plot, found.points)
+    return found
+
+
+def anchor(corpus: str | Path, question: str, answer: str, *, model: str | None = None):
+    """Where the `answer` to `question` is in the corpus at `corpus`: candidate anchor spans, the
+    best first (`ragaudit.goldtools.anchor.Anchoring`); the embedding `model` is loaded only when
+    neither exact nor folded matching finds the answer. A blank answer or question is a UsageError."""
+    from ragaudit.goldtools.anchor import find_anchor
+    from ragaudit.inputs import encoder_for
+    from ragaudit.io.corpus import load_corpus
+
+    if not answer.strip() or not question.strip():
+        raise UsageError("--question and --answer must hold text")
+    return find_anchor(load_corpus(corpus), answer, lambda: encoder_for(model))
+
+
+def load_config(path: str | Path):
+    """A config file, read and validated (`ragaudit.io.config.Config`); an invalid one is an InputError."""
+    return _config(path)
 
 
 def _config(config):

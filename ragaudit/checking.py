@@ -77,6 +77,11 @@ class Validation:
         out = [str(problem) for exc in self.validator.unreadable for problem in exc.problems]
         return out + [str(bad.problem) for bad in self.validator.bad_lines]
 
+    @property
+    def exit_code(self) -> int:
+        """3: an input or a line could not be read; 1: error issues; 0: neither."""
+        return InputError.exit_code if self.problems else 1 if self.errors else 0
+
 
 def validate(
     paths: Sequence[str | Path],
@@ -172,6 +177,11 @@ class Ingested:
     def problems(self) -> list[str]:
         return self.bad_lines + self.unreadable_inputs
 
+    @property
+    def exit_code(self) -> int:
+        """3: an input or a line could not be read; 0: every input read."""
+        return InputError.exit_code if self.problems else 0
+
 
 def ingest(
     source: str,
@@ -235,6 +245,11 @@ class GoldCheck:
     def severities(self) -> dict[str, str]:
         """Each code's severity as found: the config's [gold] severity may differ from the code's."""
         return {i.code: i.severity for i in self.issues}
+
+    @property
+    def exit_code(self) -> int:
+        """3: items that could not be read; 1: error findings; 0: neither."""
+        return InputError.exit_code if self.problems else 1 if self.errors else 0
 
 
 def check_gold(

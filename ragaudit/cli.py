@@ -1,377 +1,312 @@
-"""The `ragaudit` command: a thin click layer, and the only place that maps errors to exit codes."""
+"""The `ragaudit` command line: each command parses, calls the library (the `ragaudit` facade of `ragaudit.api`) and
+returns what to print (`ragaudit.render.said`), which its group prints (`ragaudit.cli_options.Group`)."""
 
-from __future__ import annotations
-
-import gc
-import json
-import os
 import sys
-from pathlib import Path
-from typing import NoReturn
 
 import click
 
-from ragaudit._version import __version__
-from ragaudit.cli_options import ALLOW_FOREIGN, BASELINE, FORMAT, RATE, SEED
-from ragaudit.errors import InputError, RagauditError
-from ragaudit.io.stdout import CLOSED_STDOUT, discard_stdout, stdout_gone
-
-ARGV = "ragaudit.argv"
-
-
-class Group(click.Group):
-    """Turns RagauditError into its exit code and a one-line (or one-per-problem) message on stderr."""
-
-    def make_context(self, *args, **kwargs):
-        try:
-            return super().make_context(*args, **kwargs)
-        except BrokenPipeError:  # `ragaudit --help | head -1`
-            _closed_stdout()
-
-    def parse_args(self, ctx, args):
-        ctx.meta[ARGV] = list(args)  # the command as given, which a run records in its manifest
-        return super().parse_args(ctx, args)
-
-    def invoke(self, ctx):
-        try:
-            try:
-                return super().invoke(ctx)
-            finally:
-                from ragaudit import progress
-
-                progress.close()  # the live display is gone before any message below
-                sys.stdout.flush()  # a closed stdout shows here, as BrokenPipeError, not at exit
-        except BrokenPipeError as exc:
-            if not stdout_gone():  # another pipe (a worker's, a pipeline's): an error like any other
-                click.echo(f"error: input/output: {exc.strerror or exc}", err=True)
-                ctx.exit(InputError.exit_code)
-            _closed_stdout()
-        except RagauditError as exc:
-            click.echo(
-                f"error: {exc}" if not isinstance(exc, InputError) else "\n".join(f"error: {p}" for p in exc.problems),
-                err=True,
-            )
-            ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:  # ctrl-C outside a run's own handler (loading, scoring, writing)
-            click.echo("error: interrupted by SIGINT", err=True)
-            ctx.exit(130)
-        except OSError as exc:  # a full disk, a read-only folder: an input/output error, never a traceback
-            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-            click.echo(f"error: input/output: {where}{exc.strerror or exc}", err=True)
-            ctx.exit(InputError.exit_code)
-
-
-def _closed_stdout() -> NoReturn:
-    """The reader of stdout went away (`ragaudit codes | head -1`): end quietly, as a writer to a
-    closed pipe does, with what is still buffered sent nowhere."""
-    discard_stdout()
-    raise click.exceptions.Exit(CLOSED_STDOUT)
+import ragaudit
+from ragaudit import progress
+from ragaudit.adapters.graphrag.cli import graphrag
+from ragaudit.cli_options import ARGV, COUNT, DIR, FILE, PATH, SPAN_FORMATS, Group, arg, flag, opt, shared, show
+from ragaudit.render import issues_text, said
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="ragaudit")
-@click.option("--quiet", "-q", is_flag=True, help="no progress on stderr: errors, warnings and results only")
-@click.option(
-    "--verbose",
-    "-v",
-    is_flag=True,
-    help="every phase, those under a second too, and debug detail (as timestamped lines in a pipe or a file)",
-)
+@click.version_option(ragaudit.__version__, prog_name="ragaudit")
+@flag("--quiet -q", "no progress on stderr: errors, warnings and results only")
+@flag("--verbose -v", "every phase, those under a second too, and debug detail (as timestamped lines in a pipe or a file)")  # fmt: skip
 def main(quiet: bool, verbose: bool):
-    """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS,
-    coverage, λ convergence and citation match, as reports and a CI gate.
+    """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS, coverage, λ convergence
+    and citation match, as reports and a CI gate.
 
-    Long phases (model load, indexing, embedding, runs, scoring, writing) show their progress on
-    stderr: a live display on a terminal, timestamped lines in CI (CI set), nothing in a pipe or a
-    file unless --verbose (then timestamped lines). stdout carries results only."""
-    from ragaudit import progress
-
+    Long phases (model load, indexing, embedding, runs, scoring, writing) show their progress on stderr: a live display
+    on a terminal, timestamped lines in CI (CI set), nothing in a pipe or a file unless --verbose (then timestamped
+    lines). stdout carries results only."""
     if quiet and verbose:
         raise click.UsageError("use --quiet or --verbose, not both")
-    progress.configure(quiet=quiet, verbose=verbose)
-    progress.reset()
-    # The command owns its terminal: the model libraries' download bars and warnings stay out of it.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    # Audits allocate millions of short-lived objects and few cycles: collect the youngest
-    # generation less often (the default collected every 700 allocations, a fifth of the time).
-    gc.set_threshold(50_000, 50, 100)
+    progress.start_command(quiet=quiet, verbose=verbose)
 
 
 @main.command("run")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), help="folder for the run directory (default: [audit] out)")
-@click.option("--resume", type=click.Path(path_type=Path), help="finish an interrupted run in RUN_DIR")
-@click.option("--workers", type=click.IntRange(min=1), help="parallel workers (default: [audit] workers)")
-@BASELINE
-@ALLOW_FOREIGN
-@click.option("--no-gate", is_flag=True, help="write everything but exit 0 whatever the gate says")
-@click.option(
-    "--no-gold-check",
-    is_flag=True,
-    help="run even when the gold set disagrees with the corpus (its "
-    "findings still go into the report; a duplicate qid still stops the run)",
-)
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "processes", "dask"]),
-    help="where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster "
-    "(default: [executor] kind, else local)",
-)
-@click.option("--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
-def run_command(
-    config_path, out, resume, workers, baseline, allow_foreign_baseline, no_gate, no_gold_check, executor, scheduler
-):
+@arg("config_path", metavar="CONFIG")
+@opt("--out", "folder for the run directory (default: [audit] out)", PATH)
+@opt("--resume", "finish an interrupted run in RUN_DIR", PATH)
+@opt("--workers", "parallel workers (default: [audit] workers)", COUNT)
+@shared("--baseline", "--allow-foreign-baseline")
+@flag("--no-gate", "write everything but exit 0 whatever the gate says")
+@flag("--no-gold-check", "run even when the gold set disagrees with the corpus (its findings still go into the report; a duplicate qid still stops the run)")  # fmt: skip
+@opt("--executor", "where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster (default: [executor] kind, else local)", click.Choice(["local", "processes", "dask"]))  # fmt: skip
+@opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
+def run_command(config_path, baseline, allow_foreign_baseline, no_gate, no_gold_check, **options):
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
 
-    The gold set is checked against the corpus first, as `ragaudit gold check` does: an error
-    there stops the run (exit 3) unless --no-gold-check. A config runs code (`command` and
-    `factory` pipelines): trust it like a Makefile.
+    The gold set is checked against the corpus first, as `ragaudit gold check` does: an error there stops the run (exit
+    3) unless --no-gold-check. A config runs code (`command` and `factory` pipelines): trust it like a Makefile.
 
-    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input, a gold error or a full disk;
-    4: a pipeline could not start; 130/143: interrupted (finished runs kept, --resume finishes).
-    """
-    from ragaudit import api, progress
-    from ragaudit.io.config import load_config
-
-    config = load_config(config_path)
-    chosen = None
-    if baseline:
-        from ragaudit import rundir
-
-        chosen = api.choose_baseline(
-            baseline,
-            config,
-            rundir.input_hashes(config),
-            allow_foreign=allow_foreign_baseline,
-            history_dir=Path(resume).parent if resume else out,
-        )
-        _tell(chosen)
-    outcome = api.audit(
-        config,
-        out=out,
-        resume=resume,
-        workers=workers,
-        baseline=chosen,
-        gold_check=not no_gold_check,
-        executor=executor,
-        scheduler=scheduler,
-        command=["ragaudit", *click.get_current_context().meta.get(ARGV, [])],
-    )
-    from ragaudit.render import run_text
-
-    for line in run_text.notices(outcome.result, outcome.findings):
-        click.echo(line, err=True)
-    took = progress.elapsed()
-    click.echo(run_text.throughput(outcome.result, took, progress.breakdown(took)))
-    _finish(outcome.report, outcome.result.run_dir, no_gate)
-
-
-def _tell(chosen) -> None:
-    """What the user should know about the baseline chosen."""
-    for line in chosen.warnings:
-        click.echo(f"warning: {line}", err=True)
-    for line in chosen.notes:
-        click.echo(line, err=True)
-
-
-def _finish(report, run_dir: Path, no_gate: bool) -> None:
-    from ragaudit.render.markdown import render_summary
-    from ragaudit.render.run_text import baseline_gaps
-
-    for line in baseline_gaps(report.gate):
-        click.echo(line, err=True)
-    click.echo(render_summary(report), nl=False)
-    click.echo(f"\nrun directory: {run_dir}")
-    sys.exit(0 if no_gate or report.gate.passed else 1)
+    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input, a gold error or a full disk; 4: a pipeline could
+    not start; 130/143: interrupted (finished runs kept, --resume finishes)."""
+    config = ragaudit.load_config(config_path)
+    chosen = ragaudit.run_baseline(config, baseline, allow_foreign_baseline, options["out"], options["resume"])
+    show(said.baseline(chosen))
+    options.update(baseline=chosen, gold_check=not no_gold_check, command=click.get_current_context().meta[ARGV])
+    return said.run(ragaudit.audit(config, **options), no_gate)
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--no-gate", is_flag=True, help="exit 0 whatever the gate says")
+@arg("run_dir", DIR)
+@flag("--no-gate", "exit 0 whatever the gate says")
 def report(run_dir, no_gate):
     """Rebuild every output of RUN_DIR from its stored traces (which are only read, never rewritten)."""
-    from ragaudit import api
-
-    built = api.report(run_dir)
-    for line in built.warnings:
-        click.echo(f"warning: {line}", err=True)
-    _finish(built.report, built.run_dir, no_gate)
+    return said.rebuilt(ragaudit.report(run_dir), no_gate)
 
 
 @main.command()
-@click.argument("report_path", metavar="REPORT", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="config with [gate]")
-@BASELINE
-@ALLOW_FOREIGN
-@FORMAT
-def gate(report_path, config_path, baseline, allow_foreign_baseline, fmt):
-    """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail; 3: an unreadable report,
-    or a baseline built on another gold set or corpus."""
-    from ragaudit import api
-
-    gated = api.gate(report_path, config_path, baseline=baseline, allow_foreign_baseline=allow_foreign_baseline)
-    for line in gated.warnings:
-        click.echo(f"warning: {line}", err=True)
-    for line in gated.notes:
-        click.echo(line, err=True)
-    from ragaudit.render.run_text import baseline_gaps
-
-    for line in baseline_gaps(gated.gate):
-        click.echo(line, err=True)
-    if fmt == "json":
-        click.echo(json.dumps(gated.gate.to_json(), indent=1, sort_keys=True))
-    else:
-        from ragaudit.render.markdown import render_summary
-
-        click.echo(render_summary(gated.report), nl=False)
-    sys.exit(0 if gated.gate.passed else 1)
+@arg("report_path", FILE, metavar="REPORT")
+@opt("--config config_path", "config with [gate]", PATH, required=True)
+@shared("--baseline", "--allow-foreign-baseline", "--format")
+def gate(report_path, config_path, fmt, **options):
+    """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail; 3: an unreadable report, or a baseline built
+    on another gold set or corpus."""
+    return said.gated(ragaudit.gate(report_path, config_path, **options), fmt)
 
 
 @main.command("compare")
-@click.argument(
-    "run_dirs", metavar="RUN_A [RUN_B]", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False)
-)
-@click.option(
-    "--pair",
-    "pairs",
-    multiple=True,
-    metavar="PIPE_A:PIPE_B",
-    help="compare PIPE_B with PIPE_A (repeatable); across two runs, PIPE_A is RUN_A's and PIPE_B RUN_B's "
-    "(default: [compare] pairs, else each pipeline with the first, or with its namesake in RUN_A)",
-)
-@click.option("--margin", type=float, help="non-inferiority margin in (0, 1) (default: [compare] margin, else 0.02)")
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="where compare.json/html go (default: the first run directory)",
-)
-@FORMAT
-def compare_command(run_dirs, pairs, margin, out, fmt):
-    """Is B better, worse, or no worse than A? Per pair of pipelines and metric: means, the paired
-    difference with a 95% CI, p-values (exact sign test for per-run 0/1 outcomes, sign-flip permutation
-    otherwise; Holm-adjusted), a non-inferiority test against the margin, win/tie/loss, the noise floor
-    of pipelines that sample, λ transitions, and the smallest change in a rate the questions can
-    detect. Writes compare.json and compare.html.
+@arg("run_dirs", DIR, metavar="RUN_A [RUN_B]", nargs=-1, required=True)
+@opt("--pair pairs", "compare PIPE_B with PIPE_A (repeatable); across two runs, PIPE_A is RUN_A's and PIPE_B RUN_B's (default: [compare] pairs, else each pipeline with the first, or with its namesake in RUN_A)", multiple=True, metavar="PIPE_A:PIPE_B")  # fmt: skip
+@opt("--margin", "non-inferiority margin in (0, 1) (default: [compare] margin, else 0.02)", float)
+@opt("--out", "where compare.json/html go (default: the first run directory)", DIR)
+@shared("--format")
+def compare_command(run_dirs, fmt, **options):
+    """Is B better, worse, or no worse than A? Per pair of pipelines and metric: means, the paired difference with a 95%
+    CI, p-values (exact sign test for per-run 0/1 outcomes, sign-flip permutation otherwise; Holm-adjusted), a
+    non-inferiority test against the margin, win/tie/loss, the noise floor of pipelines that sample, λ transitions,
+    and the smallest change in a rate the questions can detect. Writes compare.json and compare.html.
 
     Exit 0; 2: an unknown pipeline in --pair or a margin outside (0, 1); 3: an unreadable report."""
-    from ragaudit import api
-    from ragaudit.render.compare_text import render_text
-
-    result, notes, target = api.compare(run_dirs, pairs=pairs, margin=margin, out=out)
-    if fmt == "json":
-        click.echo(json.dumps(result, indent=1, sort_keys=True))
-        for note in notes:
-            click.echo(f"note: {note}", err=True)
-        return
-    click.echo(render_text(result, notes), nl=False)
-    click.echo(f"wrote {target / 'compare.json'} and {target / 'compare.html'}")
+    return said.compared(*ragaudit.compare(run_dirs, **options), fmt)
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="gate with this config's [gate] (default: the run's own config)",
-)
-@click.option("--only", help="comma-separated fault names (default: all, controls included)")
-@RATE
-@SEED
-@click.option(
-    "--out", type=click.Path(path_type=Path, file_okay=False), help="where faults.json/html go (default: RUN_DIR)"
-)
-def faults(run_dir, config_path, only, rate, seed, out):
-    """Inject each fault class into a share of the questions of a finished run and gate every faulty
-    copy as `ragaudit report` would, alone and against the clean run as its baseline: does the gate
-    pass the clean run and the negative controls (llm_rewrite), and fail every fault?
+@arg("run_dir", DIR)
+@opt("--config config_path", "gate with this config's [gate] (default: the run's own config)", PATH)
+@opt("--only", "comma-separated fault names (default: all, controls included)")
+@shared("--rate", "--seed")
+@opt("--out", "where faults.json/html go (default: RUN_DIR)", DIR)
+def faults(run_dir, config_path, **options):
+    """Inject each fault class into a share of the questions of a finished run and gate every faulty copy as `ragaudit
+    report` would, alone and against the clean run as its baseline: does the gate pass the clean run and the negative
+    controls (llm_rewrite), and fail every fault?
 
-    No pipeline is called: every fault is a transformation of the recorded traces. Writes faults.json
-    and faults.html. Exit 0: the clean run and the controls pass and every fault fails the gate
-    against the baseline; 1 otherwise.
-    """
-    from ragaudit import api
-    from ragaudit.injection.registry import fault_names
-    from ragaudit.render.faults_text import render_fault_matrix
-
-    names = None if only is None else fault_names(only)
-    done = api.faults(run_dir, config=config_path, only=names, rate=rate, seed=seed, out=out)
-    click.echo(render_fault_matrix(done.result), nl=False)
-    click.echo(f"wrote {done.json_path} and {done.html_path}")
-    sys.exit(0 if done.passed else 1)
+    No pipeline is called: every fault is a transformation of the recorded traces. Writes faults.json and faults.html.
+    Exit 0: the clean run and the controls pass and every fault fails the gate against the baseline; 1 otherwise."""
+    return said.faults(ragaudit.faults(run_dir, config=config_path, **options))
 
 
 @main.command("calibrate")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="where to write the proposal (default: calibration.json beside the config)",
-)
-@RATE
-@SEED
-@FORMAT
-def calibrate_command(config_path, out, rate, seed, fmt):
-    """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new
-    corpus. No pipeline is called: the oracle run (the gold cited, the anchor stated), its answers
-    reworded as an LLM writes them, and every fault class are built from the gold set and corpus,
-    then audited. Prints per check how well it separates them and the threshold it proposes, and
-    writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
-    from ragaudit import api
-    from ragaudit.render.calibration_text import render_calibration
-
-    result, target = api.calibrate(config_path, out=out, rate=rate, seed=seed)
-    if fmt == "json":
-        click.echo(json.dumps(result, indent=1, sort_keys=True))
-    else:
-        click.echo(render_calibration(result), nl=False)
-        click.echo(f'wrote {target}; use it with [gate] from = "{target.name}"')
+@arg("config_path", FILE, metavar="CONFIG")
+@opt("--out", "where to write the proposal (default: calibration.json beside the config)", FILE)
+@shared("--rate", "--seed", "--format")
+def calibrate_command(config_path, fmt, **options):
+    """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new corpus. No pipeline is
+    called: the oracle run (the gold cited, the anchor stated), its answers reworded as an LLM writes them, and every
+    fault class are built from the gold set and corpus, then audited. Prints per check how well it separates them and
+    the threshold it proposes, and writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
+    return said.calibrated(*ragaudit.calibrate(config_path, **options), fmt)
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
-    "--attestation",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="also check every file this attestation (ragaudit attest) lists against its sha256",
-)
-@click.option(
-    "--pubkey",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="and check the attestation's signature with this ed25519 public key (PEM)",
-)
-def verify(run_dir, attestation, pubkey):
-    """Check that the inputs (gold set, corpus, config), the traces and every output of RUN_DIR are
-    unchanged since the run; with --attestation, that every file it lists has its attested sha256,
-    and with --pubkey that it is signed with that key. Exit 0: unchanged; 5: changed or a signature
-    that does not verify (each named, corpus documents too); 3: no run directory, a damaged manifest,
-    or a damaged or foreign attestation."""
-    from ragaudit import api
-    from ragaudit.errors import InputsChangedError
-
-    checked = api.verify(run_dir, attestation=attestation, pubkey=pubkey)
-    for note in checked.notes:
-        click.echo(f"note: {note}", err=True)
-    if checked.changed:
-        raise InputsChangedError("; ".join(checked.changed))
-    for line in checked.checked:
-        click.echo(line)
+@arg("run_dir", DIR)
+@opt("--attestation", "also check every file this attestation (ragaudit attest) lists against its sha256", FILE)
+@opt("--pubkey", "and check the attestation's signature with this ed25519 public key (PEM)", FILE)
+def verify(run_dir, **options):
+    """Check that the inputs (gold set, corpus, config), the traces and every output of RUN_DIR are unchanged since the
+    run; with --attestation, that every file it lists has its attested sha256, and with --pubkey that it is signed
+    with that key. Exit 0: unchanged; 5: changed or a signature that does not verify (each named, corpus documents
+    too); 3: no run directory, a damaged manifest, or a damaged or foreign attestation."""
+    return said.verified(ragaudit.verify(run_dir, **options))
 
 
-def _register_adapters() -> None:
-    from ragaudit.adapters.graphrag.cli import graphrag
-    from ragaudit.cli_tools import COMMANDS
-    from ragaudit.release_cli import attest, plan
+@main.command()
+@arg("traces", nargs=-1, required=True)
+@opt("--corpus", "corpus directory or corpus.jsonl (enables corpus rules)", PATH)
+@opt("--config", "config: section policy, offset_unit, corpus", PATH)
+@opt("--workers", "processes that share large inputs (default: [audit] workers of --config, else 1: this process alone)", COUNT)  # fmt: skip
+@opt("--executor", "dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)", click.Choice(["local", "dask"]), default="local", show_default=True)  # fmt: skip
+@opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+@shared("--from", "--live-index", "--format")
+def validate(traces, fmt, **options):
+    """Check every citation payload of trace files against the rules of `ragaudit codes`. With --from, the inputs are
+    production spans, joined into traces as `ragaudit ingest` joins them (read in this process).
 
-    for command in COMMANDS:
-        main.add_command(command)
-    main.add_command(graphrag)
-    main.add_command(plan)
-    main.add_command(attest)
+    Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read."""
+    return said.validated(ragaudit.validate(traces, **options), sys.stdout, fmt)
 
 
-_register_adapters()
+@main.command()
+@arg("source", click.Choice(SPAN_FORMATS), metavar="FORMAT")
+@arg("inputs", metavar="INPUT...", nargs=-1, required=True)
+@opt("--out", "the traces.jsonl to write", FILE, required=True)
+@opt("--config-name", "every trace's config (default: the spans' service name)")
+@opt("--window", "spans of unfinished traces held at most; spans of one trace further apart are reported late", COUNT, default=20_000, show_default=True)  # fmt: skip
+def ingest(source, inputs, out, **options):
+    """Join production spans into ragaudit traces (docs/reference.md §10): one trace per trace id that holds a
+    RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span export, parquet or
+    JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
 
-if __name__ == "__main__":
-    main()
+    A trace's spans may come in any order, across lines, files and services; a span of a trace already written (further
+    than --window from the rest) is a late span: a warning, left out.
+
+    Exit 0: every input read; 3: an input or a line of one could not be read (each on stderr; the traces of the readable
+    lines are written all the same)."""
+    return said.ingested(ragaudit.ingest(source, inputs, out, **options))
+
+
+@main.group()
+def gold():
+    """Gold-set tools."""
+
+
+@gold.command("check")
+@arg("gold_path", metavar="GOLD")
+@shared("--corpus")
+@opt("--paraphrases", "variants (question + paraphrases) each item must have", COUNT, default=3, show_default=True)
+@opt("--model", "embedding model for the dS(question, anchor) warning")
+@flag("--no-distance", "skip the dS(question, anchor) warning (no model loaded)")
+@opt("--config", "config whose [gold] ignore and severity apply", PATH)
+@shared("--format")
+def gold_check(gold_path, corpus, no_distance, fmt, **options):
+    """Check that each gold item is answerable from the corpus it names.
+
+    Exit 0: no error; 1: error findings; 3: the gold set or corpus could not be read."""
+    found = ragaudit.check_gold(gold_path, corpus, distance=not no_distance, **options)
+    return said.gold_checked(found, sys.stdout, fmt)
+
+
+@gold.command("anchor")
+@shared("--corpus")
+@opt("--question", "the gold item's question", required=True)
+@opt("--answer", "the answer's text, as the corpus has it or close to it", required=True)
+@opt("--qid", "the item's qid (default: the question's slug)")
+@opt("--paraphrase paraphrases", "a paraphrase of the question (repeatable)", multiple=True)
+@opt("--model", "embedding model for the similarity search (default: all-MiniLM-L6-v2)")
+def gold_anchor(corpus, question, answer, model, **options):
+    """Find where ANSWER is in the corpus: candidate anchor spans on stderr, each labelled how it was found (exact,
+    normalised: whitespace, case and markup folded, similar: the closest sentences by the embedding model), and a
+    gold line anchored at the first on stdout.
+
+    Exit 0: a gold line printed; 1: nothing found; 2: usage; 3: the corpus could not be read."""
+    return said.anchored(ragaudit.anchor(corpus, question, answer, model=model), question, answer, **options)
+
+
+@gold.command("reanchor")
+@arg("gold_path", metavar="GOLD")
+@opt("--corpus", "the edited corpus", PATH, required=True)
+@opt("--from old", "the corpus the gold set was anchored in", PATH)
+@opt("--out", "the new gold set to write", FILE, required=True)
+@opt("--min-ratio", "difflib ratio a fuzzy match must reach to move an anchor", click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)  # fmt: skip
+def gold_reanchor(gold_path, corpus, out, **options):
+    """Move the anchors of GOLD to where their text is in the edited corpus: kept where it still is, moved to the same
+    text elsewhere, or to the most similar sentences (fuzzy, with the ratio); each item that cannot be moved is
+    listed with the reason and left out of --out.
+
+    Exit 0: every item stayed or moved; 1: some could not be moved; 3: an input could not be read."""
+    return said.reanchored(*ragaudit.reanchor(gold_path, corpus, out, **options))
+
+
+@main.command()
+@arg("traces", nargs=-1, required=True)
+@opt("--qid", "only these questions (repeatable)", multiple=True)
+@opt("--base-url", "link knowledge-base files under this URL")
+def cite(traces, qid, base_url):
+    """Render the runs of trace files as markdown: each answer with claim-level footnotes, then its sources."""
+    for text in ragaudit.cite(traces, qids=qid, base_url=base_url):
+        click.echo(text)
+
+
+@main.command()
+@shared("--format")
+def codes(fmt):
+    """List every issue code with its severity, meaning and fix."""
+    return said.listing(issues_text.codes(fmt))
+
+
+@main.command("history")
+@opt("--store", "the history file (default: that of --config's runs)", PATH)
+@opt("--config", "config whose runs' history to read", PATH)
+@opt("--metric", "only this metric (e.g. citation_match)")
+@opt("--pipeline", "only this pipeline")
+@opt("--last", "only the last N runs", COUNT)
+@opt("--plot", "also draw the trends to an SVG file", FILE)
+@flag("--all every", "every recorded metric, not only those the gate reads")
+@opt("--rename", "record pipeline OLD's runs under NEW first, joining the two series", metavar="OLD=NEW")
+@shared("--format")
+def history_command(fmt, **options):
+    """Trends across recorded runs: each pipeline's metrics, run by run (oldest first), with a sparkline, the time, the
+    git commit, the run's verdict and the pipeline's gate.
+
+    Every `ragaudit run` records its summary in a history file: $RAGAUDIT_HISTORY, else [history] path, else
+    history.sqlite beside the run directories (--config's [audit] out, else ./reports). Exit 0; 3 when the history is
+    missing or damaged."""
+    return said.history(ragaudit.trends(**options), fmt)
+
+
+@main.command("metrics")
+@shared("--format")
+@opt("--config config_path", "config whose [metrics] k the ranking metrics show", PATH)
+def metrics_command(fmt, config_path):
+    """List every metric with its level, direction, the gate checks that read it, and its definition; then which ΔS the
+    gate reads, and why. The ranking metrics show their cutoff (hit@5)."""
+    return said.listing(issues_text.metrics(fmt, config_path))
+
+
+@main.command("audit-log")
+@arg("traces", nargs=-1, required=True)
+@opt("--corpus", "the corpus snapshot: a folder or a corpus.jsonl", PATH)
+@shared("--from", "--live-index")
+@opt("--window", "window length: 30m, 1h, 1d, 7d, 2w", default="1d", show_default=True)
+@opt("--out", "default: reports/audit-log-<stamp>", DIR)
+@opt("--config", "model, support, section policy, corpus", PATH)
+def audit_log_command(traces, source, **options):
+    """Audit production traces without a gold set: validate every payload against the corpus snapshot, measure ΔS of
+    the cited text, support and hallucinations of each answer segment, per time window (by retrieved_at), with index
+    drift (between windows and within one) and the worst examples.
+
+    Writes audit_log.json, audit_log.html, rag_traces.sqlite. Exit 0: no error issue, no drift; 1: some; 3: bad input."""
+    return said.audit_log(ragaudit.audit_log(traces, fmt=source, **options))
+
+
+@main.command("plan")
+@arg("gold_path", metavar="GOLD")
+@opt("--variants", "variants run per question", COUNT, default=3, show_default=True)
+@opt("--seeds", "seeds run per variant", COUNT, default=1, show_default=True)
+@opt("--effect", "a target change in a rate, e.g. 0.03: how many questions it needs", float)
+@opt("--discordance", "assumed share of runs whose outcome differs between the two configurations", float, default=0.10, show_default=True)  # fmt: skip
+@opt("--icc", "assumed correlation of that difference between runs of one question (1: a question moves as a unit)", float, default=0.5, show_default=True)  # fmt: skip
+@shared("--format")
+def plan(gold_path, fmt, **options):
+    """How small a change in each rate (correct, citation match, coverage pass, grounded) a comparison of two
+    configurations on GOLD can detect at 80% power and α = 0.05, paired, with exact sign tests as `compare` runs
+    them; with --effect, how many questions that change needs.
+
+    Exit 0; 2: a parameter out of range; 3: an unreadable gold set."""
+    return said.planned(ragaudit.plan_gold(gold_path, **options), fmt)
+
+
+@main.command()
+@arg("run_dir", DIR)
+@opt("--key", "sign with this ed25519 private key (PEM; an encrypted one takes its passphrase from $RAGAUDIT_KEY_PASSWORD)", FILE)  # fmt: skip
+@opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", FILE)
+def attest(run_dir, key, out):
+    """Write a release attestation of RUN_DIR: an in-toto Statement v1 whose subject lists every file of the run with
+    its sha256, and whose predicate holds the input hashes (gold set, corpus, config, traces, models, indexes), the
+    gate's verdict, each check with its threshold and its source, the versions and the command of the run. With
+    --key, a DSSE envelope signed with it. Check it with `ragaudit verify RUN_DIR --attestation FILE [--pubkey
+    PUB.pem]`.
+
+    Exit 0; 3: no run directory, a damaged manifest or report, an unreadable key; 5: the run changed since it ran
+    (nothing is attested)."""
+    return said.attested(*ragaudit.attest_run(run_dir, key=key, out=out), signed=key is not None)
+
+
+main.add_command(graphrag)

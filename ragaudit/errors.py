@@ -68,6 +68,23 @@ class InputsChangedError(RagauditError):
     exit_code = 5
 
 
+INTERRUPTED = 130  # 128 + SIGINT: ctrl-C outside a run's own handler
+
+
+def failure(exc: BaseException) -> tuple[int, list[str]]:
+    """The exit code of an error that ends a command (a RagauditError, ctrl-C, an OSError such as
+    a full disk or a read-only folder: an input/output error), and its message for stderr, one
+    line per problem."""
+    if isinstance(exc, InputError):
+        return exc.exit_code, [f"error: {p}" for p in exc.problems]
+    if isinstance(exc, RagauditError):
+        return exc.exit_code, [f"error: {exc}"]
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED, ["error: interrupted by SIGINT"]
+    where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+    return InputError.exit_code, [f"error: input/output: {where}{getattr(exc, 'strerror', None) or exc}"]
+
+
 def clip(text: str, width: int = 50) -> str:
     """`text` shortened to `width` characters for a message."""
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragaudit.errors import InputError, Problem, UsageError, describe
+from ragaudit.errors import InputError, Problem, RagauditError, UsageError, describe
 from ragaudit.history_series import gated_metrics, history_key, parse_rename, rename_in, shown
 from ragaudit.history_series import sparkline as sparkline  # noqa: F401  (the names they always had here)
 from ragaudit.metrics.registry import TRENDED
@@ -346,23 +346,25 @@ class Trends:
     points: list[Point]
     problems: list[Problem]
     left_out: list[str] = dataclasses.field(default_factory=list)  # metrics not gated, shown with --all
+    error: RagauditError | None = None  # why there is nothing to show (`refusal`)
 
-    def require(self, *, metric: str | None = None, pipeline: str | None = None) -> None:
-        """Refuse an answer without values: a pipeline or metric the history never recorded is a usage
-        error naming the known ones; otherwise no values is an unreadable input."""
+    def refusal(self, *, metric: str | None = None, pipeline: str | None = None) -> RagauditError | None:
+        """Why an answer without values is refused (None when there are values): a pipeline or metric
+        the history never recorded is a usage error naming the known ones; otherwise no values is an
+        unreadable input."""
         if self.points:
-            return
+            return None
         if metric or pipeline:
             pipelines, metrics = names(self.store)
             for option, asked, known in (("--pipeline", pipeline, pipelines), ("--metric", metric, metrics)):
                 if asked and asked not in known:
-                    raise UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
+                    return UsageError(f"{option}: expected one of {', '.join(sorted(known))}, found {asked!r}")
         found = (
             f"none readable ({len(self.problems)} stored values of the wrong kind, each named above)"
             if self.problems
             else "none"
         )
-        raise InputError(f"{self.store}: expected recorded values, found {found}")
+        return InputError(f"{self.store}: expected recorded values, found {found}")
 
 
 def trends(

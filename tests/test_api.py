@@ -7,7 +7,7 @@ import pytest
 from helpers import BM25, TFIDF, invoke, run_dir_of, write_config
 
 from ragaudit import api
-from ragaudit.errors import InputError
+from ragaudit.errors import InputError, UsageError
 from ragaudit.model import Report
 
 
@@ -59,6 +59,31 @@ def test_verify_says_what_changed(run_dir, tmp_path):
         assert any("report.html" in change for change in api.verify(run).changed)
     finally:
         html.write_bytes(original)
+
+
+def test_trends_say_why_there_is_nothing_to_show_and_draw_only_what_there_is(run_dir, tmp_path):
+    config, run = run_dir
+    found = api.trends(config=config, metric="citation_match")
+    assert found.error is None and {p.pipeline for p in found.points} == {"bm25", "tfidf"}
+    assert {p.run_dir for p in found.points} == {str(run.resolve())}
+    unknown = api.trends(config=config, metric="nonesuch", plot=tmp_path / "none.svg")
+    assert isinstance(unknown.error, UsageError) and "--metric: expected one of" in str(unknown.error)
+    assert unknown.points == [] and not (tmp_path / "none.svg").exists()
+    api.trends(config=config, plot=tmp_path / "trends.svg")
+    assert (tmp_path / "trends.svg").read_text().startswith("<svg")
+
+
+def test_a_run_baseline_is_chosen_against_the_inputs_of_its_config(run_dir):
+    config, run = run_dir
+    assert api.run_baseline(config, None) is None
+    chosen = api.run_baseline(api.load_config(config), run / "report.json")
+    assert chosen.path == run / "report.json" and isinstance(chosen.report, Report)
+    assert chosen.warnings == [] and chosen.notes == []
+
+
+def test_an_anchor_needs_a_question_and_an_answer():
+    with pytest.raises(UsageError, match="--question and --answer must hold text"):
+        api.anchor("no-corpus-is-read", "  ", "Keys are rotated every 12 months.")
 
 
 def test_the_facade_names_are_functions_whatever_was_imported():

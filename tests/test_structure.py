@@ -102,3 +102,31 @@ def test_the_renderers_only_render():
     graph = imports()
     reached = {t for m, targets in graph.items() if m.startswith("ragaudit.render") for t in targets}
     assert not reached & {"ragaudit.auditing", "ragaudit.rundir", "ragaudit.outputs", "ragaudit.runner", "ragaudit.app"}
+
+
+CLI_LAYER = ("cli.py", "cli_options.py")  # the modules whose job is click commands and options
+
+
+def _imports_click(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        if any(n.split(".")[0] == "click" for n in names):
+            return True
+    return False
+
+
+def test_the_cli_layer_is_at_most_400_lines():
+    """The command line only parses, calls the library and prints: 400 lines in all, as `wc -l` counts them."""
+    lines = {name: (PACKAGE / name).read_bytes().count(b"\n") for name in CLI_LAYER}
+    assert sum(lines.values()) <= 400, lines
+
+
+def test_only_the_cli_layer_imports_click():
+    """No other module of the core holds commands or options (an adapter's own command group excepted)."""
+    clicking = {
+        str(path.relative_to(PACKAGE))
+        for name, path in modules().items()
+        if not name.startswith("ragaudit.adapters.") and _imports_click(path)
+    }
+    assert clicking == set(CLI_LAYER)

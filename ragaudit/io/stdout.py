@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 CLOSED_STDOUT = 141  # 128 + SIGPIPE, as a shell reports a writer ended by a closed pipe
 
@@ -29,3 +30,19 @@ def discard_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):  # a stdout without a file descriptor (tests)
         pass
+
+
+def end_quietly() -> NoReturn:
+    """The reader of stdout went away (`ragaudit codes | head -1`): end quietly, as a writer to a
+    closed pipe does, with what is still buffered sent nowhere."""
+    discard_stdout()
+    raise SystemExit(CLOSED_STDOUT)
+
+
+def end_output() -> None:
+    """A command ends: its progress display is closed, and what it wrote is flushed (a closed
+    stdout shows here, as BrokenPipeError, not at exit)."""
+    from ragaudit import progress
+
+    progress.close()
+    sys.stdout.flush()

@@ -106,3 +106,17 @@ def metrics(fmt: str, config_path: Path | None = None) -> str:
         gated = f" [gated: {', '.join(m.gated_by)}]" if m.gated_by else ""
         lines.append(f"{label[m.name]:<20} {m.level:<9} {direction:<17} {m.description}{gated}")
     return "\n".join(lines) + f"\n\n{GATED_DELTA_S}"
+
+
+def write_checked(found, out: IO[str], *, fmt: str) -> None:
+    """The findings of `gold check` (a `checking.GoldCheck`) written to `out`."""
+    write_issues(found.issues, out, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts)
+
+
+def stream_validation(found, out: IO[str], *, fmt: str) -> None:
+    """`validate`'s issues (a `checking.Validation`) written to `out` as they are found, inside its
+    `with`, shown as the phase `validating`."""
+    from ragaudit.progress import phase
+
+    with found, phase("validating", unit="records", count=lambda: found.records):
+        write_issues(found, out, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts)

@@ -12,23 +12,10 @@ from pathlib import Path
 
 import click
 
-from ragaudit.errors import InputError, RagauditError
+from ragaudit.cli_options import Group
 
 
-class _Group(click.Group):
-    """Maps RagauditError to its exit code when this group runs on its own (as in tests)."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except RagauditError as exc:
-            lines = [str(p) for p in exc.problems] if isinstance(exc, InputError) else [str(exc)]
-            for line in lines:
-                click.echo(f"error: {line}", err=True)
-            ctx.exit(exc.exit_code)
-
-
-@click.group("graphrag", cls=_Group)
+@click.group("graphrag", cls=Group)
 def graphrag():
     """Audit answers of a GraphRAG index: citations → text units → documents."""
 
