@@ -270,7 +270,11 @@ class Batch:
 
 
 class RemoteScoring:
-    """Batches of runs scored on the cluster, handed back in the order they were sent."""
+    """Batches of runs scored on the cluster, handed back in the order they were sent. Scoring never
+    ends a worker of its own doing: a batch the cluster gave up on (WorkerDied) shared its workers
+    with pipeline calls that ended them, and is sent again, up to TRIES times in all."""
+
+    TRIES = 3
 
     def __init__(self, executor: Cluster, keep: bool):
         self.executor, self.keep = executor, keep
@@ -278,16 +282,25 @@ class RemoteScoring:
 
     def submit(self, batch: list) -> list:
         """Send a batch; return the results now ready in order (waiting when too many are out)."""
-        self._pending.append(self.executor.submit(remote_score, batch, self.keep))
+        self._pending.append((self.executor.submit(remote_score, batch, self.keep), batch))
         ready = []
-        while self._pending and (self._pending[0].done() or len(self._pending) > self.executor.in_flight):
-            ready.append(self._pending.popleft().result())
+        while self._pending and (self._pending[0][0].done() or len(self._pending) > self.executor.in_flight):
+            ready.append(self._result(*self._pending.popleft()))
         return ready
 
     def drain(self) -> list:
-        out = [future.result() for future in self._pending]
+        out = [self._result(future, batch) for future, batch in self._pending]
         self._pending.clear()
         return out
+
+    def _result(self, future, batch: list):
+        for tries in range(1, self.TRIES + 1):
+            try:
+                return future.result()
+            except WorkerDied:
+                if tries == self.TRIES:
+                    raise
+                future = self.executor.submit(remote_score, batch, self.keep)
 
 
 def connect(scheduler):

@@ -199,3 +199,41 @@ def test_workers_that_die_as_they_start_fail_the_tasks_instead_of_starting_forev
             pool.submit(tasks.square, 3)
     finally:
         pool.close()
+
+
+def test_a_scoring_batch_whose_worker_a_pipeline_call_ended_is_scored_again():
+    """A batch sent while a pipeline call ended its worker comes back scored, in order; one that the
+    cluster gives up on every time is an error, never a silent gap."""
+    from ragaudit.executors import RemoteScoring, remote_score
+
+    class Given:
+        def __init__(self, value, deaths):
+            self.value, self.deaths = value, deaths
+
+        def done(self):
+            return True
+
+        def result(self):
+            if self.deaths:
+                raise WorkerDied(self.deaths)
+            return self.value
+
+    class Cluster:
+        in_flight = 4
+
+        def __init__(self, deaths):
+            self.deaths, self.sent = deaths, []
+
+        def submit(self, fn, batch, keep):
+            assert fn is remote_score
+            self.sent.append(batch)
+            return Given(("scored", batch), self.deaths.pop(0) if self.deaths else 0)
+
+    cluster = Cluster([1, 0, 0])  # the first batch dies once, then is scored; the second never dies
+    scoring = RemoteScoring(cluster, keep=False)
+    assert scoring.submit(["a"]) == [("scored", ["a"])]
+    assert scoring.submit(["b"]) == [("scored", ["b"])]
+    assert cluster.sent == [["a"], ["a"], ["b"]]
+    doomed = RemoteScoring(Cluster([1, 1, 1]), keep=False)
+    with pytest.raises(WorkerDied):
+        doomed.submit(["c"])
