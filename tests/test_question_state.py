@@ -25,7 +25,7 @@ def test_a_question_leaves_memory_when_its_planned_runs_are_in(tmp_path):
     per_question = 3 * 2  # paraphrases x seeds
     assert len(traces) == 2 * 4 * per_question  # pipelines x questions x runs, in plan order
     (tmp_path / "work").mkdir()
-    auditor = StreamingAudit(Inputs(config).subject(), tmp_path / "work", batch=5)
+    auditor = StreamingAudit(Inputs.from_config(config), tmp_path / "work", batch=5)
     book = auditor.book
     flushed = []
     for n, trace in enumerate(traces, 1):

@@ -166,6 +166,7 @@ def gold_checked(found: GoldCheck, out: IO[str], fmt: str) -> Said:
 def _issues_end(found: Validation | GoldCheck, fmt: str, warnings: Iterable[str]) -> Said:
     """Once the issues are out: the counts (text), the warnings and the problems; exit 3 for
     problems, 1 for error issues."""
+    from ragaudit.checking import GoldCheck
     from ragaudit.render.issues_text import summary
 
     severities = found.severities if isinstance(found, GoldCheck) else None
