@@ -173,6 +173,7 @@ class Trace:
     line: int | None = None
     attempts: int | None = None  # calls it took when a failed call was tried again
     retried: tuple[str, ...] = ()  # the errors of the attempts that failed
+    source: str | None = None  # "spans": joined from production spans (ragaudit ingest); else none
 
     @property
     def key(self) -> RunKey:

@@ -154,7 +154,9 @@ def parse_trace(
     for i, value in enumerate(strings):
         if value is not None and not isinstance(value, str):
             strings[i] = _wrong(errors, f"$.{_TRACE_STRINGS[i]}", "string", value)
-    query, config, retriever_name, retrieved_at = strings
+    query, config, retriever_name, retrieved_at, source = strings
+    if source not in (None, "spans"):
+        source = _wrong(errors, "$.source", '"spans" or null', source)
 
     error = get("error")
     if error is not None and not isinstance(error, str):
@@ -188,10 +190,11 @@ def parse_trace(
         retrieved_at=retrieved_at,
         attempts=attempts,
         retried=retried,
+        source=source,
     )
 
 
-_TRACE_STRINGS = ("query", "config", "retriever_name", "retrieved_at")
+_TRACE_STRINGS = ("query", "config", "retriever_name", "retrieved_at", "source")
 
 
 def _bad(file: str | None, line: int | None, message: str, path: str = "$") -> BadLine:
@@ -460,6 +463,8 @@ def trace_to_dict(t: Trace) -> dict:
             if t.answer.marked
             else [{"seg": s.seg, "text": s.text, "citations": list(s.citations)} for s in t.answer.segments],
         }
+    if t.source is not None:
+        out["source"] = t.source
     if t.attempts is not None:
         out["attempts"] = t.attempts
         out["retried"] = list(t.retried)

@@ -203,6 +203,7 @@ def join_spans(trace_id: str, spans: list[SpanRecord], *, config_name: str | Non
         "retrieved": retrieved,
         "answer": None if answer is None else {"text": answer},
         "error": error,
+        "source": "spans",
     }
     # every value came through a reader that replaced what JSON cannot hold, so no scrub here
     return parse_trace(obj, file=retriever.file, line=retriever.line, notes=tuple(notes))

@@ -27,6 +27,7 @@ class Context:
     # or those of these pipelines (a trace's `config`). They are not asked for one (missing_live_index).
     spans: bool = False
     span_pipelines: frozenset[str] = frozenset()
+    live_index: bool = False  # asked for the live index of every trace (--live-index, [audit] live_index)
 
     @classmethod
     def of(cls, config, corpus: Corpus | None, *, spans: bool = False, live_index: bool = False) -> "Context":
@@ -36,7 +37,7 @@ class Context:
         with `live_index` or the config's [audit] live_index."""
         ask = live_index or bool(config is not None and config.live_index)
         if config is None:
-            return cls(corpus=corpus, spans=spans and not ask)
+            return cls(corpus=corpus, spans=spans and not ask, live_index=ask)
         from_spans = frozenset(
             p.name for p in config.pipelines if p.kind == "replay" and p.options.get("format", "traces") != "traces"
         )
@@ -46,11 +47,16 @@ class Context:
             config.cross_section_whitelist,
             spans and not ask,
             frozenset() if ask else from_spans,
+            ask,
         )
 
     def asks_live_index(self, trace: Trace) -> bool:
-        """Whether a trace without a live index is reported (missing_live_index)."""
-        return not self.spans and trace.config not in self.span_pipelines
+        """Whether a trace without a live index is reported (missing_live_index): a trace joined from
+        spans (read as spans, from a replay pipeline of spans, or written by `ragaudit ingest`) only
+        when asked."""
+        if self.live_index:
+            return True
+        return not self.spans and trace.config not in self.span_pipelines and trace.source != "spans"
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,9 @@ def check_ingested(items, responses, *, config: str | None, trace_ids: set[str],
         issues = validate_trace(trace, Context(corpus=corpus))
         errors = sorted((i.code, i.citation) for i in issues if i.severity == "error")
         assert errors == sorted((f"missing_{f}", p.snippet_id) for p in trace.retrieved for f in NOT_IN_METADATA)
-        assert [i.code for i in issues if i.severity == "warning"] == ["missing_live_index"]
+        assert [i.code for i in issues if i.severity == "warning"] == []  # spans: no live index asked
+        asked = validate_trace(trace, Context(corpus=corpus, live_index=True))
+        assert [i.code for i in asked if i.severity == "warning"] == ["missing_live_index"]
     return traces
 
 

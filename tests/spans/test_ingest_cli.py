@@ -79,6 +79,26 @@ def test_validate_from_spans(span_file, corpus_dir):
     assert missing.exit_code == 3 and "no such file" in missing.output
 
 
+def test_an_ingested_file_read_back_as_traces_is_asked_for_its_live_index_only_when_asked(span_file, tmp_path):
+    out = tmp_path / "ingested.jsonl"
+    assert invoke("ingest", "otlp", span_file, "--out", out).exit_code == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 3 and {line["source"] for line in lines} == {"spans"}
+    plain = json.loads(invoke("validate", out, "--format", "json").output)
+    assert plain["records"] == 3 and "missing_live_index" not in plain["counts"]
+    asked = json.loads(invoke("validate", out, "--format", "json", "--live-index").output)
+    assert asked["counts"]["missing_live_index"] == 3
+    # a trace of a ragaudit run (no source) is asked as always; a source that is not "spans" is an error
+    for line in lines:
+        del line["source"]
+    out.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert json.loads(invoke("validate", out, "--format", "json").output)["counts"]["missing_live_index"] == 3
+    lines[0]["source"] = "otlp"
+    out.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    wrong = json.loads(invoke("validate", out, "--format", "json").output)
+    assert [(i["path"], i["line"]) for i in wrong["issues"] if i["path"] == "$.source"] == [("$.source", 1)]
+
+
 def test_replay_format_is_part_of_the_config_schema(tmp_path):
     pipeline = '[[pipelines]]\nname = "prod"\nkind = "replay"\ntraces = "spans.jsonl"\nformat = "{}"\n'
     config = load_config(write_config(tmp_path, pipeline.format("phoenix")))

@@ -78,8 +78,10 @@ def test_one_trace_per_trace_id_with_every_payload_field(tmp_path, documents, co
             "file:///corpus/policies.md#policies/security/keys",
             len(KEYS_SENTENCE.split()),
         )
-        # everything a payload needs came through: only the absent live index is noted
-        assert [i.code for i in validate_trace(trace, Context(corpus=corpus))] == ["missing_live_index"]
+        # everything a payload needs came through: only the absent live index is noted, when asked
+        assert [i.code for i in validate_trace(trace, Context(corpus=corpus))] == []
+        asked = Context(corpus=corpus, live_index=True)
+        assert [i.code for i in validate_trace(trace, asked)] == ["missing_live_index"]
 
 
 def test_gzip_hex_ids_and_a_whole_document_read_alike(tmp_path, documents):
@@ -235,7 +237,7 @@ def test_genai_retrieval_documents(tmp_path, documents, corpus):
     assert [(p.snippet_id, p.text, p.score_raw) for p in trace.retrieved] == [
         (d["id"], d["content"], d["score"]) for d in documents
     ]
-    assert [i.code for i in validate_trace(trace, Context(corpus=corpus))] == ["missing_live_index"]
+    assert [i.code for i in validate_trace(trace, Context(corpus=corpus, live_index=True))] == ["missing_live_index"]
 
 
 def test_document_text_under_text_and_metadata_as_an_object(tmp_path):

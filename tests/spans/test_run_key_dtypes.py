@@ -97,8 +97,8 @@ def test_ingest_validate_audit_log_and_replay_agree_on_a_pandas_export(tmp_path,
     assert {(t.qid, t.variant, t.seed) for t in traces} == EXPECTED and len(traces) == 4
     assert {t.answer.text for t in traces if t.qid == QID} == {f"At least 14 characters ({v})." for v in VARIANTS}
 
-    # a trace file is asked for its live index; spans only with --live-index
-    from_spans = invoke("validate", "--from", "phoenix", export, "--format", "json", "--live-index")
+    # spans, read as spans or as the traces ingest wrote, are asked for the live index alike
+    from_spans = invoke("validate", "--from", "phoenix", export, "--format", "json")
     from_traces = invoke("validate", out, "--format", "json")
     assert from_spans.exit_code == from_traces.exit_code == 1  # documents without payload metadata
     spans_report, traces_report = json.loads(from_spans.output), json.loads(from_traces.output)
