@@ -552,9 +552,10 @@ class Lazy:
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
-def chromium(width: int, height: int):
-    """A headless Chromium (Selenium) with a window of `width` x `height`, as a context manager;
-    skips when the browser, its driver or selenium is missing, unless RAGAUDIT_REQUIRE_BROWSER=1."""
+def chromium(width: int, height: int, *, browser_logs: bool = False):
+    """A headless Chromium (Selenium) with a window of `width` x `height`, as a context manager
+    (with `browser_logs`, its console log is kept for `get_log("browser")`); skips when the browser,
+    its driver or selenium is missing, unless RAGAUDIT_REQUIRE_BROWSER=1."""
     import contextlib
     import tempfile
 
@@ -588,6 +589,8 @@ def chromium(width: int, height: int):
                 f"--user-data-dir={profile}",
             ):
                 options.add_argument(arg)
+            if browser_logs:
+                options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
             browser = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
             try:
                 yield browser

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -417,50 +414,13 @@ def test_histogram_bins_and_bands():
 
 # ---- in headless Chromium ------------------------------------------------------------------
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-
-
-def _need_browser() -> None:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing.append("the selenium package")
-    if missing:
-        reason = f"headless browser test needs {', '.join(missing)} (Debian: chromium chromium-driver)"
-        if os.environ.get("RAGAUDIT_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason + "; RAGAUDIT_REQUIRE_BROWSER=1")
-        pytest.skip(reason)
-
 
 @pytest.fixture(scope="module")
 def driver():
-    _need_browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    from helpers import chromium
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)  # Debian's build: Selenium Manager never downloads one
-    profile = tempfile.TemporaryDirectory()
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-        f"--user-data-dir={profile.name}",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    try:
+    with chromium(1400, 1000, browser_logs=True) as browser:
         yield browser
-    finally:
-        browser.quit()
-        profile.cleanup()
 
 
 def _click(driver, element) -> None:
