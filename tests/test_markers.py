@@ -19,6 +19,8 @@ FORMS = [
     ("[1, 2]", ["1", "2"]),
     ("[ 1 ; 22 ]", ["1", "22"]),
     ("[1 2]", ["1", "2"]),
+    ("[kb-7 kb-9; faq]", ["kb-7", "kb-9", "faq"]),
+    ("[faq]", ["faq"]),
     ("[^1]", ["^1"]),
     ("[^4^]", ["^4^"]),
     ("[doc:3]", ["doc:3"]),
@@ -43,6 +45,9 @@ def test_each_form_is_one_marker_with_its_ids(marker, ids):
         "[" + "x" * 201 + "]",  # longer than 200 characters
         "[Cl−] ions",  # a character no id has
         "[]",
+        "[see below]",  # words in brackets, separated by blanks alone
+        "[citation needed]",
+        "[Figure 3]",
     ],
 )
 def test_what_is_not_a_marker(text):

@@ -28,10 +28,9 @@ from ragaudit.adapters.common import (
     make_trace,
     payloads_in_order,
     rank,
-    segments,
     url_of,
 )
-from ragaudit.markers import MARKER, marker_ids
+from ragaudit.citing import bound_sentences, inherit
 
 _SOURCE = re.compile(r"\ASource (\d+):\n(.*?)\n?\Z", re.DOTALL)
 
@@ -113,7 +112,10 @@ def from_llamaindex_response(
     **trace: Any,
 ) -> dict:
     """A trace from a query engine's `Response`: its source nodes become the payloads and, for a
-    CitationQueryEngine, each `[k]` in the answer cites the payload of "Source k".
+    CitationQueryEngine, each `[k]` in the answer cites the payload of "Source k". The answer's
+    sentences and the markers that bind to each are read as for any answer with markers (one
+    segment per sentence, as written; a sentence without a marker takes the next one's in its
+    paragraph); a number no source has, or a name no payload has, is kept as written.
 
     Other keyword arguments (`variant`, `seed`, `config`, …) go to `make_trace`.
     """
@@ -128,17 +130,14 @@ def from_llamaindex_response(
     answer = response.response
     if answer is None or not cited:
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
-    pieces, marks, cut, at = [], [], 0, 0
-    for match in MARKER.finditer(answer):
-        numbers = marker_ids(match)
-        if not numbers or not all(n.isdecimal() for n in numbers):
-            continue  # a CitationQueryEngine cites by source number: `[1]`, `[1, 2]`
-        start = match.start() - (answer[match.start() - 1 : match.start()] == " ")  # with the space before it
-        pieces.append(answer[cut:start])
-        at += len(pieces[-1])
-        marks.append((at, at, [cited[int(k)] for k in numbers if int(k) in cited]))
-        cut = match.end()
-    pieces.append(answer[cut:])
-    return make_trace(
-        qid, query, payloads, answer_text=answer, segments=segments("".join(pieces), marks), index=index, **trace
-    )
+    named = {p[key]: p["snippet_id"] for key in ("doc_id", "snippet_id") for p in reversed(payloads) if p.get(key)}
+    sentences = list(bound_sentences(answer))
+    marked = [
+        {
+            "seg": n,
+            "text": s.text,
+            "citations": list(dict.fromkeys(cited.get(int(i), i) if i.isdecimal() else named.get(i, i) for i in ids)),
+        }
+        for n, (s, (ids, _)) in enumerate(zip(sentences, inherit(sentences)), start=1)
+    ]
+    return make_trace(qid, query, payloads, answer_text=answer, segments=marked, index=index, **trace)

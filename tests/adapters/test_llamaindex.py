@@ -154,10 +154,10 @@ def test_citation_query_engine_response_audits_clean():
     assert trace["answer"]["segments"] == [
         {
             "seg": 1,
-            "text": "Every administrator gets two YubiKey 5 hardware keys, rotated every 12 months.",
+            "text": "Every administrator gets two YubiKey 5 hardware keys, rotated every 12 months [1].",
             "citations": [source[1]],
         },
-        {"seg": 2, "text": "Keys are only shipped to the registered home address.", "citations": [source[2]]},
+        {"seg": 2, "text": "Keys are only shipped to the registered home address [2].", "citations": [source[2]]},
     ]
     assert audit(trace) == []
 
@@ -187,10 +187,10 @@ def test_source_numbers_are_read_with_the_one_marker_grammar():
     assert trace["answer"]["segments"] == [
         {
             "seg": 1,
-            "text": "Admin keys are rotated every 12 months.",
+            "text": "Admin keys are rotated every 12 months [1; 2].",
             "citations": [first["snippet_id"], second["snippet_id"]],
         },
-        {"seg": 2, "text": "Keys ship [see below] to the home address.", "citations": [second["snippet_id"]]},
+        {"seg": 2, "text": "Keys ship [see below] to the home address [ 2 ].", "citations": [second["snippet_id"]]},
     ]
 
 

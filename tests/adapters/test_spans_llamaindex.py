@@ -5,7 +5,7 @@ by `ragaudit.spans`: the traces hold what the engine retrieved and answered."""
 import json
 
 import pytest
-from adapter_helpers import PAYLOAD_METADATA, handbook, handbook_nodes, traced_queries
+from adapter_helpers import PAYLOAD_METADATA, handbook, handbook_nodes, keyword_retriever, traced_queries, words
 from helpers import (
     DEMO,
     LENIENT,
@@ -225,3 +225,131 @@ def test_a_citation_engine_answer_cites_the_sources_its_markers_name(tmp_path):
     [example] = model["examples"]
     assert example["held_to_context"] is False
     assert [s["citations"] for s in example["segments"]] == [[named[0]], [named[1]]]
+
+
+def extractive_llm():
+    """A LlamaIndex LLM that answers a CitationQueryEngine prompt from its numbered sources alone:
+    the source sentence sharing most words with the query, its `[n]` after the full stop."""
+    import re
+
+    from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
+    from llama_index.core.llms.callbacks import llm_completion_callback
+
+    def answer(prompt: str) -> str:
+        context, query = prompt.rsplit("\n------\nQuery: ", 1)
+        context = context.rsplit("Below are several numbered sources of information:\n------\n", 1)[1]
+        asked = set(re.findall(r"\w+", query.split("\nAnswer:", 1)[0].lower()))
+        sentences = [
+            (len(asked & set(re.findall(r"\w+", sentence.lower()))), -int(n), sentence, n)
+            for n, chunk in re.findall(r"^Source (\d+):\n(.*?)(?=^Source \d+:\n|\Z)", context, re.DOTALL | re.MULTILINE)
+            for line in chunk.splitlines()
+            if line.strip() and not line.startswith("#")  # not a heading
+            for sentence in re.split(r"(?<=[.!?])\s+", line.strip())
+        ]
+        _, _, sentence, n = max(sentences, default=(0, 0, "I do not know.", None))
+        return f"{sentence} [{n}]" if n else sentence
+
+    class Extractive(CustomLLM):
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(context_window=8192, num_output=256)
+
+        @llm_completion_callback()
+        def complete(self, prompt, formatted=False, **kwargs):
+            return CompletionResponse(text=answer(prompt))
+
+        @llm_completion_callback()
+        def stream_complete(self, prompt, formatted=False, **kwargs):
+            text = answer(prompt)
+            yield CompletionResponse(text=text, delta=text)
+
+    return Extractive()
+
+
+def citation_app():
+    """A CitationQueryEngine app over the handbook as a ragaudit python pipeline, the way the
+    adapter docs write it: `from_llamaindex_response` with a placeholder qid."""
+    import types
+
+    from llama_index.core.query_engine import CitationQueryEngine
+
+    from ragaudit.adapters import IndexInfo, from_llamaindex_response
+
+    engine = CitationQueryEngine(keyword_retriever(handbook_nodes()), llm=extractive_llm())
+    index = IndexInfo(index_hash="sha256:handbook-v1", analyzer="lowercase", embed_model="keywords", store="memory")
+
+    class CitationRAG:
+        def index_info(self):
+            return index
+
+        def run(self, query, *, seed, k):
+            response = engine.query(query)
+            return from_llamaindex_response(
+                response, qid="-", query=query, index=index, sources=handbook(), score_kind="raw"
+            )
+
+    app = types.ModuleType("citation_app")
+    app.engine, app.make_pipeline = engine, CitationRAG
+    return app
+
+
+def test_a_citation_engine_run_live_and_its_otlp_and_phoenix_exports_agree(tmp_path, monkeypatch):
+    """One CitationQueryEngine app, audited three ways against the gold set: run live as a python
+    pipeline, and replayed from its OpenInference spans exported as OTLP JSON and as a Phoenix span
+    dataframe (parquet). The three give the same runs (keys, queries, payloads, citations) and the
+    same verdict, question by question."""
+    import sys
+
+    import llama_index.core
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    monkeypatch.setattr(llama_index.core, "global_tokenizer", words)  # no tiktoken download
+    app = citation_app()
+    monkeypatch.setitem(sys.modules, "citation_app", app)
+    monkeypatch.chdir(tmp_path)
+
+    def audited(name: str, pipeline: str):
+        config = write_config(tmp_path, f'[[pipelines]]\nname = "{name}"\n{pipeline}\n', items=8, seeds="[1]")
+        config.write_text(config.read_text().replace('out = "runs"', f'out = "runs-{name}"'))
+        result = invoke("run", config)
+        assert result.exit_code in (0, 1), result.output
+        run = run_dir_of(result)
+        report = json.loads((run / "report.json").read_text(encoding="utf-8"))
+        by_question = {q["qid"]: (q["stats"]["correct"], q["stats"]["runs"]) for q in report["questions"]}
+        return report["gate"]["verdict"], by_question, read_trace_file(run / "traces.jsonl")
+
+    def seen(traces) -> dict:
+        """Each run as the audit saw it; a payload by where its text lies in the corpus."""
+        runs = {}
+        for t in traces:
+            located = {p.snippet_id: (p.doc_id, p.section_id, p.offsets.start, p.offsets.end) for p in t.retrieved}
+            runs[(t.qid, t.variant, t.seed)] = (
+                t.query,
+                [(*located[p.snippet_id], p.text, p.rev, p.k_pos, p.score_raw) for p in t.retrieved],
+                t.answer.text,
+                [(s.text, sorted(located[c] for c in s.citations)) for s in t.answer.segments],
+            )
+        return runs
+
+    live_verdict, live_correct, live = audited("citation", 'kind = "python"\nfactory = "citation_app:make_pipeline"')
+    assert len(live) == 24 and sum(c for c, _ in live_correct.values()) > 0
+    assert all(s.citations for t in live for s in t.answer.segments)  # every answer cites its [n]
+
+    provider, exporter = span_recorder("citation-rag")
+    tracer = provider.get_tracer("gold-runs")
+    LlamaIndexInstrumentor().instrument(tracer_provider=provider)
+    try:
+        for t in live:  # the same calls, each inside a span naming its gold run
+            key = {"ragaudit.qid": t.qid, "ragaudit.variant": t.variant, "ragaudit.seed": t.seed}
+            with tracer.start_as_current_span("gold run", attributes=key):
+                app.engine.query(t.query)
+    finally:
+        LlamaIndexInstrumentor().uninstrument()
+    spans = exporter.get_finished_spans()
+    (tmp_path / "spans.jsonl").write_text(otlp_line(spans) + "\n")
+    write_phoenix(spans, tmp_path / "spans.parquet")
+
+    for name, form, path in [("otlp", "otlp", "spans.jsonl"), ("phoenix", "phoenix", "spans.parquet")]:
+        verdict, correct, replayed = audited(name, f'kind = "replay"\nformat = "{form}"\ntraces = "{path}"')
+        assert seen(replayed) == seen(live), name
+        assert (verdict, correct) == (live_verdict, live_correct), name
