@@ -624,10 +624,11 @@ def count_corpus_loads(monkeypatch) -> list[Path]:
 class RegexReads:
     """The characters a module's regular expressions are given to read from now on (each call's
     `endpos - pos`, or the whole string): a count of work that, unlike a time, a busy machine does
-    not change. Patterns held in module-level lists and tuples are counted too."""
+    not change; `longest` is the longest text one call was given. Patterns held in module-level
+    lists and tuples are counted too."""
 
     def __init__(self, monkeypatch, module):
-        self.chars = 0
+        self.chars = self.longest = 0
         for name, value in list(vars(module).items()):
             if isinstance(value, re.Pattern):
                 monkeypatch.setattr(module, name, self._counted(value))
@@ -642,7 +643,9 @@ class RegexReads:
                 return getattr(pattern, attr)
 
             def _read(self, string, pos=0, endpos=None):
-                reads.chars += max(0, min(len(string), len(string) if endpos is None else endpos) - pos)
+                read = max(0, min(len(string), len(string) if endpos is None else endpos) - pos)
+                reads.chars += read
+                reads.longest = max(reads.longest, read)
 
             def search(self, string, *span):
                 self._read(string, *span)
