@@ -79,7 +79,7 @@ def _chunks(text: str) -> list[str]:
     return [" ".join(words[i : i + _CHUNK]) for i in range(0, len(words) - _CHUNK + step, step)]
 
 
-@lru_cache(maxsize=64)  # the segments of an answer cite the same snippets, one after another
+@lru_cache(maxsize=16)  # the segments of an answer cite the same snippets, one after another
 def _evidence(cited_texts: tuple[str, ...]) -> _Evidence | None:
     passages = [c for c in (clean(t) for t in cited_texts) if c]
     if not passages:
