@@ -5,6 +5,8 @@ and no module splits sentences its own way."""
 import re
 
 from helpers import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragaudit.text import BLOCK, sentence_spans, sentences
 
@@ -188,3 +190,15 @@ def test_a_sentence_said_many_times_is_looked_for_once_each_time():
     spans = _pysbd_spans(block)
     assert spans == [(4 * i, 4 * i + 4) for i in range(400)]
     assert Block.searches <= 2 * len(spans)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["Hi.", "Hi", "Go!", " ", "  ", "a", "Dr.", "3.5", "?", "\n"]), max_size=40))
+def test_sentences_said_again_are_found_where_pysbd_finds_them(pieces):
+    import pysbd
+
+    from ragaudit.text import _pysbd_spans
+
+    block = "".join(pieces)
+    segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    assert _pysbd_spans(block) == [(s.start, s.end) for s in segmenter.segment(block)]

@@ -384,3 +384,15 @@ def test_reading_a_text_of_many_ranges_grows_linearly_with_its_length(monkeypatc
     small, large = read(200), read(400)
     assert large <= 2.1 * small
     assert small <= 40 * len(sentence * 200)  # a bounded number of reads per character
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["between ", "Between\t", "between\n  ", "x between ", "inbetween ", "between", "betweens ", " ", "", "(between  "],
+)
+def test_between_is_read_just_before_a_range_as_searched_from_the_start(before):
+    import ragaudit.metrics.quantities as quantities
+
+    text = "Kept " + before + "10"
+    at = text.index("10")
+    assert quantities._after_between(text, at) == bool(quantities._BETWEEN.search(text, 0, at))
