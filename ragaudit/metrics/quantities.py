@@ -429,5 +429,5 @@ def hallucinated(segment: str, cited_texts: Sequence[str]) -> list[str]:
     needed = _needed(segment)
     if not needed:
         return []
-    covered: frozenset = frozenset().union(*(_covered_by(t) for t in cited_texts))
-    return [surface for surface, _, needs in needed if not needs & covered]
+    covered = [_covered_by(t) for t in cited_texts]  # looked up in, not joined: a long text covers much
+    return [surface for surface, _, needs in needed if not any(needs & c for c in covered)]
