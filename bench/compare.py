@@ -56,6 +56,7 @@ from ragaudit.comparison import (
     compare_pair,
 )
 from ragaudit.metrics.registry import METRICS
+from ragaudit.model import Question
 
 LIMIT_SECONDS = 30
 
@@ -88,13 +89,18 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
         return System(
             name,
             {
-                f"q{i}": {
-                    "qid": f"q{i}",
-                    "metrics": {
-                        m: (None if m == "support" and missing[i] else float(v[i])) for m, v in metrics.items()
+                f"q{i}": Question.from_json(
+                    {
+                        "pipeline": name,
+                        "qid": f"q{i}",
+                        "metrics": {
+                            m: (None if m == "support" and missing[i] else float(v[i])) for m, v in metrics.items()
+                        },
+                        "lambda": {"state": STATES[states[row, i]]},
+                        "stats": {"runs": 1},
                     },
-                    "lambda": {"state": STATES[states[row, i]]},
-                }
+                    f"$[{i}]",
+                )
                 for i in range(n)
             },
         )
@@ -107,7 +113,7 @@ def paired(reference: System, other: System) -> dict[str, np.ndarray]:
     shared = sorted(set(reference.questions) & set(other.questions))
     out = {}
     for name in COMPARED:
-        pairs = [(reference.questions[q]["metrics"].get(name), other.questions[q]["metrics"].get(name)) for q in shared]
+        pairs = [(reference.questions[q].metrics.get(name), other.questions[q].metrics.get(name)) for q in shared]
         kept = [(a, b) for a, b in pairs if a is not None and b is not None]
         if kept:
             out[name] = np.array([b for _, b in kept]) - np.array([a for a, _ in kept])

@@ -11,7 +11,8 @@ _LINE = re.compile(r"[^\n]+")
 # pysbd's time grows with the square of the text it is given, so a long line goes to it in blocks
 # of about BLOCK characters, cut where a sentence surely ends: after a word of three or more
 # lower-case letters or digits and its full stop, before a capital ("Dr. Smith", "U.S. law" and
-# "e.g. Vault" are never cut). A line without such a place is cut at a space every 4 × BLOCK.
+# "e.g. Vault" are never cut). A line without such a place is cut at its first space between 4 and
+# 8 × BLOCK, and one without a space there either (a run of symbols, a blob of code) at 4 × BLOCK.
 BLOCK = 500
 _SURE_END = re.compile(r"(?<=[a-z0-9]{3}[.!?])\s+(?=[A-Z])")
 _SPACE = re.compile(r"\s+")
@@ -28,11 +29,17 @@ def _blocks(line: str) -> list[tuple[int, int]]:
     """Cuts of `line` into blocks of about BLOCK characters or fewer (see BLOCK); one block when short."""
     cuts, start = [], 0
     while len(line) - start > BLOCK:
-        end = _SURE_END.search(line, start + BLOCK, start + 4 * BLOCK) or _SPACE.search(line, start + 4 * BLOCK)
-        if end is None:
+        end = _SURE_END.search(line, start + BLOCK, start + 4 * BLOCK)
+        if end is None and (space := _SPACE.search(line, start + 4 * BLOCK, start + 8 * BLOCK)) is not None:
+            end = _SPACE.match(line, space.start())  # the whole run of spaces, even past 8 × BLOCK
+        if end is not None:
+            cuts.append((start, end.start()))
+            start = end.end()
+        elif len(line) - start > 8 * BLOCK:
+            cuts.append((start, start + 4 * BLOCK))
+            start += 4 * BLOCK
+        else:
             break
-        cuts.append((start, end.start()))
-        start = end.end()
     cuts.append((start, len(line)))
     return cuts
 
@@ -40,22 +47,26 @@ def _blocks(line: str) -> list[tuple[int, int]]:
 def _pysbd_spans(block: str) -> list[tuple[int, int]]:
     """pysbd's sentences of `block` with their char spans (each sentence and the whitespace after
     it), found as pysbd's `char_span` mode finds them (each sentence's first occurrence ending past
-    the one before) but by plain string search: pysbd compiles a regular expression per sentence."""
+    the one before) but by plain string search: pysbd compiles a regular expression per sentence.
+    pysbd reads a sentence's occurrences from the block's start, one after another; a sentence said
+    again resumes that reading where it stopped rather than from the start."""
     if not block:
         return []
     spans: list[tuple[int, int]] = []
     prior = 0
+    resume: dict[str, int] = {}
     for sentence in _segmenter().processor(block).process():
-        at = 0
+        at = resume.get(sentence, 0)
         while (start := block.find(sentence, at)) >= 0:
             end = start + len(sentence)
             while end < len(block) and block[end].isspace():
                 end += 1
+            at = end if end > start else start + 1
             if end > prior:
                 spans.append((start, end))
                 prior = end
                 break
-            at = end if end > start else start + 1
+        resume[sentence] = at
     return spans
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -618,3 +619,60 @@ def count_corpus_loads(monkeypatch) -> list[Path]:
         if name.split(".")[0] == "ragaudit" and getattr(module, "load_corpus", None) is original:
             monkeypatch.setattr(module, "load_corpus", counting)
     return loads
+
+
+class RegexReads:
+    """The characters a module's regular expressions are given to read from now on (each call's
+    `endpos - pos`, or the whole string): a count of work that, unlike a time, a busy machine does
+    not change; `longest` is the longest text one call was given. Patterns held in module-level
+    lists and tuples are counted too."""
+
+    def __init__(self, monkeypatch, module):
+        self.chars = self.longest = 0
+        for name, value in list(vars(module).items()):
+            if isinstance(value, re.Pattern):
+                monkeypatch.setattr(module, name, self._counted(value))
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(v, re.Pattern) for v in value):
+                monkeypatch.setattr(module, name, type(value)(self._counted(v) for v in value))
+
+    def _counted(self, pattern: re.Pattern):
+        reads = self
+
+        class Counted:
+            def __getattr__(self, attr):
+                return getattr(pattern, attr)
+
+            def _read(self, string, pos=0, endpos=None):
+                read = max(0, min(len(string), len(string) if endpos is None else endpos) - pos)
+                reads.chars += read
+                reads.longest = max(reads.longest, read)
+
+            def search(self, string, *span):
+                self._read(string, *span)
+                return pattern.search(string, *span)
+
+            def match(self, string, *span):
+                self._read(string, *span)
+                return pattern.match(string, *span)
+
+            def fullmatch(self, string, *span):
+                self._read(string, *span)
+                return pattern.fullmatch(string, *span)
+
+            def finditer(self, string, *span):
+                self._read(string, *span)
+                return pattern.finditer(string, *span)
+
+            def findall(self, string, *span):
+                self._read(string, *span)
+                return pattern.findall(string, *span)
+
+            def sub(self, repl, string, count=0):
+                self._read(string)
+                return pattern.sub(repl, string, count)
+
+            def split(self, string, maxsplit=0):
+                self._read(string)
+                return pattern.split(string, maxsplit)
+
+        return Counted()

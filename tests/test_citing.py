@@ -168,3 +168,21 @@ def test_cite_renders_the_markers_as_footnotes(valid_trace):
 
     text = render_trace(read(with_text(valid_trace, "Keys rotate every 12 months. [1] Passwords every 90 days [2].")))
     assert "Keys rotate every 12 months[^1]. Passwords every 90 days[^2]." in text and "[1]" not in text
+
+
+def test_a_run_of_leading_markers_is_read_in_place():
+    """The markers that open a sentence are read where they stand: slicing off the rest of the
+    sentence for each of them made a run of n markers cost n times the sentence."""
+    from ragaudit.citing import _leading_markers
+
+    class Piece(str):
+        copied = 0
+
+        def __getitem__(self, key):
+            part = super().__getitem__(key)
+            Piece.copied += len(part)
+            return part
+
+    piece = Piece(" [1]," * 2_000 + " Keys rotate yearly.")
+    assert _leading_markers(piece) == len(" [1],") * 2_000 - 1  # up to the last marker's end
+    assert Piece.copied <= len(piece)

@@ -3,12 +3,13 @@ classes, λ states, config keys, commands and exit codes are those of the code, 
 nothing in the repository sends a user to a document outside it. When a registry changes, the
 failing test names the rows of docs/reference.md to change."""
 
+import json
 import re
 import tomllib
 from pathlib import Path
 
 import click
-from helpers import REFERENCE, ROOT, backticked, markdown_table
+from helpers import BM25, REFERENCE, ROOT, backticked, invoke, markdown_table, run_dir_of, write_config
 
 from ragaudit import errors
 from ragaudit.cli import main
@@ -220,3 +221,21 @@ def test_the_fix_texts_and_help_texts_point_into_the_repository():
         texts += [getattr(p, "help", None) or "" for p in command.params]
     pointers = [t for t in texts if "§" in t]
     assert pointers and all("docs/reference.md §" in t for t in pointers), pointers
+
+
+def test_the_long_text_example_is_what_a_run_writes(tmp_path):
+    """§1.4's example: a recording whose snippet is its own text 400 times over, replayed through
+    `ragaudit run`, is scored on its first 100,000 characters and says so in issues.jsonl."""
+    recorded = run_dir_of(invoke("run", write_config(tmp_path, BM25, items=1, seeds="[1]"), "--no-gate"))
+    lines = (recorded / "traces.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["retrieved"][0]["text"] = (first["retrieved"][0]["text"] + "\n\n") * 400
+    (tmp_path / "long.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    replay = '[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "long.jsonl"\n'
+    run_dir = run_dir_of(invoke("run", write_config(tmp_path, replay, items=1, seeds="[1]"), "--no-gate"))
+    written = [json.loads(line) for line in (run_dir / "issues.jsonl").read_text().splitlines()]
+    example = re.search(r"<!-- example: text_truncated -->\n```json\n(.*?)\n```", TEXT, re.DOTALL)
+    assert example, "docs/reference.md: the text_truncated example is missing"
+    assert [i for i in written if i["code"] == "text_truncated"] == [json.loads(example.group(1))]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert "text_truncated" in {i["code"] for i in report["issues"]}

@@ -5,6 +5,8 @@ and no module splits sentences its own way."""
 import re
 
 from helpers import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragaudit.text import BLOCK, sentence_spans, sentences
 
@@ -142,3 +144,61 @@ def test_sentence_spans_are_the_ones_pysbd_finds_with_char_spans():
     ]
     for text in texts:
         assert _pysbd_spans(text) == [(s.start, s.end) for s in segmenter.segment(text)], text
+
+
+def test_pysbd_is_given_bounded_blocks_that_hold_each_character_once(monkeypatch):
+    """pysbd's time grows with the square of what it is given: no line reaches it longer than
+    8 × BLOCK, whatever its spaces, and a block is never read twice."""
+    import ragaudit.text as text
+
+    given: list[int] = []
+    segmenter = text._segmenter()
+
+    class Counting:
+        def processor(self, block):
+            given.append(len(block))
+            return segmenter.processor(block)
+
+    monkeypatch.setattr(text, "_segmenter", lambda: Counting())
+    text._line_sentences.cache_clear()
+    lines = [
+        "a?b!" * 5_000,  # sentence ends, no space
+        "x" * 20_000,  # no end, no space
+        ("y" * 3_000 + " ") * 7,  # spaces too far apart to cut at
+        "Keys are rotated every year. " * 700,  # plain prose
+    ]
+    for line in lines:
+        given.clear()
+        sentence_spans(line)
+        assert max(given) <= 8 * BLOCK and sum(given) <= len(line), line[:20]
+    text._line_sentences.cache_clear()
+
+
+def test_a_sentence_said_many_times_is_looked_for_once_each_time():
+    """pysbd's sentences are found in the block by string search; a block of one short sentence said
+    n times once searched from the block's start for each, n²/2 searches in all."""
+    from ragaudit.text import _pysbd_spans
+
+    class Block(str):
+        searches = 0
+
+        def find(self, *args):
+            Block.searches += 1
+            return super().find(*args)
+
+    block = Block("Go. " * 400)
+    spans = _pysbd_spans(block)
+    assert spans == [(4 * i, 4 * i + 4) for i in range(400)]
+    assert Block.searches <= 2 * len(spans)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(["Hi.", "Hi", "Go!", " ", "  ", "a", "Dr.", "3.5", "?", "\n"]), max_size=40))
+def test_sentences_said_again_are_found_where_pysbd_finds_them(pieces):
+    import pysbd
+
+    from ragaudit.text import _pysbd_spans
+
+    block = "".join(pieces)
+    segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    assert _pysbd_spans(block) == [(s.start, s.end) for s in segmenter.segment(block)]

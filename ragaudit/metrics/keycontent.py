@@ -208,13 +208,18 @@ def closest_to_anchor(claim: str, anchor: str, cited_texts: Sequence[str]) -> bo
     bar = overlap(anchor)
     folded = " ".join(anchor.split())
     for text in cited_texts:
-        for unit in sentences(text):
-            flat = " ".join(unit.split())
+        for flat, theirs in _statements(text):
             if flat in folded or folded in flat:
                 continue
-            if overlap(unit) > bar:
+            if theirs and len(mine & theirs) / len(mine | theirs) > bar:
                 return False
     return True
+
+
+@lru_cache(maxsize=64)  # every claim of an answer is weighed against the sentences of the same cited texts
+def _statements(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each sentence of `text`, whitespace folded, with its content stems."""
+    return tuple((" ".join(unit.split()), frozenset(content_stems(unit))) for unit in sentences(text))
 
 
 @dataclass(frozen=True, slots=True)

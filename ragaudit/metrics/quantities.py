@@ -340,7 +340,7 @@ def _scan(text: str, *, words: bool) -> list[Mention]:
             and (
                 _JOIN.fullmatch(masked, left[1], right[0])
                 or _AND.fullmatch(masked, left[1], right[0])
-                and _BETWEEN.search(masked, 0, left[0])
+                and _after_between(masked, left[0])
                 or right[4]
                 and _LIST.fullmatch(masked, left[1], right[0])
             )
@@ -348,6 +348,15 @@ def _scan(text: str, *, words: bool) -> list[Mention]:
             left[3] += " " + right[3].split(" ", 1)[1]
             left[4] = True
     return [Mention(s, e, text[s:e], kind, key) for s, e, kind, key, _ in found]
+
+
+def _after_between(text: str, at: int) -> bool:
+    """Does `text` read "between" and spaces just before `at`? Reads back over those spaces and the
+    word only: searched from the text's start, a text of many ranges would be read once per range."""
+    gap = at
+    while gap > 0 and text[gap - 1].isspace():
+        gap -= 1
+    return _BETWEEN.search(text, max(0, gap - len("between")), at) is not None
 
 
 def mentions(text: str, *, number_words: bool = False) -> list[Mention]:
@@ -420,5 +429,5 @@ def hallucinated(segment: str, cited_texts: Sequence[str]) -> list[str]:
     needed = _needed(segment)
     if not needed:
         return []
-    covered: frozenset = frozenset().union(*(_covered_by(t) for t in cited_texts))
-    return [surface for surface, _, needs in needed if not needs & covered]
+    covered = [_covered_by(t) for t in cited_texts]  # looked up in, not joined: a long text covers much
+    return [surface for surface, _, needs in needed if not any(needs & c for c in covered)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -40,18 +41,34 @@ _CHUNK = 24  # words per fixed-size window: a view of the evidence that does not
 
 
 @dataclass(frozen=True, slots=True)
-class _Pair:
-    raw_segment: str
+class _Evidence:
+    """What the features read of one tuple of cited texts, worked out once however many segments
+    cite it: each segment's work is then its own length, not its evidence's."""
+
     raw_cited: tuple[str, ...]
-    seg: str
-    seg_sents: list[str]
     passages: list[str]
     units: list[str]
     windows: list[str]
     chunks: list[str]
+    stems: frozenset[str]  # content stems of the evidence
+    bigrams: frozenset[tuple[str, str]]
+    tokens: frozenset[str]  # its words, lower-cased
+    caps: frozenset[str]  # its words lower-cased and their stems: what a capitalised name is looked up in
+    window_stems: tuple[frozenset[str], ...]  # content stems of each window
 
     def texts(self) -> list[str]:
-        return [self.seg, *self.seg_sents, *self.passages, *self.units, *self.windows, *self.chunks]
+        return [*self.passages, *self.units, *self.windows, *self.chunks]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    raw_segment: str
+    seg: str
+    seg_sents: list[str]
+    evidence: _Evidence
+
+    def texts(self) -> list[str]:
+        return [self.seg, *self.seg_sents, *self.evidence.texts()]
 
 
 def _chunks(text: str) -> list[str]:
@@ -62,66 +79,97 @@ def _chunks(text: str) -> list[str]:
     return [" ".join(words[i : i + _CHUNK]) for i in range(0, len(words) - _CHUNK + step, step)]
 
 
-def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
-    """The texts to embed for one pair, or None when the segment or its evidence is empty."""
-    seg = clean(segment)
+@lru_cache(maxsize=16)  # the segments of an answer cite the same snippets, one after another
+def _evidence(cited_texts: tuple[str, ...]) -> _Evidence | None:
     passages = [c for c in (clean(t) for t in cited_texts) if c]
-    if not seg or not passages:
+    if not passages:
         return None
     per_text = [units(t) for t in cited_texts]
     ev_units = [u for found in per_text for u in found]
-    windows = [a + " " + b for found in per_text for a, b in zip(found, found[1:])]
-    seg_sents = [s for s in map(clean, sentences(segment)) if len(s.split()) >= 3]
-    return _Pair(
-        segment,
+    windows = [a + " " + b for found in per_text for a, b in zip(found, found[1:])] or ev_units
+    evidence = "\n".join(passages)
+    stems = content_stems(evidence)
+    tokens = frozenset(t.lower() for t in WORD.findall(evidence))
+    return _Evidence(
         tuple(cited_texts),
-        seg,
-        seg_sents or [seg],
         passages,
         ev_units,
-        windows or ev_units,
+        windows,
         [c for p in passages for c in _chunks(p)],
+        frozenset(stems),
+        frozenset(zip(stems, stems[1:])),
+        tokens,
+        tokens | {stem(t) for t in tokens},
+        tuple(frozenset(content_stems(w)) for w in windows),
     )
 
 
-def _recall(needles, haystack: set) -> float:
+def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
+    """The texts to embed for one pair, or None when the segment or its evidence is empty."""
+    seg = clean(segment)
+    if not seg:
+        return None
+    evidence = _evidence(tuple(cited_texts))
+    if evidence is None:
+        return None
+    seg_sents = [s for s in map(clean, sentences(segment)) if len(s.split()) >= 3]
+    return _Pair(segment, seg, seg_sents or [seg], evidence)
+
+
+def _recall(needles, haystack: set | frozenset) -> float:
     needles = list(dict.fromkeys(needles))
     return sum(1 for n in needles if n in haystack) / len(needles) if needles else 1.0
 
 
-def _features(p: _Pair, vec) -> dict[str, float]:
-    seg = vec([p.seg])[0]
-    unit_vectors = vec(p.units)
-    sims = np.sort(unit_vectors @ seg)[::-1]
-    cover = (vec(p.seg_sents) @ unit_vectors.T).max(axis=1)
+@dataclass(frozen=True, slots=True)
+class _Vectors:
+    """The embeddings of one evidence's texts, gathered once."""
 
+    units: np.ndarray
+    windows: np.ndarray
+    passages: np.ndarray
+    chunks: np.ndarray
+
+
+def _features(p: _Pair, vec, ev: _Vectors) -> dict[str, float]:
+    seg = vec([p.seg])[0]
+    sims = np.sort(ev.units @ seg)[::-1]
+    cover = (vec(p.seg_sents) @ ev.units.T).max(axis=1)
+
+    evidence = p.evidence
     seg_stems = content_stems(p.seg)
-    evidence = "\n".join(p.passages)
-    ev_stems = content_stems(evidence)
-    ev_tokens = {t.lower() for t in WORD.findall(evidence)}
+    distinct_stems = list(dict.fromkeys(seg_stems))
     stated = {(m.kind, m.key) for m in mentions(p.raw_segment)}
-    missing = hallucinated(p.raw_segment, p.raw_cited)
+    missing = hallucinated(p.raw_segment, evidence.raw_cited)
     return {
         "cos_max": float(sims[0]),
         "cos_top3": float(sims[:3].mean()),
-        "cos_window": float((vec(p.windows) @ seg).max()),
-        "cos_passage": float((vec(p.passages) @ seg).max()),
+        "cos_window": float((ev.windows @ seg).max()),
+        "cos_passage": float((ev.passages @ seg).max()),
         "cos_mean": float(sims.mean()),
         "cos_cover": float(cover.min()),
-        "cos_chunk": float((vec(p.chunks) @ seg).max()),
-        "word_recall": _recall(seg_stems, set(ev_stems)),
-        "bigram_recall": _recall(zip(seg_stems, seg_stems[1:]), set(zip(ev_stems, ev_stems[1:]))),
-        "local_recall": max(_recall(seg_stems, set(content_stems(w))) for w in p.windows),
-        "caps_recall": _recall(sorted(names(p.seg)), ev_tokens | {stem(t) for t in ev_tokens}),
+        "cos_chunk": float((ev.chunks @ seg).max()),
+        "word_recall": _recall(distinct_stems, evidence.stems),
+        "bigram_recall": _recall(zip(seg_stems, seg_stems[1:]), evidence.bigrams),
+        "local_recall": max(_recall(distinct_stems, stems) for stems in evidence.window_stems),
+        "caps_recall": _recall(sorted(names(p.seg)), evidence.caps),
         "number_recall": 1.0 - len(missing) / len(stated) if stated else 1.0,
-        "lex_overlap": _recall((t.lower() for t in WORD.findall(p.seg)), ev_tokens),
+        "lex_overlap": _recall((t.lower() for t in WORD.findall(p.seg)), evidence.tokens),
     }
 
 
 def _distinct_texts(prepared: list[_Pair | None]) -> list[str]:
     # longest first, as the encoder batches them: a batch pads to its longest text, so similar
-    # lengths side by side waste the least compute
-    distinct = dict.fromkeys(t for p in prepared if p is not None for t in p.texts())
+    # lengths side by side waste the least compute. An evidence cited again adds no text.
+    distinct: dict[str, None] = {}
+    seen: set[int] = set()
+    for p in prepared:
+        if p is None:
+            continue
+        distinct.update(dict.fromkeys([p.seg, *p.seg_sents]))
+        if id(p.evidence) not in seen:
+            seen.add(id(p.evidence))
+            distinct.update(dict.fromkeys(p.evidence.texts()))
     return sorted(distinct, key=len, reverse=True)
 
 
@@ -134,7 +182,14 @@ def _featurise(prepared: list[_Pair | None], encoder: Encoder) -> list[dict[str,
         assert matrix is not None  # asked only for texts of the pairs, which were encoded
         return matrix[[row[t] for t in texts]]
 
-    return [None if p is None else _features(p, vec) for p in prepared]
+    gathered: dict[int, _Vectors] = {}
+
+    def vectors(ev: _Evidence) -> _Vectors:
+        if id(ev) not in gathered:
+            gathered[id(ev)] = _Vectors(vec(ev.units), vec(ev.windows), vec(ev.passages), vec(ev.chunks))
+        return gathered[id(ev)]
+
+    return [None if p is None else _features(p, vec, vectors(p.evidence)) for p in prepared]
 
 
 def texts_to_encode(pairs: Sequence[tuple[str, Sequence[str]]]) -> list[str]:

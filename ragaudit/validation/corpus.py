@@ -133,13 +133,24 @@ def text_difference(expected: str, found: str, start: int, name: str = "text") -
     """Where `name` (a payload's or gold item's text) first departs from the document slice that
     starts at char `start`, with a short window of both around that point: two long texts that
     differ late would otherwise show the same truncated prefix twice."""
-    at = next((i for i, (a, b) in enumerate(zip(expected, found)) if a != b), min(len(expected), len(found)))
+    at = first_difference(expected, found)
     lengths = "" if len(expected) == len(found) else f"; the slice has {len(expected)} chars, the text {len(found)}"
     return (
         f"expected {name} == document slice [{start}, {start + len(expected)}), found a difference at char {at} "
         f"of the slice (document char {start + at}): slice {_window(expected, at)}, text {_window(found, at)}"
         f"{lengths}"
     )
+
+
+def first_difference(a: str, b: str, step: int = 4096) -> int:
+    """Where `a` and `b` first differ (the shorter one's length when one starts the other): compared
+    a slice of `step` characters at a time, then character by character in the slice that differs."""
+    at, shortest = 0, min(len(a), len(b))
+    while at < shortest and a[at : at + step] == b[at : at + step]:
+        at += step
+    while at < shortest and a[at] == b[at]:
+        at += 1
+    return min(at, shortest)
 
 
 def _window(text: str, at: int) -> str:

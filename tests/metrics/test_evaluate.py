@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from helpers import KEYS_SENTENCE, POLICIES
+from helpers import KEYS_SENTENCE, POLICIES, RegexReads
 
 from ragaudit.io.traces import parse_trace
 from ragaudit.metrics.embed import HashingEncoder
@@ -223,3 +223,44 @@ def test_a_text_past_the_cap_is_scored_on_its_prefix_and_noted(valid_trace, corp
     note = whole.notes[0]
     assert (note.severity, note.path, note.citation) == ("warning", "$.retrieved[0].text", "pol-keys-1")
     assert f"found {len(long):,}" in note.message and f"first {len(expected):,}" in note.message
+
+
+def test_no_metric_reads_more_of_a_payload_than_the_cap(valid_trace, corpus, monkeypatch):
+    """Scoring a payload of three times the cap: the splitter, the word and quantity readers and
+    pysbd are never given more than SCORED_CHARS characters at once, and no text past the cap
+    reaches the encoder."""
+    from ragaudit import text
+    from ragaudit.metrics import quantities
+    from ragaudit.metrics.delta_s import SCORED_CHARS
+
+    for cached in (text._line_sentences, text._units, text.names, quantities._scanned, quantities._covered_by):
+        cached.cache_clear()  # read here, not remembered from another test
+    readers = [RegexReads(monkeypatch, text), RegexReads(monkeypatch, quantities)]
+    given: list[int] = []
+    segmenter = text._segmenter()
+    monkeypatch.setattr(text, "_segmenter", lambda: _Counting(segmenter, given))
+    encoded: list[str] = []
+    encoder = HashingEncoder()
+    original = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda texts, **kw: encoded.extend(texts) or original(texts, **kw))
+
+    sentence = "Hardware keys are rotated every 12 months by the security team. "
+    past = "Zebras graze the savanna at 5 am. "
+    trace = copy.deepcopy(valid_trace)
+    trace["retrieved"][0]["text"] = sentence * (SCORED_CHARS // len(sentence) + 1) + past * (
+        2 * SCORED_CHARS // len(past)
+    )
+    scored = evaluate([parse_trace(trace)], [ITEM], corpus, encoder, Settings(), support=SupportScorer(encoder))
+    assert [n.code for n in scored.notes] == ["text_truncated"]
+    assert sum(given) >= 0.99 * SCORED_CHARS  # the prefix is read (but the spaces between blocks) ...
+    assert max(r.longest for r in readers) <= SCORED_CHARS and max(given) <= SCORED_CHARS  # ... nothing longer
+    assert any("Hardware keys" in t for t in encoded) and not any("Zebra" in t for t in encoded)  # nor past it
+
+
+class _Counting:
+    def __init__(self, segmenter, given: list[int]):
+        self.segmenter, self.given = segmenter, given
+
+    def processor(self, block: str):
+        self.given.append(len(block))
+        return self.segmenter.processor(block)

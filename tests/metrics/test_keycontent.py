@@ -89,3 +89,28 @@ def test_a_negated_statement_conflicts_but_a_comparison_does_not():
     assert stated("SMS codes are accepted as a second factor.", key).conflicts == ()
     timed = key_content("Keys are rotated within 12 months.", "When are keys rotated?")
     assert stated("Keys are rotated no later than 12 months.", timed).conflicts == ()
+
+
+def test_claims_weighed_against_one_cited_text_read_it_once(monkeypatch):
+    """Whether a claim is the anchor's statement reads every sentence of its cited texts: their
+    words are read once per text, not once per claim."""
+    from helpers import RegexReads
+
+    from ragaudit import text
+    from ragaudit.metrics import keycontent
+
+    reads = RegexReads(monkeypatch, text)
+    cited = " ".join(f"Clause {i} says hardware keys are rotated every {i} months." for i in range(400))
+    claims = [f"Hardware keys are rotated every {i} weeks." for i in range(20)]
+
+    def read(claims: list[str]) -> int:
+        for cached in (keycontent._statements, text._line_sentences):
+            cached.cache_clear()  # read here, not remembered from another test
+        before = reads.chars
+        for claim in claims:
+            closest_to_anchor(claim, ANCHOR, [cited])
+        return reads.chars - before
+
+    one, twenty = read(claims[:1]), read(claims)
+    assert one > 2 * len(cited)  # the cited text is read whole ...
+    assert twenty - one <= 19 * 100 * len(claims[0])  # ... once: each further claim reads itself

@@ -3,7 +3,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import shared_path
+from helpers import RegexReads, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -364,3 +364,35 @@ def test_a_number_in_three_or_more_groups_is_one_identifier():
     ]
     assert hallucinated("Call 1-1-1 at once.", ["Immediately call 9-1-1."]) == ["1-1-1"]
     assert hallucinated("Wait 10-12 days.", ["It takes 10-12 days."]) == []  # a range stays two numbers
+
+
+def test_reading_a_text_of_many_ranges_grows_linearly_with_its_length(monkeypatch):
+    """Each range "between 10 and 12 days" once looked back for its "between" from the text's start:
+    a text of n ranges was read about n²/2 times over."""
+    import ragaudit.metrics.quantities as quantities
+
+    reads = RegexReads(monkeypatch, quantities)
+    sentence = "Keys rotate between 10 and 12 days on 2024-03-01 for TLS 1.3 at $1,499. "
+
+    def read(copies: int) -> int:
+        before = reads.chars
+        found = quantities._scan(sentence * copies, words=True)
+        assert [m.key for m in found[:2]] == ["10 day", "12 day"]  # the range still shares its unit
+        assert len(found) == 5 * copies
+        return reads.chars - before
+
+    small, large = read(200), read(400)
+    assert large <= 2.1 * small
+    assert small <= 40 * len(sentence * 200)  # a bounded number of reads per character
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["between ", "Between\t", "between\n  ", "x between ", "inbetween ", "between", "betweens ", " ", "", "(between  "],
+)
+def test_between_is_read_just_before_a_range_as_searched_from_the_start(before):
+    import ragaudit.metrics.quantities as quantities
+
+    text = "Kept " + before + "10"
+    at = text.index("10")
+    assert quantities._after_between(text, at) == bool(quantities._BETWEEN.search(text, 0, at))

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import shared_path
+from helpers import RegexReads, shared_path
 
+from ragaudit import text
 from ragaudit.metrics import support
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.metrics.support import (
@@ -240,3 +241,23 @@ def test_real_model_prefers_the_supported_claim():
             ("Hardware keys are rotated every 6 months [1].", evidence),
         ]
     ) == pytest.approx([supported, wrong_number])
+
+
+def test_segments_citing_one_text_read_it_once(monkeypatch):
+    """The features of a segment read its cited texts' words, bigrams and windows: worked out once
+    per cited texts, however many segments of an answer cite them, not once per segment."""
+    reads = RegexReads(monkeypatch, text)
+    evidence = [" ".join(f"Clause {i} says hardware keys are rotated every {i} months." for i in range(400))]
+    segments = [f"Hardware keys are rotated every {i} months by the team." for i in range(20)]
+
+    def read(pairs) -> int:
+        for cached in (support._evidence, text._line_sentences, text._units, text.names):
+            cached.cache_clear()  # read here, not remembered from another test
+        before = reads.chars
+        feature_rows(pairs, HashingEncoder())
+        return reads.chars - before
+
+    one = read([(segments[0], evidence)])
+    twenty = read([(s, evidence) for s in segments])
+    assert one > 10 * len(evidence[0])  # the evidence is read whole ...
+    assert twenty - one <= 19 * 100 * len(segments[0])  # ... once: each further segment reads itself

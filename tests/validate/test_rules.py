@@ -171,6 +171,28 @@ def test_text_mismatch_of_different_lengths_says_so():
     )
 
 
+@pytest.mark.parametrize("step", [1, 3, 4096])
+def test_the_first_difference_is_found_slice_by_slice(step):
+    """A long payload's text is compared with its slice of the document a slice at a time, in C;
+    only the slice that differs is read character by character."""
+    from ragaudit.validation.corpus import first_difference
+
+    def naive(a: str, b: str) -> int:
+        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+    text = "".join(chr(97 + (i * 7) % 26) for i in range(10_000))
+    for a, b in [
+        (text, text),
+        (text, text[:-1]),
+        (text[:5], text),
+        (text, text[:6_000] + "#" + text[6_001:]),
+        (text, "#" + text[1:]),
+        ("", text),
+        (text[:4_096], text[:4_096] + "x"),
+    ]:
+        assert first_difference(a, b, step) == naive(a, b) == first_difference(b, a, step)
+
+
 def test_pipeline_error_aborts_other_checks(mutate, corpus):
     trace = mutate(lambda t: t.update(error="crashed"))
     assert codes_of(trace, corpus) == ["pipeline_error"]
