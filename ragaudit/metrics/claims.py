@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ragaudit.citing import bound_sentences as _sentences
 from ragaudit.citing import inherit as _inherit
 from ragaudit.markers import MARKER
+from ragaudit.metrics.memo import LONGEST
 from ragaudit.text import STOPWORDS
 from ragaudit.types import Answer, Segment
 
@@ -55,6 +57,16 @@ def claims_of(answer: Answer | None) -> list[Claim]:
     """The claims of an answer, in order (docs/reference.md §3)."""
     if answer is None:
         return []
+    size = len(answer.raw or "") + len(answer.text or "") + sum(len(s.text) for s in answer.segments)
+    return list(_claims(answer) if size > LONGEST else _claims_memo(answer))
+
+
+@lru_cache(maxsize=1 << 14)  # the seeds and variants of a question often give the same answer
+def _claims_memo(answer: Answer) -> tuple[Claim, ...]:
+    return tuple(_claims(answer))
+
+
+def _claims(answer: Answer) -> list[Claim]:
     claims: list[Claim] = []
     if answer.marked:
         for segment in answer.segments:
