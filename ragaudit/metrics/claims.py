@@ -18,12 +18,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ragaudit.citing import bound_sentences as _sentences
 from ragaudit.citing import inherit as _inherit
 from ragaudit.markers import MARKER
-from ragaudit.metrics.memo import LONGEST
+from ragaudit.metrics.memo import LONGEST, Memo
 from ragaudit.text import STOPWORDS
 from ragaudit.types import Answer, Segment
 
@@ -58,11 +57,15 @@ def claims_of(answer: Answer | None) -> list[Claim]:
     if answer is None:
         return []
     size = len(answer.raw or "") + len(answer.text or "") + sum(len(s.text) for s in answer.segments)
-    return list(_claims(answer) if size > LONGEST else _claims_memo(answer))
+    if size > LONGEST:
+        return _claims(answer)
+    return list(_CLAIMS.get(answer, _claim_tuple, answer))
 
 
-@lru_cache(maxsize=1 << 14)  # the seeds and variants of a question often give the same answer
-def _claims_memo(answer: Answer) -> tuple[Claim, ...]:
+_CLAIMS: Memo[tuple[Claim, ...]] = Memo(1 << 14)  # the seeds and variants of a question often give the same answer
+
+
+def _claim_tuple(answer: Answer) -> tuple[Claim, ...]:
     return tuple(_claims(answer))
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ragaudit.errors import RagauditError, require
 from ragaudit.io.files import HASH_VERSION, folder_digest
-from ragaudit.metrics.memo import LONGEST, Memo
+from ragaudit.metrics.memo import LONGEST, Memo, on_forget
 from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -168,7 +168,7 @@ def _piece_codes(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | No
     memo = _pieces_by_dim.get(dim)
     if memo is None:
         memo = _pieces_by_dim.setdefault(dim, Memo(PIECES))
-    return memo.get(piece, lambda: _grams_of(piece, dim))
+    return memo.get(piece, _grams_of, piece, dim)
 
 
 def _grams_of(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]:
@@ -181,6 +181,7 @@ def _grams_of(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]
 
 GRAM_CODES = 1 << 18  # grams whose slot is remembered (per dimension), forgotten all at once beyond
 _codes_by_dim: dict[int, dict[str, int]] = {}
+on_forget(_codes_by_dim.clear)
 
 
 def _gram_codes(grams: list[str], dim: int) -> list[int]:

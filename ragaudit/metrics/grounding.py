@@ -18,7 +18,6 @@ across batches (`memo.py`): the runs of a question repeat the same claims over t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.claims import Claim, claims_of
@@ -32,7 +31,7 @@ from ragaudit.metrics.keycontent import (
     stated,
     words_to_prepare,
 )
-from ragaudit.metrics.memo import LONGEST, memo_of
+from ragaudit.metrics.memo import LONGEST, Memo, memo_of
 from ragaudit.metrics.quantities import hallucinated
 
 STATED_MEMO = 1 << 16  # (claim, key, about) judgements remembered per encoder
@@ -183,12 +182,14 @@ def _missed(claim: str, covering: list[str]) -> tuple[str, ...]:
     """The claim's quantities that none of `covering` holds (`quantities.hallucinated`)."""
     texts = tuple(covering)
     if len(claim) + sum(map(len, texts)) > LONGEST:
-        return tuple(hallucinated(claim, texts))
-    return _missed_memo(claim, texts)
+        return _missing(claim, texts)
+    return _MISSED.get((claim, texts), _missing, claim, texts)
 
 
-@lru_cache(maxsize=1 << 15)
-def _missed_memo(claim: str, texts: tuple[str, ...]) -> tuple[str, ...]:
+_MISSED: Memo[tuple[str, ...]] = Memo(1 << 15)
+
+
+def _missing(claim: str, texts: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(hallucinated(claim, texts))
 
 
@@ -198,7 +199,7 @@ def _against(
     if memo is None or len(claim) > LONGEST:
         found = stated(claim, key, vectors, about=about)
     else:  # a pure function of the claim, the key and the encoder's word vectors
-        found = memo.get((claim, key, about), lambda: stated(claim, key, vectors, about=about))
+        found = memo.get((claim, key, about), _stated, claim, key, vectors, about)
     if found.conflicts:
         return "conflicts", anchor_support, found
     ok = (
@@ -208,6 +209,10 @@ def _against(
         and (not key.mentions or any(m.surface not in found.missing for m in key.mentions))
     )
     return ("states" if ok else "other"), anchor_support, found
+
+
+def _stated(claim: str, key: KeyContent, vectors, about: bool) -> Stated:
+    return stated(claim, key, vectors, about=about)
 
 
 def _rank(found: tuple[str, float | None, Stated]) -> tuple:

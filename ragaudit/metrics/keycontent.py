@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from ragaudit.metrics.claims import DISCOURSE
-from ragaudit.metrics.memo import LONGEST
+from ragaudit.metrics.memo import LONGEST, Memo
 from ragaudit.metrics.quantities import Mention, holds, mentions
 from ragaudit.text import WORD, clean, content_stems, names, sentences, stem
 
@@ -201,12 +201,10 @@ def closest_to_anchor(claim: str, anchor: str, cited_texts: Sequence[str]) -> bo
     cited = tuple(cited_texts)
     if len(claim) + len(anchor) + sum(map(len, cited)) > LONGEST:
         return _closest(claim, anchor, cited)
-    return _closest_memo(claim, anchor, cited)
+    return _CLOSEST.get((claim, anchor, cited), _closest, claim, anchor, cited)
 
 
-@lru_cache(maxsize=1 << 15)  # a question's runs cite the same snippets with the same claims
-def _closest_memo(claim: str, anchor: str, cited_texts: tuple[str, ...]) -> bool:
-    return _closest(claim, anchor, cited_texts)
+_CLOSEST: Memo[bool] = Memo(1 << 15)  # a question's runs cite the same snippets with the same claims
 
 
 def _closest(claim: str, anchor: str, cited_texts: Sequence[str]) -> bool:
