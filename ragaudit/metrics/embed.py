@@ -126,22 +126,26 @@ class HashingEncoder:
         # row normalised as a float32 vector. A text is read paragraph by paragraph: the joins of
         # retrieved texts that ΔS compares repeat the same paragraphs run after run, and the grams
         # of a join are its paragraphs' grams and the bigram across each break between them.
-        codes: list[np.ndarray] = []
-        lengths: list[int] = []
-        for text in texts:
-            before = len(codes)
+        pieces: list[np.ndarray] = []  # each paragraph's codes, and the row each counts in
+        owners: list[int] = []
+        breaks: list[str] = []  # the bigrams across paragraph breaks, and their rows
+        broken: list[int] = []
+        for row, text in enumerate(texts):
             last = None
             for piece in text.split(JOIN) if JOIN in text else (text,):
                 first, piece_codes, end = _piece_codes(piece, self.dim)
                 if first is None:
                     continue
                 if last is not None:
-                    codes.append(np.asarray(_gram_codes([last + " " + first], self.dim), dtype=np.int64))
-                codes.append(piece_codes)
+                    breaks.append(last + " " + first)
+                    broken.append(row)
+                pieces.append(piece_codes)
+                owners.append(row)
                 last = end
-            lengths.append(sum(len(c) for c in codes[before:]))
-        signed = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
-        rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+        signed = np.concatenate([*pieces, np.asarray(_gram_codes(breaks, self.dim), dtype=np.int64)])
+        rows = np.concatenate(
+            [np.repeat(np.asarray(owners, dtype=np.int64), [len(c) for c in pieces]), np.asarray(broken, dtype=np.int64)]
+        )
         counts = np.bincount(
             rows * self.dim + np.abs(signed) - 1,
             weights=np.sign(signed).astype(np.float64),
@@ -271,6 +275,8 @@ class CachedEncoder:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # a cache: a power cut may cost the last vectors written (never the file), not a sync a call
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))"
         )
