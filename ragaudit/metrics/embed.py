@@ -144,7 +144,10 @@ class HashingEncoder:
                 last = end
         signed = np.concatenate([*pieces, np.asarray(_gram_codes(breaks, self.dim), dtype=np.int64)])
         rows = np.concatenate(
-            [np.repeat(np.asarray(owners, dtype=np.int64), [len(c) for c in pieces]), np.asarray(broken, dtype=np.int64)]
+            [
+                np.repeat(np.asarray(owners, dtype=np.int64), [len(c) for c in pieces]),
+                np.asarray(broken, dtype=np.int64),
+            ]
         )
         counts = np.bincount(
             rows * self.dim + np.abs(signed) - 1,
