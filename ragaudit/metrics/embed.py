@@ -181,9 +181,9 @@ def _piece_codes(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | No
 def _grams_of(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]:
     words = piece.lower().split()
     if not words:
-        return None, np.zeros(0, dtype=np.int64), None
+        return None, np.zeros(0, dtype=np.int32), None
     grams = words + [a + " " + b for a, b in zip(words, words[1:])]
-    return words[0], np.asarray(_gram_codes(grams, dim), dtype=np.int64), words[-1]
+    return words[0], np.asarray(_gram_codes(grams, dim), dtype=np.int32), words[-1]
 
 
 GRAM_CODES = 1 << 18  # grams whose slot is remembered (per dimension), forgotten all at once beyond
