@@ -18,7 +18,7 @@ import orjson
 from ragaudit.citing import cite_markers
 from ragaudit.errors import describe
 from ragaudit.io.jsonfiles import JsonLines
-from ragaudit.io.jsonl import BadLine, dump_line, scrub
+from ragaudit.io.jsonl import BadLine, dump_plain_line, scrub
 from ragaudit.types import (
     REQUIRED_PAYLOAD_FIELDS,
     TRACE_SCHEMA,
@@ -483,33 +483,4 @@ def trace_to_dict(t: Trace) -> dict:
 
 
 def dump_trace(t: Trace) -> str:
-    """The trace as one line of traces.jsonl, byte for byte what `dump_line` writes."""
-    out = trace_to_dict(t)
-    if _plain(out):  # orjson writes such a value as json.dumps does, several times faster
-        try:
-            return orjson.dumps(out, option=orjson.OPT_SORT_KEYS).decode()
-        except orjson.JSONEncodeError:  # a lone surrogate, say: the one writer decides
-            pass
-    return dump_line(out)
-
-
-def _plain(value: dict | list) -> bool:
-    """Does `value` hold only str keys, strs, bools, None, ints of 64 bits and floats that orjson
-    and json.dumps write alike (0, or finite of magnitude in [1e-4, 1e16), where neither uses an
-    exponent)? Exact types only: anything else goes to the one writer."""
-    for v in value.values() if type(value) is dict else value:
-        kind = type(v)
-        if kind is str or v is None or kind is bool:
-            continue
-        if kind is float:
-            if not (v == 0.0 or 1e-4 <= abs(v) < 1e16):
-                return False
-        elif kind is int:
-            if not -(2**63) <= v < 2**63:
-                return False
-        elif kind is dict or kind is list:
-            if not _plain(v):
-                return False
-        else:
-            return False
-    return type(value) is not dict or all(type(k) is str for k in value)
+    return dump_plain_line(trace_to_dict(t))
