@@ -12,7 +12,6 @@ from ragaudit.metrics import memo
 from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.metrics.evaluate import Settings, score_runs
 from ragaudit.metrics.support import SupportScorer
-from ragaudit.text import _line_sentences, _units, names
 from ragaudit.types import Anchor, GoldItem, Span
 
 ADMINS = "Administrators keep two registered keys."
@@ -65,19 +64,13 @@ def scored(traces, corpus, encoder) -> str:
     return json.dumps([result.runs, [n.to_dict() for n in result.notes]], sort_keys=True, default=repr)
 
 
-def cold() -> None:
-    memo.forget()
-    for cache in (_line_sentences, _units, names):
-        cache.cache_clear()
-
-
 def test_a_run_scores_the_same_with_a_cold_a_warm_and_an_evicting_memo(valid_trace, corpus, monkeypatch):
     traces = runs(valid_trace)
     encoder = HashingEncoder()
     with monkeypatch.context() as none:  # no memo at all: every value computed where it is asked for
         none.setattr(memo.Memo, "get", lambda self, key, compute, *args: compute(*args))
         unremembered = scored(traces, corpus, encoder)
-    cold()
+    memo.forget()
     first = scored(traces, corpus, encoder)
     assert first == unremembered
     hits = {id(m): m.hits for m in memo.every()}
@@ -90,7 +83,7 @@ def test_a_run_scores_the_same_with_a_cold_a_warm_and_an_evicting_memo(valid_tra
         scored([t], corpus, HashingEncoder()) for t in traces
     )
 
-    cold()
+    memo.forget()
     for m in memo.every():
         monkeypatch.setattr(m, "size", 1)  # every memo forgets all but its last value
     monkeypatch.setattr("ragaudit.metrics.embed.GRAM_CODES", 1)
