@@ -29,7 +29,7 @@ from ragaudit.metrics.registry import AVERAGED
 from ragaudit.model import Aborted, Baseline, Gate, PipelineResult, Report
 from ragaudit.plan import PlanIndex
 from ragaudit.types import GoldItem, Issue, Trace
-from ragaudit.validation import validate_trace
+from ragaudit.validation import validate_traces
 from ragaudit.validation.snippets import SnippetSpans
 
 MISSING_RUN = "no run recorded: the run was interrupted or its pipeline was stopped"
@@ -71,7 +71,7 @@ def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Tra
     """Validate and score one batch of runs: a pure function of its inputs, so a batch can be
     scored anywhere (this process, another one, another machine) and folded in later."""
     ctx = subject.context
-    issues = [found for trace in batch for found in validate_trace(trace, ctx)]
+    issues = validate_traces(batch, ctx)
     scored = score_runs(batch, gold, subject.corpus, subject.encoder, settings, subject.support)
     issues += scored.notes
     by_key = {(t.config, t.qid, t.variant, t.seed): t for t in batch}

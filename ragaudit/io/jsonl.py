@@ -392,3 +392,36 @@ def dump_line(value: Any) -> str:
     """One JSON line, keys sorted, no trailing newline. Raises ValueError rather than write NaN
     or Infinity, which no JSON reader accepts."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dump_plain_line(value: dict) -> str:
+    """`dump_line(value)`, byte for byte, written by orjson (several times faster) when the value
+    is one orjson writes alike (`_plain`): a trace line, say."""
+    if _plain(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate, say: the one writer decides
+            pass
+    return dump_line(value)
+
+
+def _plain(value: dict | list) -> bool:
+    """Does `value` hold only str keys, strs, bools, None, ints of 64 bits and floats that orjson
+    and json.dumps write alike (0, or finite of magnitude in [1e-4, 1e16), where neither uses an
+    exponent)? Exact types only: anything else goes to the one writer."""
+    for v in value.values() if type(value) is dict else value:
+        kind = type(v)
+        if kind is str or v is None or kind is bool:
+            continue
+        if kind is float:
+            if not (v == 0.0 or 1e-4 <= abs(v) < 1e16):
+                return False
+        elif kind is int:
+            if not -(2**63) <= v < 2**63:
+                return False
+        elif kind is dict or kind is list:
+            if not _plain(v):
+                return False
+        else:
+            return False
+    return type(value) is not dict or all(type(k) is str for k in value)

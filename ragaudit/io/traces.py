@@ -18,7 +18,7 @@ import orjson
 from ragaudit.citing import cite_markers
 from ragaudit.errors import describe
 from ragaudit.io.jsonfiles import JsonLines
-from ragaudit.io.jsonl import BadLine, dump_line, scrub
+from ragaudit.io.jsonl import BadLine, dump_plain_line, scrub
 from ragaudit.types import (
     REQUIRED_PAYLOAD_FIELDS,
     TRACE_SCHEMA,
@@ -483,4 +483,4 @@ def trace_to_dict(t: Trace) -> dict:
 
 
 def dump_trace(t: Trace) -> str:
-    return dump_line(trace_to_dict(t))
+    return dump_plain_line(trace_to_dict(t))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ragaudit.citing import bound_sentences as _sentences
 from ragaudit.citing import inherit as _inherit
 from ragaudit.markers import MARKER
+from ragaudit.metrics.memo import LONGEST, Memo
 from ragaudit.text import STOPWORDS
 from ragaudit.types import Answer, Segment
 
@@ -55,6 +56,20 @@ def claims_of(answer: Answer | None) -> list[Claim]:
     """The claims of an answer, in order (docs/reference.md §3)."""
     if answer is None:
         return []
+    size = len(answer.raw or "") + len(answer.text or "") + sum(len(s.text) for s in answer.segments)
+    if size > LONGEST:
+        return _claims(answer)
+    return list(_CLAIMS.get(answer, _claim_tuple, answer))
+
+
+_CLAIMS: Memo[tuple[Claim, ...]] = Memo(1 << 14)  # the seeds and variants of a question often give the same answer
+
+
+def _claim_tuple(answer: Answer) -> tuple[Claim, ...]:
+    return tuple(_claims(answer))
+
+
+def _claims(answer: Answer) -> list[Claim]:
     claims: list[Claim] = []
     if answer.marked:
         for segment in answer.segments:

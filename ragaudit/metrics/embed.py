@@ -13,7 +13,6 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from ragaudit.errors import RagauditError, require
 from ragaudit.io.files import HASH_VERSION, folder_digest
+from ragaudit.metrics.memo import LONGEST, Memo, on_forget
 from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -122,20 +122,90 @@ class HashingEncoder:
         self.model_id = f"hashing-{dim}"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # The signed counts of every text at once (whole numbers: exact in any order), then each
+        # row normalised as a float32 vector. A text is read paragraph by paragraph: the joins of
+        # retrieved texts that ΔS compares repeat the same paragraphs run after run, and the grams
+        # of a join are its paragraphs' grams and the bigram across each break between them.
+        pieces: list[np.ndarray] = []  # each paragraph's codes, and the row each counts in
+        owners: list[int] = []
+        breaks: list[str] = []  # the bigrams across paragraph breaks, and their rows
+        broken: list[int] = []
         for row, text in enumerate(texts):
-            words = text.lower().split()
-            vector = out[row]
-            for gram in words + [a + " " + b for a, b in zip(words, words[1:])]:
-                at, sign = _gram_slot(gram, self.dim)
-                vector[at] += sign
+            last = None
+            for piece in text.split(JOIN) if JOIN in text else (text,):
+                first, piece_codes, end = _piece_codes(piece, self.dim)
+                if first is None:
+                    continue
+                if last is not None:
+                    breaks.append(last + " " + first)
+                    broken.append(row)
+                pieces.append(piece_codes)
+                owners.append(row)
+                last = end
+        signed = np.concatenate([*pieces, np.asarray(_gram_codes(breaks, self.dim), dtype=np.int64)])
+        rows = np.concatenate(
+            [
+                np.repeat(np.asarray(owners, dtype=np.int64), [len(c) for c in pieces]),
+                np.asarray(broken, dtype=np.int64),
+            ]
+        )
+        counts = np.bincount(
+            rows * self.dim + np.abs(signed) - 1,
+            weights=np.sign(signed).astype(np.float64),
+            minlength=len(texts) * self.dim,
+        )
+        out = counts.astype(np.float32).reshape(len(texts), self.dim)
+        for vector in out:
             norm = np.linalg.norm(vector)
             if norm > 0:
                 vector /= norm
         return out
 
 
-@lru_cache(maxsize=1 << 18)  # words and bigrams recur across texts: each is hashed once
+JOIN = "\n\n"  # how ΔS joins texts (`delta_s.JOIN`): a text is hashed paragraph by paragraph
+PIECES = 1 << 15  # paragraphs whose gram codes are remembered (per dimension)
+_pieces_by_dim: dict[int, Memo] = {}
+
+
+def _piece_codes(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]:
+    """(first word, the codes of every word and bigram, last word) of one paragraph, lower-cased;
+    (None, [], None) when it has no word."""
+    if len(piece) > LONGEST:
+        return _grams_of(piece, dim)
+    memo = _pieces_by_dim.get(dim)
+    if memo is None:
+        memo = _pieces_by_dim.setdefault(dim, Memo(PIECES))
+    return memo.get(piece, _grams_of, piece, dim)
+
+
+def _grams_of(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]:
+    words = piece.lower().split()
+    if not words:
+        return None, np.zeros(0, dtype=np.int32), None
+    grams = words + [a + " " + b for a, b in zip(words, words[1:])]
+    return words[0], np.asarray(_gram_codes(grams, dim), dtype=np.int32), words[-1]
+
+
+GRAM_CODES = 1 << 18  # grams whose slot is remembered (per dimension), forgotten all at once beyond
+_codes_by_dim: dict[int, dict[str, int]] = {}
+on_forget(_codes_by_dim.clear)
+
+
+def _gram_codes(grams: list[str], dim: int) -> list[int]:
+    """Each gram's slot and sign in one number, ±(slot + 1); words and bigrams recur across texts,
+    so each is hashed once while it is remembered."""
+    known = _codes_by_dim.setdefault(dim, {})
+    codes = list(map(known.get, grams))
+    if None in codes:
+        if len(known) > GRAM_CODES:
+            known.clear()
+        for i, code in enumerate(codes):
+            if code is None:
+                at, sign = _gram_slot(grams[i], dim)
+                codes[i] = known[grams[i]] = (at + 1) if sign > 0 else -(at + 1)
+    return codes  # type: ignore[return-value]  # every None was filled
+
+
 def _gram_slot(gram: str, dim: int) -> tuple[int, float]:
     digest = hashlib.blake2b(gram.strip(".,;:!?()[]\"'").encode(), digest_size=8).digest()
     h = int.from_bytes(digest, "little")
@@ -208,6 +278,8 @@ class CachedEncoder:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # a cache: a power cut may cost the last vectors written (never the file), not a sync a call
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))"
         )

@@ -11,6 +11,8 @@
   quantity or negates the anchor; `other` for any other fact, which is never a fault in itself.
 
 Support is scored once per distinct (claim, texts) pair of the batch, in one call to the scorer.
+What a claim states of a key, and the quantities it lacks in its cited texts, are remembered
+across batches (`memo.py`): the runs of a question repeat the same claims over the same snippets.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from ragaudit.metrics.keycontent import (
     stated,
     words_to_prepare,
 )
+from ragaudit.metrics.memo import LONGEST, Memo, memo_of
 from ragaudit.metrics.quantities import hallucinated
+
+STATED_MEMO = 1 << 16  # (claim, key, about) judgements remembered per encoder
 
 GROUNDING = ("supported", "unsupported", "uncited")
 ANCHOR = ("states", "conflicts", "other")
@@ -134,13 +139,14 @@ def judge_claims(
             plan.append((claim, [*cited, given], at, against))
         plans.append(plan)
     scores = pairs.score(support)
-    vectors.prepare(words)
+    vectors.prepare(words)  # every word, remembered judgement or not: a memo may forget one meanwhile
+    memo = memo_of(encoder, "stated", STATED_MEMO)
     out = []
     for plan in plans:
         judged = []
         for claim, covering, at, against in plan:
             score = None if at is None else scores[at]
-            missed = tuple(hallucinated(claim.text, covering)) if claim.citations else ()
+            missed = _missed(claim.text, covering) if claim.citations else ()
             if not claim.citations:
                 grounding = "uncited"
             elif score is not None and score >= support_threshold and not missed:
@@ -149,7 +155,7 @@ def judge_claims(
                 grounding = "unsupported"
             best = None
             for key, about, pair in against or ():
-                found = _against(claim.text, key, about, scores[pair], vectors, bars)
+                found = _against(claim.text, key, about, scores[pair], vectors, bars, memo)
                 if best is None or _rank(found) > _rank(best):
                     best = found
             judged.append(
@@ -172,10 +178,28 @@ def judge_claims(
     return out
 
 
+def _missed(claim: str, covering: list[str]) -> tuple[str, ...]:
+    """The claim's quantities that none of `covering` holds (`quantities.hallucinated`)."""
+    texts = tuple(covering)
+    if len(claim) + sum(map(len, texts)) > LONGEST:
+        return _missing(claim, texts)
+    return _MISSED.get((claim, texts), _missing, claim, texts)
+
+
+_MISSED: Memo[tuple[str, ...]] = Memo(1 << 15)
+
+
+def _missing(claim: str, texts: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(hallucinated(claim, texts))
+
+
 def _against(
-    claim: str, key: KeyContent, about: bool, anchor_support: float | None, vectors, bars: Bars
+    claim: str, key: KeyContent, about: bool, anchor_support: float | None, vectors, bars: Bars, memo=None
 ) -> tuple[str, float | None, Stated]:
-    found = stated(claim, key, vectors, about=about)
+    if memo is None or len(claim) > LONGEST:
+        found = stated(claim, key, vectors, about=about)
+    else:  # a pure function of the claim, the key and the encoder's word vectors
+        found = memo.get((claim, key, about), _stated, claim, key, vectors, about)
     if found.conflicts:
         return "conflicts", anchor_support, found
     ok = (
@@ -185,6 +209,10 @@ def _against(
         and (not key.mentions or any(m.surface not in found.missing for m in key.mentions))
     )
     return ("states" if ok else "other"), anchor_support, found
+
+
+def _stated(claim: str, key: KeyContent, vectors, about: bool) -> Stated:
+    return stated(claim, key, vectors, about=about)
 
 
 def _rank(found: tuple[str, float | None, Stated]) -> tuple:

@@ -37,6 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from ragaudit.metrics.claims import DISCOURSE
+from ragaudit.metrics.memo import LONGEST, Memo
 from ragaudit.metrics.quantities import Mention, holds, mentions
 from ragaudit.text import WORD, clean, content_stems, names, sentences, stem
 
@@ -197,6 +198,16 @@ def _unstated(items: KeyContent, text: str, vectors: WordVectors | None) -> list
 def closest_to_anchor(claim: str, anchor: str, cited_texts: Sequence[str]) -> bool:
     """Is the anchor, of all the sentences of the cited texts, the one that shares the most content
     words with the claim (ties going to the anchor)?"""
+    cited = tuple(cited_texts)
+    if len(claim) + len(anchor) + sum(map(len, cited)) > LONGEST:
+        return _closest(claim, anchor, cited)
+    return _CLOSEST.get((claim, anchor, cited), _closest, claim, anchor, cited)
+
+
+_CLOSEST: Memo[bool] = Memo(1 << 15)  # a question's runs cite the same snippets with the same claims
+
+
+def _closest(claim: str, anchor: str, cited_texts: Sequence[str]) -> bool:
     mine = set(content_stems(claim))
     if not mine:
         return False

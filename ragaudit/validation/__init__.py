@@ -7,6 +7,7 @@ from ragaudit.validation.engine import (
     aborted_pipelines,
     parity_failure,
     validate_trace,
+    validate_traces,
 )
 from ragaudit.validation.registry import RULES, Context, Rule
 
@@ -20,4 +21,5 @@ __all__ = [
     "aborted_pipelines",
     "parity_failure",
     "validate_trace",
+    "validate_traces",
 ]

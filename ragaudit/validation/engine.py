@@ -39,6 +39,12 @@ def validate_trace(trace: Trace, ctx: Context = Context()) -> list[Issue]:
     return _check(trace, ctx, _plan(ctx))
 
 
+def validate_traces(traces: Iterable[Trace], ctx: Context = Context()) -> list[Issue]:
+    """Every issue of each trace, in order; the checks are chosen once for all of them."""
+    plan = _plan(ctx)
+    return [found for trace in traces for found in _check(trace, ctx, plan)]
+
+
 def _check(trace: Trace, ctx: Context, plan) -> list[Issue]:
     aborting, rest, after_abort = plan
     found: list[Issue] = []

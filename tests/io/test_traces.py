@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import orjson
@@ -189,3 +190,32 @@ def test_every_payload_field_lands_in_its_own_attribute(valid_trace):
     raw["doc_id"] = 3
     payload = parse_trace(valid_trace).retrieved[0]
     assert payload.missing == {"rev", "tokens"} and payload.doc_id is None
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"score_raw": 7.579544029403025e-05, "score_norm": 1e-07},  # json.dumps writes an exponent, orjson need not
+        {"score_raw": 1e16, "rerank_score": 1.2345678901234568e17},
+        {"score_raw": 1e-4, "score_norm": 0.0, "rerank_score": -0.0},
+        {"tokens": 2**70},  # beyond 64 bits
+        {"text": "keys \ud800 rotate"},  # a lone surrogate
+        {"text": "ΟΔΟΣ \u2028 \x00 \x7f é 😀", "window": {"b": 1, "a": [0.5, None, True]}},
+        {"window": {2: "a key that is no string"}},
+    ],
+)
+def test_a_trace_line_is_what_json_dumps_writes(valid_trace, changes):
+    parsed = parse_trace(valid_trace)
+    trace = dataclasses.replace(parsed, retrieved=(dataclasses.replace(parsed.retrieved[0], **changes),))
+    expected = json.dumps(
+        trace_to_dict(trace), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+    assert dump_trace(trace) == expected
+
+
+def test_a_trace_with_nan_is_never_written(valid_trace):
+    parsed = parse_trace(valid_trace)
+    trace = dataclasses.replace(parsed, retrieved=(dataclasses.replace(parsed.retrieved[0], score_raw=float("nan")),))
+    with pytest.raises(ValueError):
+        dump_trace(trace)

@@ -1,6 +1,10 @@
+import hashlib
+import itertools
+
 import numpy as np
 import pytest
 
+from ragaudit.metrics import memo
 from ragaudit.metrics.embed import (
     HashingEncoder,
     ModelNotFoundError,
@@ -220,3 +224,51 @@ def test_bounded_memory_keeps_the_newest_vectors_and_the_file_keeps_all(tmp_path
     assert list(cache._memory) == texts[-3:]  # the oldest went first
     again = cache.encode(texts[:2])  # forgotten in memory, found in the file: not encoded again
     assert np.array_equal(again, HashingEncoder().encode(texts[:2])) and cache.encoded == 10
+
+
+def hashed(texts: list[str], dim: int = 256) -> np.ndarray:
+    """The hashing encoder as documented, gram by gram: each word and bigram of the lower-cased
+    text (stripped of edge punctuation) hashed by blake2b to a slot and a sign; the row normalised."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for row, text in enumerate(texts):
+        words = text.lower().split()
+        for gram in words + [a + " " + b for a, b in zip(words, words[1:])]:
+            h = int.from_bytes(hashlib.blake2b(gram.strip(".,;:!?()[]\"'").encode(), digest_size=8).digest(), "little")
+            out[row, h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+        norm = np.linalg.norm(out[row])
+        if norm > 0:
+            out[row] /= norm
+    return out
+
+
+PARAGRAPHS = [
+    "Hardware keys are rotated every 12 months.",
+    "Administrators keep two registered keys. Keys are kept in a safe.",
+    "ΟΔΟΣ Σ and (keys) keys, keys!",
+    "",
+    "   ",
+    "x " * 5_000,  # longer than any memo keeps
+]
+TEXTS = [
+    *PARAGRAPHS,
+    *("\n\n".join(pair) for pair in itertools.permutations(PARAGRAPHS[:4], 2)),
+    "\n\n".join(PARAGRAPHS),
+    "\n\nkeys rotate\n\n\n\nyearly\n\n",
+    "keys\n\n\nrotate \n\n yearly",
+    "keys rotate\nyearly\n\nkeys  rotate",
+]
+
+
+def test_the_hashing_encoder_reads_a_join_as_its_paragraphs_and_the_bigrams_across_them(monkeypatch):
+    expected = hashed(TEXTS).tobytes()
+    memo.forget()
+    assert HashingEncoder().encode(TEXTS).tobytes() == expected  # cold
+    assert HashingEncoder().encode(TEXTS).tobytes() == expected  # every paragraph remembered
+    assert np.concatenate([HashingEncoder().encode([t]) for t in TEXTS]).tobytes() == expected
+    memo.forget()
+    monkeypatch.setattr("ragaudit.metrics.embed.GRAM_CODES", 1)
+    for m in memo.every():
+        monkeypatch.setattr(m, "size", 1)
+    assert HashingEncoder().encode(TEXTS).tobytes() == expected  # forgetting as it goes
+    assert HashingEncoder(dim=64).encode(TEXTS).tobytes() == hashed(TEXTS, 64).tobytes()
+    assert HashingEncoder().encode([]).shape == (0, 256)

@@ -1,12 +1,14 @@
 """Every trace code: one case where it fires (and nothing else does), and silence on a valid trace."""
 
+import copy
+
 import pytest
-from helpers import PASSWORDS_SENTENCE, POLICIES
+from helpers import MUTATIONS, PASSWORDS_SENTENCE, POLICIES
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.io.traces import parse_trace
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS
-from ragaudit.validation import CODES, RULES, Context, validate_trace
+from ragaudit.validation import CODES, RULES, Context, validate_trace, validate_traces
 
 
 def codes_of(trace: dict, corpus=None, **ctx) -> list[str]:
@@ -285,3 +287,17 @@ def test_span_derived_traces_are_asked_for_the_live_index_only_when_the_user_ask
     assert warned(Context.of(asked, None), "prod") and warned(Context.of(config, None, live_index=True), "prod")
     assert not warned(Context.of(None, None, spans=True), "rec")
     assert warned(Context.of(None, None, spans=True, live_index=True), "rec") and warned(Context.of(None, None), "rec")
+
+
+@pytest.mark.parametrize("with_corpus", [True, False])
+def test_a_batch_is_validated_as_its_traces_one_by_one(valid_trace, corpus, with_corpus):
+    traces = []
+    for number, mutate in enumerate(MUTATIONS):
+        trace = copy.deepcopy(valid_trace)
+        trace["qid"] = f"Q{number}"
+        mutate(trace)
+        traces.append(parse_trace(trace))
+    ctx = Context(corpus=corpus if with_corpus else None)
+    one_by_one = [found for trace in traces for found in validate_trace(trace, ctx)]
+    assert len({i.code for i in one_by_one}) > 3  # the mutations break several rules
+    assert validate_traces(traces, ctx) == one_by_one
