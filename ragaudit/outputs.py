@@ -38,8 +38,10 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
     report.html shows the trend of the runs before it in the history the manifest names (none,
     with a line in `warnings`, when the history cannot be read now)."""
     from ragaudit.auditing import report_of
+    from ragaudit.questionstore import QUESTIONS
     from ragaudit.render import html, junit, logs, markdown
     from ragaudit.render.trends import trend_panel
+    from ragaudit.reporting import held_rows, write_questions, write_report
 
     with phase("writing outputs", counts_as="writing"):
         manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
@@ -47,9 +49,10 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         result.runs_path = run_dir / runstore.RUNS
         if result.issues_path is not None:
             os.replace(result.issues_path, run_dir / "issues.jsonl")
-        with phase("report.json"):
+        with phase("report.json and questions.parquet"):
             report = report_of(result, subject, manifest)
-            write_json(run_dir / "report.json", report.to_json())
+            write_report(run_dir / "report.json", report)
+            write_questions(run_dir / QUESTIONS, report, subject.items, subject.corpus)
         with phase("history"):
             try:
                 trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
@@ -73,7 +76,7 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         with phase("summary.md"):
             markdown.write_summary(run_dir / "summary.md", report, comparison)
         with phase("report.html"):
-            html.write_html(run_dir / "report.html", report, trend)
+            html.write_html(run_dir / "report.html", report, trend, held_rows(report))
         with phase("manifest"):  # the sha256 of every output
             rundir.stamp_outputs(run_dir)
     return report
