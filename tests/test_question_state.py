@@ -9,10 +9,10 @@ import random
 from helpers import BM25, TFIDF, comparable, invoke, run_dir_of, write_config
 
 from ragaudit.auditing import StreamingAudit
-from ragaudit.metrics import aggregate
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import load_config
 from ragaudit.io.traces import read_traces
+from ragaudit.metrics import aggregate
 
 
 def recorded(tmp_path, items=6):
