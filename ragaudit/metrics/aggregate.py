@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ragaudit.metrics.lam import STATES, SYMBOLS, lambda_state
+from ragaudit.metrics.spill import InOrder, entries
 from ragaudit.model import Lambda, PipelineSummary, Question, QuestionStats
 
 ZONES = ("stable", "transit", "risk", "danger")
@@ -215,6 +216,7 @@ class Aggregates:
         self._histograms: dict[str, dict[str, list[int]]] = {}
         self._spilled: Any = None  # the open spill file, once a question has left memory
         self._released: set[tuple[str, str]] = set()
+        self._extra: set[tuple[str, str]] = set()  # released questions that got runs beyond their plan
         self.released = 0  # questions folded and spilled
         self.seen: list[str] = []  # pipelines in the order they were first seen
 
@@ -238,6 +240,8 @@ class Aggregates:
                 self._histograms[run["pipeline"]] = {name: [0] * (bins + 1) for name, bins in HISTOGRAMS.items()}
         pending.append(_light(run))
         self._held_runs += 1
+        if key in self._released:
+            self._extra.add(key)
         histograms = self._histograms[run["pipeline"]]
         for name, bins in HISTOGRAMS.items():  # the extra last slot counts runs without a value
             value = run["metrics"].get(name)
@@ -260,6 +264,8 @@ class Aggregates:
         for key, runs in other._pending.items():
             self._pending.setdefault(key, []).extend(runs)
             self._held_runs += len(runs)
+            if key in self._released:
+                self._extra.add(key)
             self._release(key)
 
     def _release(self, key: tuple[str, str]) -> None:
@@ -310,8 +316,8 @@ class Aggregates:
             self._late.close()
             late, self._late = self._part("late"), None
             with open(late, "rb") as read:
-                entries = _entries(read)
-                while part := list(itertools.islice(entries, max(1, self.limit // 8))):
+                found = entries(read)
+                while part := list(itertools.islice(found, max(1, self.limit // 8))):
                     self._write_chunk(sorted(part))
             late.unlink()
         if self._pending:
@@ -319,7 +325,7 @@ class Aggregates:
             self._pending, self._held_runs = {}, 0
         files = [open(path, "rb") for path in self._chunks]
         try:
-            merged = heapq.merge(*(_entries(f) for f in files), key=lambda entry: entry[0])
+            merged = heapq.merge(*(entries(f) for f in files), key=lambda entry: entry[0])
             for key, group in itertools.groupby(merged, key=lambda entry: entry[0]):
                 yield key, [run for _, runs in group for run in runs]
         finally:
@@ -346,21 +352,23 @@ class Aggregates:
             yield key, _fold(runs)
 
     def finish(self, gold: dict) -> tuple[list[Question], list[dict], dict[str, PipelineSummary]]:
-        """Question, section and pipeline rows; `gold` (qid -> item) names each question."""
-        folded: dict[tuple[str, str], QuestionRuns] = {}
-        for key, question in self._questions():
-            if key in folded:
-                folded[key].merge(question)
-            else:
-                folded[key] = question
-        rank = {key: i for i, key in enumerate(folded)}  # without a plan: the order questions finished
+        """Question, section and pipeline rows; `gold` (qid -> item) names each question.
+
+        Each question's accumulators become its row as they are read back, and leave memory but
+        for their sums, which go to a file beside the spill (when there is one) to be added into
+        their pipeline's in plan order: memory holds the rows, not every question's accumulators."""
+        extra: dict[tuple[str, str], QuestionRuns] = {}  # questions with runs beyond the plan: merged first
+        questions: list[Question] = []
+        parts: dict[str, _Parts] = {}
+        sums = InOrder(self.spill.with_name(f"{self.spill.name}.sums") if self.spill is not None else None)
+        rank: dict[tuple[str, str], int] = {}  # without a plan: the order questions finished
 
         def planned(key: tuple[str, str]) -> tuple:
             at = self.order(*key) if self.order is not None else None
-            return (0, at, "", "") if at is not None else (1, rank[key], *key)
+            return (0, at, "", "") if at is not None else (1, rank.setdefault(key, len(rank)), *key)
 
-        questions = []
-        for (pipeline, qid), q in sorted(folded.items()):
+        def row(key: tuple[str, str], q: QuestionRuns) -> None:
+            pipeline, qid = key
             item = gold[qid]
             state, css, spread = q.lam(self.css_min)
             questions.append(
@@ -377,9 +385,29 @@ class Aggregates:
                     stats=q.stats(),
                 )
             )
+            parts.setdefault(pipeline, _Parts()).add(q, state)
+            sums.add(planned(key), pipeline, (q.sums.total, q.sums.count))
+
+        try:
+            for key, question in self._questions():
+                if key in self._extra:
+                    if key in extra:
+                        extra[key].merge(question)
+                    else:
+                        extra[key] = question
+                else:
+                    row(key, question)
+            for key, question in extra.items():
+                row(key, question)
+            pipeline_sums: dict[str, _Sums] = {}
+            for pipeline, (total, count) in sums.in_order():
+                pipeline_sums.setdefault(pipeline, _Sums()).merge(_Sums(total, count))
+        finally:
+            sums.close()
+        questions.sort(key=lambda q: q.key)
         sections: dict[tuple, list[Question]] = {}
-        for row in questions:
-            sections.setdefault((row.pipeline, row.doc_id, row.section_id), []).append(row)
+        for q in questions:
+            sections.setdefault((q.pipeline, q.doc_id, q.section_id), []).append(q)
         section_rows = [
             {
                 "pipeline": pipeline,
@@ -392,26 +420,42 @@ class Aggregates:
             for (pipeline, doc_id, section_id), rows in sorted(sections.items())
         ]
         pipelines = {}
-        in_plan_order = sorted(folded.items(), key=lambda kv: planned(kv[0]))
         for name in sorted(self.seen):
-            mine = [(k, q) for k, q in in_plan_order if k[0] == name]
-            sums = _Sums()
-            for _, q in mine:
-                sums.merge(q.sums)
-            states = [row.lam.state for row in questions if row.pipeline == name]
-            means = sums.means(self.averaged)
+            mine = parts.get(name, _Parts())
+            means = pipeline_sums.get(name, _Sums()).means(self.averaged)
             pipelines[name] = PipelineSummary(
-                runs=sum(q.runs for _, q in mine),
-                questions=len(mine),
-                errored=sum(q.errored for _, q in mine),
-                hallucinating_runs=sum(q.hallucinating for _, q in mine),
+                runs=mine.runs,
+                questions=mine.questions,
+                errored=mine.errored,
+                hallucinating_runs=mine.hallucinating,
                 metrics=means,
                 citation_match_rate=means.get("citation_match"),
-                lam={s: states.count(s) for s in STATES},
-                zones={z: sum(q.zones.get(z, 0) for _, q in mine) for z in ZONES},
+                lam={s: mine.states.get(s, 0) for s in STATES},
+                zones={z: mine.zones.get(z, 0) for z in ZONES},
                 histograms=self._histograms[name],
             )
         return questions, section_rows, pipelines
+
+
+@dataclass
+class _Parts:
+    """A pipeline's counts over its questions (sums of integers: their order does not matter)."""
+
+    questions: int = 0
+    runs: int = 0
+    errored: int = 0
+    hallucinating: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    zones: dict[str, int] = field(default_factory=dict)
+
+    def add(self, q: QuestionRuns, state: str) -> None:
+        self.questions += 1
+        self.runs += q.runs
+        self.errored += q.errored
+        self.hallucinating += q.hallucinating
+        self.states[state] = self.states.get(state, 0) + 1
+        for zone, n in q.zones.items():
+            self.zones[zone] = self.zones.get(zone, 0) + n
 
 
 def _fold(runs: list[dict]) -> QuestionRuns:
@@ -420,15 +464,6 @@ def _fold(runs: list[dict]) -> QuestionRuns:
     for run in sorted(runs, key=_run_key):
         question.add(run)
     return question
-
-
-def _entries(spilled) -> Iterator[Any]:
-    """The pickled entries of a spill file, in order."""
-    while True:
-        try:
-            yield pickle.load(spilled)
-        except EOFError:
-            return
 
 
 def _mean(values) -> float | None:
