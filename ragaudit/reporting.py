@@ -17,6 +17,7 @@ import heapq
 import platform
 from importlib import metadata
 from pathlib import Path
+from typing import Iterator
 
 from ragaudit import runstore
 from ragaudit._version import __version__
@@ -170,27 +171,34 @@ def held_rows(report: Report) -> list[Question]:
     return [q for q in report.questions if q.gold is not None]
 
 
-def write_report(path: Path, report: Report) -> None:
-    """report.json, a question row at a time: the same text as `files.dumps(report.to_json())` of
-    its held rows (keys sorted, compact), without the whole document in memory."""
-    from ragaudit.io.files import atomic_path, dumps
+def report_text(report: Report, rows: list[Question] | None = None) -> Iterator[str]:
+    """report.json in pieces, a question row at a time (`rows`: the rows it holds, every one when
+    None): together the same text as `files.dumps(report.to_json(rows))` (keys sorted, compact),
+    without the whole document in memory at once."""
+    from ragaudit.io.files import dumps
 
     def text(value) -> str:
         return dumps(value)[:-1]  # dumps ends the document with a newline
 
-    rows = held_rows(report)
     document = report.to_json(questions=[])
+    for i, key in enumerate(sorted(document)):
+        yield ("{" if i == 0 else ",") + text(key) + ":"
+        if key != "questions":
+            yield text(document[key])
+            continue
+        yield "["
+        for n, row in enumerate(report.questions if rows is None else rows):
+            yield ("," if n else "") + text(row.to_json())
+        yield "]"
+    yield "}\n"
+
+
+def write_report(path: Path, report: Report) -> None:
+    """report.json, written a question row at a time: the rows it holds (`held_rows`)."""
+    from ragaudit.io.files import atomic_path
+
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
-        for i, key in enumerate(sorted(document)):
-            out.write(("{" if i == 0 else ",") + text(key) + ":")
-            if key != "questions":
-                out.write(text(document[key]))
-                continue
-            out.write("[")
-            for n, row in enumerate(rows):
-                out.write(("," if n else "") + text(row.to_json()))
-            out.write("]")
-        out.write("}\n")
+        out.writelines(report_text(report, held_rows(report)))
 
 
 def write_questions(path: Path, report: Report, items: list[GoldItem], corpus: Corpus | None) -> int:

@@ -259,7 +259,12 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
     elif sha256_file(traces) != recorded:
         found.append(f"traces: {traces} changed since the run")
     outputs = manifest.get("outputs") or {}
-    unrecorded = [name for name in WRITTEN[version] if name not in outputs]
+    unrecorded = [
+        name
+        for name in OUTPUTS
+        if name not in outputs
+        and (name in WRITTEN[version] or (name == "questions.parquet" and (run_dir / name).exists()))
+    ]
     if unrecorded:
         found.append(
             f"output: {', '.join(unrecorded)} not recorded in {MANIFEST} (the run never finished writing its "
