@@ -65,6 +65,9 @@ def test_a_large_run_keeps_every_run_in_parquet_and_a_few_in_the_report(tmp_path
     assert sorted(q.qid for q in found.questions) == sorted(per_question)
     assert {q.qid for q in found.questions if q.runs is not None} == failing
     assert {q.qid: q.stats.runs for q in found.questions} == dict(per_question)
+    loaded = api.load_run(run_dir)
+    assert sorted(loaded.questions["qid"]) == sorted(per_question)
+    assert dict(zip(loaded.questions["qid"], loaded.questions["runs"])) == dict(per_question)
     gated = invoke("gate", run_dir / "report.json", "--config", config)
     assert gated.exit_code == 1, gated.output  # the same failing checks, over every question
     again = api.gate(run_dir / "report.json", config).gate
