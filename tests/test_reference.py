@@ -221,11 +221,3 @@ def test_the_fix_texts_and_help_texts_point_into_the_repository():
     pointers = [t for t in texts if "§" in t]
     assert pointers and all("docs/reference.md §" in t for t in pointers), pointers
 
-
-def test_the_questions_table_documents_every_column_of_questions_parquet():
-    from ragaudit.metrics.registry import AVERAGED
-    from ragaudit.questionstore import _schema
-
-    documented = {name for row in table("table: questions.parquet") for name in backticked(row[0])}
-    stored = {name for name in _schema(AVERAGED).names if not name.startswith("m.")}
-    assert documented == stored | {"m.<metric>"}
