@@ -220,4 +220,3 @@ def test_the_fix_texts_and_help_texts_point_into_the_repository():
         texts += [getattr(p, "help", None) or "" for p in command.params]
     pointers = [t for t in texts if "§" in t]
     assert pointers and all("docs/reference.md §" in t for t in pointers), pointers
-
