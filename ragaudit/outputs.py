@@ -53,6 +53,14 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
             report = report_of(result, subject, manifest)
             write_report(run_dir / "report.json", report)
             write_questions(run_dir / QUESTIONS, report, subject.items, subject.corpus)
+        comparing = None
+        if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
+            # its statistics (resampling in numpy, mostly outside the GIL) run beside the other outputs
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
+            comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
+            pool.shutdown(wait=False)
         with phase("history"):
             try:
                 trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
@@ -69,14 +77,14 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
             )
         with phase("junit.xml"):
             junit.write_junit(run_dir / "junit.xml", report)
-        comparison = None
-        if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
-            with phase("compare.json and compare.html"):
-                comparison = write_comparison(run_dir, [report], run_dirs=[run_dir])[0]
-        with phase("summary.md"):
-            markdown.write_summary(run_dir / "summary.md", report, comparison)
         with phase("report.html"):
             html.write_html(run_dir / "report.html", report, trend, held_rows(report))
+        comparison = None
+        if comparing is not None:
+            with phase("compare.json and compare.html"):  # the rest of it, when it is not done yet
+                comparison = comparing.result()[0]
+        with phase("summary.md"):
+            markdown.write_summary(run_dir / "summary.md", report, comparison)
         with phase("manifest"):  # the sha256 of every output
             rundir.stamp_outputs(run_dir)
     return report
