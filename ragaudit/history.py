@@ -197,6 +197,14 @@ def _key(run_dir: Path | None) -> str | None:
     return str(Path(run_dir).resolve()) if run_dir is not None else None
 
 
+def _compressed(report: Report) -> bytes:
+    """The report with every question row, compressed a row at a time (the baseline `last-pass` reads)."""
+    from ragaudit.reporting import report_text
+
+    packer = zlib.compressobj()
+    return b"".join(packer.compress(piece.encode()) for piece in report_text(report)) + packer.flush()
+
+
 def record(store: Path, run_dir: Path, report: Report) -> None:
     """Append a finished run's summary to the history, in one transaction (replacing an earlier
     record of the same run, as after `--resume`)."""
@@ -210,7 +218,7 @@ def record(store: Path, run_dir: Path, report: Report) -> None:
         for c in report.gate.checks
     ]
     passed = report.gate.passed
-    copy = zlib.compress(json.dumps(report.to_json(), sort_keys=True).encode()) if passed else None
+    copy = _compressed(report) if passed else None
     with _opened(store, write=True) as db:
         try:
             db.execute("BEGIN IMMEDIATE")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from ragaudit.validation import Context
 
 
+VECTORS_HELD = 20_000  # embedding vectors an audit holds in memory (the cache file keeps every one)
+
+
 def encoder_for(model: str | None = None, *, memory: int | None = None):
     """The embedding encoder of `model` (the default model when None; `hashing` for no model),
     through the embedding cache: the one way every command builds it."""
@@ -40,7 +43,8 @@ def support_for(section: SupportSection | None, encoder):
 class Inputs:
     """The config, gold set and corpus of a run, the gold set's findings (`check_gold`), and the
     encoder, support scorer and validation context, each built on first use (thread-safe) unless
-    given: the encoder holds at most `memory` vectors in memory (None: every one), the support
+    given: the encoder holds at most `memory` vectors in memory (VECTORS_HELD unless told; None:
+    every one, so memory grows with the distinct texts of a run), the support
     scorer remembers `memo` scores. Items the gold reader could not read are in `gold_problems`
     (`from_config(..., lenient=True)`)."""
 
@@ -54,7 +58,7 @@ class Inputs:
         support=None,
         gold_findings: list[Issue] | tuple[Issue, ...] = (),
         gold_problems: list[Problem] | tuple[Problem, ...] = (),
-        memory: int | None = None,
+        memory: int | None = VECTORS_HELD,
         memo: int = 200_000,
     ):
         self.config = config
@@ -79,7 +83,7 @@ class Inputs:
             items, problems = read_gold(config.gold)
         if problems and not lenient:
             raise InputError(problems)
-        return cls(config, items, corpus, encoder=encoder, support=support, gold_problems=problems)
+        return cls(config, items, corpus, encoder=encoder, support=support, gold_problems=problems, memory=VECTORS_HELD)
 
     @property
     def encoder(self):

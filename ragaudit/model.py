@@ -358,9 +358,6 @@ class PipelineResult:
         return self.aborted.text if self.aborted else self.aborted_text
 
 
-# ---- the report ------------------------------------------------------------------------------
-
-
 @dataclass
 class IssueCounts:
     errors: int
@@ -381,9 +378,11 @@ class Summary:
     sections: list[JSON]
     unmatched_runs: list[str]
     unmatched_count: int
+    question_rows: int | None = None  # every question row, when report.json holds fewer (questions.parquet)
 
     def to_json(self) -> JSON:
         return {
+            **({} if self.question_rows is None else {"question_rows": self.question_rows}),
             "verdict": self.verdict,
             "runs": self.runs,
             "questions": self.questions,
@@ -424,13 +423,13 @@ class Summary:
             sections=get(data, "sections", where, lambda v: isinstance(v, list), "an array", []),
             unmatched_runs=get(data, "unmatched_runs", where, lambda v: isinstance(v, list), "an array", []),
             unmatched_count=get(data, "unmatched_count", where, shape.is_int, "an integer", 0),
+            question_rows=get(data, "question_rows", where, shape.is_int, "an integer", None),
         )
 
 
 @dataclass
 class Baseline:
-    """What the drift and regression checks read of an earlier run: its pipelines' aggregates and
-    its questions."""
+    """What the drift and regression checks read of an earlier run: its aggregates and questions."""
 
     pipelines: dict[str, PipelineSummary]
     questions: list[Question]
@@ -451,13 +450,13 @@ class Report:
     gold_check: list[JSON] = field(default_factory=list)
     pipelines: dict[str, PipelineResult] = field(default_factory=dict)
 
-    def to_json(self) -> JSON:
+    def to_json(self, questions: list[Question] | None = None) -> JSON:
         return {
             "schema_version": self.schema_version,
             "meta": self.meta,
             "summary": self.summary.to_json(),
             "gate": self.gate.to_json(),
-            "questions": [q.to_json() for q in self.questions],
+            "questions": [q.to_json() for q in (self.questions if questions is None else questions)],
             "snippets": self.snippets,
             "issues": self.issues,
             "gold_check": self.gold_check,

@@ -38,8 +38,10 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
     report.html shows the trend of the runs before it in the history the manifest names (none,
     with a line in `warnings`, when the history cannot be read now)."""
     from ragaudit.auditing import report_of
+    from ragaudit.questionstore import QUESTIONS
     from ragaudit.render import html, junit, logs, markdown
     from ragaudit.render.trends import trend_panel
+    from ragaudit.reporting import held_rows, write_questions, write_report
 
     with phase("writing outputs", counts_as="writing"):
         manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
@@ -47,9 +49,18 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         result.runs_path = run_dir / runstore.RUNS
         if result.issues_path is not None:
             os.replace(result.issues_path, run_dir / "issues.jsonl")
-        with phase("report.json"):
+        with phase("report.json and questions.parquet"):
             report = report_of(result, subject, manifest)
-            write_json(run_dir / "report.json", report.to_json())
+            write_report(run_dir / "report.json", report)
+            write_questions(run_dir / QUESTIONS, report, subject.items, subject.corpus)
+        comparing = None
+        if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
+            # its statistics (resampling in numpy, mostly outside the GIL) run beside the other outputs
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
+            comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
+            pool.shutdown(wait=False)
         with phase("history"):
             try:
                 trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
@@ -66,14 +77,14 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
             )
         with phase("junit.xml"):
             junit.write_junit(run_dir / "junit.xml", report)
+        with phase("report.html"):
+            html.write_html(run_dir / "report.html", report, trend, held_rows(report))
         comparison = None
-        if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
-            with phase("compare.json and compare.html"):
-                comparison = write_comparison(run_dir, [report], run_dirs=[run_dir])[0]
+        if comparing is not None:
+            with phase("compare.json and compare.html"):  # the rest of it, when it is not done yet
+                comparison = comparing.result()[0]
         with phase("summary.md"):
             markdown.write_summary(run_dir / "summary.md", report, comparison)
-        with phase("report.html"):
-            html.write_html(run_dir / "report.html", report, trend)
         with phase("manifest"):  # the sha256 of every output
             rundir.stamp_outputs(run_dir)
     return report

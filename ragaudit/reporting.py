@@ -4,14 +4,20 @@
 It holds the aggregates, the gate, every question's row and, for the questions a reader needs to
 open, their runs: every question's when the run is small, else the questions that failing checks
 name (at most DETAILED per pipeline, each with at most RUNS_SHOWN runs, failing ones first). Every
-run, whatever its size, stays in runs.parquet.
+run, whatever its size, stays in runs.parquet. report.json holds every question's row up to
+QUESTION_ROWS rows; above, the questions with runs and then the others worst first (fewest correct
+runs) up to QUESTION_ROWS, with `summary.question_rows` saying how many there are: every row is in
+questions.parquet (`ragaudit.questionstore`), written and read back a batch at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import platform
 from importlib import metadata
+from pathlib import Path
+from typing import Iterator
 
 from ragaudit import runstore
 from ragaudit._version import __version__
@@ -23,6 +29,7 @@ SCHEMA_VERSION = "ragaudit.report/3"  # 3: every check's threshold a number, its
 ALL_RUNS_UP_TO = 20_000  # below this many runs, every question's runs are in the report
 DETAILED = 500  # above it, at most this many flagged questions per pipeline carry their runs,
 RUNS_SHOWN = 50  # ... each at most this many: its failing runs first
+QUESTION_ROWS = 2_000  # question rows report.json holds when a run has more (questions.parquet has all)
 UNMATCHED_SHOWN = 200
 LOG_FIELDS = ("ts", "store", "index_hash", "embed_model", "analyzer")
 
@@ -39,7 +46,8 @@ def versions() -> dict:
     return {"ragaudit": __version__, "python": platform.python_version(), **{p: _version(p) for p in packages}}
 
 
-def _gold(item: GoldItem, corpus: Corpus | None) -> dict:
+def gold_row(item: GoldItem, corpus: Corpus | None) -> dict:
+    """A question's gold reference as its row holds it."""
     a = item.anchor.span
     return {
         "doc_id": item.doc_id,
@@ -80,9 +88,13 @@ def build_report(
         audit.runs_path, detailed_questions(audit, evaluation.questions), limit=RUNS_SHOWN if large else None
     )
     used = {s["ref"] for found in runs.values() for run in found for s in run.get("spans") or []}
+    held = held_keys(evaluation.questions, set(runs))
     questions = []
     for q in evaluation.questions:
-        row = dataclasses.replace(q, gold=_gold(gold[q.qid], corpus))
+        if held is not None and q.key not in held:
+            questions.append(q)  # its gold reference goes to questions.parquet only
+            continue
+        row = dataclasses.replace(q, gold=gold_row(gold[q.qid], corpus))
         if q.key in runs:  # the log fields (times, live index) stay in runs.parquet
             row.runs = [{k: v for k, v in r.items() if k not in LOG_FIELDS} for r in runs[q.key]]
             omitted = q.stats.runs - len(row.runs)
@@ -107,6 +119,7 @@ def build_report(
         sections=evaluation.sections,
         unmatched_runs=evaluation.unmatched[:UNMATCHED_SHOWN],
         unmatched_count=len(evaluation.unmatched),
+        question_rows=None if held is None else len(questions),
     )
     meta = {
         "versions": versions(),
@@ -135,3 +148,69 @@ def build_report(
         gold_check=[i.to_dict() for i in gold_findings],
         pipelines=pipelines,
     )
+
+
+def held_keys(questions: list[Question], detailed: set[tuple[str, str]]) -> set[tuple[str, str]] | None:
+    """The question rows report.json holds: all of them (None) up to QUESTION_ROWS rows; above,
+    the questions with runs and the others worst first (fewest correct runs), QUESTION_ROWS in all."""
+    if len(questions) <= QUESTION_ROWS:
+        return None
+
+    def worst(q: Question) -> tuple:
+        return (q.correct / max(q.stats.runs or 1, 1), q.pipeline, q.qid)
+
+    others = (q for q in questions if q.key not in detailed)
+    kept = heapq.nsmallest(max(0, QUESTION_ROWS - len(detailed)), others, key=worst)
+    return {q.key for q in questions if q.key in detailed} | {q.key for q in kept}
+
+
+def held_rows(report: Report) -> list[Question]:
+    """The question rows report.json holds (the rows with their gold reference, in a bounded report)."""
+    if report.summary.question_rows is None:
+        return report.questions
+    return [q for q in report.questions if q.gold is not None]
+
+
+def report_text(report: Report, rows: list[Question] | None = None) -> Iterator[str]:
+    """report.json in pieces, a question row at a time (`rows`: the rows it holds, every one when
+    None): together the same text as `files.dumps(report.to_json(rows))` (keys sorted, compact),
+    without the whole document in memory at once."""
+    from ragaudit.io.files import dumps
+
+    def text(value) -> str:
+        return dumps(value)[:-1]  # dumps ends the document with a newline
+
+    document = report.to_json(questions=[])
+    for i, key in enumerate(sorted(document)):
+        yield ("{" if i == 0 else ",") + text(key) + ":"
+        if key != "questions":
+            yield text(document[key])
+            continue
+        yield "["
+        for n, row in enumerate(report.questions if rows is None else rows):
+            yield ("," if n else "") + text(row.to_json())
+        yield "]"
+    yield "}\n"
+
+
+def write_report(path: Path, report: Report) -> None:
+    """report.json, written a question row at a time: the rows it holds (`held_rows`)."""
+    from ragaudit.io.files import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        out.writelines(report_text(report, held_rows(report)))
+
+
+def write_questions(path: Path, report: Report, items: list[GoldItem], corpus: Corpus | None) -> int:
+    """questions.parquet: every question row of `report`, each with its gold reference."""
+    from ragaudit.metrics.registry import AVERAGED
+    from ragaudit.questionstore import write_questions as write
+
+    gold: dict[str, GoldItem] = {}
+    for item in items:
+        gold.setdefault(item.qid, item)
+
+    def gold_of(q: Question):
+        return q.gold if q.gold is not None else gold_row(gold[q.qid], corpus) if q.qid in gold else None
+
+    return write(path, report.questions, AVERAGED, gold_of)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ragaudit.errors import InputError, Problem, require
 from ragaudit.io.shape import RENAMED_METRICS
@@ -103,18 +103,33 @@ class Run:
                 if c.startswith(METRIC_PREFIX)
             }
         )
-        gold = {q["qid"]: (q.get("doc_id"), q.get("section_id")) for q in self.report.get("questions", [])}
+        gold = {q["qid"]: (q.get("doc_id"), q.get("section_id")) for q in self._question_rows()}
         at = list(frame.columns).index("qid") + 1
         frame.insert(at, "gold_section_id", [gold.get(qid, (None, None))[1] for qid in frame["qid"]])
         frame.insert(at, "gold_doc_id", [gold.get(qid, (None, None))[0] for qid in frame["qid"]])
         return frame
+
+    def _question_rows(self) -> Iterator[dict]:
+        """Every question row as report.json holds it; those it does not hold (above 2,000 rows)
+        read from questions.parquet beside it, a batch at a time."""
+        held = self.report.get("questions", [])
+        total = (self.report.get("summary") or {}).get("question_rows")
+        if not isinstance(total, int) or total <= len(held):
+            yield from held
+            return
+        from ragaudit.model import Question
+        from ragaudit.questionstore import QUESTIONS, complete
+
+        rows = [Question.from_json(q, f"$.questions[{i}]") for i, q in enumerate(held)]
+        for row in complete(rows, self.path / QUESTIONS, total):
+            yield row.to_json()
 
     @cached_property
     def questions(self) -> Any:
         pd = _pandas()
 
         rows = []
-        for q in self.report.get("questions", []):
+        for q in self._question_rows():
             lam = q.get("lambda") or {}
             stats = {RUN_COUNTS.get(name, name): value for name, value in (q.get("stats") or {}).items()}
             rows.append(
@@ -137,9 +152,7 @@ class Run:
     def sections(self) -> Any:
         pd = _pandas()
 
-        state_of = {
-            (q["pipeline"], q["qid"]): (q.get("lambda") or {}).get("state") for q in self.report.get("questions", [])
-        }
+        state_of = {(q["pipeline"], q["qid"]): (q.get("lambda") or {}).get("state") for q in self._question_rows()}
         rows = []
         for s in self.report.get("summary", {}).get("sections", []):
             states = [state_of.get((s["pipeline"], qid)) for qid in s.get("qids") or []]

@@ -37,12 +37,17 @@ OUTPUTS = (
     "summary.md",
     "compare.json",
     "compare.html",
+    "questions.parquet",
 )
 # what every finished run writes (compare.* only with more than one pipeline); hash version 1
-# manifests did not record runs.parquet
+# manifests did not record runs.parquet, runs before questions.parquet did not write it
 WRITTEN = {
-    2: tuple(name for name in OUTPUTS if not name.startswith("compare.")),
-    1: tuple(name for name in OUTPUTS if not name.startswith("compare.") and name != "runs.parquet"),
+    2: tuple(name for name in OUTPUTS if not name.startswith("compare.") and name != "questions.parquet"),
+    1: tuple(
+        name
+        for name in OUTPUTS
+        if not name.startswith("compare.") and name not in ("runs.parquet", "questions.parquet")
+    ),
 }
 
 
@@ -254,7 +259,12 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
     elif sha256_file(traces) != recorded:
         found.append(f"traces: {traces} changed since the run")
     outputs = manifest.get("outputs") or {}
-    unrecorded = [name for name in WRITTEN[version] if name not in outputs]
+    unrecorded = [
+        name
+        for name in OUTPUTS
+        if name not in outputs
+        and (name in WRITTEN[version] or (name == "questions.parquet" and (run_dir / name).exists()))
+    ]
     if unrecorded:
         found.append(
             f"output: {', '.join(unrecorded)} not recorded in {MANIFEST} (the run never finished writing its "

@@ -271,7 +271,7 @@ def test_every_config_example_loads(example, tmp_path):
 
 def test_the_run_writes_every_output_the_guide_lists(run):
     listed = documented("table: outputs")
-    assert len(listed) == 12
+    assert len(listed) == 13
     assert sorted(name for name in listed if not (run.dir / name).is_file()) == []
     runs = pq.read_table(run.dir / "runs.parquet", columns=["pipeline", "errored"]).to_pylist()
     assert len(runs) == 4 * 3 * 3 * 2  # pipelines × questions × variants × seeds
@@ -287,6 +287,20 @@ def test_runs_parquet_has_the_documented_columns(run):
             for column in [f"m.{m}" for m in per_run] if name == "m.<metric>" else [name]:
                 expected[column] = row[1]
     assert {field.name: str(field.type) for field in schema} == expected
+
+
+def test_questions_parquet_has_the_documented_columns(run):
+    from ragaudit.metrics.registry import AVERAGED
+
+    schema = pq.read_schema(run.dir / "questions.parquet")
+    expected = {}
+    for row in table("table: questions.parquet"):
+        for name in names(row[0]):
+            for column in [f"m.{m}" for m in AVERAGED] if name == "m.<metric>" else [name]:
+                expected[column] = row[1]
+    assert {field.name: str(field.type) for field in schema} == expected
+    rows = pq.read_table(run.dir / "questions.parquet", columns=["pipeline", "qid"]).to_pylist()
+    assert len(rows) == 4 * 3  # pipelines × questions
 
 
 def test_rag_traces_and_traces_log_have_the_documented_fields(run):
@@ -312,7 +326,8 @@ def test_rag_traces_and_traces_log_have_the_documented_fields(run):
 def test_report_json_has_the_documented_keys(run):
     report = json.loads((run.dir / "report.json").read_text(encoding="utf-8"))
     assert set(report) == documented("table: report.json")
-    assert set(report["summary"]) == documented("table: report.summary")
+    # question_rows only in a report of more than 2,000 question rows (tests/report/test_bounded.py)
+    assert set(report["summary"]) == documented("table: report.summary") - {"question_rows"}
     for summary in report["summary"]["pipelines"].values():
         assert set(summary) == documented("table: report.pipeline")
     questions = report["questions"]

@@ -435,7 +435,7 @@ def test_a_locked_history_costs_the_run_nothing(tmp_path, monkeypatch):
     written = {p.name for p in run_dir.iterdir() if not p.name.startswith(".")}
     assert written == {
         "manifest.json", "traces.jsonl", "runs.parquet", "issues.jsonl", "report.json", "report.html",
-        "traces.log", "rag_traces.sqlite", "junit.xml", "summary.md",
+        "traces.log", "rag_traces.sqlite", "junit.xml", "summary.md", "questions.parquet",
     }  # fmt: skip
     assert invoke("verify", run_dir).exit_code == 0
     recorded = [p.run_dir for p in history.trend(store)]

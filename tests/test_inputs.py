@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from helpers import BM25, write_config
 
+import ragaudit.inputs
 import ragaudit.metrics.embed
 import ragaudit.metrics.support
 from ragaudit.errors import UsageError
@@ -58,3 +59,14 @@ def test_the_models_and_the_context_are_built_once_on_first_use(tmp_path, monkey
 def test_a_config_without_gold_or_corpus_is_a_usage_error():
     with pytest.raises(UsageError, match=r"\[audit\] needs gold and corpus paths"):
         Inputs.from_config(Config())
+
+
+def test_an_audits_encoder_holds_a_bounded_number_of_vectors(tmp_path, monkeypatch):
+    monkeypatch.setattr(ragaudit.inputs, "VECTORS_HELD", 5)  # read when Inputs is built
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    config = load_config(write_config(tmp_path, BM25, items=2))
+    encoder = Inputs.from_config(config).encoder
+    texts = [f"distinct text number {i}" for i in range(12)]
+    first = encoder.encode(texts)
+    assert len(encoder._memory) <= 5  # the others wait in the cache file, not in memory
+    assert (encoder.encode(texts) == first).all()  # and come back from it the same

@@ -1,6 +1,7 @@
 """Per-question state is bounded and order-free: a question's accumulators leave memory once its
-planned runs are in (runs come in plan order from a run), and a recording replayed in any order
-gives the same report as in plan order."""
+planned runs are in (runs come in plan order from a run), runs in another order go to a sorted
+spill once too many are held, and a recording replayed in any order gives the same report as in
+plan order."""
 
 import json
 import random
@@ -11,6 +12,7 @@ from ragaudit.auditing import StreamingAudit
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import load_config
 from ragaudit.io.traces import read_traces
+from ragaudit.metrics import aggregate
 
 
 def recorded(tmp_path, items=6):
@@ -42,7 +44,38 @@ def test_a_question_leaves_memory_when_its_planned_runs_are_in(tmp_path):
     )
 
 
-def test_a_recording_in_any_order_gives_the_same_report(tmp_path):
+def test_runs_in_any_order_leave_memory_through_a_sorted_spill(tmp_path):
+    run_dir = recorded(tmp_path, items=4)
+    config = load_config(tmp_path / "audit.toml")
+    in_order = list(read_traces(run_dir / "traces.jsonl"))
+    shuffled = list(in_order)
+    random.Random(7).shuffle(shuffled)
+
+    def audited(traces, limit, name):
+        (tmp_path / name).mkdir()
+        auditor = StreamingAudit(Inputs.from_config(config), tmp_path / name, batch=5)
+        auditor.book.limit = limit
+        most = 0
+        for trace in traces:
+            auditor.add(trace)
+            most = max(most, auditor.book.held_runs)
+        result = auditor.finish()
+        assert not list((tmp_path / name).glob("questions.spill*"))  # every spill file is gone
+        return auditor.book, most, result
+
+    book, most, result = audited(shuffled, 8, "shuffled")
+    assert most <= 8 and book.spilled_runs >= len(shuffled) - 8  # never more than 8 runs held
+    assert book.released == 8 and book.held == 0  # each question left memory when its last run came
+    plain, _, expected = audited(in_order, 10**6, "in-order")
+    assert plain.spilled_runs == 0 and plain.released == 8
+    assert [q.to_json() for q in result.evaluation.questions] == [q.to_json() for q in expected.evaluation.questions]
+    assert {n: p.to_json() for n, p in result.evaluation.pipelines.items()} == {
+        n: p.to_json() for n, p in expected.evaluation.pipelines.items()
+    }
+
+
+def test_a_recording_in_any_order_gives_the_same_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(aggregate, "HELD_RUNS", 7)  # the shuffled replays go through the sorted spill
     run_dir = recorded(tmp_path)
     lines = (run_dir / "traces.jsonl").read_text().splitlines(keepends=True)
     recording = tmp_path / "recorded.jsonl"

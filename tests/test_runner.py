@@ -50,6 +50,7 @@ def test_reference_run_writes_every_output(tmp_path):
         "summary.md",
         "compare.json",
         "compare.html",
+        "questions.parquet",
     }
     traces = list(read_traces(run_dir / "traces.jsonl"))
     assert len(traces) == 2 * 6 * 3 * 2

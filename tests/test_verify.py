@@ -20,6 +20,7 @@ WRITTEN = (
     "rag_traces.sqlite",
     "junit.xml",
     "summary.md",
+    "questions.parquet",
 )
 
 

@@ -10,6 +10,8 @@ rate and 1.0 on ΔS (it arrives scored that way), so no mean rises because runs 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import pickle
 from dataclasses import dataclass, field
@@ -17,9 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ragaudit.metrics.lam import STATES, SYMBOLS, lambda_state
+from ragaudit.metrics.spill import InOrder, entries
 from ragaudit.model import Lambda, PipelineSummary, Question, QuestionStats
 
 ZONES = ("stable", "transit", "risk", "danger")
+HELD_RUNS = 100_000  # runs of unfinished questions held in memory before they go to a sorted spill file
 HISTOGRAMS = {"delta_s_qr": 40, "coverage": 20}  # per-run distributions the report draws, as bin counts on [0, 1]
 
 
@@ -184,7 +188,11 @@ class Aggregates:
     recording gives the same report) nor on how they were batched. With `planned` (pipeline, qid
     -> runs the plan holds), a question is folded as soon as its last run arrives and its
     accumulators leave memory for a spill file in `spill` (`released` counts them): memory holds
-    the questions still running, not every question seen."""
+    the questions still running, not every question seen. Runs in another order (a replay of a
+    shuffled recording) leave memory too: once more than `limit` runs of unfinished questions are
+    held, they go to a spill file of their own sorted by question (`spilled_runs` counts them),
+    and a question finished after some of its runs went there leaves memory when its last run
+    arrives; `finish` merges the sorted files, so it sees each question's runs together."""
 
     def __init__(
         self,
@@ -194,13 +202,21 @@ class Aggregates:
         planned: Callable[[str, str], int | None] | None = None,
         order: Callable[[str, str], int | None] | None = None,
         spill: Path | None = None,
+        limit: int | None = None,
     ):
         self.averaged, self.css_min = averaged, css_min
         self.planned, self.order, self.spill = planned, order, spill
+        self.limit = HELD_RUNS if limit is None else limit
         self._pending: dict[tuple[str, str], list[dict]] = {}  # runs of questions not folded yet
+        self._held_runs = 0  # the runs in `_pending`
+        self._chunks: list[Path] = []  # spill files of unfinished questions' runs, each sorted by question
+        self._chunked: dict[tuple[str, str], int] = {}  # runs of a question in those files
+        self._late: Any = None  # the open file of finished questions' last runs, whose first are in a chunk
+        self.spilled_runs = 0
         self._histograms: dict[str, dict[str, list[int]]] = {}
         self._spilled: Any = None  # the open spill file, once a question has left memory
         self._released: set[tuple[str, str]] = set()
+        self._extra: set[tuple[str, str]] = set()  # released questions that got runs beyond their plan
         self.released = 0  # questions folded and spilled
         self.seen: list[str] = []  # pipelines in the order they were first seen
 
@@ -208,6 +224,11 @@ class Aggregates:
     def held(self) -> int:
         """Questions whose runs are held in memory."""
         return len(self._pending)
+
+    @property
+    def held_runs(self) -> int:
+        """Runs held in memory, of the questions not finished yet."""
+        return self._held_runs
 
     def add(self, run: dict) -> None:
         key = (run["pipeline"], run["qid"])
@@ -218,6 +239,9 @@ class Aggregates:
                 self.seen.append(run["pipeline"])
                 self._histograms[run["pipeline"]] = {name: [0] * (bins + 1) for name, bins in HISTOGRAMS.items()}
         pending.append(_light(run))
+        self._held_runs += 1
+        if key in self._released:
+            self._extra.add(key)
         histograms = self._histograms[run["pipeline"]]
         for name, bins in HISTOGRAMS.items():  # the extra last slot counts runs without a value
             value = run["metrics"].get(name)
@@ -239,21 +263,77 @@ class Aggregates:
                         mine_counts[i] += n
         for key, runs in other._pending.items():
             self._pending.setdefault(key, []).extend(runs)
+            self._held_runs += len(runs)
+            if key in self._released:
+                self._extra.add(key)
             self._release(key)
 
     def _release(self, key: tuple[str, str]) -> None:
-        """Fold and spill a question whose planned runs have all arrived."""
+        """Fold and spill a question whose planned runs have all arrived; spill the runs held when
+        there are more than `limit`."""
         if self.planned is None or self.spill is None:
             return
         runs = self._pending[key]
-        if len(runs) != self.planned(*key) or key in self._released:
-            return  # a run beyond the plan, after its question was spilled, is folded in at the end
-        del self._pending[key]
-        self._released.add(key)
-        if self._spilled is None:
-            self._spilled = open(self.spill, "wb")
-        pickle.dump((key, _fold(runs)), self._spilled, protocol=pickle.HIGHEST_PROTOCOL)
-        self.released += 1
+        chunked = self._chunked.get(key, 0)
+        if len(runs) + chunked == self.planned(*key) and key not in self._released:
+            del self._pending[key]
+            self._held_runs -= len(runs)
+            self._released.add(key)
+            self.released += 1
+            if chunked:  # its first runs are in a sorted file: its last join them in `finish`
+                if self._late is None:
+                    self._late = open(self._part("late"), "wb")
+                pickle.dump((key, runs), self._late, protocol=pickle.HIGHEST_PROTOCOL)
+                self.spilled_runs += len(runs)
+                return
+            if self._spilled is None:
+                self._spilled = open(self.spill, "wb")
+            pickle.dump((key, _fold(runs)), self._spilled, protocol=pickle.HIGHEST_PROTOCOL)
+        # else a run beyond the plan, after its question was spilled, is folded in at the end
+        if self._held_runs > self.limit:
+            for held, runs in self._pending.items():
+                self._chunked[held] = self._chunked.get(held, 0) + len(runs)
+            self._write_chunk(sorted(self._pending.items()))
+            self.spilled_runs += self._held_runs
+            self._pending, self._held_runs = {}, 0
+
+    def _part(self, name: str) -> Path:
+        assert self.spill is not None
+        return self.spill.with_name(f"{self.spill.name}.{name}")
+
+    def _write_chunk(self, entries) -> None:
+        """A spill file of (question, runs) entries, in question order."""
+        path = self._part(str(len(self._chunks)))
+        with open(path, "wb") as out:
+            for entry in entries:
+                pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
+        self._chunks.append(path)
+
+    def _merged(self) -> Iterator[tuple[tuple[str, str], list[dict]]]:
+        """Every question of the sorted spill files, its runs together: the finished questions'
+        last runs sorted into files of their own (`limit` runs at a time), then all files merged."""
+        if self._late is not None:
+            self._late.close()
+            late, self._late = self._part("late"), None
+            with open(late, "rb") as read:
+                found = entries(read)
+                while part := list(itertools.islice(found, max(1, self.limit // 8))):
+                    self._write_chunk(sorted(part))
+            late.unlink()
+        if self._pending:
+            self._write_chunk(sorted(self._pending.items()))
+            self._pending, self._held_runs = {}, 0
+        files = [open(path, "rb") for path in self._chunks]
+        try:
+            merged = heapq.merge(*(entries(f) for f in files), key=lambda entry: entry[0])
+            for key, group in itertools.groupby(merged, key=lambda entry: entry[0]):
+                yield key, [run for _, runs in group for run in runs]
+        finally:
+            for f in files:
+                f.close()
+            for path in self._chunks:
+                path.unlink()
+            self._chunks = []
 
     def _questions(self) -> Iterator[tuple[tuple[str, str], QuestionRuns]]:
         """Every question's accumulators: the spilled ones read back, then those still held."""
@@ -265,25 +345,30 @@ class Aggregates:
                 for _ in range(self.released):
                     yield pickle.load(spilled)
             self.spill.unlink()
+        if self._chunks or self._late is not None:
+            for key, runs in self._merged():
+                yield key, _fold(runs)
         for key, runs in self._pending.items():
             yield key, _fold(runs)
 
     def finish(self, gold: dict) -> tuple[list[Question], list[dict], dict[str, PipelineSummary]]:
-        """Question, section and pipeline rows; `gold` (qid -> item) names each question."""
-        folded: dict[tuple[str, str], QuestionRuns] = {}
-        for key, question in self._questions():
-            if key in folded:
-                folded[key].merge(question)
-            else:
-                folded[key] = question
-        rank = {key: i for i, key in enumerate(folded)}  # without a plan: the order questions finished
+        """Question, section and pipeline rows; `gold` (qid -> item) names each question.
+
+        Each question's accumulators become its row as they are read back, and leave memory but
+        for their sums, which go to a file beside the spill (when there is one) to be added into
+        their pipeline's in plan order: memory holds the rows, not every question's accumulators."""
+        extra: dict[tuple[str, str], QuestionRuns] = {}  # questions with runs beyond the plan: merged first
+        questions: list[Question] = []
+        parts: dict[str, _Parts] = {}
+        sums = InOrder(self.spill.with_name(f"{self.spill.name}.sums") if self.spill is not None else None)
+        rank: dict[tuple[str, str], int] = {}  # without a plan: the order questions finished
 
         def planned(key: tuple[str, str]) -> tuple:
             at = self.order(*key) if self.order is not None else None
-            return (0, at, "", "") if at is not None else (1, rank[key], *key)
+            return (0, at, "", "") if at is not None else (1, rank.setdefault(key, len(rank)), *key)
 
-        questions = []
-        for (pipeline, qid), q in sorted(folded.items()):
+        def row(key: tuple[str, str], q: QuestionRuns) -> None:
+            pipeline, qid = key
             item = gold[qid]
             state, css, spread = q.lam(self.css_min)
             questions.append(
@@ -300,9 +385,29 @@ class Aggregates:
                     stats=q.stats(),
                 )
             )
+            parts.setdefault(pipeline, _Parts()).add(q, state)
+            sums.add(planned(key), pipeline, (q.sums.total, q.sums.count))
+
+        try:
+            for key, question in self._questions():
+                if key in self._extra:
+                    if key in extra:
+                        extra[key].merge(question)
+                    else:
+                        extra[key] = question
+                else:
+                    row(key, question)
+            for key, question in extra.items():
+                row(key, question)
+            pipeline_sums: dict[str, _Sums] = {}
+            for pipeline, (total, count) in sums.in_order():
+                pipeline_sums.setdefault(pipeline, _Sums()).merge(_Sums(total, count))
+        finally:
+            sums.close()
+        questions.sort(key=lambda q: q.key)
         sections: dict[tuple, list[Question]] = {}
-        for row in questions:
-            sections.setdefault((row.pipeline, row.doc_id, row.section_id), []).append(row)
+        for q in questions:
+            sections.setdefault((q.pipeline, q.doc_id, q.section_id), []).append(q)
         section_rows = [
             {
                 "pipeline": pipeline,
@@ -315,26 +420,42 @@ class Aggregates:
             for (pipeline, doc_id, section_id), rows in sorted(sections.items())
         ]
         pipelines = {}
-        in_plan_order = sorted(folded.items(), key=lambda kv: planned(kv[0]))
         for name in sorted(self.seen):
-            mine = [(k, q) for k, q in in_plan_order if k[0] == name]
-            sums = _Sums()
-            for _, q in mine:
-                sums.merge(q.sums)
-            states = [row.lam.state for row in questions if row.pipeline == name]
-            means = sums.means(self.averaged)
+            mine = parts.get(name, _Parts())
+            means = pipeline_sums.get(name, _Sums()).means(self.averaged)
             pipelines[name] = PipelineSummary(
-                runs=sum(q.runs for _, q in mine),
-                questions=len(mine),
-                errored=sum(q.errored for _, q in mine),
-                hallucinating_runs=sum(q.hallucinating for _, q in mine),
+                runs=mine.runs,
+                questions=mine.questions,
+                errored=mine.errored,
+                hallucinating_runs=mine.hallucinating,
                 metrics=means,
                 citation_match_rate=means.get("citation_match"),
-                lam={s: states.count(s) for s in STATES},
-                zones={z: sum(q.zones.get(z, 0) for _, q in mine) for z in ZONES},
+                lam={s: mine.states.get(s, 0) for s in STATES},
+                zones={z: mine.zones.get(z, 0) for z in ZONES},
                 histograms=self._histograms[name],
             )
         return questions, section_rows, pipelines
+
+
+@dataclass
+class _Parts:
+    """A pipeline's counts over its questions (sums of integers: their order does not matter)."""
+
+    questions: int = 0
+    runs: int = 0
+    errored: int = 0
+    hallucinating: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    zones: dict[str, int] = field(default_factory=dict)
+
+    def add(self, q: QuestionRuns, state: str) -> None:
+        self.questions += 1
+        self.runs += q.runs
+        self.errored += q.errored
+        self.hallucinating += q.hallucinating
+        self.states[state] = self.states.get(state, 0) + 1
+        for zone, n in q.zones.items():
+            self.zones[zone] = self.zones.get(zone, 0) + n
 
 
 def _fold(runs: list[dict]) -> QuestionRuns:

@@ -17,7 +17,7 @@ from ragaudit.io.config_schema import GateSection
 from ragaudit.io.files import write_atomic
 from ragaudit.metrics.lam import STATES, SYMBOLS
 from ragaudit.metrics.registry import VIEWS, labels
-from ragaudit.model import Report
+from ragaudit.model import Question, Report
 from ragaudit.render import formatting
 from ragaudit.render.formatting import num, pct
 from ragaudit.render.html_view import (  # noqa: F401  (thresholds, section_result: the page's API)
@@ -285,7 +285,8 @@ def _questions(report: dict, t: GateSection) -> dict:
         "pipelines": _pipelines(report),
         "states": [(st, SYMBOLS[st]) for st in STATES],
         "rows": [_question_row(i, q, t) for i, q in enumerate(questions)],
-        "total": len(report.get("questions", [])),
+        "total": report["summary"].get("question_rows") or len(report.get("questions", [])),
+        "held": len(report.get("questions", [])),
     }
 
 
@@ -411,7 +412,7 @@ def render_html(report: dict, trend: str = "") -> str:
     )
 
 
-def write_html(path: Path, report: Report, trend: str = "") -> None:
-    """report.html. The page's view model reads the report as report.json holds it: the same
-    document the page embeds for its drill-down."""
-    write_atomic(path, render_html(report.to_json(), trend))
+def write_html(path: Path, report: Report, trend: str = "", questions: list[Question] | None = None) -> None:
+    """report.html. The page's view model reads the report as report.json holds it (`questions`:
+    the rows it holds, when not all of them): the same document the page embeds for its drill-down."""
+    write_atomic(path, render_html(report.to_json(questions=questions), trend))
