@@ -220,7 +220,7 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int], workload: str)
         started = children_cpu()
         seconds, peak_mb, tree_mb, code = measure([str(CLI), "run", str(config), "--no-gate"], env=env, ok=(0,))
         cpu = children_cpu() - started
-        run_dir = max((data / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        run_dir = max((d for d in (data / "runs").iterdir() if d.is_dir()), key=lambda p: p.stat().st_mtime)
         sizes_mb = {
             name: (run_dir / name).stat().st_size / 1e6
             for name in ("report.json", "report.html", "runs.parquet", "traces.jsonl")
@@ -311,7 +311,7 @@ model = "all-MiniLM-L6-v2"
             seconds, peak_mb, tree_mb, _ = measure(
                 [str(CLI), "run", str(config), "--no-gate", "--workers", "2", *extra], env=env, ok=(0,)
             )
-            run_dir = max((work / "cpu-runs").iterdir(), key=lambda p: p.stat().st_mtime)
+            run_dir = max((d for d in (work / "cpu-runs").iterdir() if d.is_dir()), key=lambda p: p.stat().st_mtime)
             report = json.loads((run_dir / "report.json").read_text())
             report.pop("meta")
             reports[label], seconds_of[label] = report, seconds
@@ -397,7 +397,7 @@ options = {{sleep = {sleep}}}
         finally:
             if cluster is not None:
                 cluster.close()
-        run_dir = max((work / "sleepy-runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        run_dir = max((d for d in (work / "sleepy-runs").iterdir() if d.is_dir()), key=lambda p: p.stat().st_mtime)
         report = json.loads((run_dir / "report.json").read_text())
         report.pop("meta")
         reports[label] = report
