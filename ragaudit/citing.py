@@ -105,11 +105,23 @@ def inherit(sentences: list[Bound]) -> list[tuple[tuple[str, ...], str]]:
     return out[::-1]
 
 
+def names(retrieved: list[tuple[str | None, str | None]]) -> dict[str, str]:
+    """The snippet id each name a marker may give stands for, from the retrieved (snippet_id,
+    doc_id) pairs in their order: a snippet_id itself, else a doc_id's first (best-ranked) snippet."""
+    named: dict[str, str] = {}
+    for snippet_id, _ in retrieved:
+        if snippet_id is not None:
+            named.setdefault(snippet_id, snippet_id)
+    for snippet_id, doc_id in retrieved:
+        if snippet_id is not None and doc_id is not None:
+            named.setdefault(doc_id, snippet_id)
+    return named
+
+
 def resolve(ids: tuple[str, ...], retrieved: tuple[Payload, ...]) -> tuple[str, ...]:
     """The snippet ids of the retrieved payloads that marker ids name (see the module's docstring);
     an id that names none stays as written."""
     numbered: dict[int, str] = {}
-    named: dict[str, str] = {}
     ranked = any(p.k_pos is not None for p in retrieved)
     for n, p in enumerate(retrieved, start=1):
         if p.snippet_id is None:
@@ -119,10 +131,7 @@ def resolve(ids: tuple[str, ...], retrieved: tuple[Payload, ...]) -> tuple[str, 
                 numbered.setdefault(p.k_pos, p.snippet_id)
         else:
             numbered.setdefault(n, p.snippet_id)
-        named.setdefault(p.snippet_id, p.snippet_id)
-    for p in retrieved:
-        if p.snippet_id is not None and p.doc_id is not None:
-            named.setdefault(p.doc_id, p.snippet_id)
+    named = names([(p.snippet_id, p.doc_id) for p in retrieved])
     out = []
     for i in ids:
         number = int(i) if i.isdecimal() and len(i) < 6 else None

@@ -30,7 +30,7 @@ from ragaudit.adapters.common import (
     rank,
     url_of,
 )
-from ragaudit.citing import bound_sentences, inherit
+from ragaudit.citing import bound_sentences, inherit, names
 
 _SOURCE = re.compile(r"\ASource (\d+):\n(.*?)\n?\Z", re.DOTALL)
 
@@ -130,7 +130,7 @@ def from_llamaindex_response(
     answer = response.response
     if answer is None or not cited:
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
-    named = {p[key]: p["snippet_id"] for key in ("doc_id", "snippet_id") for p in reversed(payloads) if p.get(key)}
+    named = names([(p.get("snippet_id"), p.get("doc_id")) for p in payloads])
     sentences = list(bound_sentences(answer))
     marked = [
         {

@@ -247,3 +247,19 @@ def test_reader_metadata_names_the_document(tmp_path):
     [p] = from_llamaindex([node], index=INDEX)
     assert p["doc_id"] == "backups" and p["source_url"] == "file:///data/handbook/backups.md"
     assert "score_raw" not in p
+
+
+def test_a_marker_naming_a_document_cites_its_best_ranked_source_and_an_unknown_name_stays():
+    """Beside source numbers, a marker may name a snippet or a document, read as for any answer."""
+    retrieved = section_nodes(("key-management", "key-management/hardware-keys"))
+    answer = "Admin keys are rotated every 12 months [key-management]. Keys ship home [handbook-faq]."
+    trace = from_llamaindex_response(
+        citation_engine(retrieved, answer).query("q"),
+        qid="KM-1",
+        query="q",
+        index=INDEX,
+        sources=handbook(),
+        score_kind="cosine",
+    )
+    best = trace["retrieved"][0]["snippet_id"]
+    assert [s["citations"] for s in trace["answer"]["segments"]] == [[best], ["handbook-faq"]]
