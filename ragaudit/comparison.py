@@ -9,24 +9,27 @@ and the λ state transitions; per pair, the smallest change in a rate it could d
 
 The tests, each on its own metric's differences:
 * A per-run 0/1 outcome (`Metric.outcome`: correct, citation match) averaged per question: the
-  exact two-sided sign test on the per-question differences (scipy's `binomtest`), which is the
-  exact McNemar test when each question has one run.
-* Any other metric: a paired permutation test that flips the signs of the differences. A difference
-  of 0 flips to itself, so only the m non-zero ones are flipped. With m <= EXACT_MAX,
-  `scipy.stats.permutation_test` enumerates all 2^m sign patterns: the p-value is exact. Up to
-  MONTE_CARLO_MAX, RESAMPLES random sign patterns from a generator seeded with SEED, through
-  `scipy.stats.monte_carlo_test` (vectorized: permutation_test's paired form loops in Python over
-  every difference). Above, the normal approximation of the sign-flip distribution: it is symmetric
-  with variance Σd², so the approximation's error falls as 1/m and is below the Monte Carlo's own.
+  exact two-sided sign test on the per-question differences, which is the exact McNemar test when
+  each question has one run.
+* Any other metric: a paired permutation test that flips the signs of the differences (statistic:
+  their sum). A difference of 0 flips to itself. With m <= EXACT_MAX differences not 0, all 2^m sign
+  patterns of those: the p-value is exact (count / 2^m). Up to MONTE_CARLO_MAX, RESAMPLES random
+  sign patterns over all the differences, seeded with SEED (`resampling.py` says how they are
+  drawn): p = (count + 1) / (RESAMPLES + 1), on the 1/10,000 grid. Above, the normal approximation
+  of the sign-flip distribution: it is symmetric with variance Σd², so the approximation's error
+  falls as 1/m and is below the Monte Carlo's own. A null sum within a billionth of Σ|d| of the
+  observed one is a tie (rounding alone moves sums less), and counts as at least as extreme.
 * Non-inferiority (TOST's one side): H0 "b is worse than a by the margin or more". The differences
   in the better direction, shifted by the margin, are sign-flipped as above and tested one-sided.
-* The CI: `scipy.stats.bootstrap` (BCa, RESAMPLES resamples) up to BCA_MAX paired questions, where
-  its jackknife (O(questions²) time) stays under a second a metric; above, the Student t interval
-  of the mean (the studentized mean), which the bootstrap distribution of a mean of that many
-  questions matches to within its own Monte Carlo error. Each metric says which it used.
+* The CI: Efron's BCa interval from RESAMPLES bootstrap resamples seeded with SEED up to BCA_MAX
+  paired questions (`resampling.bca_interval`); above, the Student t interval of the mean (the
+  studentized mean), which the bootstrap distribution of a mean of that many questions matches to
+  within its own Monte Carlo error. Each metric says which it used.
 
-Memory is O(questions): resamples are drawn and reduced in batches of BATCH_BYTES (scipy's `batch=`),
-and the results are those of one unbatched call, bit for bit.
+The resamples depend on the number of values alone: every sample of one size in a comparison (all
+metrics, all pairs) is reduced against one set of draws, made once, in batches of BATCH_BYTES
+(memory O(questions)). A metric's result does not depend on what is compared beside it: the same
+differences give the same CI and p-values, to the last bit, alone or among others.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragaudit import resampling
 from ragaudit.metrics.lam import STATES
 from ragaudit.metrics.registry import METRICS
 from ragaudit.model import Question
@@ -44,13 +48,13 @@ from ragaudit.power import Assumptions, Design, mde
 COMPARED = tuple(m.name for m in METRICS.values() if m.compared and m.level != "question")
 SEED = 20261122
 RESAMPLES = 9_999  # bootstrap resamples, and random sign patterns of a randomized test (p in steps of 1/10,000)
-EXACT_MAX = 16  # up to 2^16 = 65,536 sign patterns, enumerated in about 0.2 s
+EXACT_MAX = 16  # up to 2^16 = 65,536 sign patterns, enumerated in milliseconds
 MONTE_CARLO_MAX = 10_000  # non-zero differences up to which a randomized test draws sign patterns
-BCA_MAX = 10_000  # paired questions up to which the CI is BCa (its jackknife: about 0.4 s a metric here)
+BCA_MAX = 10_000  # paired questions up to which the CI is BCa (its resamples: RESAMPLES × questions draws)
 MARGIN = 0.02
 ALPHA = 0.05
-# Working set of one batch of resamples: its draws, the resampled values and, for the jackknife, its
-# mask. Memory only needs it to be O(questions); a few MiB also stays in cache.
+# Working set of one batch of resamples (their draws and counts). Memory only needs it to be
+# O(questions); a few MiB also stays in cache.
 BATCH_BYTES = 4 << 20
 
 
@@ -62,78 +66,72 @@ class System:
 
 
 def batch_size(pairs: int) -> int:
-    """Resamples per batch, at 17 bytes a pair: a jackknife row holds a 1-byte mask, an 8-byte index
-    and an 8-byte value per pair (a bootstrap resample 16 bytes, a sign-flipped one 9)."""
-    return max(1, BATCH_BYTES // (17 * max(pairs, 1)))
+    """Resamples per batch of `pairs` paired values."""
+    return resampling.rows_per_batch(pairs, BATCH_BYTES)
 
 
 def ci_method(questions: int) -> str:
     return "BCa" if questions <= BCA_MAX else "t"
 
 
+def t_interval(diffs: np.ndarray) -> tuple[float, float]:
+    """The Student t 95% interval of the mean."""
+    from scipy import special
+
+    half = special.stdtrit(diffs.size - 1, 0.975) * diffs.std(ddof=1) / np.sqrt(diffs.size)
+    return float(diffs.mean() - half), float(diffs.mean() + half)
+
+
+def bootstrap_cis(samples: list[np.ndarray]) -> list[tuple[float, float]]:
+    """The 95% CI of the mean of each sample: BCa from RESAMPLES resamples seeded with SEED up to
+    BCA_MAX values (one set of draws for all the samples of a size), the Student t interval above. A
+    constant sample's CI is its value: every resample has that mean (and BCa is undefined)."""
+    cis: dict[int, tuple[float, float]] = {}
+    bca: dict[int, list[int]] = {}
+    for i, diffs in enumerate(samples):
+        if np.ptp(diffs) == 0:
+            cis[i] = float(diffs[0]), float(diffs[0])
+        elif ci_method(diffs.size) == "t":
+            cis[i] = t_interval(diffs)
+        else:
+            bca.setdefault(diffs.size, []).append(i)
+    for members in bca.values():
+        means = resampling.bootstrap_means(np.stack([samples[i] for i in members]), RESAMPLES, SEED, BATCH_BYTES)
+        for i, row in zip(members, means, strict=True):
+            cis[i] = resampling.bca_interval(samples[i], row)
+    return [cis[i] for i in range(len(samples))]
+
+
 def bootstrap_ci(diffs: np.ndarray) -> tuple[float, float]:
-    """The 95% CI of the mean of `diffs`: BCa from RESAMPLES resamples drawn by a generator seeded with
-    SEED up to BCA_MAX values, the Student t interval above. A constant sample's CI is its value:
-    every resample has that mean (and BCa is undefined)."""
-    from scipy import stats
-
-    if np.ptp(diffs) == 0:
-        return float(diffs[0]), float(diffs[0])
-    if ci_method(diffs.size) == "t":
-        half = stats.t.ppf(0.975, diffs.size - 1) * diffs.std(ddof=1) / np.sqrt(diffs.size)
-        return float(diffs.mean() - half), float(diffs.mean() + half)
-    ci = stats.bootstrap(
-        (diffs,),
-        np.mean,
-        n_resamples=RESAMPLES,
-        batch=batch_size(diffs.size),
-        vectorized=True,
-        method="BCa",
-        rng=np.random.default_rng(SEED),
-    ).confidence_interval
-    return float(ci.low), float(ci.high)
+    """The 95% CI of the mean of `diffs` (`bootstrap_cis`)."""
+    return bootstrap_cis([diffs])[0]
 
 
-def _sign_flip_p(values: np.ndarray, alternative: str) -> float:
-    """The sign-flip permutation p-value of the mean of `values` (none of them 0): exact, randomized
-    or normal by their number (module docstring)."""
-    from scipy import stats
-
-    if values.size <= EXACT_MAX:
-        result = stats.permutation_test(
-            (values,),
-            np.mean,
-            permutation_type="samples",
-            n_resamples=np.inf,
-            vectorized=True,
-            alternative=alternative,
-        )
-        return float(result.pvalue)
-    if values.size > MONTE_CARLO_MAX:
-        z = values.sum() / np.sqrt(np.square(values).sum())
-        return float(2 * stats.norm.sf(abs(z)) if alternative == "two-sided" else stats.norm.sf(z))
-    rng = np.random.default_rng(SEED)
-
-    def flipped(size: tuple[int, int]) -> np.ndarray:
-        # The sign patterns numpy draws one resample at a time as random booleans (each from the bits
-        # of fresh 32-bit words, lowest bit first, the rest of a resample's last word dropped), drawn
-        # for the whole batch at once as those words: the same patterns whatever the batch, without
-        # a Python loop over the resamples.
-        rows, n = size
-        words = rng.integers(0, 1 << 32, size=(rows, (n + 31) // 32), dtype=np.uint32)
-        flips = np.unpackbits(words.astype("<u4", copy=False).view(np.uint8), axis=1, count=n, bitorder="little")
-        return np.where(flips.view(bool), -values, values)
-
-    result = stats.monte_carlo_test(
-        values,
-        flipped,
-        np.mean,
-        n_resamples=RESAMPLES,
-        batch=batch_size(values.size),
-        vectorized=True,
-        alternative=alternative,
-    )
-    return float(result.pvalue)
+def sign_flip_ps(tests: list[tuple[np.ndarray, str]]) -> list[float]:
+    """The sign-flip p-value of the sum of each `(values, alternative)`, "two-sided" or "greater":
+    exact, randomized or normal by the number of values not 0 (module docstring); the randomized ones
+    of one size from one set of draws. Two-sided, a sum of 0 (within the tolerance of ties) is the
+    middle of the null distribution: p = 1."""
+    ps: dict[int, float] = {}
+    drawn: dict[int, list[int]] = {}
+    for i, (values, alternative) in enumerate(tests):
+        moving = values[values != 0]
+        tol = resampling.tolerance(values)
+        if alternative == "two-sided" and abs(float(moving.sum())) <= tol:
+            ps[i] = 1.0
+        elif moving.size <= EXACT_MAX:
+            ps[i] = resampling.flip_p(float(moving.sum()), resampling.every_flip(moving), alternative, tol, drawn=False)
+        elif moving.size > MONTE_CARLO_MAX:
+            ps[i] = resampling.normal_p(moving, alternative)
+        else:
+            drawn.setdefault(values.size, []).append(i)
+    for members in drawn.values():
+        stacked = np.stack([tests[i][0] for i in members])
+        sums = resampling.flipped_sums(stacked, RESAMPLES, SEED, BATCH_BYTES)
+        for i, row in zip(members, sums, strict=True):
+            values, alternative = tests[i]
+            ps[i] = resampling.flip_p(float(values.sum()), row, alternative, resampling.tolerance(values), drawn=True)
+    return [ps[i] for i in range(len(tests))]
 
 
 def permutation_method(moving: int) -> str:
@@ -144,14 +142,8 @@ def permutation_method(moving: int) -> str:
 
 def permutation_p(diffs: np.ndarray) -> float:
     """Two-sided paired permutation p-value of the mean difference (1 when it is 0 or at most one
-    difference is not 0)."""
-    moving = diffs[diffs != 0]
-    if moving.size < 2 or abs(moving.sum()) <= 1e-9 * np.abs(moving).sum():
-        # None, one (its two signs are the two tails), or gains and losses that cancel: a mean of 0 is
-        # the middle of the null distribution, p = 1. scipy's tolerance for ties is relative to the
-        # observed mean, so a mean that rounding left at 1e-17 would let rounding decide the ties.
-        return 1.0
-    return _sign_flip_p(moving, "two-sided")
+    difference is not 0: its two signs are the two tails)."""
+    return sign_flip_ps([(diffs, "two-sided")])[0]
 
 
 def sign_test_p(diffs: np.ndarray) -> float:
@@ -166,13 +158,7 @@ def sign_test_p(diffs: np.ndarray) -> float:
 def noninferiority_p(better: np.ndarray, margin: float) -> float:
     """One-sided p-value of H0 "the mean of `better` (the differences in the better direction) is at
     most −margin", from the sign flips of better + margin."""
-    shifted = better + margin
-    moving = shifted[shifted != 0]
-    if moving.size == 0:
-        return 1.0
-    if moving.size == 1:  # its two signs are the whole null distribution: at or above it, one or both
-        return 0.5 if moving[0] > 0 else 1.0
-    return _sign_flip_p(moving, "greater")
+    return sign_flip_ps([(better + margin, "greater")])[0]
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:
@@ -206,20 +192,42 @@ def paired_values(a: System, b: System, shared: list[str]) -> dict[str, tuple[np
     return paired
 
 
-def _metric(name: str, a: np.ndarray, b: np.ndarray, *, margin: float, tolerance: float, floor: float | None) -> dict:
+@dataclass(frozen=True)
+class Tested:
+    """What the resamples give one metric of one pair: its CI, two-sided and non-inferiority p."""
+
+    ci: tuple[float, float]
+    p_value: float
+    noninferior_p: float
+
+
+def tested(samples: list[tuple[str, np.ndarray]], margin: float) -> list[Tested]:
+    """The tests of each (metric, differences b − a): every CI from one bootstrap pass and every
+    sign-flip test, two-sided and non-inferiority, from one pass of sign patterns, per number of values."""
+    permuted = [i for i, (name, _) in enumerate(samples) if not METRICS[name].outcome]
+    flips = [(d if METRICS[name].higher_is_better else -d) + margin for name, d in samples]
+    ps = sign_flip_ps([(shifted, "greater") for shifted in flips] + [(samples[i][1], "two-sided") for i in permuted])
+    two_sided = dict(zip(permuted, ps[len(samples) :], strict=True))
+    cis = bootstrap_cis([d for _, d in samples])
+    return [
+        Tested(cis[i], two_sided[i] if i in two_sided else sign_test_p(d), ps[i]) for i, (_, d) in enumerate(samples)
+    ]
+
+
+def _metric(
+    name: str, a: np.ndarray, b: np.ndarray, found: Tested, *, margin: float, tolerance: float, floor: float | None
+) -> dict:
     diffs = b - a
     hib = METRICS[name].higher_is_better
     better = diffs if hib else -diffs
-    low, high = bootstrap_ci(diffs)
     outcome = METRICS[name].outcome
-    ni_p = noninferiority_p(better, margin)
     return {
         "mean_a": float(a.mean()),
         "mean_b": float(b.mean()),
         "difference": float(diffs.mean()),
-        "ci95": [low, high],
+        "ci95": list(found.ci),
         "ci_method": ci_method(diffs.size),
-        "p_value": sign_test_p(diffs) if outcome else permutation_p(diffs),
+        "p_value": found.p_value,
         "test": "sign test, exact" if outcome else permutation_method(int(np.count_nonzero(diffs))),
         "questions": len(diffs),
         "higher_is_better": hib,
@@ -227,7 +235,7 @@ def _metric(name: str, a: np.ndarray, b: np.ndarray, *, margin: float, tolerance
         "ties": int(np.sum(np.abs(better) <= tolerance)),
         "losses": int(np.sum(better < -tolerance)),
         "noise_floor": floor,
-        "noninferior": {"margin": margin, "p_value": ni_p, "holds": bool(ni_p < ALPHA)},
+        "noninferior": {"margin": margin, "p_value": found.noninferior_p, "holds": bool(found.noninferior_p < ALPHA)},
     }
 
 
@@ -257,11 +265,35 @@ def compare_pair(
     tolerance: float = 0.01,
     assumptions: Assumptions = Assumptions(),
 ) -> dict:
-    shared = sorted(set(a.questions) & set(b.questions))
-    metrics = {
-        name: _metric(name, x, y, margin=margin, tolerance=tolerance, floor=_floor(a, b, name))
-        for name, (x, y) in paired_values(a, b, shared).items()
-    }
+    return compare_pairs([(a, b)], margin=margin, tolerance=tolerance, assumptions=assumptions)[0]
+
+
+def compare_pairs(
+    pairs: list[tuple[System, System]],
+    *,
+    margin: float = MARGIN,
+    tolerance: float = 0.01,
+    assumptions: Assumptions = Assumptions(),
+) -> list[dict]:
+    """Each pair's comparison, the resamples of all of them drawn together (module docstring)."""
+    found = []
+    for a, b in pairs:
+        shared = sorted(set(a.questions) & set(b.questions))
+        found.append((a, b, shared, paired_values(a, b, shared)))
+    results = iter(tested([(name, y - x) for *_, paired in found for name, (x, y) in paired.items()], margin))
+    out = []
+    for a, b, shared, paired in found:
+        metrics = {
+            name: _metric(name, x, y, next(results), margin=margin, tolerance=tolerance, floor=_floor(a, b, name))
+            for name, (x, y) in paired.items()
+        }
+        out.append(_pair(a, b, shared, metrics, margin, tolerance, assumptions))
+    return out
+
+
+def _pair(
+    a: System, b: System, shared: list[str], metrics: dict, margin: float, tolerance: float, assumptions: Assumptions
+) -> dict:
     for name, p in holm({name: m["p_value"] for name, m in metrics.items()}).items():
         metrics[name]["p_holm"] = p
         metrics[name]["verdict"] = verdict(metrics[name])
@@ -325,7 +357,7 @@ def compare(
             for s in systems
         },
         "noise": {s.name: s.noise.to_dict() for s in systems},
-        "pairs": [compare_pair(a, b, margin=margin, tolerance=tolerance, assumptions=assumptions) for a, b in pairs],
+        "pairs": compare_pairs(pairs, margin=margin, tolerance=tolerance, assumptions=assumptions),
     }
 
 

@@ -11,17 +11,21 @@ from helpers import Lazy, as_questions
 import ragaudit.comparison as compare_module
 from ragaudit.cli import main
 from ragaudit.comparison import (
+    COMPARED,
     EXACT_MAX,
     RESAMPLES,
     SEED,
     System,
+    bootstrap_ci,
     compare,
     compare_pair,
     holm,
+    noninferiority_p,
     permutation_p,
 )
 
 stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
+special = Lazy("scipy.special")
 
 
 def system(name, values, state="convergent"):
@@ -152,35 +156,57 @@ def paired_differences(reference, other, name):
     return np.array([other.questions[q].metrics[name] - reference.questions[q].metrics[name] for q in both])
 
 
-def scipy_ci(diffs):
-    """scipy's BCa bootstrap CI in one unbatched call (a constant sample has its value as both ends)."""
+def tolerance(values):
+    """The documented tie rule: sums within a billionth of the values' absolute sum are one value."""
+    return 1e-9 * float(np.abs(values).sum())
+
+
+def textbook_ci(diffs):
+    """Efron's BCa, slowly: every resample of the documented draws (one call for all of them), its mean
+    over the picked values, the jackknife by leaving each value out in turn."""
+    n = diffs.size
     if np.ptp(diffs) == 0:
         return [float(diffs[0])] * 2
-    ci = stats.bootstrap((diffs,), np.mean, n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(SEED))
-    return [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
+    picks = np.random.default_rng(SEED).integers(0, n, size=(RESAMPLES, n), dtype=np.uint32)
+    means = np.array([diffs[row].mean() for row in picks])
+    mean, tie = diffs.mean(), tolerance(diffs) / n
+    share = (np.sum(means < mean - tie) + np.sum(means <= mean + tie)) / (2 * RESAMPLES)
+    z0 = special.ndtri(share)
+    jackknife = np.array([np.delete(diffs, i).mean() for i in range(n)])
+    u = jackknife.mean() - jackknife
+    a = np.sum(u**3) / (6 * np.sum(u**2) ** 1.5)
+    levels = [special.ndtr(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (special.ndtri(0.025), special.ndtri(0.975))]
+    return [float(np.percentile(means, 100 * level)) for level in levels]
 
 
-def scipy_p(diffs):
-    """The sign-flip p-value from scipy in one unbatched call: every sign pattern of the non-zero
-    differences when they are few, else a Monte Carlo test drawing each resample's signs at once."""
-    flipping = diffs[diffs != 0]
-    if flipping.size < 2 or abs(flipping.sum()) <= 1e-9 * np.abs(flipping).sum():
+def textbook_p(values, alternative="two-sided"):
+    """The sign-flip p-value, slowly: every pattern of the values not 0 when they are few, else the
+    documented draws (bit j of a resample's row of 32-bit words, lowest bit of the first word first,
+    flips value j), the observed sum counted among them."""
+    moving = values[values != 0]
+    tie = tolerance(values)
+    if alternative == "two-sided" and abs(moving.sum()) <= tie:
         return 1.0  # see test_gains_and_losses_that_cancel_have_p_1_whatever_the_rounding
-    if flipping.size <= EXACT_MAX:
-        return float(
-            stats.permutation_test((flipping,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue
+    if moving.size <= EXACT_MAX:
+        null = np.array([np.dot(signs, moving) for signs in product((1, -1), repeat=moving.size)])
+        extra = 0
+    else:
+        words = np.random.default_rng(SEED).integers(
+            0, 2**32, size=(RESAMPLES, (values.size + 31) // 32), dtype=np.uint32
         )
-    rng = np.random.default_rng(SEED)
+        j = np.arange(values.size)
+        flips = (words[:, j // 32] >> (j % 32).astype(np.uint32)) & 1
+        null = np.where(flips == 1, -values, values).sum(axis=1)
+        extra = 1
+    observed = values.sum()
+    greater = (np.sum(null >= observed - tie) + extra) / (null.size + extra)
+    if alternative == "greater":
+        return float(greater)
+    less = (np.sum(null <= observed + tie) + extra) / (null.size + extra)
+    return float(min(1.0, 2 * min(greater, less)))
 
-    def null(size):
-        return np.stack(
-            [flipping * np.where(rng.integers(0, 2, size=size[1], dtype=bool), -1.0, 1.0) for _ in range(size[0])]
-        )
 
-    return float(stats.monte_carlo_test(flipping, null, np.mean, n_resamples=RESAMPLES).pvalue)
-
-
-def test_ci_and_p_value_are_scipys_on_the_paired_differences():
+def test_ci_and_p_values_are_the_textbook_ones_from_the_documented_draws():
     reference, other = graded_systems(60)
     metrics = compare_pair(reference, other)["metrics"]
     assert {m["questions"] for m in metrics.values()} == {60, 51, 40}
@@ -190,9 +216,11 @@ def test_ci_and_p_value_are_scipys_on_the_paired_differences():
     assert max(flipping.values()) > EXACT_MAX  # both the exact and the randomized test are exercised
     for name, m in metrics.items():
         diffs = paired_differences(reference, other, name)
+        better = diffs if m["higher_is_better"] else -diffs
         # a per-run 0/1 outcome takes the exact sign test, every other metric the permutation test
-        p = scipy_sign_p(diffs) if name == "citation_match" else scipy_p(diffs)
-        assert (m["ci95"], m["ci_method"], m["p_value"]) == (scipy_ci(diffs), "BCa", p), name
+        p = scipy_sign_p(diffs) if name == "citation_match" else textbook_p(diffs)
+        assert m["ci95"] == pytest.approx(textbook_ci(diffs), rel=1e-9, abs=1e-12) and m["ci_method"] == "BCa", name
+        assert (m["p_value"], m["noninferior"]["p_value"]) == (p, textbook_p(better + 0.02, "greater")), name
     assert metrics["citation_match"]["test"] == "sign test, exact"
     assert (metrics["delta_s_qr"]["ci95"], metrics["delta_s_qr"]["p_value"]) == ([0.0, 0.0], 1.0)
 
@@ -200,6 +228,37 @@ def test_ci_and_p_value_are_scipys_on_the_paired_differences():
 def scipy_sign_p(diffs):
     up, down = int(np.sum(diffs > 0)), int(np.sum(diffs < 0))
     return 1.0 if up + down == 0 else float(stats.binomtest(up, up + down, 0.5).pvalue)
+
+
+SAMPLES = {  # paired differences of several shapes, each with its own seed
+    "skewed": lambda rng: rng.choice([0.0, 1.0], 80, p=[0.9, 0.1]),
+    "graded": lambda rng: rng.choice([-1 / 6, 0.0, 1 / 6, 2 / 6], 120, p=[0.2, 0.5, 0.2, 0.1]),
+    "continuous": lambda rng: rng.normal(0.02, 0.2, 200),
+    "heavy-tailed": lambda rng: rng.standard_t(2, 150) * 0.05,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SAMPLES))
+def test_ci_and_p_value_agree_with_scipys_within_monte_carlo_error(shape):
+    """scipy's own BCa bootstrap and randomized sign-flip test, from draws of another seed: both are
+    Monte Carlo estimates of the same quantities, so they differ by their Monte Carlo error alone.
+    An interval end is a 2.5% quantile of 9,999 resample means: its standard error is about
+    sqrt(0.025 · 0.975 / 9,999) / φ(1.96) = 0.027 standard errors of the mean (plus the error of z0),
+    so two independent ends differ by about 0.04 of them; the bound is 0.2 (five of those). A p-value
+    estimated from 9,999 patterns has the binomial standard error sqrt(p(1 − p)/9,999) (twice that
+    two-sided); the bound is five of the difference of two such estimates, plus the grid step."""
+    diffs = SAMPLES[shape](np.random.default_rng(len(shape)))
+    se = diffs.std(ddof=1) / np.sqrt(diffs.size)
+    ours = compare_module.bootstrap_ci(diffs)
+    theirs = stats.bootstrap((diffs,), np.mean, n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(1))
+    theirs_ci = theirs.confidence_interval
+    assert abs(ours[0] - theirs_ci.low) < 0.2 * se and abs(ours[1] - theirs_ci.high) < 0.2 * se
+    moving = diffs[diffs != 0]  # scipy enumerates the patterns when they are fewer than RESAMPLES
+    flips = stats.permutation_test(
+        (moving,), np.sum, permutation_type="samples", n_resamples=RESAMPLES, rng=np.random.default_rng(1)
+    )
+    p = permutation_p(diffs)
+    assert abs(p - flips.pvalue) < 5 * 2 * np.sqrt(2 * p * (1 - p) / RESAMPLES) + 2 / RESAMPLES, (p, flips.pvalue)
 
 
 def test_bca_differs_from_the_percentile_interval_on_skewed_differences():
@@ -214,10 +273,9 @@ def test_bca_differs_from_the_percentile_interval_on_skewed_differences():
         ),
     )
     ci = compare_pair(reference, other)["metrics"]["coverage"]["ci95"]
-    percentile = stats.bootstrap(
-        (diffs,), np.mean, n_resamples=RESAMPLES, method="percentile", rng=np.random.default_rng(SEED)
-    ).confidence_interval
-    assert ci == scipy_ci(diffs) and ci != [percentile.low, percentile.high]
+    picks = np.random.default_rng(SEED).integers(0, 60, size=(RESAMPLES, 60), dtype=np.uint32)
+    percentile = np.percentile(diffs[picks].mean(axis=1), [2.5, 97.5])
+    assert ci == pytest.approx(textbook_ci(diffs), rel=1e-9) and ci != pytest.approx(list(percentile), abs=1e-6)
     assert 0 < ci[0] < 0.05 < ci[1]
 
 
@@ -236,6 +294,14 @@ def test_exact_p_value_of_a_tiny_case_by_hand():
 def test_a_single_difference_decides_nothing():
     # its two sign patterns are the two tails: p = 2 * 1/2 (scipy needs two observations)
     assert permutation_p(np.array([0.3])) == permutation_p(np.array([0.0, -0.3, 0.0])) == 1.0
+    # one-sided, at or above its value: one pattern of two when it is positive, both when it is negative
+    assert noninferiority_p(np.array([-0.02, 0.1, -0.02]), 0.02) == 0.5
+    assert noninferiority_p(np.array([-0.1, -0.02]), 0.02) == 1.0
+
+
+def test_a_constant_sample_has_its_value_as_its_ci():
+    assert bootstrap_ci(np.full(40, 0.25)) == (0.25, 0.25)
+    assert bootstrap_ci(np.zeros(3)) == (0.0, 0.0)
 
 
 def test_gains_and_losses_that_cancel_have_p_1_whatever_the_rounding():
@@ -246,6 +312,8 @@ def test_gains_and_losses_that_cancel_have_p_1_whatever_the_rounding():
     diffs = np.array(other) - np.array(reference)
     assert sum(Fraction(round(6 * d), 6) for d in diffs) == 0 and diffs.sum() != 0
     assert permutation_p(diffs) == 1.0
+    # randomized too: 30 such pairs of questions
+    assert permutation_p(np.tile(diffs, 3)) == 1.0
     # scipy's tolerance for ties is relative to the observed mean, here 2e-17: exact zeros of the null
     # distribution then count on one side only
     scipy_own = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=np.inf)
@@ -265,17 +333,89 @@ def test_above_the_exact_limit_the_randomized_p_value_estimates_the_exact_one():
     diffs = np.round(np.random.default_rng(11).normal(0.1, 0.3, n), 2)
     exact = stats.permutation_test((diffs,), np.mean, permutation_type="samples", n_resamples=np.inf).pvalue
     p = permutation_p(diffs)
-    assert (p * (RESAMPLES + 1) / 2).is_integer() and p == scipy_p(diffs)
+    assert (p * (RESAMPLES + 1) / 2).is_integer() and p == textbook_p(diffs)
     assert abs(p - exact) < 2 * 4 * np.sqrt(exact * (1 - exact) / RESAMPLES) + 2 / RESAMPLES
+    one_sided = noninferiority_p(diffs, 0.02)
+    assert (one_sided * (RESAMPLES + 1)).is_integer() and one_sided == textbook_p(diffs + 0.02, "greater")
 
 
 def test_comparison_is_deterministic_and_does_not_depend_on_the_batch(monkeypatch):
     reference, other = graded_systems(60)
     first = compare_pair(reference, other)
     assert compare_pair(reference, other) == first
-    monkeypatch.setattr(compare_module, "BATCH_BYTES", 40_000)  # batches of 39 resamples
+    monkeypatch.setattr(compare_module, "BATCH_BYTES", 40_000)  # batches of 23 resamples
     assert compare_module.batch_size(60) < 40
     assert compare_pair(reference, other) == first
+
+
+def decided(result, name):
+    m = result["metrics"][name]
+    return m["ci95"], m["p_value"], m["noninferior"]["p_value"]
+
+
+def test_a_metrics_result_does_not_depend_on_what_is_compared_beside_it():
+    reference, other = graded_systems(60)
+    together = compare([(reference, other), (other, reference)])["pairs"]
+    for name in ("mrr", "ndcg@k", "support", "coverage"):
+
+        def only(system):
+            kept = {q: {"qid": q, "metrics": {name: x.metrics.get(name)}, "lambda": {"state": "convergent"}}
+                    for q, x in system.questions.items()}  # fmt: skip
+            return System(system.name, as_questions(kept))
+
+        alone = compare_pair(only(reference), only(other))
+        assert decided(alone, name) == decided(together[0], name), name
+
+
+def test_every_sample_of_one_size_shares_one_set_of_draws(monkeypatch):
+    from ragaudit import resampling
+
+    calls = {"bootstrap": [], "flips": []}
+    for key, function in (("bootstrap", "bootstrap_means"), ("flips", "flipped_sums")):
+        original = getattr(resampling, function)
+
+        def counted(samples, *args, _original=original, _key=key):
+            calls[_key].append(samples.shape)
+            return _original(samples, *args)
+
+        monkeypatch.setattr(resampling, function, counted)
+    reference, other = graded_systems(60)
+    compare([(reference, other), (other, reference)])
+    # three sizes (60, 51 and 40 paired questions): one pass of each kind per size, every metric of
+    # both pairs in it (each pair's CIs of the metrics whose differences are not constant)
+    varying = [n for n in COMPARED if (d := paired_differences(reference, other, n)).size and np.ptp(d) > 0]
+    assert sorted(n for _, n in calls["bootstrap"]) == [40, 51, 60]
+    assert sum(k for k, _ in calls["bootstrap"]) == 2 * len(varying) >= 8
+    assert sorted(n for _, n in calls["flips"]) == [40, 51, 60]
+
+
+def test_the_same_runs_give_the_same_compare_json_bytes(tmp_path):
+    def report(name, values):
+        return {
+            "summary": {"pipelines": {p: {"runs": len(values), "metrics": {}} for p in ("a", "b")}},
+            "questions": [
+                {
+                    "pipeline": p,
+                    "qid": f"q{i}",
+                    "metrics": {"ndcg@k": v + (0.05 * (i % 3) if p == "b" else 0.0), "citation_match": 1.0},
+                    "lambda": {"state": "convergent"},
+                    "stats": {"runs": 1},
+                }
+                for p in ("a", "b")
+                for i, v in enumerate(values)
+            ],
+        }
+
+    (tmp_path / "run").mkdir()
+    values = np.random.default_rng(0).random(300).round(3).tolist()
+    (tmp_path / "run" / "report.json").write_text(json.dumps(report("p", values)))
+    written = []
+    for out in ("one", "two"):
+        result = CliRunner().invoke(main, ["compare", str(tmp_path / "run"), "--out", str(tmp_path / out)])
+        assert result.exit_code == 0, result.output
+        written.append((tmp_path / out / "compare.json").read_bytes())
+    assert written[0] == written[1]
+    assert json.loads(written[0])["pairs"][0]["metrics"]["ndcg@k"]["test"] == "permutation, 9,999 sign flips"
 
 
 def test_compare_memory_does_not_grow_with_resamples_times_questions():
@@ -314,28 +454,3 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path)])
     assert result.exit_code == 3
     assert "$.questions[0].metrics.citation_match: expected a number or null, found an array" in result.output
-
-
-def test_randomized_sign_flips_are_numpys_boolean_draws_one_resample_at_a_time():
-    comparison = compare_module
-    values = np.random.default_rng(7).normal(0.01, 0.2, size=comparison.EXACT_MAX + 83)
-    rng = np.random.default_rng(comparison.SEED)
-
-    def one_at_a_time(size):
-        flips = np.empty(size, dtype=bool)
-        for row in flips:
-            row[:] = rng.integers(0, 2, size=size[1], dtype=bool)
-        return np.where(flips, -values, values)
-
-    for alternative in ("two-sided", "greater"):
-        rng = np.random.default_rng(comparison.SEED)
-        expected = stats.monte_carlo_test(
-            values,
-            one_at_a_time,
-            np.mean,
-            n_resamples=comparison.RESAMPLES,
-            batch=comparison.batch_size(values.size),
-            vectorized=True,
-            alternative=alternative,
-        ).pvalue
-        assert comparison._sign_flip_p(values, alternative) == expected
