@@ -1,4 +1,7 @@
 import json
+import math
+import subprocess
+import sys
 import tracemalloc
 from fractions import Fraction
 from itertools import product
@@ -454,3 +457,37 @@ def test_metric_values_that_are_not_numbers_are_a_damaged_report(tmp_path):
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path)])
     assert result.exit_code == 3
     assert "$.questions[0].metrics.citation_match: expected a number or null, found an array" in result.output
+
+
+@pytest.mark.parametrize("up,down", [(0, 1), (2, 9), (9, 2), (5, 5), (0, 40), (13, 30), (400, 470), (4100, 3900)])
+def test_the_sign_test_is_the_exact_binomial_tail(up, down):
+    diffs = np.array([0.5] * up + [-1.0] * down + [0.0] * 7)
+    k, n = min(up, down), up + down
+    exact = min(Fraction(1), 2 * Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)) if up != down else 1
+    assert compare_module.sign_test_p(diffs) == float(exact)
+    assert compare_module.sign_test_p(diffs) == pytest.approx(stats.binomtest(up, n, 0.5).pvalue, rel=1e-12)
+
+
+COMPARE_ALONE = """
+import sys
+import numpy as np
+from ragaudit.comparison import System, compare_pair
+from ragaudit.model import Question
+
+def system(name, shift):
+    values = np.random.default_rng(0).random(300)
+    return System(name, {
+        f"q{i}": Question.from_json({"pipeline": name, "qid": f"q{i}", "lambda": {"state": "convergent"},
+            "metrics": {"citation_match": float(v > 0.5), "ndcg@k": float(v) + shift}, "stats": {"runs": 2}}, "$")
+        for i, v in enumerate(values)
+    })
+
+compare_pair(system("a", 0.0), system("b", 0.01))
+print("scipy.stats" in sys.modules)
+"""
+
+
+def test_a_comparison_does_not_import_scipy_stats():
+    # scipy.stats takes about a second of CPU to import; the tests and the planned power need none of it
+    done = subprocess.run([sys.executable, "-c", COMPARE_ALONE], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr

@@ -124,3 +124,16 @@ def test_plan_of_an_unreadable_gold_set_names_the_line(tmp_path):
     gold.write_text((GOLD.read_text().splitlines(keepends=True)[0]) + "{not json\n")
     result = invoke("plan", gold)
     assert result.exit_code == 3 and f"{gold}:2" in result.output
+
+
+def test_the_binomial_functions_are_scipy_stats_ones():
+    from ragaudit.power import Binomial
+
+    for n in [0, 1, 2, 7, 30, 101, 1000, 8000]:
+        for p in (0.0, 0.1, 0.5, 0.77, 1.0):
+            k = np.arange(-2, n + 3)
+            assert Binomial.pmf(k, n, p) == pytest.approx(stats.binom.pmf(k, n, p), rel=1e-9, abs=1e-15), (n, p)
+            assert Binomial.cdf(k, n, p) == pytest.approx(stats.binom.cdf(k, n, p), rel=1e-9, abs=1e-12), (n, p)
+            assert Binomial.sf(k, n, p) == pytest.approx(stats.binom.sf(k, n, p), rel=1e-9, abs=1e-12), (n, p)
+    m = np.arange(1, 5001)
+    assert (Binomial.ppf(0.025, m, 0.5) == stats.binom.ppf(0.025, m, 0.5)).all()
