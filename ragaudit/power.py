@@ -185,7 +185,7 @@ def power(design: Design, delta: float, assumptions: Assumptions = Assumptions()
     c = sign_test_rejections(m, assumptions.alpha)
     theta = up / (up + down)
     reject = np.where(c >= 0, Binomial.cdf(c, m, theta) + Binomial.sf(m - c - 1, m, theta), 0.0)
-    return float(min(1.0, moving @ reject))
+    return min(1.0, float(moving @ reject))
 
 
 def mde(design: Design, assumptions: Assumptions = Assumptions(), *, tolerance: float = 1e-5) -> float | None:
