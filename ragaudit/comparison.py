@@ -108,30 +108,53 @@ def bootstrap_ci(diffs: np.ndarray) -> tuple[float, float]:
     return bootstrap_cis([diffs])[0]
 
 
-def sign_flip_ps(tests: list[tuple[np.ndarray, str]]) -> list[float]:
-    """The sign-flip p-value of the sum of each `(values, alternative)`, "two-sided" or "greater":
-    exact, randomized or normal by the number of values not 0 (module docstring); the randomized ones
-    of one size from one set of draws. Two-sided, a sum of 0 (within the tolerance of ties) is the
-    middle of the null distribution: p = 1."""
+@dataclass(frozen=True, eq=False)
+class FlipTest:
+    """A sign-flip test of the sum of `sign · base + shift`: the differences (sign 1, shift 0), or the
+    differences in the better direction plus the margin. Tests of one base share its flipped sums:
+    Σ s_j (sign · d_j + shift) = sign · Σ s_j d_j + shift · Σ s_j."""
+
+    base: np.ndarray
+    alternative: str  # "two-sided" or "greater"
+    sign: float = 1.0
+    shift: float = 0.0
+
+    def values(self) -> np.ndarray:
+        return self.base if (self.sign, self.shift) == (1.0, 0.0) else self.sign * self.base + self.shift
+
+
+def sign_flip_ps(tests: list[FlipTest]) -> list[float]:
+    """The sign-flip p-value of each test: exact, randomized or normal by the number of its values not
+    0 (module docstring); the randomized ones of one size from one set of draws. Two-sided, a sum of 0
+    (within the tolerance of ties) is the middle of the null distribution: p = 1."""
     ps: dict[int, float] = {}
     drawn: dict[int, list[int]] = {}
-    for i, (values, alternative) in enumerate(tests):
+    for i, test in enumerate(tests):
+        values = test.values()
         moving = values[values != 0]
         tol = resampling.tolerance(values)
-        if alternative == "two-sided" and abs(float(moving.sum())) <= tol:
+        if test.alternative == "two-sided" and abs(float(moving.sum())) <= tol:
             ps[i] = 1.0
         elif moving.size <= EXACT_MAX:
-            ps[i] = resampling.flip_p(float(moving.sum()), resampling.every_flip(moving), alternative, tol, drawn=False)
+            null = resampling.every_flip(moving)
+            ps[i] = resampling.flip_p(float(moving.sum()), null, test.alternative, tol, drawn=False)
         elif moving.size > MONTE_CARLO_MAX:
-            ps[i] = resampling.normal_p(moving, alternative)
+            ps[i] = resampling.normal_p(moving, test.alternative)
         else:
             drawn.setdefault(values.size, []).append(i)
     for members in drawn.values():
-        stacked = np.stack([tests[i][0] for i in members])
+        rows = {id(tests[i].base): tests[i].base for i in members}  # row 0: the flipped sums of 1s
+        order = {key: row for row, key in enumerate(rows, start=1)}
+        stacked = np.stack([np.ones_like(tests[members[0]].base), *rows.values()])
         sums = resampling.flipped_sums(stacked, RESAMPLES, SEED, BATCH_BYTES)
-        for i, row in zip(members, sums, strict=True):
-            values, alternative = tests[i]
-            ps[i] = resampling.flip_p(float(values.sum()), row, alternative, resampling.tolerance(values), drawn=True)
+        for i in members:
+            test, values = tests[i], tests[i].values()
+            null = sums[order[id(test.base)]]
+            if (test.sign, test.shift) != (1.0, 0.0):
+                null = test.sign * null + test.shift * sums[0]
+            ps[i] = resampling.flip_p(
+                float(values.sum()), null, test.alternative, resampling.tolerance(values), drawn=True
+            )
     return [ps[i] for i in range(len(tests))]
 
 
@@ -144,7 +167,7 @@ def permutation_method(moving: int) -> str:
 def permutation_p(diffs: np.ndarray) -> float:
     """Two-sided paired permutation p-value of the mean difference (1 when it is 0 or at most one
     difference is not 0: its two signs are the two tails)."""
-    return sign_flip_ps([(diffs, "two-sided")])[0]
+    return sign_flip_ps([FlipTest(diffs, "two-sided")])[0]
 
 
 def sign_test_p(diffs: np.ndarray) -> float:
@@ -167,7 +190,7 @@ def sign_test_p(diffs: np.ndarray) -> float:
 def noninferiority_p(better: np.ndarray, margin: float) -> float:
     """One-sided p-value of H0 "the mean of `better` (the differences in the better direction) is at
     most −margin", from the sign flips of better + margin."""
-    return sign_flip_ps([(better + margin, "greater")])[0]
+    return sign_flip_ps([FlipTest(better, "greater", shift=margin)])[0]
 
 
 def holm(p_values: dict[str, float]) -> dict[str, float]:
@@ -214,8 +237,10 @@ def tested(samples: list[tuple[str, np.ndarray]], margin: float) -> list[Tested]
     """The tests of each (metric, differences b − a): every CI from one bootstrap pass and every
     sign-flip test, two-sided and non-inferiority, from one pass of sign patterns, per number of values."""
     permuted = [i for i, (name, _) in enumerate(samples) if not METRICS[name].outcome]
-    flips = [(d if METRICS[name].higher_is_better else -d) + margin for name, d in samples]
-    ps = sign_flip_ps([(shifted, "greater") for shifted in flips] + [(samples[i][1], "two-sided") for i in permuted])
+    noninferior = [
+        FlipTest(d, "greater", 1.0 if METRICS[name].higher_is_better else -1.0, margin) for name, d in samples
+    ]
+    ps = sign_flip_ps(noninferior + [FlipTest(samples[i][1], "two-sided") for i in permuted])
     two_sided = dict(zip(permuted, ps[len(samples) :], strict=True))
     cis = bootstrap_cis([d for _, d in samples])
     return [

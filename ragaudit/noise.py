@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class NoiseFloor:
@@ -72,17 +74,39 @@ def noise_floor(runs_path: Path | None, pipeline: str, metrics: Iterable[str]) -
         raise InputError(
             f"{runs_path}: expected the runs of a ragaudit run, found an unreadable file ({exc})"
         ) from None
-    frame = table.filter(pc.equal(table.column("pipeline"), pipeline)).to_pandas()
-    seeds = tuple(sorted(int(s) for s in frame["seed"].unique()))
+    table = table.filter(pc.equal(table.column("pipeline"), pipeline))
+    seed = table.column("seed").to_numpy()
+    seeds = tuple(sorted(int(s) for s in np.unique(seed)))
     if len(seeds) < 2:
         return NoiseFloor.unknown(
             f"{'one seed' if seeds else 'no runs'}: no seed-to-seed spread to measure (run with two seeds or more)"
         )
-    values = frame[columns]
-    # identical under every seed: one distinct value (NaN counts as a value) per question and variant
-    same = bool((frame.groupby(["qid", "variant"])[columns].nunique(dropna=False) <= 1).all().all())
-    if same:
+    # one row a run, one column a metric; a run without the metric holds NaN
+    values = np.column_stack([table.column(c).to_numpy().astype(float) for c in columns] or [np.empty((len(seed), 0))])
+    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy()
+    if _same_under_every_seed(qid, table.column("variant").to_numpy(), values):
         return NoiseFloor("deterministic", seeds, {c[2:]: 0.0 for c in columns})
-    by_seed = values.groupby(frame["seed"]).mean()  # NaN (a run without the metric) left out
-    floors = {c[2:]: float(by_seed[c].max() - by_seed[c].min()) for c in columns if by_seed[c].notna().any()}
+    kept = ~np.isnan(values)
+    per_seed = np.unique(seed, return_inverse=True)[1].reshape(-1)
+    sums = np.zeros((len(seeds), len(columns)))
+    counts = np.zeros((len(seeds), len(columns)))
+    np.add.at(sums, per_seed, np.where(kept, values, 0.0))
+    np.add.at(counts, per_seed, kept)
+    floors = {}
+    for j, column in enumerate(columns):
+        means = sums[counts[:, j] > 0, j] / counts[counts[:, j] > 0, j]  # a seed without the metric left out
+        if means.size:
+            floors[column[2:]] = float(means.max() - means.min())
     return NoiseFloor("sampling", seeds, floors)
+
+
+def _same_under_every_seed(qid: np.ndarray, variant: np.ndarray, values: np.ndarray) -> bool:
+    """Whether every run of a question (`qid`: its index) and variant has the same value of each metric,
+    under every seed (NaN, a run without the metric, counts as a value)."""
+    variant = variant.astype(np.int64)
+    group = qid.astype(np.int64) * (int(variant.max(initial=0)) + 1) + variant
+    order = np.argsort(group, kind="stable")
+    group, values = group[order], values[order]
+    inside = group[1:] == group[:-1]
+    equal = (values[1:] == values[:-1]) | (np.isnan(values[1:]) & np.isnan(values[:-1]))
+    return bool(equal[inside].all())
