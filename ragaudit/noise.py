@@ -60,7 +60,6 @@ def noise_floor(runs_path: Path | None, pipeline: str, metrics: Iterable[str]) -
     """The noise floor of `pipeline` on each of `metrics`, from the stored runs of its run directory."""
     if runs_path is None or not Path(runs_path).is_file():
         return NoiseFloor.unknown(f"no runs.parquet beside the report{'' if runs_path is None else f' ({runs_path})'}")
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from ragaudit.errors import InputError
@@ -74,17 +73,19 @@ def noise_floor(runs_path: Path | None, pipeline: str, metrics: Iterable[str]) -
         raise InputError(
             f"{runs_path}: expected the runs of a ragaudit run, found an unreadable file ({exc})"
         ) from None
-    table = table.filter(pc.equal(table.column("pipeline"), pipeline))
-    seed = table.column("seed").to_numpy()
+    mine = table.column("pipeline").to_numpy() == pipeline
+    seed = table.column("seed").to_numpy()[mine]
     seeds = tuple(sorted(int(s) for s in np.unique(seed)))
     if len(seeds) < 2:
         return NoiseFloor.unknown(
             f"{'one seed' if seeds else 'no runs'}: no seed-to-seed spread to measure (run with two seeds or more)"
         )
     # one row a run, one column a metric; a run without the metric holds NaN
-    values = np.column_stack([table.column(c).to_numpy().astype(float) for c in columns] or [np.empty((len(seed), 0))])
-    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy()
-    if _same_under_every_seed(qid, table.column("variant").to_numpy(), values):
+    values = np.column_stack(
+        [table.column(c).to_numpy().astype(float)[mine] for c in columns] or [np.empty((len(seed), 0))]
+    )
+    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)[mine]
+    if _same_under_every_seed(qid, table.column("variant").to_numpy()[mine], values):
         return NoiseFloor("deterministic", seeds, {c[2:]: 0.0 for c in columns})
     kept = ~np.isnan(values)
     per_seed = np.unique(seed, return_inverse=True)[1].reshape(-1)
