@@ -1,32 +1,26 @@
-"""What `ragaudit compare` costs at scale, with scipy's statistics batched against scipy unbatched.
+"""What `ragaudit compare` costs: its statistics from shared resamples, beside scipy called per metric.
 
-Two synthetic systems pair every question on all ten compared metrics (binary, graded and continuous
-ones, with `support` missing for 1 question in 20 so that two pair counts occur). Each measurement runs
-in a fresh process and reports the wall and CPU time (CPU time is the steadier figure on a shared
-machine), the peak of memory traced while it runs (tracemalloc; numpy reports its buffers to it) and
-the peak RSS of the whole process (VmHWM), which also holds the synthetic systems.
+Three synthetic systems pair every question on all the compared metrics (binary, graded and
+continuous ones, with `support` missing for 1 question in 20 so that two pair counts occur); the
+comparison has two pairs (the first system with each other one), like a run of three pipelines.
+Each measurement runs in a fresh process, its imports done before the clock starts, and reports
+the wall and CPU time (CPU time is the steadier figure on a shared machine), the peak of memory
+traced while it runs (tracemalloc; numpy reports its buffers to it) and the peak RSS of the whole
+process (VmHWM), which also holds the synthetic systems.
 
-  * batched: `ragaudit.comparison.compare_pair` at --questions (default 100,000): per metric the CI
-    (BCa up to BCA_MAX questions, whose jackknife is O(questions²) time; the Student t interval
-    above), the two-sided p-value (exact sign test for per-run 0/1 outcomes; sign-flip permutation
-    otherwise: exact, then MONTE_CARLO_MAX random sign patterns, then the normal approximation), the
-    non-inferiority test, and the pair's detectable change. The script exits 1 when it takes more
-    than 30 s or its peak RSS reaches 1 GiB.
-  * unbatched: the same CIs and p-values from scipy called without `batch=` on each metric's paired
-    differences, at the --reference sizes, and the memory its arrays take at --questions (BCa's
-    jackknife holds a questions × questions array). Its time is the batched one's: the same
-    arithmetic.
-  * equality: at --mid questions both must give every CI and p-value bit for bit. The script exits 1
-    when they do not.
-  * permutation_test: scipy's own randomized paired test (`permutation_type="samples"`) on one
-    metric at the --permutation sizes, its time extrapolated quadratically to --questions (with
-    batches bounded in bytes there are questions/batch of them, each a Python loop over the
-    questions): why the randomized test runs through `scipy.stats.monte_carlo_test`.
-  * --same-verdicts: also run compare_pair at --questions with BCa and randomized sign flips at
-    every size (about six minutes at 100,000 questions), and exit 1 unless every verdict is the same.
+  * before: per pair and metric, scipy called on its own as compare did before its resamples were
+    shared: `scipy.stats.bootstrap` (BCa, RESAMPLES resamples, a generator seeded with SEED per
+    call, batched), the sign-flip tests through `permutation_test` (exact) or `monte_carlo_test`
+    (RESAMPLES random patterns, seeded per call), the normal approximation above MONTE_CARLO_MAX,
+    `binomtest` for outcomes, and the pairs' detectable change;
+  * after: `ragaudit.comparison.compare` of the same pairs: every metric and pair of one size
+    reduced against one set of draws, BCa's jackknife in closed form, no scipy.stats.
+Both give the same verdicts, and their CI ends and p-values differ by Monte Carlo error alone: the
+largest difference of a CI end in standard errors of the mean, and of a p-value, is printed. The
+script exits 1 when a verdict differs, a CI end moves by more than 0.2 standard errors, `after`
+takes more than LIMIT_CPU CPU seconds at the largest size, or its peak RSS reaches 1 GiB.
 
-    .venv/bin/python bench/compare.py [--questions 100000] [--mid 2000] [--reference 500 1000 2000]
-                                      [--permutation 1000 2000 4000] [--same-verdicts]
+    .venv/bin/python bench/compare.py [--sizes 2000 8000] [--skip-before]
 """
 
 from __future__ import annotations
@@ -40,28 +34,32 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
-import ragaudit.comparison as compare_module
 from ragaudit.comparison import (
+    ALPHA,
     BCA_MAX,
     COMPARED,
     EXACT_MAX,
+    MARGIN,
     MONTE_CARLO_MAX,
     RESAMPLES,
     SEED,
     STATES,
     System,
     batch_size,
-    compare_pair,
+    compare,
+    detectable,
+    holm,
+    paired_values,
 )
 from ragaudit.metrics.registry import METRICS
 from ragaudit.model import Question
+from ragaudit.power import Assumptions
 
-LIMIT_SECONDS = 30
+LIMIT_CPU = 2.0  # CPU seconds of `after` at the largest size (8,000 questions, two pairs, by default)
 
 
-def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
+def synthetic_systems(n: int, seed: int = 0) -> list[System]:
     rng = np.random.default_rng(seed)
 
     def values(base: np.ndarray) -> dict[str, np.ndarray]:
@@ -80,12 +78,10 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
         }
 
     quality = rng.random(n)
-    reference = values(quality)
-    other = values(np.clip(quality + rng.normal(-0.01, 0.1, n), 0, 1))
     missing = rng.random(n) < 0.05
-    states = rng.integers(0, len(STATES), size=(2, n))
 
-    def system(name: str, metrics: dict[str, np.ndarray], row: int) -> System:
+    def system(name: str, metrics: dict[str, np.ndarray]) -> System:
+        states = rng.integers(0, len(STATES), size=n)
         return System(
             name,
             {
@@ -96,7 +92,7 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
                         "metrics": {
                             m: (None if m == "support" and missing[i] else float(v[i])) for m, v in metrics.items()
                         },
-                        "lambda": {"state": STATES[states[row, i]]},
+                        "lambda": {"state": STATES[states[i]]},
                         "stats": {"runs": 1},
                     },
                     f"$[{i}]",
@@ -105,91 +101,116 @@ def synthetic_systems(n: int, seed: int = 0) -> tuple[System, System]:
             },
         )
 
-    return system("reference", reference, 0), system("other", other, 1)
+    others = [np.clip(quality + rng.normal(shift, 0.1, n), 0, 1) for shift in (-0.01, 0.003)]
+    return [system("reference", values(quality)), *(system(f"other{j}", values(o)) for j, o in enumerate(others))]
 
 
-def paired(reference: System, other: System) -> dict[str, np.ndarray]:
-    """Per metric, other − reference over the questions both scored, in qid order."""
-    shared = sorted(set(reference.questions) & set(other.questions))
-    out = {}
-    for name in COMPARED:
-        pairs = [(reference.questions[q].metrics.get(name), other.questions[q].metrics.get(name)) for q in shared]
-        kept = [(a, b) for a, b in pairs if a is not None and b is not None]
-        if kept:
-            out[name] = np.array([b for _, b in kept]) - np.array([a for a, _ in kept])
-    return out
+def scipy_ci(diffs: np.ndarray) -> list[float]:
+    from scipy import stats
 
-
-def unbatched_ci(diffs: np.ndarray) -> list[float]:
     if np.ptp(diffs) == 0:
         return [float(diffs[0])] * 2
-    if diffs.size > BCA_MAX:  # the Student t interval of the mean
+    if diffs.size > BCA_MAX:
         half = stats.t.ppf(0.975, diffs.size - 1) * diffs.std(ddof=1) / np.sqrt(diffs.size)
         return [float(diffs.mean() - half), float(diffs.mean() + half)]
-    ci = stats.bootstrap((diffs,), np.mean, n_resamples=RESAMPLES, method="BCa", rng=np.random.default_rng(SEED))
-    return [float(ci.confidence_interval.low), float(ci.confidence_interval.high)]
-
-
-def unbatched_p(diffs: np.ndarray, outcome: bool = False) -> float:
-    if outcome:  # the exact sign test
-        up, down = int(np.sum(diffs > 0)), int(np.sum(diffs < 0))
-        return 1.0 if up + down == 0 else float(stats.binomtest(up, up + down, 0.5).pvalue)
-    flipping = diffs[diffs != 0]
-    if flipping.size < 2 or abs(flipping.sum()) <= 1e-9 * np.abs(flipping).sum():
-        return 1.0  # no difference, a single one, or gains and losses that cancel
-    if flipping.size > MONTE_CARLO_MAX:
-        return float(2 * stats.norm.sf(abs(flipping.sum()) / np.sqrt(np.square(flipping).sum())))
-    if flipping.size <= EXACT_MAX:
-        exact = stats.permutation_test((flipping,), np.mean, permutation_type="samples", n_resamples=np.inf)
-        return float(exact.pvalue)
-    rng = np.random.default_rng(SEED)
-
-    def null(size: tuple[int, int]) -> np.ndarray:
-        signs = [np.where(rng.integers(0, 2, size=size[1], dtype=bool), -1.0, 1.0) for _ in range(size[0])]
-        return flipping * np.stack(signs)
-
-    return float(stats.monte_carlo_test(flipping, null, np.mean, n_resamples=RESAMPLES).pvalue)
-
-
-def unbatched(reference: System, other: System) -> dict:
-    return {
-        "metrics": {
-            name: {"ci95": unbatched_ci(d), "p_value": unbatched_p(d, METRICS[name].outcome)}
-            for name, d in paired(reference, other).items()
-        }
-    }
-
-
-def permutation_test(reference: System, other: System) -> dict:
-    """scipy's randomized paired permutation test of the continuous metric (every difference non-zero)."""
-    diffs = paired(reference, other)["ndcg@k"]
-    result = stats.permutation_test(
+    ci = stats.bootstrap(
         (diffs,),
         np.mean,
-        permutation_type="samples",
         n_resamples=RESAMPLES,
         batch=batch_size(diffs.size),
+        vectorized=True,
+        method="BCa",
         rng=np.random.default_rng(SEED),
+    ).confidence_interval
+    return [float(ci.low), float(ci.high)]
+
+
+def scipy_flip_p(values: np.ndarray, alternative: str) -> float:
+    """The sign-flip p-value of the values' mean from scipy, the draws seeded per call."""
+    from scipy import stats
+
+    moving = values[values != 0]
+    if moving.size == 0 or (alternative == "two-sided" and abs(moving.sum()) <= 1e-9 * np.abs(moving).sum()):
+        return 1.0
+    if moving.size == 1:
+        return 1.0 if alternative == "two-sided" or moving[0] < 0 else 0.5
+    if moving.size <= EXACT_MAX:
+        exact = stats.permutation_test(
+            (moving,), np.mean, permutation_type="samples", n_resamples=np.inf, alternative=alternative
+        )
+        return float(exact.pvalue)
+    if moving.size > MONTE_CARLO_MAX:
+        z = moving.sum() / np.sqrt(np.square(moving).sum())
+        return float(2 * stats.norm.sf(abs(z)) if alternative == "two-sided" else stats.norm.sf(z))
+    rng = np.random.default_rng(SEED)
+
+    def flipped(size: tuple[int, int]) -> np.ndarray:
+        rows, n = size
+        words = rng.integers(0, 1 << 32, size=(rows, (n + 31) // 32), dtype=np.uint32)
+        flips = np.unpackbits(words.view(np.uint8), axis=1, count=n, bitorder="little")
+        return np.where(flips.view(bool), -moving, moving)
+
+    result = stats.monte_carlo_test(
+        moving,
+        flipped,
+        np.mean,
+        n_resamples=RESAMPLES,
+        batch=batch_size(moving.size),
+        vectorized=True,
+        alternative=alternative,
     )
-    return {"metrics": {"ndcg@k": {"p_value": float(result.pvalue)}}}
+    return float(result.pvalue)
 
 
-def slow(reference: System, other: System) -> dict:
-    """compare_pair with BCa and randomized sign flips at every size: what the verdicts were before
-    the switches above BCA_MAX and MONTE_CARLO_MAX."""
-    compare_module.BCA_MAX = compare_module.MONTE_CARLO_MAX = 10**12
-    return compare_pair(reference, other)
+def before(systems: list[System]) -> dict:
+    """Each pair and metric on its own, through scipy: what compare computed before."""
+    from scipy import stats
+
+    pairs = []
+    for other in systems[1:]:
+        reference = systems[0]
+        shared = sorted(set(reference.questions) & set(other.questions))
+        metrics: dict[str, dict] = {}
+        for name, (x, y) in paired_values(reference, other, shared).items():
+            diffs = y - x
+            better = diffs if METRICS[name].higher_is_better else -diffs
+            if METRICS[name].outcome:
+                up, down = int(np.sum(diffs > 0)), int(np.sum(diffs < 0))
+                p = 1.0 if up + down == 0 else float(stats.binomtest(up, up + down, 0.5).pvalue)
+            else:
+                p = scipy_flip_p(diffs, "two-sided")
+            metrics[name] = {
+                "difference": float(diffs.mean()),
+                "ci95": scipy_ci(diffs),
+                "p_value": p,
+                "noninferior": {"p_value": scipy_flip_p(better + MARGIN, "greater")},
+                "higher_is_better": METRICS[name].higher_is_better,
+            }
+        for name, p in holm({name: m["p_value"] for name, m in metrics.items()}).items():
+            m = metrics[name]
+            direction = m["difference"] if m["higher_is_better"] else -m["difference"]
+            m["verdict"] = "tie" if p >= ALPHA else ("better" if direction > 0 else "worse")
+        detectable(reference, other, shared, Assumptions())
+        pairs.append({"metrics": metrics})
+    return {"pairs": pairs}
 
 
-ALGORITHMS = {"batched": compare_pair, "unbatched": unbatched, "permutation_test": permutation_test, "slow": slow}
+def after(systems: list[System]) -> dict:
+    return compare([(systems[0], other) for other in systems[1:]])
+
+
+ALGORITHMS = {"before": before, "after": after}
 
 
 def measure(algorithm: str, n: int) -> dict:
     """Runs in a child process, so that its peak RSS is its own."""
-    reference, other = synthetic_systems(n)
+    import scipy.special  # noqa: F401  both use it; `before` also imports scipy.stats
+    import scipy.stats  # noqa: F401
+
+    systems = synthetic_systems(n)
     tracemalloc.start()
     start, cpu = time.perf_counter(), time.process_time()
-    result = ALGORITHMS[algorithm](reference, other)
+    result = ALGORITHMS[algorithm](systems)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -200,7 +221,18 @@ def measure(algorithm: str, n: int) -> dict:
         "cpu": cpu,
         "traced_peak": peak,
         "max_rss": peak_rss(),
-        "verdicts": {name: m.get("verdict") for name, m in result["metrics"].items()},
+        "metrics": [
+            {
+                name: {
+                    "ci95": m["ci95"],
+                    "p_value": m["p_value"],
+                    "noninferior": m["noninferior"]["p_value"],
+                    "verdict": m["verdict"],
+                }
+                for name, m in pair["metrics"].items()
+            }
+            for pair in result["pairs"]
+        ],
     }
 
 
@@ -212,14 +244,7 @@ def peak_rss() -> int:
     raise SystemExit("peak RSS needs /proc/self/status (Linux)")
 
 
-def equal_at(n: int) -> bool:
-    reference, other = synthetic_systems(n)
-    batched = compare_pair(reference, other)["metrics"]
-    expected = unbatched(reference, other)["metrics"]
-    return {name: {"ci95": m["ci95"], "p_value": m["p_value"]} for name, m in batched.items()} == expected
-
-
-def in_child(algorithm: str, n: int) -> dict | bool:
+def in_child(algorithm: str, n: int) -> dict:
     done = subprocess.run(
         [sys.executable, __file__, "--child", algorithm, str(n)], capture_output=True, text=True, check=False
     )
@@ -228,9 +253,19 @@ def in_child(algorithm: str, n: int) -> dict | bool:
     return json.loads(done.stdout)
 
 
-def extrapolate(points: list[dict], key: str, n: int, degree: int = 1) -> float:
-    coefficients = np.polyfit([p["questions"] for p in points], [p[key] for p in points], degree)
-    return float(np.polyval(coefficients, n))
+def agreement(old: dict, new: dict) -> tuple[float, float, bool]:
+    """The largest move of a CI end in standard errors of the mean (a 95% interval's width over 3.92),
+    the largest move of a p-value, and whether every verdict is the same."""
+    ends, ps, same = 0.0, 0.0, True
+    for a, b in zip(old["metrics"], new["metrics"], strict=True):
+        for name in a:
+            low, high = a[name]["ci95"]
+            se = (high - low) / 3.92 or 1.0
+            ends = max(ends, *(abs(u - v) / se for u, v in zip(a[name]["ci95"], b[name]["ci95"], strict=True)))
+            p_moved = abs(a[name]["p_value"] - b[name]["p_value"]), abs(a[name]["noninferior"] - b[name]["noninferior"])
+            ps = max(ps, *p_moved)
+            same = same and a[name]["verdict"] == b[name]["verdict"]
+    return ends, ps, same
 
 
 def mib(size: float) -> str:
@@ -239,84 +274,33 @@ def mib(size: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--questions", type=int, default=100_000)
-    parser.add_argument("--mid", type=int, default=2_000, help="questions for the equality check")
-    parser.add_argument(
-        "--reference",
-        type=int,
-        nargs="+",
-        default=[500, 1_000, 2_000],
-        help="questions at which the unbatched calls run, to extrapolate from",
-    )
-    parser.add_argument(
-        "--permutation",
-        type=int,
-        nargs="+",
-        default=[1_000, 2_000, 4_000],
-        help="questions at which scipy's permutation_test runs, to extrapolate from",
-    )
-    parser.add_argument(
-        "--same-verdicts", action="store_true", help="also run the slow methods at --questions and compare verdicts"
-    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 8_000], help="paired questions")
+    parser.add_argument("--skip-before", action="store_true", help="measure `after` only (no agreement check)")
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        algorithm, n = args.child[0], int(args.child[1])
-        print(json.dumps(equal_at(n) if algorithm == "equal" else measure(algorithm, n)))
+        print(json.dumps(measure(args.child[0], int(args.child[1]))))
         return 0
 
-    equal = in_child("equal", args.mid)
-    print(
-        f"equality at {args.mid:,} paired questions, all {len(COMPARED)} metrics, batched vs unbatched: "
-        f"{'identical (every float bit for bit)' if equal else 'DIFFERENT'}"
-    )
-    print(
-        f"{'algorithm':<17} {'questions':>10} {'wall s':>8} {'CPU s':>8} {'traced peak':>12} {'process peak RSS':>17}"
-    )
-
-    def line(row: dict, note: str = "") -> None:
-        def figure(key: str, text) -> str:
-            return text(row[key]) if key in row else ""
-
+    print(f"two pairs, {len(COMPARED)} metrics each; CPU seconds of the statistics (imports done before)")
+    print(f"{'questions':>10} {'before CPU s':>13} {'after CPU s':>12} {'speed-up':>9} {'after peak':>11} "
+          f"{'after RSS':>10} {'CI ends moved':>14} {'p moved':>8} verdicts")  # fmt: skip
+    ok, largest = True, dict[str, float]()
+    for n in args.sizes:
+        new = in_child("after", n)
+        old = None if args.skip_before else in_child("before", n)
+        moved, p_moved, same = agreement(old, new) if old else (0.0, 0.0, True)
+        old_cpu = f"{old['cpu']:.2f}" if old else "-"
+        speed = f"{old['cpu'] / new['cpu']:.1f}x" if old else "-"
         print(
-            f"{row['algorithm']:<17} {row['questions']:>10,} {figure('seconds', '{:.1f}'.format):>8} "
-            f"{figure('cpu', '{:.1f}'.format):>8} {figure('traced_peak', mib):>12} {figure('max_rss', mib):>17}{note}"
+            f"{n:>10,} {old_cpu:>13} {new['cpu']:>12.2f} {speed:>9} {mib(new['traced_peak']):>11} "
+            f"{mib(new['max_rss']):>10} {moved:>11.3f} SE {p_moved:>8.4f} {'the same' if same else 'DIFFERENT'}"
         )
-
-    def extrapolated(name: str, rows: list[dict], keys: tuple[str, ...], note: str) -> None:
-        for row in rows:
-            line(row)
-        estimate = {key: extrapolate(rows, key, args.questions, degree=2) for key in keys}
-        line({"algorithm": name, "questions": args.questions, **estimate}, f"  (extrapolated: {note})")
-
-    for n in args.reference:
-        line(in_child("unbatched", n))
-    needs = (16 * RESAMPLES + 17 * args.questions) * args.questions  # scipy's index and value arrays
-    print(
-        f"{'unbatched':<17} {args.questions:>10,} {'':>8} {'':>8} {mib(needs):>12} {'':>17}  (the arrays scipy "
-        "allocates: an index and a value per resample and question, a mask, index and value per question²)"
-    )
-    permutation_rows = [in_child("permutation_test", n) for n in args.permutation]
-    extrapolated(
-        "permutation_test",
-        permutation_rows,
-        ("seconds", "cpu"),
-        f"one metric of {len(COMPARED)}; questions/batch batches of a Python loop over the questions",
-    )
-    batched = in_child("batched", args.questions)
-    line(batched)
-    print(f"verdicts at {args.questions:,}: {batched['verdicts']}")
-    within = batched["max_rss"] < 2**30
-    fast = batched["seconds"] <= LIMIT_SECONDS
-    print(f"peak RSS at {args.questions:,} questions {'<' if within else '>='} 1 GiB")
-    print(f"wall time at {args.questions:,} questions {'<=' if fast else '>'} {LIMIT_SECONDS} s")
-    same = True
-    if args.same_verdicts:
-        reference = in_child("slow", args.questions)
-        line(reference, "  (BCa and randomized sign flips at every size)")
-        same = reference["verdicts"] == batched["verdicts"]
-        print(f"verdicts {'the same' if same else 'DIFFERENT'}: {reference['verdicts']}")
-    return 0 if equal and within and fast and same else 1
+        ok = ok and same and moved <= 0.2 and new["max_rss"] < 2**30
+        largest = new if n == max(args.sizes) else largest
+    fast = largest["cpu"] <= LIMIT_CPU
+    print(f"after at {max(args.sizes):,} questions: {largest['cpu']:.2f} CPU s {'<=' if fast else '>'} {LIMIT_CPU}")
+    return 0 if ok and fast else 1
 
 
 if __name__ == "__main__":

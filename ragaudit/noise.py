@@ -58,8 +58,14 @@ def _seeds(seeds: Iterable[int]) -> str:
 
 def noise_floor(runs_path: Path | None, pipeline: str, metrics: Iterable[str]) -> NoiseFloor:
     """The noise floor of `pipeline` on each of `metrics`, from the stored runs of its run directory."""
+    return noise_floors(runs_path, [pipeline], metrics)[pipeline]
+
+
+def noise_floors(runs_path: Path | None, pipelines: list[str], metrics: Iterable[str]) -> dict[str, NoiseFloor]:
+    """The noise floor of each of `pipelines` (`noise_floor`), from one read of the stored runs."""
     if runs_path is None or not Path(runs_path).is_file():
-        return NoiseFloor.unknown(f"no runs.parquet beside the report{'' if runs_path is None else f' ({runs_path})'}")
+        note = f"no runs.parquet beside the report{'' if runs_path is None else f' ({runs_path})'}"
+        return {pipeline: NoiseFloor.unknown(note) for pipeline in pipelines}
     import pyarrow.parquet as pq
 
     from ragaudit.errors import InputError
@@ -73,19 +79,29 @@ def noise_floor(runs_path: Path | None, pipeline: str, metrics: Iterable[str]) -
         raise InputError(
             f"{runs_path}: expected the runs of a ragaudit run, found an unreadable file ({exc})"
         ) from None
-    mine = table.column("pipeline").to_numpy() == pipeline
-    seed = table.column("seed").to_numpy()[mine]
+    names = table.column("pipeline").to_numpy()
+    seed = table.column("seed").to_numpy()
+    variant = table.column("variant").to_numpy()
+    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    # one row a run, one column a metric; a run without the metric holds NaN
+    values = np.column_stack([table.column(c).to_numpy().astype(float) for c in columns] or [np.empty((len(seed), 0))])
+    found = {}
+    for pipeline in pipelines:
+        mine = names == pipeline
+        found[pipeline] = _floor(seed[mine], qid[mine], variant[mine], values[mine], columns)
+    return found
+
+
+def _floor(
+    seed: np.ndarray, qid: np.ndarray, variant: np.ndarray, values: np.ndarray, columns: list[str]
+) -> NoiseFloor:
+    """One pipeline's floor from its runs: their seeds, questions (indices), variants and metric values."""
     seeds = tuple(sorted(int(s) for s in np.unique(seed)))
     if len(seeds) < 2:
         return NoiseFloor.unknown(
             f"{'one seed' if seeds else 'no runs'}: no seed-to-seed spread to measure (run with two seeds or more)"
         )
-    # one row a run, one column a metric; a run without the metric holds NaN
-    values = np.column_stack(
-        [table.column(c).to_numpy().astype(float)[mine] for c in columns] or [np.empty((len(seed), 0))]
-    )
-    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)[mine]
-    if _same_under_every_seed(qid, table.column("variant").to_numpy()[mine], values):
+    if _same_under_every_seed(qid, variant, values):
         return NoiseFloor("deterministic", seeds, {c[2:]: 0.0 for c in columns})
     kept = ~np.isnan(values)
     per_seed = np.unique(seed, return_inverse=True)[1].reshape(-1)

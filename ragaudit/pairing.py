@@ -17,7 +17,7 @@ from pathlib import Path
 from ragaudit.comparison import COMPARED, MARGIN, System
 from ragaudit.errors import InputError, UsageError
 from ragaudit.model import Report
-from ragaudit.noise import noise_floor
+from ragaudit.noise import noise_floors
 
 
 @dataclass
@@ -41,10 +41,11 @@ def pipeline_order(report: Report) -> list[str]:
 
 def run_of(report: Report, label: str | None = None, runs_path: Path | None = None) -> Run:
     run = Run(label)
-    for pipeline in pipeline_order(report):
+    order = pipeline_order(report)
+    noise = noise_floors(runs_path, order, COMPARED)
+    for pipeline in order:
         questions = {q.qid: q for q in report.questions if q.pipeline == pipeline}
-        noise = noise_floor(runs_path, pipeline, COMPARED)
-        run.systems[pipeline] = System(f"{label}/{pipeline}" if label else pipeline, questions, noise)
+        run.systems[pipeline] = System(f"{label}/{pipeline}" if label else pipeline, questions, noise[pipeline])
     return run
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragaudit.noise import noise_floor
+from ragaudit.noise import noise_floor, noise_floors
 
 
 def write_runs(path, rows):
@@ -61,6 +61,11 @@ def test_the_floor_is_the_spread_of_the_per_seed_means(tmp_path):
         expected = {m: by_hand(rows, pipeline, m) for m in ("citation_match", "support", "mrr")}
         assert found.floors == pytest.approx({m: v for m, v in expected.items() if v is not None}, rel=1e-12)
         assert ("mrr" in found.floors) == (pipeline == "p")
+    # one read for every pipeline gives each its own floor; a pipeline without runs has none to measure
+    every = noise_floors(path, ["p", "q", "r"], ["citation_match", "support", "mrr"])
+    assert every["p"] == noise_floor(path, "p", ["citation_match", "support", "mrr"])
+    assert every["q"] == noise_floor(path, "q", ["citation_match", "support", "mrr"])
+    assert every["r"].state == "unknown" and "no runs" in every["r"].note
 
 
 def test_the_same_runs_under_every_seed_are_deterministic_missing_values_included(tmp_path):
@@ -90,7 +95,7 @@ class NoPandas(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}")
 
 sys.meta_path.insert(0, NoPandas())
-from ragaudit.noise import noise_floor
+from ragaudit.noise import noise_floor, noise_floors
 found = noise_floor(sys.argv[1], "p", ["citation_match"])
 print(found.state, round(found.floors["citation_match"], 12))
 """
