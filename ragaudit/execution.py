@@ -421,7 +421,7 @@ class _Reducers(dict):
         fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) and "__slots__" in vars(cls) else ()
         init = tuple(f.name for f in fields if f.init)
         rest = tuple(f.name for f in fields if not f.init)
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:] if fields else []
+        params = list(inspect.signature(cls).parameters.values()) if fields else []
         reduce: Callable[[Any], Any]
         if (
             not fields

@@ -173,7 +173,8 @@ def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None
         try:
             with db:
                 db.execute(CREATE)
-                rows, memo = iter(table), {}
+                rows = iter(table)
+                memo: dict[str, str] = {}
                 while chunk := list(itertools.islice(rows, 5000)):
                     out.write("".join(log_line(r, memo) + "\n" for r in chunk))
                     db.executemany(INSERT, [_sql_row(r) for r in chunk])
