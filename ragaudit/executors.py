@@ -17,6 +17,7 @@ a call that kills every worker it is given to becomes that run's `pipeline_error
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -79,7 +80,14 @@ def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     gold: dict = {}
     for item in inputs.items:
         gold.setdefault(item.qid, item)
-    return score_batch(inputs, Settings.from_config(inputs.config), gold, traces, keep=keep)
+    # as in this process's own scoring (StreamingAudit): a batch makes no cycles worth collecting
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return score_batch(inputs, Settings.from_config(inputs.config), gold, traces, keep=keep)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class DaskClient:

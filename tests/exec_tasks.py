@@ -1,5 +1,6 @@
 """Tasks for the executor tests, importable in a spawned worker process (tests/ is on its path)."""
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -63,3 +64,11 @@ def remembered() -> list:
 
 def exit_at_setup() -> None:
     os._exit(3)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeywordOnly:
+    """A slotted dataclass its constructor cannot build from its fields in order."""
+
+    a: int
+    b: list = dataclasses.field(default_factory=list, kw_only=True)

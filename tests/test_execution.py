@@ -237,3 +237,24 @@ def test_a_scoring_batch_whose_worker_a_pipeline_call_ended_is_scored_again():
     doomed = RemoteScoring(Cluster([1, 1, 1]), keep=False)
     with pytest.raises(WorkerDied):
         doomed.submit(["c"])
+
+
+def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
+    import dataclasses
+    import pickle
+
+    from ragaudit.execution import dumps
+    from ragaudit.io.traces import parse_trace
+
+    wrong = mutate(lambda t: t["retrieved"][0].update(score_norm="high"))
+    traces = [parse_trace(valid_trace), parse_trace(wrong)]
+    traces.append(parse_trace({**valid_trace, "steps": [{"question": "q", "citations": ["x"]}], "error": "e"}))
+    odd = dataclasses.replace(traces[0].retrieved[0])
+    object.__setattr__(odd, "span", "set after construction")  # a non-init field keeps what it holds
+    values = [traces, odd, tasks.KeywordOnly(1, b=[2]), {"k": (1, 2.5, None, "s")}, [float("nan")]]
+    back = pickle.loads(dumps(values))
+    assert back[:3] == values[:3] and back[3] == values[3] and str(back[4]) == "[nan]"
+    assert [p.span for t in back[0] for p in t.retrieved] == [p.span for t in traces for p in t.retrieved]
+    assert back[1].span == "set after construction" and back[2].b == [2]
+    assert [t.field_errors for t in back[0]] == [t.field_errors for t in traces] and traces[1].field_errors
+    assert pickle.loads(dumps(traces)) == pickle.loads(pickle.dumps(traces))

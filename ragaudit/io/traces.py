@@ -51,11 +51,14 @@ def _is_number(value: Any) -> bool:
     return type(value) is float or type(value) is int
 
 
-def read_traces(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterator[Trace | BadLine]:
+def read_traces(
+    path: str | os.PathLike, *, offset_unit: str = "char", replayed_as: str | None = None
+) -> Iterator[Trace | BadLine]:
     """Stream the traces of a JSONL file; a defective line yields a BadLine and reading goes on.
-    Raises InputError when the file cannot be read or holds no record."""
+    Raises InputError when the file cannot be read or holds no record. With `replayed_as`, each
+    trace is that pipeline's run (see `parse_trace`)."""
     lines = trace_lines(path)
-    yield from traces_in(lines, offset_unit=offset_unit)
+    yield from traces_in(lines, offset_unit=offset_unit, replayed_as=replayed_as)
     lines.require_records()
 
 
@@ -66,7 +69,9 @@ def trace_lines(path: str | os.PathLike, start: int = 0, end: int | None = None)
     return JsonLines(path, finite=False, start=start, end=end)
 
 
-def traces_in(lines: JsonLines, *, offset_unit: str = "char") -> Iterator[Trace | BadLine]:
+def traces_in(
+    lines: JsonLines, *, offset_unit: str = "char", replayed_as: str | None = None
+) -> Iterator[Trace | BadLine]:
     """The traces of the lines `lines` reads; a defective line yields a BadLine and reading goes on.
     Line numbers are those of `lines` (relative to its range)."""
     name = lines.name
@@ -74,7 +79,9 @@ def traces_in(lines: JsonLines, *, offset_unit: str = "char") -> Iterator[Trace 
         if isinstance(obj, BadLine):
             yield obj
         else:
-            yield parse_trace(obj, file=name, line=number, offset_unit=offset_unit, notes=notes)
+            yield parse_trace(
+                obj, file=name, line=number, offset_unit=offset_unit, notes=notes, replayed_as=replayed_as
+            )
 
 
 def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> list[Trace]:
@@ -101,6 +108,7 @@ def parse_trace(
     line: int | None = None,
     offset_unit: str = "char",
     notes: tuple[FieldError, ...] | None = None,
+    replayed_as: str | None = None,
 ) -> Trace | BadLine:
     """A trace object as a canonical Trace, or a BadLine when it is not a trace object at all.
 
@@ -108,6 +116,9 @@ def parse_trace(
     field errors. Without them the object did not come through the reader (a pipeline's output,
     say), so it is scrubbed here: no NaN or lone surrogate may reach a Trace, which must always
     be writable as JSON and UTF-8.
+
+    `replayed_as`, the name of a replay pipeline, makes the trace that pipeline's run: its config
+    is the name, and it keeps no file or line (a line that is no trace still names both).
     """
     if notes is None:
         obj, notes = scrub(obj)
@@ -182,10 +193,10 @@ def parse_trace(
         error=error or None,
         offset_unit=unit,
         field_errors=tuple(errors),
-        file=file,
-        line=line,
+        file=None if replayed_as is not None else file,
+        line=None if replayed_as is not None else line,
         query=query,
-        config=config,
+        config=replayed_as if replayed_as is not None else config,
         retriever_name=retriever_name,
         retrieved_at=retrieved_at,
         attempts=attempts,

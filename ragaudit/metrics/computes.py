@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from statistics import fmean
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -43,7 +44,7 @@ class ScoredRun:
     claims: tuple[Judged, ...] = ()
     verdict: Verdict | None = None
 
-    @property
+    @cached_property  # asked by every metric of the run; its trace never changes
     def failed(self) -> bool:
         return errored(self.view.trace)
 

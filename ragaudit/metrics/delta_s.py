@@ -112,8 +112,10 @@ def delta_s_runs(
         [*right, *(top_k[i] for i in topk_runs), *(anchors[i] or "" for i in ra_runs)],  # ra_runs have one
     )
     nearest = (np.ones(n), np.ones(n), np.full(n, np.nan))
-    for (side, i), d in zip(owner, distances[: len(left)]):
-        nearest[side][i] = d if np.isnan(nearest[side][i]) else min(nearest[side][i], d)
+    sides, runs = np.asarray(owner, dtype=np.int64).reshape(-1, 2).T
+    for side, values in enumerate(nearest):  # the smallest of each run's distances; fmin passes over NaN
+        mine = sides == side
+        np.fmin.at(values, runs[mine], distances[: len(left)][mine])
     qr, cited_statement, gold = nearest
     topk, ra = np.ones(n), np.full(n, np.nan)
     topk[topk_runs] = distances[len(left) : len(left) + len(topk_runs)]

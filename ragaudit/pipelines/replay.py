@@ -17,7 +17,8 @@ import os
 from typing import Iterator
 
 from ragaudit.errors import InputError
-from ragaudit.io.stream import stream_trace_file, whole
+from ragaudit.io.stream import whole
+from ragaudit.io.traces import read_traces as read_recording
 from ragaudit.pipelines.base import Request, error_trace
 from ragaudit.types import LiveIndex, Trace
 
@@ -33,8 +34,8 @@ class ReplayPipeline:
 
     def recorded(self) -> Iterator[Trace]:
         reader = None
-        if self.format == "traces":
-            traces = stream_trace_file(self.path, offset_unit=self.offset_unit)
+        if self.format == "traces":  # read as this pipeline's runs, without a copy of each
+            traces = whole(read_recording(self.path, offset_unit=self.offset_unit, replayed_as=self.name))
         else:
             from ragaudit.spans import read_traces
 
@@ -43,7 +44,7 @@ class ReplayPipeline:
         for trace in traces:
             if self._index is None and trace.index is not None:
                 self._index = trace.index
-            yield dataclasses.replace(trace, config=self.name, file=None, line=None)
+            yield trace if reader is None else dataclasses.replace(trace, config=self.name, file=None, line=None)
         if reader is not None and (reader.unreadable or reader.late):  # a recording must be whole
             raise InputError([*reader.unreadable, *reader.late_problems])
 

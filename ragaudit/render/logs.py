@@ -108,6 +108,56 @@ def log_value(value) -> str:
     return text if text and _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
 
 
+_NAMED = tuple((c, f"{LOG_NAMES.get(c, c)}=") for c in LOG_ORDER)
+_MEMO_MAX = 1 << 16
+
+
+def log_line(row: dict, memo: dict[str, str]) -> str:
+    """The traces.log line of a row (no newline): each column as `log_value` writes it. `memo`
+    keeps the written form of strings, which repeat row after row (pipelines, hashes, qids)."""
+    parts = []
+    for column, named in _NAMED:
+        value = row[column]
+        kind = type(value)
+        if kind is str:
+            text = memo.get(value)
+            if text is None:
+                if len(memo) >= _MEMO_MAX:
+                    memo.clear()
+                text = memo[value] = log_value(value)
+        elif value is None:
+            text = "-"
+        elif kind is float:
+            text = f"{value:.4f}"  # digits, a sign and a point, or nan/inf: always plain
+        elif kind is int:
+            text = str(value)
+        elif kind is list:
+            text = _list_value(value)
+        else:
+            text = log_value(value)
+        parts.append(named + text)
+    return " ".join(parts)
+
+
+def _list_value(value: list) -> str:
+    """`log_value` of a list of scalars, without its recursion (anything else goes to it)."""
+    parts = []
+    for item in value:
+        kind = type(item)
+        if kind is str:
+            parts.append(item)
+        elif kind is float:
+            parts.append(f"{item:.4f}")
+        elif kind is int:
+            parts.append(str(item))
+        elif item is None:
+            parts.append("-")
+        else:
+            return log_value(value)
+    text = "[" + ",".join(parts) + "]"
+    return text if _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
+
+
 def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None:
     """traces.log and rag_traces.sqlite from one pass over the rows."""
     import itertools
@@ -124,13 +174,9 @@ def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None
             with db:
                 db.execute(CREATE)
                 rows = iter(table)
+                memo: dict[str, str] = {}
                 while chunk := list(itertools.islice(rows, 5000)):
-                    out.write(
-                        "".join(
-                            " ".join(f"{LOG_NAMES.get(c, c)}={log_value(r[c])}" for c in LOG_ORDER) + "\n"
-                            for r in chunk
-                        )
-                    )
+                    out.write("".join(log_line(r, memo) + "\n" for r in chunk))
                     db.executemany(INSERT, [_sql_row(r) for r in chunk])
         finally:
             db.close()
@@ -145,4 +191,4 @@ INSERT = f"INSERT INTO rag_traces VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
 def _sql_row(r: dict) -> tuple:
-    return tuple(orjson.dumps(r[c]).decode() if isinstance(r[c], list) else r[c] for c in COLUMNS)
+    return tuple([orjson.dumps(v).decode() if isinstance(v, list) else v for v in map(r.__getitem__, COLUMNS)])

@@ -264,3 +264,33 @@ class _Counting:
     def processor(self, block: str):
         self.given.append(len(block))
         return self.segmenter.processor(block)
+
+
+def test_each_run_takes_the_smallest_of_its_distances_whatever_comes_first(monkeypatch):
+    from ragaudit.metrics import delta_s
+
+    given = {}  # (query, text) -> distance, NaN among them (a text the encoder gives no direction)
+
+    def pairs(encoder, left, right):
+        return np.array([given[(q, t)] for q, t in zip(left, right)])
+
+    monkeypatch.setattr(delta_s, "delta_s_pairs", pairs)
+    rng = np.random.default_rng(7)
+    queries = [f"q{i}" for i in range(40)]
+    cited = [[f"c{i}-{j} says a thing." for j in range(int(rng.integers(0, 4)))] for i in range(40)]
+    golds = [[f"g{i}-{j} says a thing." for j in range(int(rng.integers(0, 3)))] for i in range(40)]
+    for q, texts, gold in zip(queries, cited, golds):
+        for t in [*texts, *gold, "\n\n".join(texts), "top"]:
+            given[(q, t)] = float("nan") if rng.random() < 0.2 else float(rng.choice([0.0, 0.25, rng.random()]))
+    out = delta_s.delta_s_runs(None, queries, cited, ["top"] * 40, [None] * 40, golds)
+
+    def smallest(values, start):  # one distance after another, as a reader would take them
+        best = start
+        for d in values:
+            best = d if np.isnan(best) else min(best, d)
+        return best
+
+    for i, q in enumerate(queries):
+        assert np.array_equal(out["delta_s_qr"][i], smallest([given[(q, t)] for t in cited[i]], 1.0), equal_nan=True)
+        gold = smallest([given[(q, t)] for t in golds[i]], float("nan"))
+        assert np.array_equal(out["delta_s_gold"][i], gold, equal_nan=True)

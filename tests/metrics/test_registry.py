@@ -197,3 +197,16 @@ def test_a_report_of_ndcg_at_10_loads_under_the_present_key():
     summary = PipelineSummary.from_json({"runs": 1, "questions": 1, "metrics": {"ndcg@10": 0.5, "mrr": 1.0}}, "$")
     assert summary.metrics == {"ndcg@k": 0.5, "mrr": 1.0}
     assert labels({"k": 5, "match_tolerance": 30})["ndcg@k"] == "ndcg@10"
+
+
+def test_a_run_is_failed_as_its_trace_says_however_often_its_metrics_ask(valid_trace):
+    from ragaudit.metrics.computes import errored
+
+    for trace in (valid_trace, {**valid_trace, "error": "timeout"}, {**valid_trace, "retrieved": [], "answer": None}):
+        run = run_of(trace)
+        once = errored(run.view.trace)
+        assert [run.failed, run.failed] == [once, once]  # remembered, never changed
+        scores = {m.name: m.compute(run=run_of(trace)) for m in RUN_METRICS}
+        assert {m.name: m.compute(run=run) for m in RUN_METRICS} == scores  # asked again on one run: the same
+        if once:
+            assert scores["coverage"] == 0.0 and scores["delta_s_qr"] == 1.0

@@ -96,3 +96,21 @@ def test_cite_output_is_inert(tmp_path, valid_trace):
     assert result.exit_code == 0, result.output
     assert "](javascript:" not in result.output and "<img" not in result.output and "<b>" not in result.output
     assert "https://example.com/a%29%20%5Bb%5D%28javascript:alert%282%29" in result.output
+
+
+def test_log_line_writes_each_value_as_log_value_does(monkeypatch):
+    from ragaudit.render import logs
+
+    values = [EVIL, "plain", "has space", "", "x=y", 'q"', "é", None, 0, -3, 2**70, True, False, 0.5, -0.0]
+    values += [float("nan"), float("inf"), [], ["a", "b c"], ["a", 1, 0.25, None], [True], [["n"]], ("t",), {"k": 1}]
+    rows = [{c: values[(i + j) % len(values)] for j, c in enumerate(LOG_ORDER)} for i in range(3 * len(values))]
+
+    def expected(row):  # the plain definition: every value through log_value
+        return " ".join(f"{LOG_NAMES.get(c, c)}={logs.log_value(row[c])}" for c in LOG_ORDER)
+
+    memo: dict[str, str] = {}
+    assert [logs.log_line(r, memo) for r in rows] == [expected(r) for r in rows]  # cold, then warm
+    monkeypatch.setattr(logs, "_MEMO_MAX", 3)  # a memo that keeps emptying itself
+    memo = {}
+    assert [logs.log_line(r, memo) for r in rows] == [expected(r) for r in rows]
+    assert len(memo) <= 3
