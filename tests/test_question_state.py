@@ -36,8 +36,11 @@ def test_a_question_leaves_memory_when_its_planned_runs_are_in(tmp_path):
             flushed.append((book.released, book.held))
             assert (book.released, book.held) == (n // per_question, int(n % per_question > 0))
     assert len(flushed) == 9
+    assert len(auditor.snippet_spans) > 0  # an entry per snippet, while runs come in
     result = auditor.finish()
     assert book.released == 8 and book.held == 0
+    # finished, the audit keeps nothing per snippet or per released question for the outputs' time
+    assert len(auditor.snippet_spans) == 0 and not book._released
     assert not (tmp_path / "work" / "questions.spill").exists()
     assert [(q.pipeline, q.qid, q.stats.runs) for q in result.evaluation.questions] == sorted(
         (p, t.qid, per_question) for p in ("bm25", "tfidf") for t in traces[:24:per_question]
