@@ -57,6 +57,7 @@ CLAIM_FIELDS = (
 )
 ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
 QUESTION_ROWS = 2_000  # the page stays a few MB however many questions a run has
+CHECK_LINKS = 200  # failing questions a gate check links to; report.json names every one
 QUESTION_COLUMNS = (
     ("pipeline", "text"),
     ("qid", "text"),
@@ -210,6 +211,7 @@ def _cards(report: dict, t: GateSection) -> dict:
 
 def _check(c: dict) -> dict:
     """A gate check with every field the page shows (a report may leave some out)."""
+    failing = (c.get("questions") or []) if not c["passed"] else []
     return {
         "pipeline": c["pipeline"],
         "name": c["name"],
@@ -218,8 +220,9 @@ def _check(c: dict) -> dict:
         "bound": c.get("bound") or formatting.limit(c.get("threshold")),
         "value": c.get("value"),
         # a passing check's list (questions below a per-question bar while the rate still passes)
-        # flags nothing: the column names the questions that make a check fail
-        "questions": (c.get("questions") or []) if not c["passed"] else [],
+        # flags nothing: the column names the questions that make a check fail, CHECK_LINKS at most
+        "questions": failing[:CHECK_LINKS],
+        "more": max(0, len(failing) - CHECK_LINKS),
         "detail": c.get("detail"),
     }
 

@@ -538,3 +538,19 @@ def test_the_drill_down_labels_the_ranking_metrics_with_their_cutoff():
     assert data["labels"] == {"hit@k": "hit@3", "recall@k": "recall@3", "ndcg@k": "ndcg@7"}
     assert {"hit@k", "recall@k", "ndcg@k"} <= set(data["questions"][0]["runs"][0]["metrics"])
     assert "DATA.labels['hit@k']" in render_html(report)
+
+
+def test_a_failing_check_links_to_a_bounded_number_of_its_questions(monkeypatch):
+    from ragaudit.render import html
+
+    monkeypatch.setattr(html, "CHECK_LINKS", 3)
+    report = tiny_report()
+    failing = [f"Q-{n:02d}" for n in range(8)]
+    report["gate"]["checks"][1]["questions"] = failing
+    page = render_html(report)
+    gate = page[page.index('<table class="gate">') : page.index('id="questions"')]
+    linked = re.findall(r'class="qlink" data-p="alpha" data-q="([^"]+)"', gate)
+    assert linked == failing[:3]
+    assert "<summary>8 questions</summary>" in gate and "and 5 more (report.json lists every one)" in gate
+    page = render_html(tiny_report())  # under the bound: every failing question, nothing more said
+    assert "more (report.json lists every one)" not in page
