@@ -94,3 +94,21 @@ def test_a_recording_in_any_order_gives_the_same_report(tmp_path, monkeypatch):
     assert reports[0]["summary"]["runs"] == 6 * 3 * 2
     assert comparable(reports[1]) == comparable(reports[0])
     assert comparable(reports[2]) == comparable(reports[0])
+
+
+def test_what_scoring_remembered_per_text_leaves_memory_before_the_outputs(tmp_path, monkeypatch):
+    from ragaudit import outputs
+    from ragaudit.metrics import memo
+
+    held = []
+    write_outputs = outputs.write_outputs
+
+    def counted(run_dir, result, subject, **kwargs):
+        held.append(sum(len(m) for m in memo.every()))  # the memos as scoring left them
+        report = write_outputs(run_dir, result, subject, **kwargs)
+        held.append([(len(m), m.size) for m in memo.every() if len(m)])
+        return report
+
+    monkeypatch.setattr(outputs, "write_outputs", counted)
+    recorded(tmp_path, items=3)
+    assert held[0] > 0 and held[1] == []
