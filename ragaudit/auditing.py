@@ -240,6 +240,7 @@ class StreamingAudit:
         self.runs.close()
         for found in self.snippet_spans.issues():
             self._record(found)
+        self.snippet_spans = SnippetSpans()  # checked: its entry per snippet leaves memory before the outputs
         issues_path = None
         if self._issues is not None:
             self._issues.close()

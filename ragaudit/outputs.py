@@ -38,11 +38,13 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
     report.html shows the trend of the runs before it in the history the manifest names (none,
     with a line in `warnings`, when the history cannot be read now)."""
     from ragaudit.auditing import report_of
+    from ragaudit.metrics import memo
     from ragaudit.questionstore import QUESTIONS
     from ragaudit.render import html, junit, logs, markdown
     from ragaudit.render.trends import trend_panel
     from ragaudit.reporting import held_rows, write_questions, write_report
 
+    memo.forget()  # the runs are scored: what scoring remembered per text leaves memory before the outputs
     with phase("writing outputs", counts_as="writing"):
         manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
         os.replace(result.runs_path, run_dir / runstore.RUNS)

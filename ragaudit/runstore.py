@@ -24,6 +24,7 @@ KEYS = ("pipeline", "qid", "variant", "seed")
 TEXT = ("query", "error", "why", "zone", "answer", "ts", "store", "index_hash", "embed_model", "analyzer")
 FLAGS = ("errored", "correct")
 NESTED = ("citations", "sections", "stated_sections", "segments", "claims", "spans", "steps", "chain", "attribution")
+READ_BATCH = 2_000  # runs read back at a time: a batch's rows, decoded, are the memory a read holds
 
 
 def snippet_ref(p) -> str:
@@ -158,12 +159,13 @@ def _row(table_row: dict) -> dict:
     return out
 
 
-def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int = 20_000) -> Iterator[list[dict]]:
-    """The stored runs in batches of row dicts (all columns, or only `columns` as stored)."""
+def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int | None = None) -> Iterator[list[dict]]:
+    """The stored runs in batches of row dicts (all columns, or only `columns` as stored), READ_BATCH
+    rows at a time unless told."""
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(path)
-    for batch in handle.iter_batches(batch_size=batch_size, columns=columns):
+    for batch in handle.iter_batches(batch_size=batch_size or READ_BATCH, columns=columns):
         rows = batch.to_pylist()
         yield rows if columns else [_row(r) for r in rows]
 
@@ -184,10 +186,19 @@ def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) ->
         return {}
     handle = pq.ParquetFile(path)
     wanted = pa.array(sorted(f"{p}\x1f{q}" for p, q in keys))
+
+    def joined(batch):
+        return pc.binary_join_element_wise(batch.column("pipeline"), batch.column("qid"), "\x1f")
+
+    # only the row groups that hold a wanted run are read whole, a batch at a time
+    groups = [
+        i
+        for i in range(handle.num_row_groups)
+        if pc.any(pc.is_in(joined(handle.read_row_group(i, columns=["pipeline", "qid"])), value_set=wanted)).as_py()
+    ]
     position = 0
-    for batch in handle.iter_batches(batch_size=20_000):
-        joined = pc.binary_join_element_wise(batch.column("pipeline"), batch.column("qid"), "\x1f")
-        for row in batch.filter(pc.is_in(joined, value_set=wanted)).to_pylist():
+    for batch in handle.iter_batches(batch_size=READ_BATCH, row_groups=groups) if groups else ():
+        for row in batch.filter(pc.is_in(joined(batch), value_set=wanted)).to_pylist():
             position += 1  # the tie-break of a run recorded twice under one key
             key = (row["pipeline"], row["qid"])
             kept = (passing if row.get("correct") else failing).setdefault(key, [])

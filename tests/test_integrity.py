@@ -145,10 +145,11 @@ def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monke
     _, run_dir = finished
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
 
-    def full(path, data):
-        raise OSError(28, "No space left on device", str(path))
+    def full(name, **context):  # the disk fills up once report.html has begun
+        yield "<!doctype html>"
+        raise OSError(28, "No space left on device", name)
 
-    monkeypatch.setattr("ragaudit.render.html.write_atomic", full)
+    monkeypatch.setattr("ragaudit.render.html.stream", full)
     result = invoke("report", run_dir)
     assert result.exit_code == 3 and "No space left on device" in result.stderr
     after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != "manifest.json"}

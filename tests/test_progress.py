@@ -270,3 +270,21 @@ def test_a_pipe_outside_ci_gets_no_progress_however_long_the_phases(tmp_path, mo
     monkeypatch.delenv("CI")
     asked = invoke("--verbose", "run", config, "--no-gate")
     assert re.search(STAMP + r"  runs: started \(6 runs\)", asked.stderr)
+
+
+def test_a_command_has_pyarrow_hand_freed_memory_back_at_once(monkeypatch):
+    import gc
+    import os
+
+    monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "10")
+    monkeypatch.delenv("MIMALLOC_PURGE_DELAY")  # restored (unset) after the test
+    threshold = gc.get_threshold()
+    try:
+        progress.start_command(quiet=True)
+        assert os.environ["MIMALLOC_PURGE_DELAY"] == "0"  # read when pyarrow is first imported
+        monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "25")
+        progress.start_command(quiet=True)
+        assert os.environ["MIMALLOC_PURGE_DELAY"] == "25"  # a setting of the user's own stands
+    finally:
+        gc.set_threshold(*threshold)
+        progress.close()

@@ -36,8 +36,11 @@ def test_a_question_leaves_memory_when_its_planned_runs_are_in(tmp_path):
             flushed.append((book.released, book.held))
             assert (book.released, book.held) == (n // per_question, int(n % per_question > 0))
     assert len(flushed) == 9
+    assert len(auditor.snippet_spans) > 0  # an entry per snippet, while runs come in
     result = auditor.finish()
     assert book.released == 8 and book.held == 0
+    # finished, the audit keeps nothing per snippet or per released question for the outputs' time
+    assert len(auditor.snippet_spans) == 0 and not book._released
     assert not (tmp_path / "work" / "questions.spill").exists()
     assert [(q.pipeline, q.qid, q.stats.runs) for q in result.evaluation.questions] == sorted(
         (p, t.qid, per_question) for p in ("bm25", "tfidf") for t in traces[:24:per_question]
@@ -91,3 +94,21 @@ def test_a_recording_in_any_order_gives_the_same_report(tmp_path, monkeypatch):
     assert reports[0]["summary"]["runs"] == 6 * 3 * 2
     assert comparable(reports[1]) == comparable(reports[0])
     assert comparable(reports[2]) == comparable(reports[0])
+
+
+def test_what_scoring_remembered_per_text_leaves_memory_before_the_outputs(tmp_path, monkeypatch):
+    from ragaudit import outputs
+    from ragaudit.metrics import memo
+
+    held = []
+    write_outputs = outputs.write_outputs
+
+    def counted(run_dir, result, subject, **kwargs):
+        held.append(sum(len(m) for m in memo.every()))  # the memos as scoring left them
+        report = write_outputs(run_dir, result, subject, **kwargs)
+        held.append([(len(m), m.size) for m in memo.every() if len(m)])
+        return report
+
+    monkeypatch.setattr(outputs, "write_outputs", counted)
+    recorded(tmp_path, items=3)
+    assert held[0] > 0 and held[1] == []

@@ -404,6 +404,7 @@ class Aggregates:
                 pipeline_sums.setdefault(pipeline, _Sums()).merge(_Sums(total, count))
         finally:
             sums.close()
+        self._released, self._extra = set(), set()  # every question is a row now: what was released no longer matters
         questions.sort(key=lambda q: q.key)
         sections: dict[tuple, list[Question]] = {}
         for q in questions:

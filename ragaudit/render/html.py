@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ragaudit.io.config_schema import GateSection
-from ragaudit.io.files import write_atomic
+from ragaudit.io.files import atomic_path
 from ragaudit.metrics.lam import STATES, SYMBOLS
 from ragaudit.metrics.registry import VIEWS, labels
 from ragaudit.model import Question, Report
@@ -34,7 +34,7 @@ from ragaudit.render.html_view import (  # noqa: F401  (thresholds, section_resu
     section_result,
     thresholds,
 )
-from ragaudit.render.templating import asset, render, trusted
+from ragaudit.render.templating import asset, render, stream, trusted
 
 # The config's gate defaults, used only for a threshold that no gate check in the report carries.
 # ---- header, verdict, cards ----------------------------------------------------------------
@@ -57,6 +57,7 @@ CLAIM_FIELDS = (
 )
 ISSUES_SHOWN = 200  # occurrences listed per code; issues.jsonl keeps every one
 QUESTION_ROWS = 2_000  # the page stays a few MB however many questions a run has
+CHECK_LINKS = 200  # failing questions a gate check links to; report.json names every one
 QUESTION_COLUMNS = (
     ("pipeline", "text"),
     ("qid", "text"),
@@ -210,6 +211,7 @@ def _cards(report: dict, t: GateSection) -> dict:
 
 def _check(c: dict) -> dict:
     """A gate check with every field the page shows (a report may leave some out)."""
+    failing = (c.get("questions") or []) if not c["passed"] else []
     return {
         "pipeline": c["pipeline"],
         "name": c["name"],
@@ -218,8 +220,9 @@ def _check(c: dict) -> dict:
         "bound": c.get("bound") or formatting.limit(c.get("threshold")),
         "value": c.get("value"),
         # a passing check's list (questions below a per-question bar while the rate still passes)
-        # flags nothing: the column names the questions that make a check fail
-        "questions": (c.get("questions") or []) if not c["passed"] else [],
+        # flags nothing: the column names the questions that make a check fail, CHECK_LINKS at most
+        "questions": failing[:CHECK_LINKS],
+        "more": max(0, len(failing) - CHECK_LINKS),
         "detail": c.get("detail"),
     }
 
@@ -388,12 +391,10 @@ def script_json(value) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render_html(report: dict, trend: str = "") -> str:
-    """The page; `trend` is the trend panel's HTML (`ragaudit.render.trends`, which escapes what it
-    shows), placed before the questions."""
+def _page(report: dict, trend: str) -> dict:
+    """What the page's template reads."""
     t = thresholds(report)
-    return render(
-        "report.html",
+    return dict(
         verdict=_verdict(report),
         t=t,
         header=_header(report),
@@ -412,7 +413,15 @@ def render_html(report: dict, trend: str = "") -> str:
     )
 
 
+def render_html(report: dict, trend: str = "") -> str:
+    """The page; `trend` is the trend panel's HTML (`ragaudit.render.trends`, which escapes what it
+    shows), placed before the questions."""
+    return render("report.html", **_page(report, trend))
+
+
 def write_html(path: Path, report: Report, trend: str = "", questions: list[Question] | None = None) -> None:
-    """report.html. The page's view model reads the report as report.json holds it (`questions`:
-    the rows it holds, when not all of them): the same document the page embeds for its drill-down."""
-    write_atomic(path, render_html(report.to_json(questions=questions), trend))
+    """report.html, written as the template yields it (the text `render_html` gives, never held
+    whole). The page's view model reads the report as report.json holds it (`questions`: the rows it
+    holds, when not all of them): the same document the page embeds for its drill-down."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        out.writelines(stream("report.html", **_page(report.to_json(questions=questions), trend)))

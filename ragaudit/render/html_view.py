@@ -14,6 +14,8 @@ from ragaudit.render import charts
 from ragaudit.render.formatting import num
 from ragaudit.render.templating import trusted
 
+SECTION_ROWS = 1_000  # sections the page's table shows; report.json lists every one
+
 
 def _zone(delta_s) -> str | None:
     if delta_s is None:
@@ -199,4 +201,10 @@ def _sections(report: dict, t: GateSection) -> dict:
         {"doc_id": doc, "section_id": sec, "cells": [_section_cell(n, per.get(n), t) for n in names]}
         for (doc, sec), per in sorted(table.items())
     ]
-    return {"pipelines": names, "rows": rows}
+    total = len(rows)
+    if total > SECTION_ROWS:  # the sections that fail first, then those that warn, in section order
+        rank = {"fail": 0, "warn": 1}
+        worst = sorted(rows, key=lambda r: min((rank.get(c["result"], 2) for c in r["cells"] if c), default=2))
+        kept = {id(r) for r in worst[:SECTION_ROWS]}
+        rows = [r for r in rows if id(r) in kept]
+    return {"pipelines": names, "rows": rows, "total": total}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
+from typing import Iterator
 
 
 @cache
@@ -28,6 +29,11 @@ def environment():
 
 def render(name: str, **context) -> str:
     return environment().get_template(name).render(**context)
+
+
+def stream(name: str, **context) -> Iterator[str]:
+    """The text `render` gives, in the pieces the template yields, none of them held after."""
+    return environment().get_template(name).generate(**context)
 
 
 def trusted(markup: str):

@@ -538,3 +538,56 @@ def test_the_drill_down_labels_the_ranking_metrics_with_their_cutoff():
     assert data["labels"] == {"hit@k": "hit@3", "recall@k": "recall@3", "ndcg@k": "ndcg@7"}
     assert {"hit@k", "recall@k", "ndcg@k"} <= set(data["questions"][0]["runs"][0]["metrics"])
     assert "DATA.labels['hit@k']" in render_html(report)
+
+
+def test_a_failing_check_links_to_a_bounded_number_of_its_questions(monkeypatch):
+    from ragaudit.render import html
+
+    monkeypatch.setattr(html, "CHECK_LINKS", 3)
+    report = tiny_report()
+    failing = [f"Q-{n:02d}" for n in range(8)]
+    report["gate"]["checks"][1]["questions"] = failing
+    page = render_html(report)
+    gate = page[page.index('<table class="gate">') : page.index('id="questions"')]
+    linked = re.findall(r'class="qlink" data-p="alpha" data-q="([^"]+)"', gate)
+    assert linked == failing[:3]
+    assert "<summary>8 questions</summary>" in gate and "and 5 more (report.json lists every one)" in gate
+    page = render_html(tiny_report())  # under the bound: every failing question, nothing more said
+    assert "more (report.json lists every one)" not in page
+
+
+def test_the_page_is_written_as_the_template_yields_it(tmp_path, monkeypatch):
+    from ragaudit.render import html
+
+    report = Report.from_json(tiny_report())
+    expected = render_html(report.to_json())
+
+    def whole(*args, **kwargs):
+        raise AssertionError("write_html rendered the whole page at once")
+
+    monkeypatch.setattr(html, "render", whole)
+    html.write_html(tmp_path / "report.html", report)
+    assert (tmp_path / "report.html").read_text(encoding="utf-8") == expected
+
+
+def test_the_section_table_shows_a_bounded_number_of_sections_failing_first(monkeypatch):
+    from ragaudit.render import html_view
+
+    report = tiny_report()
+    [template] = [s for s in report["summary"]["sections"] if s["pipeline"] == "alpha"][:1]
+    good = {**template["metrics"], "citation_match": 1.0, "coverage": 1.0, "delta_s_excess": 0.0}
+    bad = {**good, "citation_match": 0.1}
+    report["summary"]["sections"] = [
+        {**template, "section_id": f"s{n:02d}", "qids": ["Q"], "convergent": 1, "metrics": bad if n in (4, 7) else good}
+        for n in range(10)
+    ]
+    monkeypatch.setattr(html_view, "SECTION_ROWS", 3)
+    page = render_html(report)
+    table = page[
+        page.index('<table class="sections">') : page.index("</table>", page.index('<table class="sections">'))
+    ]
+    shown = re.findall(r'<span class="sec">(s\d\d)</span>', table)
+    assert shown == ["s00", "s04", "s07"]  # the two failing, then the first of the rest, in section order
+    assert "report.json lists all 10" in page
+    monkeypatch.setattr(html_view, "SECTION_ROWS", 10)
+    assert "report.json lists all" not in render_html(report)

@@ -176,3 +176,47 @@ def test_summary_labels_the_ranking_metrics_with_their_cutoff():
     header = next(line for line in render_summary(scored).splitlines() if line.startswith("| pipeline"))
     assert "| hit@3 |" in header and "hit@k" not in header
     assert "| hit@5 |" in render_summary(report())
+
+
+def test_junit_is_written_a_testcase_at_a_time(tmp_path, monkeypatch):
+    """However many questions, memory holds one testcase element at a time; the file is the same
+    indented document an ElementTree of every case would write."""
+    import io
+    import weakref
+
+    from ragaudit.render import junit
+
+    document = report()
+    failing = document.questions[0]
+    document.questions = [
+        Report.from_json(
+            {"questions": [{**failing.to_json(), "qid": f"Q{n}", "runs": []}], "summary": {"runs": 0, "pipelines": {}}}
+        ).questions[0]
+        for n in range(30)
+    ] + [failing]
+    document.gate.checks[0] = Check(**{**document.gate.checks[0].__dict__, "questions": ["KEYS-1", "Q3", "Q7"]})
+    made: list[weakref.ref] = []
+    alive: list[int] = []
+    case_of = junit._question_case
+
+    def counted(*args):
+        alive.append(sum(ref() is not None for ref in made))
+        case = case_of(*args)
+        made.append(weakref.ref(case))
+        return case
+
+    monkeypatch.setattr(junit, "_question_case", counted)
+    write_junit(tmp_path / "junit.xml", document)
+    assert len(made) == 31 and max(alive) <= 1  # the case before is gone when the next is made
+
+    written = (tmp_path / "junit.xml").read_bytes()
+    tree = ET.parse(tmp_path / "junit.xml")
+    [questions, gate] = tree.getroot()
+    assert (questions.get("tests"), questions.get("failures")) == ("31", "3")
+    assert (gate.get("tests"), gate.get("failures")) == ("1", "1")
+    failed = sorted(c.get("name") for c in questions if c.find("failure") is not None)
+    assert failed == ["KEYS-1", "Q3", "Q7"]
+    ET.indent(tree)
+    again = io.BytesIO()
+    tree.write(again, encoding="utf-8", xml_declaration=True)
+    assert written == again.getvalue()

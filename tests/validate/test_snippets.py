@@ -3,6 +3,7 @@
 import copy
 
 from ragaudit.io.traces import parse_trace
+from ragaudit.types import Trace
 from ragaudit.validation.snippets import SnippetSpans
 
 
@@ -38,4 +39,36 @@ def test_another_index_or_an_unchanged_span_is_no_conflict(valid_trace):
     spans.add(_run(valid_trace, "A", start=3))
     spans.add(_run(valid_trace, "B", start=3))
     spans.add(_run(valid_trace, "C", start=7, index="sha256:bb"))  # a re-index may move a chunk
+    assert spans.issues() == []
+
+
+def _reachable(root) -> list:
+    """Every object `root` holds, directly or not (its class and the names it shares excepted)."""
+    import gc
+
+    seen, found, todo = {id(root)}, [], [root]
+    while todo:
+        for child in gc.get_referents(todo.pop()):
+            if id(child) not in seen and not isinstance(child, type):
+                seen.add(id(child))
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def test_memory_holds_a_small_entry_per_snippet_and_no_trace(valid_trace):
+    spans = SnippetSpans()
+    runs = [_run(valid_trace, f"Q{n % 3}", start=3) for n in range(60)]  # 3 questions, one snippet, one span
+    runs += [_run(valid_trace, f"Q{n}", start=3, index=f"sha256:{n}") for n in range(4)]  # 4 more indexes
+    for trace in runs:
+        spans.add(trace)
+    snippets = {(t.config, p.index_hash, p.snippet_id) for t in runs for p in t.retrieved if p.span is not None}
+    assert len(snippets) >= 5
+    assert len(spans) == len(snippets)  # one entry per (pipeline, index, snippet), however many runs cite it
+    held = _reachable(spans)
+    assert not [o for o in held if isinstance(o, Trace)]  # a run is named by its keys, not kept
+    # one copy of each repeated name, whichever run it came from
+    assert len([o for o in held if isinstance(o, str) and o == "Q0"]) == 1
+    assert len([o for o in held if isinstance(o, str) and o == runs[0].config]) == 1
+    assert len([o for o in held if isinstance(o, str) and o == runs[0].retrieved[0].doc_id]) == 1
     assert spans.issues() == []
