@@ -58,29 +58,34 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         comparing = None
         if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
             # its statistics (resampling in numpy, mostly outside the GIL) run beside the other outputs
-            from concurrent.futures import ThreadPoolExecutor
+            from concurrent.futures import ThreadPoolExecutor, wait
 
             pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
             comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
             pool.shutdown(wait=False)
-        with phase("history"):
-            try:
-                trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
-            except InputError as exc:  # a locked or damaged history costs the report its trend panel only
-                trend = ""
-                if warnings is not None:
-                    warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
-        states = {q.key: q.lam.state for q in report.questions}
-        with phase("traces.log and rag_traces.sqlite"):
-            logs.write_logs(
-                run_dir / "traces.log",
-                run_dir / "rag_traces.sqlite",
-                logs.rows(result.runs_path, states, result.snippets),
-            )
-        with phase("junit.xml"):
-            junit.write_junit(run_dir / "junit.xml", report)
-        with phase("report.html"):
-            html.write_html(run_dir / "report.html", report, trend, held_rows(report))
+        try:  # an error stops the outputs only once compare's writer, running beside, is done too
+            with phase("history"):
+                try:
+                    trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
+                except InputError as exc:  # a locked or damaged history costs the report its trend panel only
+                    trend = ""
+                    if warnings is not None:
+                        warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
+            states = {q.key: q.lam.state for q in report.questions}
+            with phase("traces.log and rag_traces.sqlite"):
+                logs.write_logs(
+                    run_dir / "traces.log",
+                    run_dir / "rag_traces.sqlite",
+                    logs.rows(result.runs_path, states, result.snippets),
+                )
+            with phase("junit.xml"):
+                junit.write_junit(run_dir / "junit.xml", report)
+            with phase("report.html"):
+                html.write_html(run_dir / "report.html", report, trend, held_rows(report))
+        except BaseException:
+            if comparing is not None:
+                wait([comparing])
+            raise
         comparison = None
         if comparing is not None:
             with phase("compare.json and compare.html"):  # the rest of it, when it is not done yet
