@@ -1,15 +1,15 @@
-"""The report model, typed: built once from an audit (`ragaudit.reporting`) or read back from a
-report.json (`Report.from_json`, which names the first place a damaged document differs, so it is
-an input error, never a traceback), and read by the gate, every renderer, the history and compare."""
+"""The report model, typed: built from an audit (`ragaudit.reporting`) or read back from report.json
+(`Report.from_json`: a damaged one is an input error naming where, never a traceback)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from ragaudit.errors import InputError
 from ragaudit.io import shape
 from ragaudit.io.shape import JSON, ShapeError, get, items, numbers, obj
+from ragaudit.means import Means
 
 # ---- the gate ------------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Gate:
 # ---- questions and pipelines ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Lambda:
     state: str
     symbol: str
@@ -153,7 +153,7 @@ class Lambda:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QuestionStats:
     """How a question's runs went, counted; the gate names questions by these."""
 
@@ -182,7 +182,7 @@ class QuestionStats:
         return cls(**counts, **extremes)
 
 
-@dataclass
+@dataclass(slots=True)
 class Question:
     """One question of one pipeline: its λ state, the means of its runs' metrics, its run counts,
     its gold reference and, when the report carries them, its runs (as report.json holds them)."""
@@ -195,11 +195,14 @@ class Question:
     errored: int
     correct: int
     lam: Lambda
-    metrics: dict[str, float | None]
+    metrics: Mapping[str, float | None]
     stats: QuestionStats
     gold: JSON | None = None
     runs: list[JSON] | None = None
     runs_omitted: int | None = None
+
+    def __post_init__(self) -> None:  # a report holds a row per question: their means are held compactly
+        self.metrics = self.metrics if isinstance(self.metrics, Means) else Means(self.metrics)
 
     def to_json(self) -> JSON:
         out: JSON = {
@@ -318,8 +321,7 @@ class Aborted:
 
 @dataclass
 class PipelineResult:
-    """A configured pipeline as the report records it: its kind and options, its index, and the
-    run that aborted it, if one did."""
+    """A configured pipeline as the report records it: its kind, options, index and aborting run, if any."""
 
     kind: str | None
     options: JSON
