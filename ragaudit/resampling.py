@@ -36,37 +36,43 @@ def rows_per_batch(n: int, batch_bytes: int) -> int:
     return max(1, batch_bytes // (CELL_BYTES * max(n, 1)))
 
 
-def bootstrap_means(samples: np.ndarray, count: int, seed: int, batch_bytes: int) -> np.ndarray:
-    """The means of `count` bootstrap resamples of each row of `samples` (k × n): k × count."""
+def _reduced(samples: np.ndarray, count: int, seed: int, batch_bytes: int, draw) -> np.ndarray:
+    """k × count: each row of `samples` (k × n) times each of the `count` rows that `draw(rng, rows,
+    n)` makes, a batch of rows at a time from one generator seeded with `seed`."""
     k, n = samples.shape
     rng = np.random.default_rng(seed)
     out = np.empty((k, count))
     step = rows_per_batch(n, batch_bytes)
     for start in range(0, count, step):
         rows = min(step, count - start)
-        picks = rng.integers(0, n, size=(rows, n), dtype=np.uint32).astype(np.intp)
-        picks += np.arange(0, rows * n, n, dtype=np.intp)[:, None]
-        counts = np.bincount(picks.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
-        del picks
+        weights = draw(rng, rows, n)
         for j in range(k):
-            out[j, start : start + rows] = counts @ samples[j]
-    return out / n
+            out[j, start : start + rows] = weights @ samples[j]
+    return out
+
+
+def _counts(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
+    """How often each of n values is picked by each of `rows` resamples of n picks."""
+    picks = rng.integers(0, n, size=(rows, n), dtype=np.uint32).astype(np.intp)
+    picks += np.arange(0, rows * n, n, dtype=np.intp)[:, None]
+    return np.bincount(picks.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
+def _signs(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
+    """±1 for each of n values in each of `rows` sign patterns."""
+    words = rng.integers(0, 1 << 32, size=(rows, (n + 31) // 32), dtype=np.uint32)
+    bits = np.unpackbits(words.astype("<u4", copy=False).view(np.uint8), axis=1, count=n, bitorder="little")
+    return 1.0 - 2.0 * bits
+
+
+def bootstrap_means(samples: np.ndarray, count: int, seed: int, batch_bytes: int) -> np.ndarray:
+    """The means of `count` bootstrap resamples of each row of `samples` (k × n): k × count."""
+    return _reduced(samples, count, seed, batch_bytes, _counts) / samples.shape[1]
 
 
 def flipped_sums(samples: np.ndarray, count: int, seed: int, batch_bytes: int) -> np.ndarray:
     """The sums of `count` sign-flipped copies of each row of `samples` (k × n): k × count."""
-    k, n = samples.shape
-    rng = np.random.default_rng(seed)
-    out = np.empty((k, count))
-    step = rows_per_batch(n, batch_bytes)
-    for start in range(0, count, step):
-        rows = min(step, count - start)
-        words = rng.integers(0, 1 << 32, size=(rows, (n + 31) // 32), dtype=np.uint32)
-        bits = np.unpackbits(words.astype("<u4", copy=False).view(np.uint8), axis=1, count=n, bitorder="little")
-        signs = 1.0 - 2.0 * bits
-        for j in range(k):
-            out[j, start : start + rows] = signs @ samples[j]
-    return out
+    return _reduced(samples, count, seed, batch_bytes, _signs)
 
 
 def every_flip(values: np.ndarray) -> np.ndarray:

@@ -157,6 +157,33 @@ def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monke
     assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_an_output_that_fails_returns_only_once_compares_writer_beside_it_is_done(finished, monkeypatch):
+    import threading
+
+    from ragaudit import outputs
+
+    _, run_dir = finished
+    failing, done = threading.Event(), threading.Event()
+    write_comparison = outputs.write_comparison
+
+    def full(name, **context):
+        failing.set()
+        raise OSError(28, "No space left on device", name)
+
+    def late(*args, **kwargs):  # compare is still writing when report.html fails
+        failing.wait(10)
+        time.sleep(0.3)
+        found = write_comparison(*args, **kwargs)
+        done.set()
+        return found
+
+    monkeypatch.setattr("ragaudit.render.html.stream", full)
+    monkeypatch.setattr(outputs, "write_comparison", late)
+    result = invoke("report", run_dir)
+    assert result.exit_code == 3 and "No space left on device" in result.stderr
+    assert done.is_set() and not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
     target = tmp_path / "report.json"
     target.write_text("old")

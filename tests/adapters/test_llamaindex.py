@@ -102,6 +102,18 @@ def citation_engine(nodes, answer: str) -> CitationQueryEngine:
     return CitationQueryEngine(retriever=fixed_retriever()(nodes), llm=canned_llm(answer), text_splitter=splitter(20))
 
 
+def engine_trace(nodes, answer: str) -> dict:
+    """The trace of a citation engine over `nodes` that answers `answer` to the question "q"."""
+    return from_llamaindex_response(
+        citation_engine(nodes, answer).query("q"),
+        qid="KM-1",
+        query="q",
+        index=INDEX,
+        sources=handbook(),
+        score_kind="cosine",
+    )
+
+
 def section_nodes(*sections: tuple[str, str]) -> list[NodeWithScore]:
     """The MarkdownNodeParser nodes of these (doc_id, section_id), scored in falling order."""
     nodes = MarkdownNodeParser().get_nodes_from_documents(documents())
@@ -161,28 +173,14 @@ def test_citation_query_engine_response_audits_clean():
     ]
     assert audit(trace) == []
 
-    again = from_llamaindex_response(
-        citation_engine(retrieved, ANSWER).query("q"),
-        qid="KM-1",
-        query="q",
-        index=INDEX,
-        sources=handbook(),
-        score_kind="cosine",
-    )
+    again = engine_trace(retrieved, ANSWER)
     assert [p["snippet_id"] for p in again["retrieved"]] == [p["snippet_id"] for p in payloads]
 
 
 def test_source_numbers_are_read_with_the_one_marker_grammar():
     retrieved = section_nodes(("key-management", "key-management/hardware-keys"))
     answer = "Admin keys are rotated every 12 months [1; 2]. Keys ship [see below] to the home address [ 2 ]."
-    trace = from_llamaindex_response(
-        citation_engine(retrieved, answer).query("q"),
-        qid="KM-1",
-        query="q",
-        index=INDEX,
-        sources=handbook(),
-        score_kind="cosine",
-    )
+    trace = engine_trace(retrieved, answer)
     first, second = sorted(trace["retrieved"], key=lambda p: p["offsets"]["start"])[:2]
     assert trace["answer"]["segments"] == [
         {
@@ -253,13 +251,6 @@ def test_a_marker_naming_a_document_cites_its_best_ranked_source_and_an_unknown_
     """Beside source numbers, a marker may name a snippet or a document, read as for any answer."""
     retrieved = section_nodes(("key-management", "key-management/hardware-keys"))
     answer = "Admin keys are rotated every 12 months [key-management]. Keys ship home [handbook-faq]."
-    trace = from_llamaindex_response(
-        citation_engine(retrieved, answer).query("q"),
-        qid="KM-1",
-        query="q",
-        index=INDEX,
-        sources=handbook(),
-        score_kind="cosine",
-    )
+    trace = engine_trace(retrieved, answer)
     best = trace["retrieved"][0]["snippet_id"]
     assert [s["citations"] for s in trace["answer"]["segments"]] == [[best], ["handbook-faq"]]
