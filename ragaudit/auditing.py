@@ -17,7 +17,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from ragaudit import progress, runstore
 from ragaudit.gating import evaluate_gate
@@ -59,7 +59,7 @@ class Scoring:
     """What one batch of runs contributes to an audit; batches fold together in order."""
 
     issues: list[Issue]
-    rows: list[dict]  # every run with what a reader needs to see it (runs.parquet)
+    rows: Any  # every run with what a reader needs to see it: a batch of runs.parquet (pyarrow)
     book: Aggregates  # the batch's per-question accumulators
     snippets: dict[str, dict]
     unmatched: list[str]
@@ -76,10 +76,13 @@ def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Tra
     issues += scored.notes
     by_key = {(t.config, t.qid, t.variant, t.seed): t for t in batch}
     snippets: dict[str, dict] = {}
-    rows = [
-        runstore.detail(r, by_key[(r["pipeline"], r["qid"], r["variant"], r["seed"])], subject.corpus, snippets)
-        for r in scored.runs
-    ]
+    rows = runstore.record_batch(
+        [
+            runstore.detail(r, by_key[(r["pipeline"], r["qid"], r["variant"], r["seed"])], subject.corpus, snippets)
+            for r in scored.runs
+        ],
+        AVERAGED,
+    )
     book = Aggregates(AVERAGED, settings.css_min)
     for record in scored.runs:
         book.add(record)

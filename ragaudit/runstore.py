@@ -8,6 +8,7 @@ few runs a report shows in detail, so a columnar layout would buy nothing there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -103,41 +104,53 @@ def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict) ->
     return row
 
 
+@functools.lru_cache(maxsize=8)
+def schema(metric_names: tuple[str, ...]):
+    """runs.parquet's columns for these metrics."""
+    import pyarrow as pa
+
+    fields = [pa.field(k, pa.string() if k in ("pipeline", "qid") else pa.int64()) for k in KEYS]
+    fields += [pa.field(k, pa.string()) for k in TEXT]
+    fields += [pa.field(k, pa.bool_()) for k in FLAGS]
+    fields += [pa.field(f"m.{name}", pa.float64()) for name in metric_names]
+    fields += [pa.field(k, pa.string()) for k in NESTED]
+    return pa.schema(fields)
+
+
+def record_batch(rows: list[dict], metric_names: Iterable[str]):
+    """Scored runs (`detail` rows) as one columnar batch of runs.parquet: built where the runs were
+    scored, so a worker process hands back buffers rather than a list of dicts."""
+    import pyarrow as pa
+
+    names = tuple(metric_names)
+    columns = {k: [r[k] for r in rows] for k in (*KEYS, *TEXT, *FLAGS)}
+    for name in names:
+        columns[f"m.{name}"] = [r["metrics"].get(name) for r in rows]
+    for k in NESTED:
+        columns[k] = [
+            None if r.get(k) is None else orjson.dumps(r[k], option=orjson.OPT_NON_STR_KEYS).decode() for r in rows
+        ]
+    return pa.RecordBatch.from_pydict(columns, schema=schema(names))
+
+
 class RunWriter:
-    """Appends scored runs to runs.parquet, one row group per batch."""
+    """Appends batches of scored runs (`record_batch`) to runs.parquet, one row group per batch."""
 
     def __init__(self, path: Path, metric_names: Iterable[str]):
-        import pyarrow as pa
-
         self.path = Path(path)
-        self.metrics = tuple(metric_names)
-        fields = [pa.field(k, pa.string() if k in ("pipeline", "qid") else pa.int64()) for k in KEYS]
-        fields += [pa.field(k, pa.string()) for k in TEXT]
-        fields += [pa.field(k, pa.bool_()) for k in FLAGS]
-        fields += [pa.field(f"m.{name}", pa.float64()) for name in self.metrics]
-        fields += [pa.field(k, pa.string()) for k in NESTED]
-        self.schema = pa.schema(fields)
+        self.schema = schema(tuple(metric_names))
         self._writer: Any = None  # a pyarrow ParquetWriter, opened with the first batch
         self.rows = 0
 
-    def write(self, rows: list[dict]) -> None:
-        import pyarrow as pa
+    def write(self, batch) -> None:
         import pyarrow.parquet as pq
 
-        if not rows:
+        if batch.num_rows == 0:
             return
-        columns = {k: [r[k] for r in rows] for k in (*KEYS, *TEXT, *FLAGS)}
-        for name in self.metrics:
-            columns[f"m.{name}"] = [r["metrics"].get(name) for r in rows]
-        for k in NESTED:
-            columns[k] = [
-                None if r.get(k) is None else orjson.dumps(r[k], option=orjson.OPT_NON_STR_KEYS).decode() for r in rows
-            ]
-        batch = pa.RecordBatch.from_pydict(columns, schema=self.schema)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self._writer.write_batch(batch)
-        self.rows += len(rows)
+        self.rows += batch.num_rows
 
     def close(self) -> None:
         import pyarrow.parquet as pq

@@ -70,25 +70,115 @@ def _pysbd_spans(block: str) -> list[tuple[int, int]]:
     return spans
 
 
+# A line of plain prose leaves pysbd nothing to decide but to end a sentence at each full stop or
+# question mark that follows a lower-case word (and its citation markers) and precedes a capital or
+# the line's end: such a line is split here, by one expression, into the sentences pysbd gives
+# (tests/test_text.py holds the two to each other on real and generated text). Plain means: ASCII
+# letters, digits, spaces and , ; : / % - ( ) [ ] " ' . ? only; an apostrophe only inside a word;
+# every full stop and question mark such an end, after a word that is neither an abbreviation pysbd
+# knows nor a roman numeral; no stop inside brackets or after a double quote, no list marker
+# ("a)", "(iv)", "2)"), no "--", and no bracket or quote opening the line.
+_PLAIN = re.compile(r"[A-Za-z0-9 ,;:/%()\[\]\"'.?-]*\Z")
+_NOT_PLAIN = re.compile(r"""\d\)|(?:^|[\s(])(?:[a-z]|[ivxlcdm]+)\)|--|^\s*[(\["]|(?<![A-Za-z])'|'(?![A-Za-z])""")
+_ENCLOSING = re.compile(r'[()\[\]".?]')
+_PLAIN_END = re.compile(r"(?<![A-Za-z])([a-z]{2,})(?: ?\[[^\][]*\])*[.?](?: +(?=[A-Z])| *\Z)")
+_STOP = re.compile(r"[.?]")
+_ROMAN = re.compile(r"[ivxlcdm]+\Z")
+
+
+def _enclosed_stop(line: str) -> bool:
+    """Whether a full stop or question mark stands inside brackets or after a double quote."""
+    parens = brackets = 0
+    quoted = False
+    for found in _ENCLOSING.finditer(line):
+        mark = found.group()
+        if mark == "(":
+            parens += 1
+        elif mark == ")":
+            parens = max(0, parens - 1)
+        elif mark == "[":
+            brackets += 1
+        elif mark == "]":
+            brackets = max(0, brackets - 1)
+        elif mark == '"':
+            quoted = True
+        elif parens or brackets or quoted:
+            return True
+    return False
+
+
+@lru_cache(maxsize=1)
+def _abbreviations() -> frozenset[str]:
+    from pysbd.lang.english import English
+
+    return frozenset(a.lower() for a in English.Abbreviation.ABBREVIATIONS)
+
+
+def _plain_sentences(line: str) -> tuple[tuple[int, int], ...] | None:
+    """The sentence spans of a line of plain prose (see _PLAIN), else None (pysbd decides)."""
+    if not _PLAIN.match(line) or _NOT_PLAIN.search(line) or _enclosed_stop(line):
+        return None
+    ends = list(_PLAIN_END.finditer(line))
+    if len(ends) != len(_STOP.findall(line)):
+        return None  # a stop that does not surely end a sentence
+    abbreviations = _abbreviations()
+    if any(m.group(1) in abbreviations or _ROMAN.match(m.group(1)) for m in ends):
+        return None
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in ends:
+        stop = m.end()
+        while stop > start and line[stop - 1] == " ":
+            stop -= 1
+        spans.append((start, stop))
+        start = m.end()
+    if start < len(line):
+        spans.append((start, len(line)))
+    trimmed = []
+    for a, b in spans:
+        piece = line[a:b]
+        if piece.strip():
+            a += len(piece) - len(piece.lstrip())
+            trimmed.append((a, a + len(piece.strip())))
+    return tuple(trimmed)
+
+
 @lru_cache(maxsize=65_536)  # the same passages come back run after run
 def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
     and ellipses inside their sentence), whitespace trimmed; a piece that opens in lower case
-    continues the sentence before it. Linear in the line's length (see BLOCK)."""
+    continues the sentence before it. Linear in the line's length (see BLOCK); a block of plain
+    prose never reaches pysbd (see _PLAIN)."""
+    return _split(line, _pieces)
+
+
+def _split(line: str, pieces) -> tuple[tuple[int, int], ...]:
+    """The sentence spans of `line`, its blocks (see BLOCK) split by `pieces`."""
     spans: list[tuple[int, int]] = []
     for first, last in _blocks(line):
-        block = line[first:last]
-        for found_start, found_end in _pysbd_spans(block):
-            piece = block[found_start:found_end]
-            stripped = piece.strip()
-            if not stripped:
-                continue
-            start = first + found_start + len(piece) - len(piece.lstrip())
-            if spans and stripped[0].islower():  # "approx. five dollars": no sentence opens in lower case
-                spans[-1] = (spans[-1][0], start + len(stripped))
+        for start, end in pieces(line[first:last]):
+            if spans and line[first + start].islower():  # "approx. five dollars": no sentence opens in lower case
+                spans[-1] = (spans[-1][0], first + end)
             else:
-                spans.append((start, start + len(stripped)))
+                spans.append((first + start, first + end))
     return tuple(spans)
+
+
+def _pieces(block: str) -> tuple[tuple[int, int], ...]:
+    plain = _plain_sentences(block)
+    return plain if plain is not None else _pysbd_pieces(block)
+
+
+def _pysbd_pieces(block: str) -> tuple[tuple[int, int], ...]:
+    """pysbd's sentences of `block`, whitespace trimmed."""
+    out = []
+    for found_start, found_end in _pysbd_spans(block):
+        piece = block[found_start:found_end]
+        stripped = piece.strip()
+        if stripped:
+            start = found_start + len(piece) - len(piece.lstrip())
+            out.append((start, start + len(stripped)))
+    return tuple(out)
 
 
 def sentence_spans(text: str, offset: int = 0) -> list[tuple[int, int]]:

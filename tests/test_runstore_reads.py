@@ -10,19 +10,22 @@ def _stored(tmp_path, groups: int, per_group: int):
     writer = runstore.RunWriter(tmp_path / runstore.RUNS, ("coverage",))
     for g in range(groups):  # one row group per write, its own questions
         writer.write(
-            [
-                {
-                    "pipeline": "p",
-                    "qid": f"Q{g}",
-                    "variant": 0,
-                    "seed": n,
-                    **dict.fromkeys(runstore.TEXT),
-                    "errored": False,
-                    "correct": n % 2 == 0,
-                    "metrics": {"coverage": n / per_group},
-                }
-                for n in range(per_group)
-            ]
+            runstore.record_batch(
+                [
+                    {
+                        "pipeline": "p",
+                        "qid": f"Q{g}",
+                        "variant": 0,
+                        "seed": n,
+                        **dict.fromkeys(runstore.TEXT),
+                        "errored": False,
+                        "correct": n % 2 == 0,
+                        "metrics": {"coverage": n / per_group},
+                    }
+                    for n in range(per_group)
+                ],
+                ("coverage",),
+            )
         )
     writer.close()
     return tmp_path / runstore.RUNS

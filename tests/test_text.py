@@ -2,13 +2,16 @@
 sentence, a line break always ends one, a piece opening in lower case continues the one before,
 and no module splits sentences its own way."""
 
+import json
+import random
 import re
 
-from helpers import ROOT
+import pytest
+from helpers import ROOT, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragaudit.text import BLOCK, sentence_spans, sentences
+from ragaudit.text import BLOCK, _line_sentences, _plain_sentences, _pysbd_pieces, _split, sentence_spans, sentences
 
 
 def test_abbreviations_decimals_and_ellipses_keep_a_sentence_whole():
@@ -55,6 +58,113 @@ def test_a_long_line_is_split_as_pysbd_splits_it_whole():
     line = " ".join(prose[:120])
     assert len(line) > 10 * BLOCK
     assert sentences(line) == _pysbd_alone(line)
+
+
+def _lines(texts) -> list[str]:
+    return list(dict.fromkeys(m.group() for text in texts for m in re.finditer(r"[^\n]+", text)))
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
+
+
+def _agree(lines: list[str]) -> int:
+    """How many of `lines` are plain prose; each line is split exactly as pysbd alone splits it."""
+    taken = 0
+    for line in lines:
+        taken += _plain_sentences(line) is not None
+        assert _line_sentences.__wrapped__(line) == _split(line, _pysbd_pieces), line[:200]
+    return taken
+
+
+def test_plain_prose_of_the_handbook_is_split_as_pysbd_splits_it():
+    handbook = ROOT / "gold_sets" / "handbook"
+    texts = [path.read_text() for path in sorted((handbook / "corpus").glob("*.md"))]
+    texts += [s for line in (handbook / "gold.jsonl").read_text().splitlines() for s in _strings(json.loads(line))]
+    lines = _lines(texts)
+    assert _agree(lines) >= len(lines) // 4  # the plain path is taken, not only declined
+
+
+@pytest.mark.parametrize("source", ["squad", "expertqa"])
+def test_plain_prose_of_other_corpora_is_split_as_pysbd_splits_it(source):
+    if source == "squad":
+        texts = _strings(json.loads(shared_path("squad", "small.json").read_text()))
+    else:
+        rows = shared_path("expertqa", "rand_val.jsonl").read_text().splitlines()[:60]
+        texts = [s for row in rows for s in _strings(json.loads(row))]
+    lines = _lines(texts)[:600]
+    assert _agree(lines) >= len(lines) // 5
+
+
+WORDS = "the key rotation policy every quarter owner review service account approved data it is on up".split()
+TRICKY = (
+    "Dr Mr no vs st ms pp mix civil iii via etc approx inc corp dept est vol fig jan sept mon tue adj col "
+    "Dr. e.g. U.S. 3.5 1. a. (a) (b) (ii) (iv) 1) 2) (2019) [1] [2] [doc:0001] [doc:0001]. "
+    '"quoted" "Go." Go! -- - , ; : 10:30 50% one/two don\'t \'quoted\' (see below) (RTO) ... ? ! '
+    "The A I Keys Vault Operations Jan Sept US UK"
+).split()
+CAPITALS = "The A I Keys Service Vault Dr Mr Operations Jan Sept US UK".split()
+
+
+def _generated(count: int, seed: int) -> list[str]:
+    """Lines of a few sentences each, mostly plain words with abbreviations, list markers, quotes,
+    brackets, dashes and numbers mixed in."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 5)):
+            words = [rng.choice(TRICKY) if rng.random() < 0.25 else rng.choice(WORDS) for _ in range(rng.randint(1, 9))]
+            opener = [rng.choice(CAPITALS)] if rng.random() < 0.8 else []
+            parts.append(" ".join(opener + words) + rng.choice([".", "?", ". ", ".  ", "? "]))
+        line = " ".join(parts).strip()
+        line = line.rstrip(".?") if rng.random() < 0.3 else line
+        lines.append(" " * rng.choice([0, 0, 1, 2]) + line + " " * rng.choice([0, 0, 1, 3]))
+    return lines
+
+
+def test_plain_prose_of_generated_text_is_split_as_pysbd_splits_it():
+    lines = _generated(2_000, seed=7)
+    assert _agree(lines) >= 150
+
+
+def test_hostile_lines_of_plain_characters_are_split_as_pysbd_splits_them():
+    shapes = ["(", "[", '"', "aa [", "aa (", "Keys rotate. ", "a) ", "x' ", "ab."]
+    assert _agree([shape * 1_000 + end for shape in shapes for end in ("", ".", " Done.")]) >= 3
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(see below) Mr owner rotation? UK corp",  # pysbd ends a sentence after a leading parenthesis
+        "Keys rotate -- every quarter the. US corp owner -- Dr review?",  # a stop between dashes stays
+        "Keys rotate every quarter, see dept. The owner approves.",  # an abbreviation pysbd knows
+        "Keys rotate: (a) monthly (b) yearly. The owner approves.",  # a list
+        "Keys rotate at the U.S. office. The owner approves.",
+        'He said "rotate it." Then he left.',
+        "Keys rotate [see the doc. Then] yearly.",
+        "Keys rotate every 3.5 days. The owner approves.",
+        "Keys rotate every quarter! The owner approves.",
+        "Keys rotate every quarter. the owner approves.",
+        "Keys rotate every quarter.[1] The owner approves.",
+        "Keys rotate every quarter; see 'Rotation' below.",
+    ],
+)
+def test_prose_pysbd_has_rules_for_is_left_to_pysbd(line):
+    assert _plain_sentences(line) is None
+
+
+def test_plain_prose_ends_a_sentence_at_each_stop_before_a_capital():
+    line = "  Keys rotate every quarter [keys:0001][keys:0002].  Owners (see the register) approve it? Yes"
+    assert [line[a:b] for a, b in _plain_sentences(line)] == [
+        "Keys rotate every quarter [keys:0001][keys:0002].",
+        "Owners (see the register) approve it?",
+        "Yes",
+    ]
 
 
 def test_a_line_without_an_end_is_cut_at_spaces_and_loses_nothing():
@@ -163,14 +273,17 @@ def test_pysbd_is_given_bounded_blocks_that_hold_each_character_once(monkeypatch
     text._line_sentences.cache_clear()
     lines = [
         "a?b!" * 5_000,  # sentence ends, no space
-        "x" * 20_000,  # no end, no space
-        ("y" * 3_000 + " ") * 7,  # spaces too far apart to cut at
-        "Keys are rotated every year. " * 700,  # plain prose
+        "é" * 20_000,  # no end, no space
+        ("ÿ" * 3_000 + " ") * 7,  # spaces too far apart to cut at
+        "Keys are rotated every year, e.g. in May. " * 700,  # prose with abbreviations
     ]
     for line in lines:
         given.clear()
         sentence_spans(line)
         assert max(given) <= 8 * BLOCK and sum(given) <= len(line), line[:20]
+    given.clear()
+    sentence_spans("Keys are rotated every year. " * 700)  # plain prose
+    assert given == []
     text._line_sentences.cache_clear()
 
 

@@ -244,7 +244,7 @@ def test_no_metric_reads_more_of_a_payload_than_the_cap(valid_trace, corpus, mon
     original = encoder.encode
     monkeypatch.setattr(encoder, "encode", lambda texts, **kw: encoded.extend(texts) or original(texts, **kw))
 
-    sentence = "Hardware keys are rotated every 12 months by the security team. "
+    sentence = "Hardware keys are rotated every 12 months by the security team, e.g. by Dr. Smith. "  # pysbd reads it
     past = "Zebras graze the savanna at 5 am. "
     trace = copy.deepcopy(valid_trace)
     trace["retrieved"][0]["text"] = sentence * (SCORED_CHARS // len(sentence) + 1) + past * (
