@@ -46,7 +46,7 @@ class Audit:
     issue_counts: Counter  # by code
     issue_sample: list[Issue]  # the first ISSUES_SHOWN of each code
     codes_by_pipeline: dict[str, Counter]
-    snippets: dict[str, dict]
+    snippets: dict[str, runstore.Snippet]
     runs_path: Path | None  # None once the audit answers from memory (`audit`)
     issues_path: Path | None = None
     traces: list[Trace] = field(default_factory=list)  # kept only when asked (fault injection)
@@ -61,7 +61,7 @@ class Scoring:
     issues: list[Issue]
     rows: Any  # every run with what a reader needs to see it: a batch of runs.parquet (pyarrow)
     book: Aggregates  # the batch's per-question accumulators
-    snippets: dict[str, dict]
+    snippets: dict[str, runstore.Snippet]
     unmatched: list[str]
     runs: list[dict] = field(default_factory=list)  # the scored runs, when kept
     traces: list[Trace] = field(default_factory=list)  # and their traces
@@ -75,7 +75,7 @@ def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Tra
     scored = score_runs(batch, gold, subject.corpus, subject.encoder, settings, subject.support)
     issues += scored.notes
     by_key = {(t.config, t.qid, t.variant, t.seed): t for t in batch}
-    snippets: dict[str, dict] = {}
+    snippets: dict[str, runstore.Snippet] = {}
     rows = runstore.record_batch(
         [
             runstore.detail(r, by_key[(r["pipeline"], r["qid"], r["variant"], r["seed"])], subject.corpus, snippets)
@@ -125,7 +125,7 @@ class StreamingAudit:
             order=self.plan.order_of,
             spill=self.out / "questions.spill",
         )
-        self.snippets: dict[str, dict] = {}
+        self.snippets: dict[str, runstore.Snippet] = {}
         self.counts: Counter = Counter()
         self.by_pipeline: dict[str, Counter] = defaultdict(Counter)
         self.sample: list[Issue] = []

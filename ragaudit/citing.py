@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ragaudit.forgetting import forgotten
 from ragaudit.markers import MARKER, marker_ids
 from ragaudit.text import sentence_spans
 from ragaudit.types import Answer, Payload, Segment
@@ -55,6 +56,7 @@ def marker_sources(match: re.Match) -> list[str]:
     return [i.strip("^") or i for i in marker_ids(match)]
 
 
+@forgotten
 @lru_cache(maxsize=1 << 14)
 def bound_sentences(text: str) -> tuple[Bound, ...]:
     """The sentences of `text` with the ids of the markers that bind to each."""

@@ -284,6 +284,8 @@ class Processes:
         except (EOFError, OSError):
             self._replace(slot)
             return
+        except Exception as unreadable:  # noqa: BLE001 - a reply this process cannot rebuild fails its task, not the pool
+            reply = ("raised", RuntimeError(f"the worker's reply cannot be read here: {unreadable!r}"), "")
         if reply[0] == "ready":
             slot.ready = True
             return

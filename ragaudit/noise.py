@@ -62,7 +62,9 @@ def noise_floor(runs_path: Path | None, pipeline: str, metrics: Iterable[str]) -
 
 
 def noise_floors(runs_path: Path | None, pipelines: list[str], metrics: Iterable[str]) -> dict[str, NoiseFloor]:
-    """The noise floor of each of `pipelines` (`noise_floor`), from one read of the stored runs."""
+    """The noise floor of each of `pipelines` (`noise_floor`), from the stored runs: one pipeline's
+    runs and one metric's values in memory at a time, so memory follows a pipeline's runs, not the
+    runs × metrics of the whole file."""
     if runs_path is None or not Path(runs_path).is_file():
         note = f"no runs.parquet beside the report{'' if runs_path is None else f' ({runs_path})'}"
         return {pipeline: NoiseFloor.unknown(note) for pipeline in pipelines}
@@ -74,56 +76,70 @@ def noise_floors(runs_path: Path | None, pipelines: list[str], metrics: Iterable
         handle = pq.ParquetFile(runs_path)
         stored = set(handle.schema_arrow.names)
         columns = [f"m.{name}" for name in metrics if f"m.{name}" in stored]
-        table = handle.read(columns=["pipeline", "qid", "variant", "seed", *columns])
+        found = {}
+        for pipeline in pipelines:
+            found[pipeline] = _floor(_runs_of(handle, pipeline, ["qid", "variant", "seed", *columns]), columns)
     except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
         raise InputError(
             f"{runs_path}: expected the runs of a ragaudit run, found an unreadable file ({exc})"
         ) from None
-    names = table.column("pipeline").to_numpy()
-    seed = table.column("seed").to_numpy()
-    variant = table.column("variant").to_numpy()
-    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
-    # one row a run, one column a metric; a run without the metric holds NaN
-    values = np.column_stack([table.column(c).to_numpy().astype(float) for c in columns] or [np.empty((len(seed), 0))])
-    found = {}
-    for pipeline in pipelines:
-        mine = names == pipeline
-        found[pipeline] = _floor(seed[mine], qid[mine], variant[mine], values[mine], columns)
     return found
 
 
-def _floor(
-    seed: np.ndarray, qid: np.ndarray, variant: np.ndarray, values: np.ndarray, columns: list[str]
-) -> NoiseFloor:
-    """One pipeline's floor from its runs: their seeds, questions (indices), variants and metric values."""
+def _runs_of(handle, pipeline: str, columns: list[str]):
+    """`columns` of the runs of `pipeline`: its runs are stored together, so only the row groups
+    whose pipelines may include it are read."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    at = handle.schema_arrow.get_field_index("pipeline")
+    groups = []
+    for i in range(handle.num_row_groups):
+        stats = handle.metadata.row_group(i).column(at).statistics
+        if stats is None or not stats.has_min_max or stats.min <= pipeline <= stats.max:
+            groups.append(i)
+    if not groups:
+        return pa.table({c: pa.array([], type=handle.schema_arrow.field(c).type) for c in columns})
+    table = handle.read_row_groups(groups, columns=["pipeline", *columns], use_threads=False)
+    return table.filter(pc.equal(table.column("pipeline"), pipeline)).drop_columns(["pipeline"])
+
+
+def _floor(table, columns: list[str]) -> NoiseFloor:
+    """One pipeline's floor from its runs (a pyarrow table: qid, variant, seed and the metric columns)."""
+    seed = table.column("seed").to_numpy()
     seeds = tuple(sorted(int(s) for s in np.unique(seed)))
     if len(seeds) < 2:
         return NoiseFloor.unknown(
             f"{'one seed' if seeds else 'no runs'}: no seed-to-seed spread to measure (run with two seeds or more)"
         )
-    if _same_under_every_seed(qid, variant, values):
+    qid = table.column("qid").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    variant = table.column("variant").to_numpy().astype(np.int64)
+    group = qid.astype(np.int64) * (int(variant.max(initial=0)) + 1) + variant
+    order = np.argsort(group, kind="stable")
+    inside = group[order][1:] == group[order][:-1]
+    del qid, variant, group
+
+    def values(column: str) -> np.ndarray:  # a run without the metric holds NaN
+        return table.column(column).to_numpy().astype(float)
+
+    if all(_same_under_every_seed(values(c)[order], inside) for c in columns):
         return NoiseFloor("deterministic", seeds, {c[2:]: 0.0 for c in columns})
-    kept = ~np.isnan(values)
     per_seed = np.unique(seed, return_inverse=True)[1].reshape(-1)
-    sums = np.zeros((len(seeds), len(columns)))
-    counts = np.zeros((len(seeds), len(columns)))
-    np.add.at(sums, per_seed, np.where(kept, values, 0.0))
-    np.add.at(counts, per_seed, kept)
     floors = {}
-    for j, column in enumerate(columns):
-        means = sums[counts[:, j] > 0, j] / counts[counts[:, j] > 0, j]  # a seed without the metric left out
+    for column in columns:
+        found = values(column)
+        kept = ~np.isnan(found)
+        sums = np.bincount(per_seed, weights=np.where(kept, found, 0.0), minlength=len(seeds))
+        counts = np.bincount(per_seed, weights=kept, minlength=len(seeds))
+        means = sums[counts > 0] / counts[counts > 0]  # a seed without the metric left out
         if means.size:
             floors[column[2:]] = float(means.max() - means.min())
     return NoiseFloor("sampling", seeds, floors)
 
 
-def _same_under_every_seed(qid: np.ndarray, variant: np.ndarray, values: np.ndarray) -> bool:
-    """Whether every run of a question (`qid`: its index) and variant has the same value of each metric,
-    under every seed (NaN, a run without the metric, counts as a value)."""
-    variant = variant.astype(np.int64)
-    group = qid.astype(np.int64) * (int(variant.max(initial=0)) + 1) + variant
-    order = np.argsort(group, kind="stable")
-    group, values = group[order], values[order]
-    inside = group[1:] == group[:-1]
+def _same_under_every_seed(values: np.ndarray, inside: np.ndarray) -> bool:
+    """Whether every run of a question and variant has the same value of one metric under every seed:
+    `values` in the order of their (question, variant) group, `inside` true where a value's group
+    is the one before it (NaN, a run without the metric, counts as a value)."""
     equal = (values[1:] == values[:-1]) | (np.isnan(values[1:]) & np.isnan(values[:-1]))
     return bool(equal[inside].all())

@@ -136,7 +136,7 @@ def build_report(
         "config_path": manifest.get("config_path"),
         "gold_checked": manifest.get("gold_checked", True),
     }
-    snippets = {ref: audit.snippets[ref] for ref in sorted(used) if ref in audit.snippets}
+    snippets = {ref: audit.snippets[ref].to_json() for ref in sorted(used) if ref in audit.snippets}
     return Report(
         schema_version=SCHEMA_VERSION,
         meta=meta,

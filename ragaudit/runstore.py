@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import orjson
 
@@ -41,23 +41,58 @@ def context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> 
     return {"before": text[max(0, start - CONTEXT) : start], "after": text[end : end + CONTEXT]}
 
 
-def spans(trace: Trace, corpus: Corpus | None, snippets: dict) -> list[dict]:
+class Snippet(NamedTuple):
+    """A distinct retrieved snippet, held as one tuple until the report shows it (`to_json`)."""
+
+    snippet_id: str | None
+    doc_id: str | None
+    section_id: str | None
+    rev: str | None
+    start: int | None  # its offsets: all three None without
+    end: int | None
+    unit: str | None
+    text: str | None
+    before: str | None  # the document's text on each side of a char span; None without one in the corpus
+    after: str | None
+
+    def to_json(self) -> dict:
+        return {
+            "snippet_id": self.snippet_id,
+            "doc_id": self.doc_id,
+            "section_id": self.section_id,
+            "rev": self.rev,
+            "offsets": None if self.unit is None else {"start": self.start, "end": self.end, "unit": self.unit},
+            "text": self.text,
+            "context": None if self.before is None else {"before": self.before, "after": self.after},
+        }
+
+
+def _snippet(p, corpus: Corpus | None) -> Snippet:
+    span = p.span
+    around = context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None
+    before, after = (around["before"], around["after"]) if around else (None, None)
+    return Snippet(
+        p.snippet_id,
+        p.doc_id,
+        p.section_id,
+        p.rev,
+        None if span is None else span.start,
+        None if span is None else span.end,
+        None if span is None else span.unit,
+        payload_text(p, corpus),
+        before,
+        after,
+    )
+
+
+def spans(trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> list[dict]:
     """The run's retrieved payloads as references into `snippets` (filled here), with their scores."""
     cited = set(trace.answer.citations) if trace.answer else None
     out = []
     for p in trace.retrieved:
         ref = snippet_ref(p)
         if ref not in snippets:
-            span = p.span
-            snippets[ref] = {
-                "snippet_id": p.snippet_id,
-                "doc_id": p.doc_id,
-                "section_id": p.section_id,
-                "rev": p.rev,
-                "offsets": None if span is None else {"start": span.start, "end": span.end, "unit": span.unit},
-                "text": payload_text(p, corpus),
-                "context": context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None,
-            }
+            snippets[ref] = _snippet(p, corpus)
         out.append(
             {
                 "ref": ref,
@@ -73,7 +108,7 @@ def spans(trace: Trace, corpus: Corpus | None, snippets: dict) -> list[dict]:
     return out
 
 
-def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict) -> dict:
+def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> dict:
     """A scored run with what a reader needs to see it: its answer, segments, cited spans, steps,
     and the live index it ran against (for traces.log and rag_traces)."""
     answer = trace.answer

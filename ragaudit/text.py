@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ragaudit.forgetting import forgotten
 from ragaudit.markers import MARKER
 
 _LINE = re.compile(r"[^\n]+")
@@ -143,6 +144,7 @@ def _plain_sentences(line: str) -> tuple[tuple[int, int], ...] | None:
     return tuple(trimmed)
 
 
+@forgotten
 @lru_cache(maxsize=65_536)  # the same passages come back run after run
 def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
@@ -251,6 +253,7 @@ def clean(text: str) -> str:
     return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
 
 
+@forgotten
 @lru_cache(maxsize=1 << 15)  # the same passages and claims come back run after run
 def names(text: str) -> frozenset[str]:
     """Capitalised words that do not open a sentence or a clause, lower-cased: names, places,
@@ -265,6 +268,7 @@ def names(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@forgotten
 @lru_cache(maxsize=1 << 15)
 def _units(text: str) -> tuple[str, ...]:
     found = [clean(s) for s in sentences(text)]

@@ -50,6 +50,21 @@ def fail_unpicklable() -> None:
     raise Unpicklable(1, 2)
 
 
+def _refuse(text: str):
+    raise ValueError(text)
+
+
+class Unreadable:
+    """A value whose pickle cannot be loaded (as a class of another version of a module)."""
+
+    def __reduce__(self):
+        return (_refuse, ("this value cannot be rebuilt",))
+
+
+def unreadable() -> Unreadable:
+    return Unreadable()
+
+
 def remember(value: str) -> None:
     _setup.append(value)
 

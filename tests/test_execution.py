@@ -56,6 +56,12 @@ def test_a_task_that_raises_brings_its_exception_and_where_it_was_raised(two):
     assert two.submit(tasks.square, 7).result(timeout=60) == 49  # the worker goes on
 
 
+def test_a_result_that_cannot_be_read_here_fails_its_task_and_the_pool_goes_on(two):
+    with pytest.raises(RuntimeError, match=r"cannot be read here: ValueError\('this value cannot be rebuilt'\)"):
+        two.submit(tasks.unreadable).result(timeout=60)
+    assert list(map_ordered(two, tasks.square, range(6), ahead=2)) == [x * x for x in range(6)]
+
+
 def test_a_task_whose_worker_dies_runs_again_on_a_new_worker(tmp_path):
     marker = tmp_path / "die"
     marker.write_text("")

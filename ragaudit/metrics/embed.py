@@ -19,8 +19,9 @@ from typing import Protocol
 import numpy as np
 
 from ragaudit.errors import RagauditError, require
+from ragaudit.forgetting import forgets, on_forget
 from ragaudit.io.files import HASH_VERSION, folder_digest
-from ragaudit.metrics.memo import LONGEST, Memo, on_forget
+from ragaudit.metrics.memo import LONGEST, Memo
 from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -291,8 +292,14 @@ class CachedEncoder:
             self.cache_key = self.model_id
         self._memory: dict[str, np.ndarray] = {}  # text -> vector
         self._lock = threading.Lock()
+        forgets(self)
         self.requested = self.hits = self.encoded = 0
         self.encode_seconds = 0.0  # time spent in the model itself
+
+    def forget(self) -> None:
+        """Let go of the vectors held in memory (the file keeps them): `ragaudit.forgetting`."""
+        with self._lock:
+            self._memory = {}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:

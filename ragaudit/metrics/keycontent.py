@@ -36,6 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ragaudit.forgetting import forgotten
 from ragaudit.metrics.claims import DISCOURSE
 from ragaudit.metrics.memo import LONGEST, Memo
 from ragaudit.metrics.quantities import Mention, holds, mentions
@@ -84,6 +85,7 @@ class Stated:
     conflicts: tuple[str, ...]  # the claim's quantities that replace one of the anchor's; "negation"
 
 
+@forgotten
 @lru_cache(maxsize=1 << 15)  # anchors, claims and cited sentences come back run after run
 def _words(text: str) -> tuple[tuple[str, str], ...]:
     """(stem, surface) of the content words of `text`, names and numbers left out."""
@@ -114,6 +116,7 @@ def _distinct_mentions(text: str, *, number_words: bool = False) -> tuple[Mentio
     return tuple(out)
 
 
+@forgotten
 @lru_cache(maxsize=1 << 14)
 def key_content(anchor: str, question: str, reference: str | None = None) -> KeyContent:
     asked = frozenset(content_stems(question)) | frozenset(names(question))

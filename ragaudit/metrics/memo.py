@@ -17,12 +17,13 @@ from collections import OrderedDict
 from typing import Any, Callable, Generic, Hashable, TypeVar
 from weakref import WeakKeyDictionary, WeakSet
 
+from ragaudit import forgetting
+
 V = TypeVar("V")
 
 LONGEST = 4_000  # characters: a longer text is computed each time rather than held as a key
 
 _EVERY: WeakSet[Memo] = WeakSet()
-_CLEARERS: list[Callable[[], None]] = []
 
 
 class Memo(Generic[V]):
@@ -88,14 +89,8 @@ def every() -> list[Memo]:
     return list(_EVERY)
 
 
-def on_forget(clear: Callable[[], None]) -> None:
-    """Have `forget` also call `clear` (for a cache kept in another form)."""
-    _CLEARERS.append(clear)
-
-
 def forget() -> None:
-    """Empty every memo: what follows is computed afresh."""
+    """Empty every memo, and what `ragaudit.forgetting` holds: what follows is computed afresh."""
     for memo in every():
         memo.clear()
-    for clear in _CLEARERS:
-        clear()
+    forgetting.forget()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from ragaudit.forgetting import forgotten
 from ragaudit.markers import MARKER
 
 __all__ = ["Mention", "hallucinated", "holds", "mentions"]
@@ -367,6 +368,7 @@ def mentions(text: str, *, number_words: bool = False) -> list[Mention]:
     return list(_scanned(text, number_words))
 
 
+@forgotten
 @lru_cache(maxsize=1 << 15)  # cited passages and claims come back run after run
 def _scanned(text: str, words: bool) -> tuple[Mention, ...]:
     return tuple(_scan(text, words=words))
@@ -396,6 +398,7 @@ def _provides(m: Mention) -> set[tuple[str, str]]:
     return out
 
 
+@forgotten
 @lru_cache(maxsize=1 << 15)
 def _covered_by(text: str) -> frozenset[tuple[str, str]]:
     """What one cited text covers. Cached: the same snippets are cited by run after run."""
@@ -406,6 +409,7 @@ def _covered_by(text: str) -> frozenset[tuple[str, str]]:
     return frozenset(covered)
 
 
+@forgotten
 @lru_cache(maxsize=1 << 15)
 def _needed(segment: str) -> tuple[tuple[str, tuple[str, str], frozenset], ...]:
     """Each distinct mention of a segment: its surface, its key and what would cover it."""

@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from ragaudit.errors import InputError, Problem, require
+from ragaudit.forgetting import forgets
 from ragaudit.metrics.embed import Encoder, make_encoder
 from ragaudit.metrics.quantities import hallucinated, mentions
 from ragaudit.progress import phase
@@ -458,16 +459,23 @@ class Memoized:
         self.scorer, self.size = scorer, size
         self.model_id = getattr(scorer, "model_id", None)
         self._memo: dict[tuple, float] = {}
+        forgets(self)
+
+    def forget(self) -> None:
+        """Let go of every remembered score (`ragaudit.forgetting`)."""
+        self._memo = {}
 
     def score_many(self, pairs) -> list[float]:
+        known = self._memo  # this call's, even if forgotten meanwhile
         keys = [(seg, tuple(texts)) for seg, texts in pairs]
-        todo = list(dict.fromkeys(k for k in keys if k not in self._memo))
+        todo = list(dict.fromkeys(k for k in keys if k not in known))
         if todo:
             fresh = self.scorer.score_many([(seg, list(texts)) for seg, texts in todo])
-            self._memo.update(zip(todo, (float(v) for v in fresh)))
-            for old in list(self._memo)[: max(0, len(self._memo) - self.size)]:
-                del self._memo[old]
-        return [self._memo[k] for k in keys]
+            known.update(zip(todo, (float(v) for v in fresh)))
+        scores = [known[k] for k in keys]
+        for old in list(known)[: max(0, len(known) - self.size)]:
+            del known[old]
+        return scores
 
 
 def make_support_scorer(model: str | None, *, params: str | None = None, encoder: Encoder | None = None):

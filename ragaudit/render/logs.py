@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import orjson
 
 from ragaudit.io.files import atomic_path
+
+if TYPE_CHECKING:
+    from ragaudit.runstore import Snippet
 
 COLUMNS = (
     "ts",
@@ -56,7 +59,7 @@ LOG_SOURCE = [
 ]
 
 
-def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, dict]) -> Iterator[dict]:
+def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, Snippet]) -> Iterator[dict]:
     """The rows of both outputs, in stored run order, read from runs.parquet a batch at a time; a
     run without segments gives one row with seg null."""
     from ragaudit.runstore import iter_runs
@@ -68,7 +71,7 @@ def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str
             for segment in segments:
                 ids = segment["citations"] if segment else orjson.loads(run["citations"] or "[]")
                 cited = [spans[c] for c in ids if c in spans]
-                first = snippets.get(cited[0]["ref"], {}) if cited else {}
+                first = snippets.get(cited[0]["ref"]) if cited else None
                 yield {
                     "ts": run["ts"],
                     "pipeline": run["pipeline"],
@@ -83,8 +86,8 @@ def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str
                     "index_hash": run["index_hash"],
                     "embed_model": run["embed_model"],
                     "analyzer": run["analyzer"],
-                    "section_id": first.get("section_id"),
-                    "rev": first.get("rev"),
+                    "section_id": first and first.section_id,
+                    "rev": first and first.rev,
                     "citations": [s["snippet_id"] for s in cited],
                     "scores": [s["score_norm"] for s in cited],
                     "kpos": [s["k_pos"] for s in cited],

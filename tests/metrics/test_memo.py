@@ -116,3 +116,30 @@ def test_each_encoder_has_memos_of_its_own():
     assert memo.memo_of(None, "stated", 8) is memo.memo_of(None, "stated", 8)
     unowned = (1, 2)  # no weak reference to a tuple: a memo for the one call
     assert memo.memo_of(unowned, "stated", 8) is not memo.memo_of(unowned, "stated", 8)
+
+
+def test_forgetting_lets_go_of_every_text_cache_and_scores_the_same_after(valid_trace, corpus, tmp_path):
+    """Once the runs are scored, `forget` empties the sentence splitter's and the claim checks' caches,
+    the vectors an embedding cache holds in memory and the support scores remembered; scoring again
+    gives the same rows."""
+    from ragaudit import text
+    from ragaudit.metrics import keycontent, quantities
+    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.metrics.support import Memoized
+
+    traces = runs(valid_trace)
+    encoder = CachedEncoder(HashingEncoder(), tmp_path / "vectors.sqlite")
+    support = Memoized(SupportScorer(encoder))
+
+    def rows() -> str:
+        result = score_runs(traces, GOLD, corpus, encoder, Settings(), support)
+        return json.dumps([result.runs, [n.to_dict() for n in result.notes]], sort_keys=True, default=repr)
+
+    first = rows()
+    cached = (text._line_sentences, text._units, text.names, quantities._scanned, keycontent._words)
+    assert all(f.cache_info().currsize for f in cached)
+    assert encoder._memory and support._memo
+    memo.forget()
+    assert [f.cache_info().currsize for f in cached] == [0] * len(cached)
+    assert not encoder._memory and not support._memo
+    assert rows() == first
