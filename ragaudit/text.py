@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Callable
 
 from ragaudit.forgetting import forgotten
 from ragaudit.markers import MARKER
 
 _LINE = re.compile(r"[^\n]+")
+Spans = tuple[tuple[int, int], ...]  # (start, end) of each sentence
 # pysbd's time grows with the square of the text it is given, so a long line goes to it in blocks
 # of about BLOCK characters, cut where a sentence surely ends: after a word of three or more
 # lower-case letters or digits and its full stop, before a capital ("Dr. Smith", "U.S. law" and
@@ -115,7 +117,7 @@ def _abbreviations() -> frozenset[str]:
     return frozenset(a.lower() for a in English.Abbreviation.ABBREVIATIONS)
 
 
-def _plain_sentences(line: str) -> tuple[tuple[int, int], ...] | None:
+def _plain_sentences(line: str) -> Spans | None:
     """The sentence spans of a line of plain prose (see _PLAIN), else None (pysbd decides)."""
     if not _PLAIN.match(line) or _NOT_PLAIN.search(line) or _enclosed_stop(line):
         return None
@@ -146,7 +148,7 @@ def _plain_sentences(line: str) -> tuple[tuple[int, int], ...] | None:
 
 @forgotten
 @lru_cache(maxsize=65_536)  # the same passages come back run after run
-def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
+def _line_sentences(line: str) -> Spans:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
     and ellipses inside their sentence), whitespace trimmed; a piece that opens in lower case
     continues the sentence before it. Linear in the line's length (see BLOCK); a block of plain
@@ -154,7 +156,7 @@ def _line_sentences(line: str) -> tuple[tuple[int, int], ...]:
     return _split(line, _pieces)
 
 
-def _split(line: str, pieces) -> tuple[tuple[int, int], ...]:
+def _split(line: str, pieces: Callable[[str], Spans]) -> Spans:
     """The sentence spans of `line`, its blocks (see BLOCK) split by `pieces`."""
     spans: list[tuple[int, int]] = []
     for first, last in _blocks(line):
@@ -166,12 +168,12 @@ def _split(line: str, pieces) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
-def _pieces(block: str) -> tuple[tuple[int, int], ...]:
+def _pieces(block: str) -> Spans:
     plain = _plain_sentences(block)
     return plain if plain is not None else _pysbd_pieces(block)
 
 
-def _pysbd_pieces(block: str) -> tuple[tuple[int, int], ...]:
+def _pysbd_pieces(block: str) -> Spans:
     """pysbd's sentences of `block`, whitespace trimmed."""
     out = []
     for found_start, found_end in _pysbd_spans(block):
