@@ -97,7 +97,13 @@ def audit_config(
                 **({"baseline": str(Path(baseline_path).resolve())} if baseline_path else {}),
                 **({"command": command} if command else {}),
             )
-            report = write_outputs(result.run_dir, finished, inputs, warnings=result.warnings)
+            report = write_outputs(
+                result.run_dir,
+                finished,
+                inputs,
+                warnings=result.warnings,
+                beside=cluster.on_this_machine if cluster is not None else None,
+            )
             _record(store, result, report)  # last: the history holds finished runs only
     finally:
         if "work" in audit:

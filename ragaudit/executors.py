@@ -163,6 +163,12 @@ class Cluster:
     def scorer(self, keep: bool) -> "RemoteScoring":
         return RemoteScoring(self, keep)
 
+    @property
+    def on_this_machine(self) -> Executor | None:
+        """The executor, when its workers are processes of this machine, which see this machine's
+        files (`--executor processes`); None for a cluster."""
+        return self.executor if isinstance(self.executor, Processes) else None
+
     def close(self) -> None:
         self.executor.close()
 

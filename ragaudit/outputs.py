@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragaudit import rundir, runstore
 from ragaudit.errors import InputError
@@ -16,6 +18,9 @@ from ragaudit.history import Point
 from ragaudit.io.files import write_json
 from ragaudit.model import Baseline, Report
 from ragaudit.progress import phase
+
+if TYPE_CHECKING:
+    from ragaudit.execution import Executor, Task
 
 TREND_RUNS = 20  # runs the trend panel of report.html shows
 
@@ -33,10 +38,14 @@ def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings:
         return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
 
 
-def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None = None) -> Report:
+def write_outputs(
+    run_dir: Path, result, subject, *, warnings: list[str] | None = None, beside: Executor | None = None
+) -> Report:
     """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
     report.html shows the trend of the runs before it in the history the manifest names (none,
-    with a line in `warnings`, when the history cannot be read now)."""
+    with a line in `warnings`, when the history cannot be read now). `beside`, worker processes of
+    this machine (`--executor processes`), writes traces.log and rag_traces.sqlite while this
+    process writes the rest."""
     from ragaudit.auditing import report_of
     from ragaudit.metrics import memo
     from ragaudit.questionstore import QUESTIONS
@@ -58,12 +67,14 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         comparing = None
         if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
             # its statistics (resampling in numpy, mostly outside the GIL) run beside the other outputs
-            from concurrent.futures import ThreadPoolExecutor, wait
-
             pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
             comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
             pool.shutdown(wait=False)
-        try:  # an error stops the outputs only once compare's writer, running beside, is done too
+        states = {q.key: q.lam.state for q in report.questions}
+        logging: Task | None = None
+        if beside is not None:
+            logging = beside.submit(logs.write_log_files, run_dir, result.runs_path, states, result.snippets)
+        try:  # an error stops the outputs only once the writers running beside are done too
             with phase("history"):
                 try:
                     trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))
@@ -71,20 +82,19 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
                     trend = ""
                     if warnings is not None:
                         warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
-            states = {q.key: q.lam.state for q in report.questions}
-            with phase("traces.log and rag_traces.sqlite"):
-                logs.write_logs(
-                    run_dir / "traces.log",
-                    run_dir / "rag_traces.sqlite",
-                    logs.rows(result.runs_path, states, result.snippets),
-                )
+            if logging is None:
+                with phase("traces.log and rag_traces.sqlite"):
+                    logs.write_log_files(run_dir, result.runs_path, states, result.snippets)
             with phase("junit.xml"):
                 junit.write_junit(run_dir / "junit.xml", report)
             with phase("report.html"):
                 html.write_html(run_dir / "report.html", report, trend, held_rows(report))
+            if logging is not None:
+                with phase("traces.log and rag_traces.sqlite"):  # the rest of it, when it is not done yet
+                    _logged(logging, run_dir, result.runs_path, states, result.snippets)
         except BaseException:
-            if comparing is not None:
-                wait([comparing])
+            beside_us: list = [task for task in (comparing, logging) if task is not None]
+            wait(beside_us)
             raise
         comparison = None
         if comparing is not None:
@@ -95,6 +105,21 @@ def write_outputs(run_dir: Path, result, subject, *, warnings: list[str] | None 
         with phase("manifest"):  # the sha256 of every output
             rundir.stamp_outputs(run_dir)
     return report
+
+
+def _logged(task: Task, run_dir: Path, runs_path: Path, states: dict, snippets: dict) -> None:
+    """Wait for the logs written beside; when every worker given them died, write them here (a
+    worker that died mid-write leaves its temporary files: they go first)."""
+    from ragaudit.execution import WorkerDied
+    from ragaudit.render import logs
+
+    try:
+        task.result()
+    except WorkerDied:
+        for name in ("traces.log", "rag_traces.sqlite"):
+            for left in run_dir.glob(f".{name}.*.tmp"):
+                left.unlink(missing_ok=True)
+        logs.write_log_files(run_dir, runs_path, states, snippets)
 
 
 def write_comparison(

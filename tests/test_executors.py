@@ -2,6 +2,7 @@
 processes: the report is the local run's report, a worker that dies mid-call loses nothing, and a
 cut-short run resumes on the cluster."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -312,3 +313,40 @@ def test_processes_without_workers_use_the_configured_count(tmp_path, monkeypatc
     result = invoke("run", config, "--no-gate", "--executor", "processes")
     assert result.exit_code == 0, result.output
     assert started == [3]
+
+
+def test_a_replay_with_defects_reports_on_processes_what_it_does_here(tmp_path):
+    """A recording whose runs have fields of the wrong type, NaN, pairs as offsets and markers
+    instead of segments gives the same report, issues, traces and logs on 2 worker processes (which
+    score its batches and write traces.log and rag_traces.sqlite) as on threads."""
+    (tmp_path / "live").mkdir()
+    recorded = run_dir_of(invoke("run", write_config(tmp_path / "live", BM25, items=3), "--no-gate"))
+    runs = [json.loads(line) for line in (recorded / "traces.jsonl").read_text().splitlines()]
+    runs[0]["retrieved"][0]["score_norm"] = "high"
+    runs[1]["retrieved"][0]["offsets"] = [runs[1]["retrieved"][0]["offsets"]["start"], 5]
+    runs[2]["variant"] = "0"
+    runs[3]["answer"] = {"raw": "x", "text": "Keys rotate yearly [1]. Backups run nightly [2].", "segments": []}
+    lines = [json.dumps(run) for run in runs]
+    lines[4] = lines[4].replace('"seed": ', '"tokens": NaN, "seed": ')
+    recording = tmp_path / "recording.jsonl"
+    recording.write_text("\n".join(lines) + "\n")
+    config = write_config(tmp_path, f'[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "{recording}"\n', items=3)
+    here = invoke("run", config, "--no-gate", "--workers", "2")
+    there = invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert here.exit_code == there.exit_code == 0, there.output
+    a, b = run_dir_of(here), run_dir_of(there)
+    assert report_of(a)["summary"]["issues"]["by_code"].get("wrong_type", 0) >= 2
+    assert report_of(a) == report_of(b)
+    assert (a / "issues.jsonl").read_text() == (b / "issues.jsonl").read_text()
+    assert without_times(a) == without_times(b)
+    # traces.log and rag_traces.sqlite, written by a worker process there
+    assert (a / "traces.log").read_text() == (b / "traces.log").read_text() and (a / "traces.log").stat().st_size
+    assert table_of(a) == table_of(b) and len(table_of(a)) >= len(runs)
+    assert not list(b.glob(".*.tmp"))
+
+
+def table_of(run_dir):
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(run_dir / "rag_traces.sqlite")) as db:
+        return db.execute("SELECT * FROM rag_traces").fetchall()

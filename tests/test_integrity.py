@@ -184,6 +184,66 @@ def test_an_output_that_fails_returns_only_once_compares_writer_beside_it_is_don
     assert done.is_set() and not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
+class Failing:
+    """Worker processes (`write_outputs(beside=...)`) whose every task fails with `error`."""
+
+    def __init__(self, error: BaseException):
+        self.error, self.tasks = error, []
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        self.tasks.append(fn.__name__)
+        future: Future = Future()
+        future.set_exception(self.error)
+        return future
+
+
+def test_logs_whose_worker_processes_all_died_are_written_here(finished, monkeypatch):
+    import sqlite3
+
+    from ragaudit import outputs
+    from ragaudit.execution import WorkerDied
+
+    _, run_dir = finished
+    log = (run_dir / "traces.log").read_text()
+    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
+        table = db.execute("SELECT * FROM rag_traces").fetchall()
+    (run_dir / "traces.log").unlink()
+    (run_dir / ".traces.log.k1ll3d.tmp").write_text("half a log")  # what a worker killed mid-write leaves
+    dying = Failing(WorkerDied(2))
+    write_outputs = outputs.write_outputs
+    monkeypatch.setattr(outputs, "write_outputs", lambda *a, **k: write_outputs(*a, **k, beside=dying))
+    assert invoke("report", run_dir, "--no-gate").exit_code == 0
+    assert dying.tasks == ["write_log_files"] and (run_dir / "traces.log").read_text() == log
+    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
+        assert db.execute("SELECT * FROM rag_traces").fetchall() == table
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_logs_that_fail_beside_fail_the_outputs_once_compare_is_done(finished, monkeypatch):
+    import threading
+
+    from ragaudit import outputs
+
+    _, run_dir = finished
+    done = threading.Event()
+    write_comparison, write_outputs = outputs.write_comparison, outputs.write_outputs
+
+    def late(*args, **kwargs):
+        time.sleep(0.3)
+        found = write_comparison(*args, **kwargs)
+        done.set()
+        return found
+
+    monkeypatch.setattr(outputs, "write_comparison", late)
+    full = Failing(OSError(28, "No space left on device", "traces.log"))
+    monkeypatch.setattr(outputs, "write_outputs", lambda *a, **k: write_outputs(*a, **k, beside=full))
+    result = invoke("report", run_dir)
+    assert result.exit_code == 3 and "No space left on device" in result.stderr
+    assert done.is_set() and not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
     target = tmp_path / "report.json"
     target.write_text("old")

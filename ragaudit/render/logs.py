@@ -161,6 +161,14 @@ def _list_value(value: list) -> str:
     return text if _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
 
 
+def write_log_files(
+    run_dir: Path, runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, Snippet]
+) -> None:
+    """traces.log and rag_traces.sqlite of a run directory, from its runs.parquet (`rows`): a task
+    that a worker process can run beside the other outputs."""
+    write_logs(run_dir / "traces.log", run_dir / "rag_traces.sqlite", rows(runs_path, states, snippets))
+
+
 def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None:
     """traces.log and rag_traces.sqlite from one pass over the rows."""
     import itertools
