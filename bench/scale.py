@@ -251,7 +251,7 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int], workload: str)
             flush=True,
         )
         if size == sizes[0] and workload == "distinct":
-            replay_on_processes(config, data, env, runs)
+            replay_on_processes(config, data, env, runs, parse)
         if size == sizes[-1] and (timed := page_seconds(run_dir / "report.html")) is not None:
             print(
                 f"  {'':>9}       report.html in headless Chromium: loaded in {timed[0]:.2f} s, "
@@ -262,9 +262,10 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int], workload: str)
     return rows
 
 
-def replay_on_processes(config: Path, data: Path, env: dict, runs: int) -> None:
+def replay_on_processes(config: Path, data: Path, env: dict, runs: int, parse: float) -> None:
     """The same replay again, its embedding vectors now cached, on 2 threads and on 2 worker processes
-    (`--executor processes`): time, CPU of every process, and whether the reports are the same."""
+    (`--executor processes`): time (and its ratio to the bare parse's, `parse` seconds), CPU of every
+    process, and whether the reports are the same."""
     reports = {}
     for label, extra in (("2 threads", []), ("2 processes", ["--executor", "processes"])):
         started = children_cpu()
@@ -277,7 +278,8 @@ def replay_on_processes(config: Path, data: Path, env: dict, runs: int) -> None:
         report.pop("meta")
         reports[label] = report
         print(
-            f"  {'':>9}       again, {label:11}: {seconds:6.1f} s  {runs / seconds:7,.0f} runs/s  CPU {cpu:6.1f} s  "
+            f"  {'':>9}       again, {label:11}: {seconds:6.1f} s  {runs / seconds:7,.0f} runs/s  "
+            f"({seconds / parse:5.1f}x the bare parse)  CPU {cpu:6.1f} s  "
             f"peak RSS {peak_mb:5.0f} MB (all processes {tree_mb:5.0f} MB)",
             flush=True,
         )
