@@ -46,7 +46,7 @@ class Audit:
     issue_counts: Counter  # by code
     issue_sample: list[Issue]  # the first ISSUES_SHOWN of each code
     codes_by_pipeline: dict[str, Counter]
-    snippets: dict[str, runstore.Snippet]
+    snippets: runstore.SnippetStore
     runs_path: Path | None  # None once the audit answers from memory (`audit`)
     issues_path: Path | None = None
     traces: list[Trace] = field(default_factory=list)  # kept only when asked (fault injection)
@@ -125,7 +125,8 @@ class StreamingAudit:
             order=self.plan.order_of,
             spill=self.out / "questions.spill",
         )
-        self.snippets: dict[str, runstore.Snippet] = {}
+        # every distinct snippet, whole on disk beside runs.parquet (in memory when every run is kept too)
+        self.snippets = runstore.SnippetStore(None if keep else self.out / "snippets.sqlite")
         self.counts: Counter = Counter()
         self.by_pipeline: dict[str, Counter] = defaultdict(Counter)
         self.sample: list[Issue] = []
@@ -206,8 +207,7 @@ class StreamingAudit:
         for found in part.issues:
             self._record(found)
         self.unmatched += part.unmatched
-        for ref, snippet in part.snippets.items():
-            self.snippets.setdefault(ref, snippet)
+        self.snippets.add(part.snippets)
         self.runs.write(part.rows)
         self.book.merge(part.book)
         if self.keep:

@@ -70,10 +70,10 @@ def write_outputs(
             pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
             comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
             pool.shutdown(wait=False)
-        states = {q.key: q.lam.state for q in report.questions}
+        states, places = {q.key: q.lam.state for q in report.questions}, result.snippets.places()
         logging: Task | None = None
         if beside is not None:
-            logging = beside.submit(logs.write_log_files, run_dir, result.runs_path, states, result.snippets)
+            logging = beside.submit(logs.write_log_files, run_dir, result.runs_path, states, places)
         try:  # an error stops the outputs only once the writers running beside are done too
             with phase("history"):
                 try:
@@ -84,14 +84,14 @@ def write_outputs(
                         warnings.append(f"report.html has no trend panel: {'; '.join(map(str, exc.problems))}")
             if logging is None:
                 with phase("traces.log and rag_traces.sqlite"):
-                    logs.write_log_files(run_dir, result.runs_path, states, result.snippets)
+                    logs.write_log_files(run_dir, result.runs_path, states, places)
             with phase("junit.xml"):
                 junit.write_junit(run_dir / "junit.xml", report)
             with phase("report.html"):
                 html.write_html(run_dir / "report.html", report, trend, held_rows(report))
             if logging is not None:
                 with phase("traces.log and rag_traces.sqlite"):  # the rest of it, when it is not done yet
-                    _logged(logging, run_dir, result.runs_path, states, result.snippets)
+                    _logged(logging, run_dir, result.runs_path, states, places)
         except BaseException:
             beside_us: list = [task for task in (comparing, logging) if task is not None]
             wait(beside_us)
@@ -107,7 +107,7 @@ def write_outputs(
     return report
 
 
-def _logged(task: Task, run_dir: Path, runs_path: Path, states: dict, snippets: dict) -> None:
+def _logged(task: Task, run_dir: Path, runs_path: Path, states: dict, places: dict) -> None:
     """Wait for the logs written beside; when every worker given them died, write them here (a
     worker that died mid-write leaves its temporary files: they go first)."""
     from ragaudit.execution import WorkerDied
@@ -119,7 +119,7 @@ def _logged(task: Task, run_dir: Path, runs_path: Path, states: dict, snippets: 
         for name in ("traces.log", "rag_traces.sqlite"):
             for left in run_dir.glob(f".{name}.*.tmp"):
                 left.unlink(missing_ok=True)
-        logs.write_log_files(run_dir, runs_path, states, snippets)
+        logs.write_log_files(run_dir, runs_path, states, places)
 
 
 def write_comparison(

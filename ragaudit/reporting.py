@@ -136,7 +136,8 @@ def build_report(
         "config_path": manifest.get("config_path"),
         "gold_checked": manifest.get("gold_checked", True),
     }
-    snippets = {ref: audit.snippets[ref].to_json() for ref in sorted(used) if ref in audit.snippets}
+    shown = audit.snippets.get(used)
+    snippets = {ref: shown[ref].to_json() for ref in sorted(shown)}
     return Report(
         schema_version=SCHEMA_VERSION,
         meta=meta,

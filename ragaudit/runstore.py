@@ -67,6 +67,63 @@ class Snippet(NamedTuple):
         }
 
 
+class SnippetStore:
+    """The distinct snippets of an audit, each kept once, the first seen: whole in an SQLite file
+    (`path`, in the audit's work folder; in memory without one), with only where each is (its
+    section id and revision, which traces.log shows) held in memory. A snippet's texts (its own and
+    the document around it) are most of its size, and the report reads back only the few it shows."""
+
+    def __init__(self, path: Path | None = None):
+        import sqlite3
+
+        self._places: dict[str, tuple[str | None, str | None]] = {}
+        self._names: dict[str, str] = {}  # one string per distinct section id and revision
+        self._db = sqlite3.connect(path or ":memory:", check_same_thread=False)
+        self._db.execute("CREATE TABLE snippets (ref TEXT PRIMARY KEY, snippet TEXT NOT NULL)")
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self._places
+
+    def add(self, snippets: dict[str, Snippet]) -> None:
+        """Keep the snippets not kept yet."""
+        import json
+
+        new = [(ref, snippet) for ref, snippet in snippets.items() if ref not in self._places]
+        names = self._names
+        for ref, snippet in new:
+            section, rev = snippet.section_id, snippet.rev
+            self._places[ref] = (
+                None if section is None else names.setdefault(section, section),
+                None if rev is None else names.setdefault(rev, rev),
+            )
+        with self._db:  # ASCII JSON: any string, lone surrogates too, reads back as it was
+            self._db.executemany("INSERT INTO snippets VALUES (?, ?)", [(r, json.dumps(s)) for r, s in new])
+
+    def places(self) -> dict[str, tuple[str | None, str | None]]:
+        """Each snippet's (section id, revision), by ref."""
+        return self._places
+
+    def get(self, refs: Iterable[str]) -> dict[str, Snippet]:
+        """The snippets of `refs` that are kept, by ref."""
+        import json
+
+        wanted = [ref for ref in dict.fromkeys(refs) if ref in self._places]
+        found: dict[str, Snippet] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT ref, snippet FROM snippets WHERE ref IN ({','.join('?' * len(chunk))})", chunk
+            )
+            found.update((ref, Snippet(*json.loads(text))) for ref, text in rows)
+        return found
+
+    def close(self) -> None:
+        self._db.close()
+
+
 def _snippet(p, corpus: Corpus | None) -> Snippet:
     span = p.span
     around = context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None

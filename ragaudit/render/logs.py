@@ -10,14 +10,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import orjson
 
 from ragaudit.io.files import atomic_path
-
-if TYPE_CHECKING:
-    from ragaudit.runstore import Snippet
 
 COLUMNS = (
     "ts",
@@ -59,9 +56,12 @@ LOG_SOURCE = [
 ]
 
 
-def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, Snippet]) -> Iterator[dict]:
+Places = dict[str, tuple[str | None, str | None]]  # each snippet's (section id, revision), by ref
+
+
+def rows(runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> Iterator[dict]:
     """The rows of both outputs, in stored run order, read from runs.parquet a batch at a time; a
-    run without segments gives one row with seg null."""
+    run without segments gives one row with seg null. `places` is `SnippetStore.places()`."""
     from ragaudit.runstore import iter_runs
 
     for batch in iter_runs(runs_path, columns=LOG_SOURCE):
@@ -71,7 +71,7 @@ def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str
             for segment in segments:
                 ids = segment["citations"] if segment else orjson.loads(run["citations"] or "[]")
                 cited = [spans[c] for c in ids if c in spans]
-                first = snippets.get(cited[0]["ref"]) if cited else None
+                first = places.get(cited[0]["ref"]) if cited else None
                 yield {
                     "ts": run["ts"],
                     "pipeline": run["pipeline"],
@@ -86,8 +86,8 @@ def rows(runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str
                     "index_hash": run["index_hash"],
                     "embed_model": run["embed_model"],
                     "analyzer": run["analyzer"],
-                    "section_id": first and first.section_id,
-                    "rev": first and first.rev,
+                    "section_id": first[0] if first else None,
+                    "rev": first[1] if first else None,
                     "citations": [s["snippet_id"] for s in cited],
                     "scores": [s["score_norm"] for s in cited],
                     "kpos": [s["k_pos"] for s in cited],
@@ -161,12 +161,10 @@ def _list_value(value: list) -> str:
     return text if _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
 
 
-def write_log_files(
-    run_dir: Path, runs_path: Path, states: dict[tuple[str, str], str], snippets: dict[str, Snippet]
-) -> None:
+def write_log_files(run_dir: Path, runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> None:
     """traces.log and rag_traces.sqlite of a run directory, from its runs.parquet (`rows`): a task
     that a worker process can run beside the other outputs."""
-    write_logs(run_dir / "traces.log", run_dir / "rag_traces.sqlite", rows(runs_path, states, snippets))
+    write_logs(run_dir / "traces.log", run_dir / "rag_traces.sqlite", rows(runs_path, states, places))
 
 
 def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None:
