@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
@@ -78,8 +79,24 @@ class SnippetStore:
 
         self._places: dict[str, tuple[str | None, str | None]] = {}
         self._names: dict[str, str] = {}  # one string per distinct section id and revision
-        self._db = sqlite3.connect(path or ":memory:", check_same_thread=False)
-        self._db.execute("CREATE TABLE snippets (ref TEXT PRIMARY KEY, snippet TEXT NOT NULL)")
+        self._name = str(path or ":memory:")
+        with self._failing("create"):
+            self._db = sqlite3.connect(self._name, check_same_thread=False)
+            self._db.execute("CREATE TABLE snippets (ref TEXT PRIMARY KEY, snippet TEXT NOT NULL)")
+
+    @contextmanager
+    def _failing(self, doing: str) -> Iterator[None]:
+        """An SQLite error (a full disk, say) as the input-output error it is, naming the file."""
+        import errno
+        import sqlite3
+
+        try:
+            yield
+        except sqlite3.Error as exc:
+            full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            raise OSError(
+                errno.ENOSPC if full else errno.EIO, f"cannot {doing} the audit's snippets: {exc}", self._name
+            ) from None
 
     def __len__(self) -> int:
         return len(self._places)
@@ -99,7 +116,7 @@ class SnippetStore:
                 None if section is None else names.setdefault(section, section),
                 None if rev is None else names.setdefault(rev, rev),
             )
-        with self._db:  # ASCII JSON: any string, lone surrogates too, reads back as it was
+        with self._failing("keep"), self._db:  # ASCII JSON: any string, lone surrogates too, reads back as it was
             self._db.executemany("INSERT INTO snippets VALUES (?, ?)", [(r, json.dumps(s)) for r, s in new])
 
     def places(self) -> dict[str, tuple[str | None, str | None]]:
@@ -112,12 +129,13 @@ class SnippetStore:
 
         wanted = [ref for ref in dict.fromkeys(refs) if ref in self._places]
         found: dict[str, Snippet] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            rows = self._db.execute(
-                f"SELECT ref, snippet FROM snippets WHERE ref IN ({','.join('?' * len(chunk))})", chunk
-            )
-            found.update((ref, Snippet(*json.loads(text))) for ref, text in rows)
+        with self._failing("read"):
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                rows = self._db.execute(
+                    f"SELECT ref, snippet FROM snippets WHERE ref IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                found.update((ref, Snippet(*json.loads(text))) for ref, text in rows)
         return found
 
     def close(self) -> None:

@@ -184,6 +184,40 @@ def test_an_output_that_fails_returns_only_once_compares_writer_beside_it_is_don
     assert done.is_set() and not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_disk_that_fills_up_while_snippets_are_kept_is_an_input_output_error(finished, monkeypatch):
+    import sqlite3
+
+    _, run_dir = finished
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    connect = sqlite3.connect
+
+    class Full:  # the audit's snippets file takes no more rows; every other database works
+        def __init__(self, db):
+            self.db = db
+
+        def __getattr__(self, name):
+            return getattr(self.db, name)
+
+        def __enter__(self):
+            return self.db.__enter__()
+
+        def __exit__(self, *raised):
+            return self.db.__exit__(*raised)
+
+        def executemany(self, sql, rows):
+            if sql.startswith("INSERT INTO snippets"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.executemany(sql, rows)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Full(connect(*a, **k)))
+    result = invoke("report", run_dir)
+    assert result.exit_code == 3, result.output
+    assert "cannot keep the audit's snippets: database or disk is full" in result.stderr
+    assert "snippets.sqlite" in result.stderr and "Traceback" not in result.stderr
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert not [p for p in run_dir.iterdir() if p.name.startswith(".") and p.name != ".lock"]
+
+
 class Failing:
     """Worker processes (`write_outputs(beside=...)`) whose every task fails with `error`."""
 

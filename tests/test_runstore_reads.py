@@ -96,3 +96,11 @@ def test_the_snippet_store_keeps_the_first_of_each_snippet_whole_and_only_where_
         assert places["r4"] == ("doc1/sec0", "rev-a") and places["r4"][0] is places["r10"][0]  # one string each
         store.close()
     assert (tmp_path / "snippets.sqlite").stat().st_size > 1200 * 40  # the texts are on disk
+
+
+def test_a_snippet_file_that_cannot_be_made_is_an_input_output_error_naming_it(tmp_path):
+    import pytest
+
+    with pytest.raises(OSError, match="cannot create the audit's snippets: unable to open") as raised:
+        runstore.SnippetStore(tmp_path)  # a folder
+    assert raised.value.filename == str(tmp_path)
