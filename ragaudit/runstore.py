@@ -8,14 +8,15 @@ few runs a report shows in detail, so a columnar layout would buy nothing there.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
 import orjson
 
+from ragaudit.io.files import sqlite_errors
 from ragaudit.io.shape import RENAMED_METRICS
 from ragaudit.metrics.delta_s import payload_text
 from ragaudit.types import Corpus, Trace
@@ -84,19 +85,9 @@ class SnippetStore:
             self._db = sqlite3.connect(self._name, check_same_thread=False)
             self._db.execute("CREATE TABLE snippets (ref TEXT PRIMARY KEY, snippet TEXT NOT NULL)")
 
-    @contextmanager
-    def _failing(self, doing: str) -> Iterator[None]:
-        """An SQLite error (a full disk, say) as the input-output error it is, naming the file."""
-        import errno
-        import sqlite3
-
-        try:
-            yield
-        except sqlite3.Error as exc:
-            full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-            raise OSError(
-                errno.ENOSPC if full else errno.EIO, f"cannot {doing} the audit's snippets: {exc}", self._name
-            ) from None
+    def _failing(self, doing: str) -> contextlib.AbstractContextManager[None]:
+        """An SQLite error (a full disk, a file that cannot be made) as the input-output error it is."""
+        return sqlite_errors(f"{doing} the audit's snippets", self._name)
 
     def __len__(self) -> int:
         return len(self._places)

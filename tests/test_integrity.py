@@ -184,14 +184,14 @@ def test_an_output_that_fails_returns_only_once_compares_writer_beside_it_is_don
     assert done.is_set() and not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_disk_that_fills_up_while_snippets_are_kept_is_an_input_output_error(finished, monkeypatch):
+def full_on(table: str):
+    """`sqlite3.connect` whose databases take no more rows into `table` (a disk that is full); every
+    other table and database works."""
     import sqlite3
 
-    _, run_dir = finished
-    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     connect = sqlite3.connect
 
-    class Full:  # the audit's snippets file takes no more rows; every other database works
+    class Full:
         def __init__(self, db):
             self.db = db
 
@@ -205,17 +205,55 @@ def test_a_disk_that_fills_up_while_snippets_are_kept_is_an_input_output_error(f
             return self.db.__exit__(*raised)
 
         def executemany(self, sql, rows):
-            if sql.startswith("INSERT INTO snippets"):
+            if sql.startswith(f"INSERT INTO {table} "):
                 raise sqlite3.OperationalError("database or disk is full")
             return self.db.executemany(sql, rows)
 
-    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Full(connect(*a, **k)))
+    return lambda *args, **kwargs: Full(connect(*args, **kwargs))
+
+
+@pytest.mark.parametrize(
+    "table,said,kept",
+    [
+        ("snippets", "cannot keep the audit's snippets: database or disk is full", "every file"),
+        ("rag_traces", "cannot write rag_traces.sqlite: database or disk is full", "rag_traces.sqlite"),
+    ],
+)
+def test_a_database_that_fills_up_is_an_input_output_error_that_loses_nothing(finished, monkeypatch, table, said, kept):
+    """While the audit keeps its snippets (before any output), or while rag_traces.sqlite is written."""
+    import sqlite3
+
+    _, run_dir = finished
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    monkeypatch.setattr(sqlite3, "connect", full_on(table))
     result = invoke("report", run_dir)
     assert result.exit_code == 3, result.output
-    assert "cannot keep the audit's snippets: database or disk is full" in result.stderr
-    assert "snippets.sqlite" in result.stderr and "Traceback" not in result.stderr
-    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert said in result.stderr and f"{'snippets' if table == 'snippets' else table}.sqlite" in result.stderr
+    assert "Traceback" not in result.stderr
+    after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    if kept == "every file":
+        assert after == before
+    else:
+        assert after[kept] == before[kept] and after["traces.jsonl"] == before["traces.jsonl"]
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".") and p.name != ".lock"]
+
+
+def test_the_audit_logs_trace_table_on_a_full_disk_is_an_input_output_error_that_leaves_the_old_file(
+    tmp_path, monkeypatch
+):
+    import sqlite3
+
+    from ragaudit.render.trace_table import ALL_COLUMNS, TraceTable
+
+    target = tmp_path / "rag_traces.sqlite"
+    target.write_bytes(b"the table of the run before")
+    monkeypatch.setattr(sqlite3, "connect", full_on("rag_traces"))
+    table = TraceTable(target)
+    with pytest.raises(OSError, match="cannot write rag_traces.sqlite: database or disk is full") as raised:
+        table.add([dict.fromkeys(ALL_COLUMNS)])
+    table.abandon()
+    assert raised.value.filename == str(target) and target.read_bytes() == b"the table of the run before"
+    assert [p.name for p in tmp_path.iterdir()] == ["rag_traces.sqlite"]
 
 
 class Failing:

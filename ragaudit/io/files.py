@@ -86,6 +86,20 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def sqlite_errors(doing: str, path: str | os.PathLike) -> Iterator[None]:
+    """An SQLite error inside the block (a full disk, a file that cannot be made) as the
+    input-output error it is (exit 3), saying what could not be done and naming the file."""
+    import errno
+    import sqlite3
+
+    try:
+        yield
+    except sqlite3.Error as exc:
+        full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        raise OSError(errno.ENOSPC if full else errno.EIO, f"cannot {doing}: {exc}", os.fspath(path)) from None
+
+
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write `data` (text as UTF-8) to `path` through a temporary file and a rename."""
     with atomic_path(path) as tmp:

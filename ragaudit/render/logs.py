@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from ragaudit.io.files import atomic_path
+from ragaudit.io.files import atomic_path, sqlite_errors
 
 COLUMNS = (
     "ts",
@@ -178,17 +178,18 @@ def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None
         open(log_tmp, "w", encoding="utf-8") as out,
     ):
         db_tmp.unlink()
-        db = sqlite3.connect(db_tmp)
-        try:
-            with db:
-                db.execute(CREATE)
-                rows = iter(table)
-                memo: dict[str, str] = {}
-                while chunk := list(itertools.islice(rows, 5000)):
-                    out.write("".join(log_line(r, memo) + "\n" for r in chunk))
-                    db.executemany(INSERT, [_sql_row(r) for r in chunk])
-        finally:
-            db.close()
+        with sqlite_errors(f"write {sqlite_path.name}", sqlite_path):
+            db = sqlite3.connect(db_tmp)
+            try:
+                with db:
+                    db.execute(CREATE)
+                    rows = iter(table)
+                    memo: dict[str, str] = {}
+                    while chunk := list(itertools.islice(rows, 5000)):
+                        out.write("".join(log_line(r, memo) + "\n" for r in chunk))
+                        db.executemany(INSERT, [_sql_row(r) for r in chunk])
+            finally:
+                db.close()
 
 
 CREATE = (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from ragaudit.io.files import atomic_path
+from ragaudit.io.files import atomic_path, sqlite_errors
 from ragaudit.render.logs import COLUMNS
 
 EXTRA = (
@@ -55,12 +55,22 @@ class TraceTable:
         self._stack = contextlib.ExitStack()
         self._tmp = self._stack.enter_context(atomic_path(path))
         self._tmp.unlink()
-        self._db = sqlite3.connect(self._tmp)
-        self._db.execute(CREATE)
+        self._path = Path(path)
+        try:
+            with self._failing():
+                self._db = sqlite3.connect(self._tmp)
+                self._db.execute(CREATE)
+        except BaseException:
+            self._stack.__exit__(RuntimeError, RuntimeError("not made"), None)
+            raise
+
+    def _failing(self) -> contextlib.AbstractContextManager[None]:
+        """An SQLite error (a full disk, say) as the input-output error it is: exit 3."""
+        return sqlite_errors(f"write {self._path.name}", self._path)
 
     def add(self, rows: list[dict]) -> None:
         if rows:
-            with self._db:
+            with self._failing(), self._db:
                 self._db.executemany(INSERT, [tuple(_cell(r[c]) for c in ALL_COLUMNS) for r in rows])
 
     def close(self) -> None:
