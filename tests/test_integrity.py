@@ -228,7 +228,7 @@ def test_a_database_that_fills_up_is_an_input_output_error_that_loses_nothing(fi
     monkeypatch.setattr(sqlite3, "connect", full_on(table))
     result = invoke("report", run_dir)
     assert result.exit_code == 3, result.output
-    assert said in result.stderr and f"{'snippets' if table == 'snippets' else table}.sqlite" in result.stderr
+    assert said in result.stderr and f"{table}.sqlite" in result.stderr
     assert "Traceback" not in result.stderr
     after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     if kept == "every file":
