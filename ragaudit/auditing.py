@@ -52,6 +52,7 @@ class Audit:
     traces: list[Trace] = field(default_factory=list)  # kept only when asked (fault injection)
     errors: dict[str, int] = field(default_factory=dict)  # error-severity issues per pipeline
     error_questions: dict[str, list[str]] = field(default_factory=dict)  # the questions they concern
+    warnings: list[str] = field(default_factory=list)  # what went wrong without changing a figure (a cache)
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Scoring:
     unmatched: list[str]
     runs: list[dict] = field(default_factory=list)  # the scored runs, when kept
     traces: list[Trace] = field(default_factory=list)  # and their traces
+    warnings: list[str] = field(default_factory=list)  # what went wrong with a cache where it was scored
 
 
 def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False) -> Scoring:
@@ -87,7 +89,14 @@ def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Tra
     for record in scored.runs:
         book.add(record)
     return Scoring(
-        issues, rows, book, snippets, scored.unmatched, scored.runs if keep else [], list(batch) if keep else []
+        issues,
+        rows,
+        book,
+        snippets,
+        scored.unmatched,
+        scored.runs if keep else [],
+        list(batch) if keep else [],
+        subject.cache_warnings(),
     )
 
 
@@ -134,6 +143,7 @@ class StreamingAudit:
         self.error_questions: dict[str, set[str]] = defaultdict(set)
         self.aborted: dict[str, Aborted] = {}
         self.unmatched: list[str] = []
+        self.warnings: dict[str, None] = {}  # in the order they were first said, each once
         self.notes: list[Issue] = []
         self.kept_runs: list[dict] = []
         self.kept_traces: list[Trace] = []
@@ -207,6 +217,7 @@ class StreamingAudit:
         for found in part.issues:
             self._record(found)
         self.unmatched += part.unmatched
+        self.warnings.update(dict.fromkeys(part.warnings))
         self.snippets.add(part.snippets)
         self.runs.write(part.rows)
         self.book.merge(part.book)
@@ -285,6 +296,7 @@ class StreamingAudit:
             self.kept_traces,
             errors,
             error_questions,
+            list(self.warnings),
         )
 
 

@@ -92,6 +92,13 @@ class Inputs:
                 self._encoder = encoder_for(self.config.model, memory=self._memory)
             return self._encoder
 
+    def cache_warnings(self) -> list[str]:
+        """What went wrong with the embedding cache's file so far (`CachedEncoder.warnings`), if
+        anything: the vectors are right all the same."""
+        with self._lock:
+            encoder = self._encoder
+        return encoder.warnings() if encoder is not None and hasattr(encoder, "warnings") else []
+
     @property
     def support(self):
         with self._lock:

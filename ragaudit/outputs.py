@@ -53,6 +53,8 @@ def write_outputs(
     from ragaudit.render.trends import trend_panel
     from ragaudit.reporting import held_rows, write_questions, write_report
 
+    if warnings is not None:
+        warnings += [said for said in result.warnings if said not in warnings]
     memo.forget()  # the runs are scored: what scoring remembered per text leaves memory before the outputs
     with phase("writing outputs", counts_as="writing"):
         manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)

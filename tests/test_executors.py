@@ -350,3 +350,25 @@ def table_of(run_dir):
 
     with contextlib.closing(sqlite3.connect(run_dir / "rag_traces.sqlite")) as db:
         return db.execute("SELECT * FROM rag_traces").fetchall()
+
+
+@pytest.mark.parametrize("executor", ["local", "processes"])
+def test_an_embedding_cache_that_cannot_be_written_is_a_warning_and_the_report_is_the_same(
+    tmp_path, monkeypatch, executor
+):
+    """Where the vectors are encoded (this process, or worker processes), a cache folder that
+    cannot be made costs the run its cache, not its figures: the warning names the file."""
+    config = write_config(tmp_path, BM25, items=3)
+    cached = invoke("run", config, "--no-gate")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("where the cache folder should be")
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(blocked / "cache"))
+    uncached = invoke("run", config, "--no-gate", "--executor", executor, "--workers", "2")
+    assert cached.exit_code == uncached.exit_code == 0, uncached.output
+    assert report_of(run_dir_of(cached)) == report_of(run_dir_of(uncached))
+    said = [line for line in uncached.stderr.splitlines() if line.startswith("warning: embedding cache")]
+    assert said == [
+        f"warning: embedding cache {blocked / 'cache' / 'embeddings.sqlite'} is not used in this run: "
+        f"{blocked / 'cache'}: Not a directory"
+    ], uncached.stderr
+    assert "Traceback" not in uncached.stderr

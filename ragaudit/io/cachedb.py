@@ -124,6 +124,8 @@ class CacheDB:
             stat = self.path.stat()
             self._identity = (stat.st_dev, stat.st_ino)
         db.execute("PRAGMA journal_mode=WAL")
+        # a cache: a power cut may cost the last rows written (never the file), not a sync a write
+        db.execute("PRAGMA synchronous=NORMAL")
         for name, columns in self.tables.items():
             db.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns})")
         self._check_shape(db)

@@ -239,20 +239,23 @@ def _folder_state(folder: Path) -> list[tuple[str, int, int]]:
     )
 
 
+FINGERPRINTS = {"fingerprints": "folder TEXT PRIMARY KEY, state TEXT, digest TEXT"}
+
+
 def model_fingerprint(folder: Path, db=None) -> str:
     """sha256 of a model folder's files (names and contents): two different models in folders of
-    the same name never share cached vectors. Remembered in `db` by the files' sizes and times, so
-    the weights are read once per machine, not once per run."""
+    the same name never share cached vectors. Remembered in `db` (a `CacheDB` with the table
+    FINGERPRINTS) by the files' sizes and times, so the weights are read once per machine, not once
+    per run."""
     folder = Path(folder).resolve()
     state = json.dumps({"hash": HASH_VERSION, "files": _folder_state(folder)})
     if db is not None:
-        db.execute("CREATE TABLE IF NOT EXISTS fingerprints (folder TEXT PRIMARY KEY, state TEXT, digest TEXT)")
-        row = db.execute("SELECT state, digest FROM fingerprints WHERE folder = ?", (str(folder),)).fetchone()
-        if row and row[0] == state:
-            return row[1]
+        row = db.read("SELECT state, digest FROM fingerprints WHERE folder = ?", (str(folder),))
+        if row and row[0][0] == state:
+            return row[0][1]
     found = folder_digest(folder, [name for name, _, _ in json.loads(state)["files"]]).hexdigest()[:16]
     if db is not None:
-        db.execute("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)", (str(folder), state, found))
+        db.write("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)", [(str(folder), state, found)])
     return found
 
 
@@ -263,31 +266,31 @@ class CachedEncoder:
     A text repeated across variants, seeds, pipelines and runs is encoded once, ever. Lookups go
     to memory (by the text itself, so a warm lookup hashes nothing), then to an SQLite file (by
     sha256); the misses of a call are encoded in one call to the model, longest first, and written
-    in one transaction. Thread-safe.
+    in one transaction. The file is a `CacheDB`: one that cannot be read or written (a full disk, a
+    folder without write access, a damaged file) costs the run time, never its result, and
+    `warnings` says what happened. Thread-safe.
     """
 
     def __init__(self, encoder: Encoder, path: Path | None = None, *, memory: int | None = None):
         """`memory` bounds the vectors held in memory (the oldest go first; the file keeps every one),
         for a stream of texts that never ends, such as production logs."""
-        import sqlite3
         import threading
+
+        from ragaudit.io.cachedb import CacheDB
 
         self.encoder = encoder
         self.memory = memory
         self.model_id = encoder.model_id
         self.path = path or cache_dir() / "embeddings.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # a cache: a power cut may cost the last vectors written (never the file), not a sync a call
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha))"
+        self.db = CacheDB(
+            self.path,
+            {"vectors": "model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha)", **FINGERPRINTS},
+            what="embedding cache",
         )
         folder = getattr(encoder, "path", None)
         if folder:
             with phase("model fingerprint", counts_as="model load"):  # reads the weights once per machine
-                self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self._db)}"
+                self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self.db)}"
         else:
             self.cache_key = self.model_id
         self._memory: dict[str, np.ndarray] = {}  # text -> vector
@@ -295,6 +298,10 @@ class CachedEncoder:
         forgets(self)
         self.requested = self.hits = self.encoded = 0
         self.encode_seconds = 0.0  # time spent in the model itself
+
+    def warnings(self) -> list[str]:
+        """What went wrong with the cache file, if anything (the run's vectors are right all the same)."""
+        return list(self.db.warnings)
 
     def forget(self) -> None:
         """Let go of the vectors held in memory (the file keeps them): `ragaudit.forgetting`."""
@@ -319,17 +326,19 @@ class CachedEncoder:
             return vectors
 
     def _load(self, texts: list[str]) -> dict[str, str]:
-        """Moves the vectors of `texts` found on disk into memory; returns the others, by sha256."""
+        """Moves the vectors of `texts` found on disk into memory; returns the others, by sha256. A
+        row that holds no vector is a miss."""
         by_sha = {_sha(t): t for t in texts}
         shas = list(by_sha)
         for start in range(0, len(shas), 500):
             chunk = shas[start : start + 500]
-            rows = self._db.execute(
+            rows = self.db.read(
                 f"SELECT sha, vec FROM vectors WHERE model = ? AND sha IN ({','.join('?' * len(chunk))})",
                 [self.cache_key, *chunk],
-            ).fetchall()
+            )
             for sha, blob in rows:
-                self._memory[by_sha[sha]] = np.frombuffer(blob, dtype=np.float32)
+                if isinstance(blob, bytes) and blob and len(blob) % 4 == 0:
+                    self._memory[by_sha[sha]] = np.frombuffer(blob, dtype=np.float32)
         return {sha: t for sha, t in by_sha.items() if t not in self._memory}
 
     def _encode(self, todo: dict[str, str]) -> None:
@@ -349,19 +358,11 @@ class CachedEncoder:
         self.encode_seconds += time.perf_counter() - started
         self.encoded += len(texts)
         rows = [(self.cache_key, sha, v.astype(np.float32).tobytes()) for sha, v in zip(shas, vectors)]
-        # one transaction for the whole call: in autocommit mode every row would be its own commit
-        self._db.execute("BEGIN")
-        try:
-            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        self.db.write("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)  # one transaction
         self._memory.update(zip(texts, vectors))
 
     def close(self) -> None:
-        self._db.close()
+        self.db.close()
 
 
 def _sha(text: str) -> str:

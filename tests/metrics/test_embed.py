@@ -188,28 +188,41 @@ def test_a_failed_encode_writes_nothing_and_the_next_call_encodes_again(tmp_path
     assert _rows(tmp_path / "e.sqlite") == 1  # the file is not left locked by the failed call
 
 
-def test_a_failed_write_leaves_no_row_of_the_call(tmp_path):
-    import hashlib
-    import sqlite3
-
+def test_a_disk_that_fills_up_costs_the_cache_its_new_rows_never_a_vector(tmp_path):
     from ragaudit.metrics.embed import CachedEncoder
 
     path = tmp_path / "e.sqlite"
     cache = CachedEncoder(HashingEncoder(), path)
     cache.encode(["warm"])  # the file and its table exist
-    full = hashlib.sha256(b"bb").hexdigest()  # a disk that fills up while the call's rows are written
-    with sqlite3.connect(path) as db:
-        db.execute(
-            f"CREATE TRIGGER full BEFORE INSERT ON vectors WHEN NEW.sha = '{full}' "
-            "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
-        )
-    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
-        cache.encode(["aaa", "bb"])  # "aaa" is written first, then "bb" fails
+    pages = cache.db._db.execute("PRAGMA page_count").fetchone()[0]
+    cache.db._db.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full: SQLite can add no page
+    texts = [f"a text long enough to need pages of its own {i} " * 40 for i in range(50)]
+    assert np.array_equal(cache.encode(texts), hashed(texts))  # the vectors are right all the same
     assert _rows(path) == 1  # nothing of the failed call, and the file is not left locked
-    with sqlite3.connect(path) as db:
-        db.execute("DROP TRIGGER full")
-    cache.encode(["aaa", "bb"])
-    assert _rows(path) == 3 and cache.encoded == 5
+    (said,) = cache.warnings()
+    assert "embedding cache" in said and str(path) in said and "full" in said and "nothing new is kept" in said
+    assert np.array_equal(cache.encode(["more", texts[0]]), hashed(["more", texts[0]]))
+    assert _rows(path) == 1 and cache.encoded == 52 and len(cache.warnings()) == 1  # said once
+
+
+def test_a_cache_that_cannot_be_made_or_read_is_not_used_and_the_vectors_are_the_same(tmp_path):
+    from ragaudit.metrics.embed import CachedEncoder
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    cache = CachedEncoder(HashingEncoder(), blocked / "e.sqlite")  # its folder cannot be made
+    assert np.array_equal(cache.encode(["one", "two"]), hashed(["one", "two"]))
+    assert np.array_equal(cache.encode(["one"]), hashed(["one"])) and cache.encoded == 2  # memory still serves
+    (said,) = cache.warnings()
+    assert said.startswith(f"embedding cache {blocked / 'e.sqlite'} is not used in this run")
+
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    cache = CachedEncoder(HashingEncoder(), damaged)
+    assert np.array_equal(cache.encode(["one"]), hashed(["one"]))
+    (said,) = cache.warnings()
+    assert "was damaged" in said and "set aside" in said
+    assert _rows(damaged) == 1  # the new file keeps what this run encoded
 
 
 def test_bounded_memory_keeps_the_newest_vectors_and_the_file_keeps_all(tmp_path):
