@@ -23,6 +23,7 @@ from ragaudit import progress, runstore
 from ragaudit.gating import evaluate_gate
 from ragaudit.inputs import Inputs
 from ragaudit.io.config_schema import kind_keys
+from ragaudit.metrics import memo
 from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.evaluate import Evaluation, Settings, score_runs
 from ragaudit.metrics.registry import AVERAGED
@@ -255,6 +256,10 @@ class StreamingAudit:
         for found in self.snippet_spans.issues():
             self._record(found)
         self.snippet_spans = SnippetSpans()  # checked: its entry per snippet leaves memory before the outputs
+        if (
+            not self.keep
+        ):  # an audit of its own: what scoring remembered per text leaves memory before the rows take its place
+            memo.forget()
         issues_path = None
         if self._issues is not None:
             self._issues.close()

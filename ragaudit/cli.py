@@ -1,5 +1,4 @@
-"""The `ragaudit` command line: each command parses, calls the library (the `ragaudit` facade of `ragaudit.api`) and
-returns what to print (`ragaudit.render.said`), which its group prints (`ragaudit.cli_options.Group`)."""
+"""The `ragaudit` command line: a command parses, calls `ragaudit.api` and returns what its Group prints (a `Said`)."""
 
 import sys
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ragaudit.errors import RagauditError, failure
+from ragaudit.io import arrow
 from ragaudit.io.stdout import end_output, end_quietly, stdout_gone
 from ragaudit.render.said import Said
 
@@ -57,8 +58,7 @@ SHARED = {  # the options several commands declare alike, one line each
 
 
 class Group(click.Group):
-    """Prints the `Said` a command returns and ends with its exit code; turns RagauditError (and
-    ctrl-C, an input/output error) into its exit code and a one-line (or one-per-problem) message."""
+    """Prints the `Said` a command returns, ends with its exit code; RagauditError, ctrl-C, OSError: code and message."""
 
     def make_context(self, *args, **kwargs):
         try:
@@ -71,6 +71,7 @@ class Group(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
+        arrow.use_jemalloc()
         try:
             try:
                 said = super().invoke(ctx)

@@ -290,11 +290,15 @@ class _Run:
             self.cuts[pipeline] = (at if at is not None else self.plan.size, message)
         return False
 
-    def _write(self, trace: Trace) -> None:
+    def _write(self, trace: Trace, *, flush: bool = True) -> None:
+        """Store a finished run. `flush=False` for a recording's runs: what a kill leaves unwritten
+        is read again from the recording by --resume (a torn last line is cut off), whereas a
+        pipeline's call is never lost once it returned."""
         if self._parity(trace):
             return
         self.out.write(dump_trace(trace) + "\n")
-        self.out.flush()
+        if flush:
+            self.out.flush()
         self.plan.mark(trace)
         self._saw_index(trace)
         self.sink(trace)
@@ -364,7 +368,8 @@ class _Run:
                 return
             at = self.plan.position(name, trace.qid, trace.variant, trace.seed)
             if at is not None and not self.plan.done[at]:
-                self._write(trace)
+                self._write(trace, flush=False)
+        self.out.flush()
         for job in self._jobs(name):
             if stopper.stopped or name in self.cuts:
                 return

@@ -300,3 +300,30 @@ def test_metrics_lists_the_ranking_metrics_at_the_configured_cutoff(tmp_path):
     bad.write_text("[metrics]\nndcg_k = 0\n", encoding="utf-8")
     refused = invoke("metrics", "--config", str(bad))
     assert refused.exit_code == 3 and "ndcg_k" in refused.output and "Traceback" not in refused.output
+
+
+@pytest.fixture
+def arrow_pool(monkeypatch):
+    """The Arrow allocator and its variable as they were before the test, put back after it."""
+    import pyarrow as pa
+
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    before = pa.default_memory_pool()
+    yield pa
+    pa.set_memory_pool(before)
+
+
+def test_a_command_takes_jemalloc_for_arrow_unless_the_variable_chooses(
+    cli, traces_file, valid_trace, arrow_pool, monkeypatch
+):
+    import os
+
+    pa = arrow_pool
+    pa.set_memory_pool(pa.system_memory_pool())
+    assert cli("validate", traces_file(valid_trace)).exit_code == 0
+    assert pa.default_memory_pool().backend_name == "jemalloc"  # this wheel has it (CI installs the same)
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"  # for the worker processes a run starts
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
+    pa.set_memory_pool(pa.system_memory_pool())
+    assert cli("validate", traces_file(valid_trace)).exit_code == 0
+    assert pa.default_memory_pool().backend_name == "system"

@@ -96,19 +96,26 @@ def test_a_recording_in_any_order_gives_the_same_report(tmp_path, monkeypatch):
     assert comparable(reports[2]) == comparable(reports[0])
 
 
-def test_what_scoring_remembered_per_text_leaves_memory_before_the_outputs(tmp_path, monkeypatch):
+def test_what_scoring_remembered_per_text_leaves_memory_before_the_question_rows(tmp_path, monkeypatch):
+    """Once the last run is scored (its snippets' spans are checked then), before the question rows
+    are built from the aggregates, and still after the outputs."""
     from ragaudit import outputs
     from ragaudit.metrics import memo
+    from ragaudit.metrics.aggregate import Aggregates
+    from ragaudit.validation.snippets import SnippetSpans
 
     held = []
-    write_outputs = outputs.write_outputs
 
-    def counted(run_dir, result, subject, **kwargs):
-        held.append(sum(len(m) for m in memo.every()))  # the memos as scoring left them
-        report = write_outputs(run_dir, result, subject, **kwargs)
-        held.append([(len(m), m.size) for m in memo.every() if len(m)])
-        return report
+    def counting(what, original):
+        def counted(*args, **kwargs):
+            held.append((what, [(len(m), m.size) for m in memo.every() if len(m)]))
+            return original(*args, **kwargs)
 
-    monkeypatch.setattr(outputs, "write_outputs", counted)
+        return counted
+
+    monkeypatch.setattr(SnippetSpans, "issues", counting("scored", SnippetSpans.issues))
+    monkeypatch.setattr(Aggregates, "finish", counting("rows", Aggregates.finish))
+    monkeypatch.setattr(outputs, "write_outputs", counting("outputs", outputs.write_outputs))
     recorded(tmp_path, items=3)
-    assert held[0] > 0 and held[1] == []
+    assert [what for what, _ in held] == ["scored", "rows", "outputs"]
+    assert held[0][1] and held[1][1] == [] and held[2][1] == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import fields
+from sys import intern
 from typing import Any, Iterator
 
 import orjson
@@ -32,17 +33,7 @@ from ragaudit.types import (
     Trace,
 )
 
-_STRING_FIELDS = (
-    "doc_id",
-    "section_id",
-    "snippet_id",
-    "source_url",
-    "index_hash",
-    "embed_model",
-    "analyzer",
-    "rev",
-    "text",
-)
+_STRING_FIELDS = tuple("doc_id section_id snippet_id source_url index_hash embed_model analyzer rev text".split())
 _NUMBER_FIELDS = ("score_raw", "score_norm", "rerank_score")
 _INTEGER_FIELDS = ("tokens", "page", "k_pos", "k_final")
 
@@ -166,6 +157,7 @@ def parse_trace(
         if value is not None and not isinstance(value, str):
             strings[i] = _wrong(errors, f"$.{_TRACE_STRINGS[i]}", "string", value)
     query, config, retriever_name, retrieved_at, source = strings
+    qid, query = _shared(qid), _shared(query)
     if source not in (None, "spans"):
         source = _wrong(errors, "$.source", '"spans" or null', source)
 
@@ -240,6 +232,7 @@ _ACCEPT = tuple(
 )
 _EXPECTED = {**_KIND_OF, "offsets": "object {start, end, unit} or [start, end]", "window": "object {pre, post}"}
 _OFFSETS = _ORDER.index("offsets")
+_STRINGS = tuple(i for i, k in enumerate(_ORDER) if k in _STRING_FIELDS)
 _REQUIRED = len(REQUIRED_PAYLOAD_FIELDS)
 # A payload's shape is the tuple of its fields' types. A file holds a few shapes, so each is
 # judged once: (required fields absent, every field of an accepted type).
@@ -261,6 +254,12 @@ def _shape(signature: tuple[type, ...]) -> tuple[frozenset[str], bool]:
     return judged
 
 
+def _shared(value: Any) -> Any:
+    """One object per distinct text read (qids, queries, answers, retrieved texts and their ids):
+    held once in memory, pickled once in a batch for a worker process."""
+    return intern(value) if type(value) is str else value
+
+
 def _payload(raw: dict, index: int, unit: str, errors: list[FieldError]) -> Payload:
     values = list(map(raw.get, _ORDER))
     signature = tuple(map(type, values))
@@ -279,6 +278,8 @@ def _payload(raw: dict, index: int, unit: str, errors: list[FieldError]) -> Payl
         else:
             errors.append(FieldError(f"$.retrieved[{index}].offsets", _EXPECTED["offsets"], describe(offsets)))
             values[_OFFSETS] = None
+    for i in _STRINGS:
+        values[i] = _shared(values[i])
     values.append(missing)
     return Payload(*values)  # type: ignore[arg-type]  # positional by _ORDER, checked at import
 
@@ -331,7 +332,7 @@ def _answer(raw: Any, errors: list[FieldError]) -> Answer | None:
     if not isinstance(raw, dict):
         errors.append(FieldError("$.answer", "object {raw, text, segments}", describe(raw)))
         return None
-    text, answer_raw = raw.get("text"), raw.get("raw")
+    text, answer_raw = _shared(raw.get("text")), _shared(raw.get("raw"))
     if text is not None and not isinstance(text, str):
         errors.append(FieldError("$.answer.text", "string", describe(text)))
         text = None
@@ -350,7 +351,7 @@ def _answer(raw: Any, errors: list[FieldError]) -> Answer | None:
         if type(seg) is not int:
             errors.append(FieldError(f"$.answer.segments[{i}].seg", "integer", describe(seg)))
             seg = i + 1
-        seg_text = item.get("text")
+        seg_text = _shared(item.get("text"))
         if not isinstance(seg_text, str):
             if seg_text is not None:
                 errors.append(FieldError(f"$.answer.segments[{i}].text", "string", describe(seg_text)))

@@ -26,6 +26,20 @@ def test_round_trip_is_canonical(valid_trace):
     assert trace_to_dict(parsed)["retrieved"][0]["offsets"] == valid_trace["retrieved"][0]["offsets"]
 
 
+def test_runs_that_retrieve_one_text_share_one_string_of_it(valid_trace):
+    """Read from two lines, a payload's text and ids, the qid, the query and the answer's texts are
+    one object each: held once in memory, and pickled once in a batch sent to a worker process."""
+    first, second = (parse_trace(orjson.loads(orjson.dumps(valid_trace))) for _ in range(2))
+    a, b = first.retrieved[0], second.retrieved[0]
+    assert a.text == valid_trace["retrieved"][0]["text"] and a.text is b.text
+    assert a.doc_id is b.doc_id and a.snippet_id is b.snippet_id and a.section_id is b.section_id
+    assert first.qid is second.qid and first.query is second.query
+    assert first.answer.text is second.answer.text and first.answer.raw is second.answer.raw
+    assert first.answer.segments[0].text is second.answer.segments[0].text
+    changed = dict(valid_trace, retrieved=[dict(valid_trace["retrieved"][0], text=a.text + " more")])
+    assert parse_trace(changed).retrieved[0].text == a.text + " more"
+
+
 def test_answer_citations_and_raw_key_order(valid_trace):
     answer = parse_trace(valid_trace).answer
     assert answer.citations == ("pol-keys-1",)
