@@ -302,28 +302,26 @@ def test_metrics_lists_the_ranking_metrics_at_the_configured_cutoff(tmp_path):
     assert refused.exit_code == 3 and "ndcg_k" in refused.output and "Traceback" not in refused.output
 
 
-@pytest.fixture
-def arrow_pool(monkeypatch):
-    """The Arrow allocator and its variable as they were before the test, put back after it."""
+def arrow_backend(code: str, **env: str) -> str:
+    """The allocator Arrow uses in a new Python process that runs `code` first, with `env` added."""
+    import os
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    script = f"{code}\nimport pyarrow as pa\nprint(pa.default_memory_pool().backend_name)"
+    done = subprocess.run([sys.executable, "-c", script], env={**clean, **env}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[-1]
+
+
+def test_a_command_takes_jemalloc_for_arrow_unless_the_variable_chooses():
     import pyarrow as pa
 
-    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
-    before = pa.default_memory_pool()
-    yield pa
-    pa.set_memory_pool(before)
-
-
-def test_a_command_takes_jemalloc_for_arrow_unless_the_variable_chooses(
-    cli, traces_file, valid_trace, arrow_pool, monkeypatch
-):
-    import os
-
-    pa = arrow_pool
-    pa.set_memory_pool(pa.system_memory_pool())
-    assert cli("validate", traces_file(valid_trace)).exit_code == 0
-    assert pa.default_memory_pool().backend_name == "jemalloc"  # this wheel has it (CI installs the same)
-    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"  # for the worker processes a run starts
-    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "system")
-    pa.set_memory_pool(pa.system_memory_pool())
-    assert cli("validate", traces_file(valid_trace)).exit_code == 0
-    assert pa.default_memory_pool().backend_name == "system"
+    command = "from ragaudit.cli import main\ntry:\n    main(['codes'])\nexcept SystemExit:\n    pass"
+    assert "jemalloc" in pa.supported_memory_backends()  # the Linux wheels have it (CI installs the same)
+    assert arrow_backend("pass") == "mimalloc"  # Arrow's own default, without a command of ours
+    assert arrow_backend(command) == "jemalloc"
+    assert arrow_backend(command, ARROW_DEFAULT_MEMORY_POOL="system") == "system"
+    from_the_command = "import os\n" + command + "\nassert os.environ['ARROW_DEFAULT_MEMORY_POOL'] == 'jemalloc'"
+    assert arrow_backend(from_the_command) == "jemalloc"  # the worker processes a run starts inherit it
