@@ -256,9 +256,9 @@ class StreamingAudit:
         for found in self.snippet_spans.issues():
             self._record(found)
         self.snippet_spans = SnippetSpans()  # checked: its entry per snippet leaves memory before the outputs
-        if (
-            not self.keep
-        ):  # an audit of its own: what scoring remembered per text leaves memory before the rows take its place
+        # An audit of its own (not one held in memory for fault injection): what scoring remembered
+        # per text leaves memory now, and the question rows below take its place.
+        if not self.keep:
             memo.forget()
         issues_path = None
         if self._issues is not None:
