@@ -106,10 +106,15 @@ def test_what_scoring_remembered_per_text_leaves_memory_before_the_question_rows
 
     held = []
 
+    def memos(what: str) -> None:
+        held.append((what, [(len(m), m.size) for m in memo.every() if len(m)]))
+
     def counting(what, original):
         def counted(*args, **kwargs):
-            held.append((what, [(len(m), m.size) for m in memo.every() if len(m)]))
-            return original(*args, **kwargs)
+            memos(what)
+            done = original(*args, **kwargs)
+            memos(f"after {what}")
+            return done
 
         return counted
 
@@ -117,5 +122,5 @@ def test_what_scoring_remembered_per_text_leaves_memory_before_the_question_rows
     monkeypatch.setattr(Aggregates, "finish", counting("rows", Aggregates.finish))
     monkeypatch.setattr(outputs, "write_outputs", counting("outputs", outputs.write_outputs))
     recorded(tmp_path, items=3)
-    assert [what for what, _ in held] == ["scored", "rows", "outputs"]
-    assert held[0][1] and held[1][1] == [] and held[2][1] == []
+    assert [what for what, _ in held] == ["scored", "after scored", "rows", "after rows", "outputs", "after outputs"]
+    assert held[0][1] and all(found == [] for _, found in held[2:])
