@@ -278,6 +278,7 @@ class FaultsResult:
     result: dict  # faults.json's content
     json_path: Path
     html_path: Path
+    warnings: list[str] = field(default_factory=list)  # what went wrong without changing a figure (a cache)
 
     @property
     def passed(self) -> bool:
@@ -328,7 +329,7 @@ def faults(
     ):
         write_json(json_path, result)
         write_faults_html(html_path, result)
-    return FaultsResult(result, json_path, html_path)
+    return FaultsResult(result, json_path, html_path, inputs.cache_warnings())
 
 
 def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int = 0) -> tuple[dict, Path]:

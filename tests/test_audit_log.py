@@ -139,6 +139,21 @@ def test_clean_traces_pass(recorded, tmp_path):
     assert [w["traces"] for w in model["windows"]] == [6, 6, 6]
 
 
+def test_an_embedding_cache_that_cannot_be_made_is_a_warning_and_the_audit_the_same(recorded, tmp_path, monkeypatch):
+    config, traces = recorded
+    path = write_traces(tmp_path / "clean.jsonl", spread(traces))
+    cached = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--out", tmp_path / "cached")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("where the cache folder should be")
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(blocked / "cache"))
+    uncached = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--out", tmp_path / "uncached")
+    assert cached.exit_code == uncached.exit_code == 0, uncached.output
+    said = [line for line in uncached.stderr.splitlines() if line.startswith("warning: embedding cache")]
+    assert len(said) == 1 and f"{blocked / 'cache'}: Not a directory" in said[0], uncached.stderr
+    a, b = (json.loads((tmp_path / d / "audit_log.json").read_text(encoding="utf-8")) for d in ("cached", "uncached"))
+    assert {k: v for k, v in a.items() if k != "meta"} == {k: v for k, v in b.items() if k != "meta"}
+
+
 def test_windows_errors_drift_and_hallucinations(production):
     result, model = production["result"], production["model"]
     assert result.exit_code == 1, result.output

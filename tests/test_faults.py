@@ -223,6 +223,20 @@ def test_cli_writes_the_matrix_and_exits_by_the_verdict(recorded, tmp_path):
     assert invoke("faults", run_dir, "--only", "no_such_fault").exit_code == 2
 
 
+def test_an_embedding_cache_that_cannot_be_made_is_a_warning_and_the_matrix_the_same(recorded, tmp_path, monkeypatch):
+    _, run_dir, _, _ = recorded
+    cached = invoke("faults", run_dir, "--only", "number_change", "--out", tmp_path / "cached")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("where the cache folder should be")
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(blocked / "cache"))
+    uncached = invoke("faults", run_dir, "--only", "number_change", "--out", tmp_path / "uncached")
+    assert cached.exit_code == uncached.exit_code == 0, uncached.output
+    said = [line for line in uncached.stderr.splitlines() if line.startswith("warning: embedding cache")]
+    assert len(said) == 1 and f"{blocked / 'cache'}: Not a directory" in said[0], uncached.stderr
+    a, b = (json.loads((tmp_path / d / "faults.json").read_text()) for d in ("cached", "uncached"))
+    assert a == b
+
+
 @pytest.mark.parametrize("only", [",", "", " ", "stale_revision,", ",number_change", "stale_revision,,number_change"])
 def test_an_empty_or_malformed_only_is_a_usage_error(recorded, tmp_path, only):
     _, run_dir, _, _ = recorded

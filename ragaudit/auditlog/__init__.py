@@ -141,6 +141,7 @@ def run_audit_log(
         table.abandon()
         raise
     table.close()
+    warnings += inputs.cache_warnings()  # the vectors are right all the same
     model = {
         "schema": SCHEMA,
         "meta": {

@@ -118,7 +118,7 @@ def faults(done) -> Said:
     from ragaudit.render.faults_text import render_fault_matrix
 
     said = Said().out(render_fault_matrix(done.result), nl=False).out(f"wrote {done.json_path} and {done.html_path}")
-    return said.ends(gated_code(done.passed))
+    return said.err(done.warnings, "warning: ").ends(gated_code(done.passed))
 
 
 def calibrated(result: dict, target: Path, fmt: str) -> Said:
