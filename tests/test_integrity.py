@@ -256,6 +256,24 @@ def test_the_audit_logs_trace_table_on_a_full_disk_is_an_input_output_error_that
     assert [p.name for p in tmp_path.iterdir()] == ["rag_traces.sqlite"]
 
 
+def test_a_trace_table_that_cannot_be_made_is_an_input_output_error_that_leaves_the_old_file(tmp_path, monkeypatch):
+    import sqlite3
+
+    from ragaudit.render.trace_table import TraceTable
+
+    target = tmp_path / "rag_traces.sqlite"
+    target.write_bytes(b"the table of the run before")
+
+    def unopenable(*args, **kwargs):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(sqlite3, "connect", unopenable)
+    with pytest.raises(OSError, match="cannot write rag_traces.sqlite: unable to open database file") as raised:
+        TraceTable(target)
+    assert raised.value.filename == str(target) and target.read_bytes() == b"the table of the run before"
+    assert [p.name for p in tmp_path.iterdir()] == ["rag_traces.sqlite"]
+
+
 class Failing:
     """Worker processes (`write_outputs(beside=...)`) whose every task fails with `error`."""
 

@@ -61,7 +61,7 @@ class TraceTable:
                 self._db = sqlite3.connect(self._tmp)
                 self._db.execute(CREATE)
         except BaseException:
-            self._stack.__exit__(RuntimeError, RuntimeError("not made"), None)
+            self.abandon()
             raise
 
     def _failing(self) -> contextlib.AbstractContextManager[None]:
@@ -78,5 +78,7 @@ class TraceTable:
         self._stack.close()
 
     def abandon(self) -> None:
-        self._db.close()
+        db = getattr(self, "_db", None)  # none when the table could not be made
+        if db is not None:
+            db.close()
         self._stack.__exit__(RuntimeError, RuntimeError("abandoned"), None)

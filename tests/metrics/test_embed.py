@@ -225,6 +225,25 @@ def test_a_cache_that_cannot_be_made_or_read_is_not_used_and_the_vectors_are_the
     assert _rows(damaged) == 1  # the new file keeps what this run encoded
 
 
+def test_a_row_that_holds_no_vector_is_a_miss_and_is_written_again(tmp_path):
+    import hashlib
+    import sqlite3
+
+    from ragaudit.metrics.embed import CachedEncoder
+
+    path = tmp_path / "e.sqlite"
+    CachedEncoder(HashingEncoder(), path).encode(["warm"])  # the file and its tables
+    with sqlite3.connect(path) as db:  # rows another program damaged: text, and bytes no float32 fills
+        for text, vec in (("one", "not a vector"), ("two", b"\x00\x01\x02")):
+            db.execute(
+                "INSERT INTO vectors VALUES (?, ?, ?)", ("hashing-256", hashlib.sha256(text.encode()).hexdigest(), vec)
+            )
+    cache = CachedEncoder(HashingEncoder(), path)
+    assert np.array_equal(cache.encode(["one", "two", "warm"]), hashed(["one", "two", "warm"]))
+    assert cache.encoded == 2 and cache.warnings() == []
+    assert np.array_equal(CachedEncoder(HashingEncoder(), path).encode(["one", "two"]), hashed(["one", "two"]))
+
+
 def test_bounded_memory_keeps_the_newest_vectors_and_the_file_keeps_all(tmp_path):
     from ragaudit.metrics.embed import CachedEncoder
 
