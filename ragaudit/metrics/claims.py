@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ragaudit.citing import bound_sentences as _sentences
 from ragaudit.citing import inherit as _inherit
 from ragaudit.markers import MARKER
-from ragaudit.metrics.memo import LONGEST, Memo
+from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.text import STOPWORDS
 from ragaudit.types import Answer, Segment
 
@@ -62,7 +62,7 @@ def claims_of(answer: Answer | None) -> list[Claim]:
     return list(_CLAIMS.get(answer, _claim_tuple, answer))
 
 
-_CLAIMS: Memo[tuple[Claim, ...]] = Memo(1 << 14)  # the seeds and variants of a question often give the same answer
+_CLAIMS: Memo[tuple[Claim, ...]] = Memo(SIZE)  # the seeds and variants of a question often give the same answer
 
 
 def _claim_tuple(answer: Answer) -> tuple[Claim, ...]:

@@ -21,7 +21,7 @@ import numpy as np
 from ragaudit.errors import RagauditError, require
 from ragaudit.forgetting import forgets, on_forget
 from ragaudit.io.files import HASH_VERSION, folder_digest
-from ragaudit.metrics.memo import LONGEST, Memo
+from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.progress import phase
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -164,8 +164,7 @@ class HashingEncoder:
 
 
 JOIN = "\n\n"  # how ΔS joins texts (`delta_s.JOIN`): a text is hashed paragraph by paragraph
-PIECES = 1 << 15  # paragraphs whose gram codes are remembered (per dimension)
-_pieces_by_dim: dict[int, Memo] = {}
+_pieces_by_dim: dict[int, Memo] = {}  # paragraphs whose gram codes are remembered, per dimension
 
 
 def _piece_codes(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]:
@@ -175,7 +174,7 @@ def _piece_codes(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | No
         return _grams_of(piece, dim)
     memo = _pieces_by_dim.get(dim)
     if memo is None:
-        memo = _pieces_by_dim.setdefault(dim, Memo(PIECES))
+        memo = _pieces_by_dim.setdefault(dim, Memo(SIZE))
     return memo.get(piece, _grams_of, piece, dim)
 
 

@@ -31,10 +31,8 @@ from ragaudit.metrics.keycontent import (
     stated,
     words_to_prepare,
 )
-from ragaudit.metrics.memo import LONGEST, Memo, memo_of
+from ragaudit.metrics.memo import LONGEST, SIZE, Memo, memo_of
 from ragaudit.metrics.quantities import hallucinated
-
-STATED_MEMO = 1 << 16  # (claim, key, about) judgements remembered per encoder
 
 GROUNDING = ("supported", "unsupported", "uncited")
 ANCHOR = ("states", "conflicts", "other")
@@ -140,7 +138,7 @@ def judge_claims(
         plans.append(plan)
     scores = pairs.score(support)
     vectors.prepare(words)  # every word, remembered judgement or not: a memo may forget one meanwhile
-    memo = memo_of(encoder, "stated", STATED_MEMO)
+    memo = memo_of(encoder, "stated", SIZE)
     out = []
     for plan in plans:
         judged = []
@@ -186,7 +184,7 @@ def _missed(claim: str, covering: list[str]) -> tuple[str, ...]:
     return _MISSED.get((claim, texts), _missing, claim, texts)
 
 
-_MISSED: Memo[tuple[str, ...]] = Memo(1 << 15)
+_MISSED: Memo[tuple[str, ...]] = Memo(SIZE)
 
 
 def _missing(claim: str, texts: tuple[str, ...]) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ import numpy as np
 
 from ragaudit.forgetting import forgotten
 from ragaudit.metrics.claims import DISCOURSE
-from ragaudit.metrics.memo import LONGEST, Memo
+from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.metrics.quantities import Mention, holds, mentions
 from ragaudit.text import WORD, clean, content_stems, names, sentences, stem
 
@@ -207,7 +207,7 @@ def closest_to_anchor(claim: str, anchor: str, cited_texts: Sequence[str]) -> bo
     return _CLOSEST.get((claim, anchor, cited), _closest, claim, anchor, cited)
 
 
-_CLOSEST: Memo[bool] = Memo(1 << 15)  # a question's runs cite the same snippets with the same claims
+_CLOSEST: Memo[bool] = Memo(SIZE)  # a question's runs cite the same snippets with the same claims
 
 
 def _closest(claim: str, anchor: str, cited_texts: Sequence[str]) -> bool:

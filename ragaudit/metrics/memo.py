@@ -22,6 +22,11 @@ from ragaudit import forgetting
 V = TypeVar("V")
 
 LONGEST = 4_000  # characters: a longer text is computed each time rather than held as a key
+# Entries each memo of the per-run path holds. A question's runs (its variants and seeds) arrive
+# together, so what they share comes back within a few hundred entries; a text that comes back
+# under the next pipeline does so a whole pipeline's questions later, which only a memo that grows
+# with the audit's distinct questions would keep. SIZE keeps the first and holds memory flat.
+SIZE = 1 << 13
 
 _EVERY: WeakSet[Memo] = WeakSet()
 

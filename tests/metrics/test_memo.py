@@ -143,3 +143,12 @@ def test_forgetting_lets_go_of_every_text_cache_and_scores_the_same_after(valid_
     assert [f.cache_info().currsize for f in cached] == [0] * len(cached)
     assert not encoder._memory and not support._memo
     assert rows() == first
+
+
+def test_every_memo_of_the_per_run_path_holds_at_most_size_entries(valid_trace, corpus):
+    """A question's runs share what they read within a few hundred entries; no memo grows with the
+    audit's distinct questions beyond `memo.SIZE`."""
+    memo.forget()
+    scored(runs(valid_trace), corpus, HashingEncoder())  # every memo of the path is made by now
+    assert any(len(m) for m in memo.every())
+    assert max(m.size for m in memo.every()) <= memo.SIZE
