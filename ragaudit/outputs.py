@@ -44,8 +44,8 @@ def write_outputs(
     """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
     report.html shows the trend of the runs before it in the history the manifest names (none,
     with a line in `warnings`, when the history cannot be read now). `beside`, worker processes of
-    this machine (`--executor processes`), writes traces.log and rag_traces.sqlite while this
-    process writes the rest."""
+    this machine (`--executor processes`), writes traces.log and rag_traces.sqlite, begun as soon
+    as the question rows are known, while this process writes the rest."""
     from ragaudit.auditing import report_of
     from ragaudit.metrics import memo
     from ragaudit.questionstore import QUESTIONS
@@ -62,21 +62,23 @@ def write_outputs(
         result.runs_path = run_dir / runstore.RUNS
         if result.issues_path is not None:
             os.replace(result.issues_path, run_dir / "issues.jsonl")
-        with phase("report.json and questions.parquet"):
-            report = report_of(result, subject, manifest)
-            write_report(run_dir / "report.json", report)
-            write_questions(run_dir / QUESTIONS, report, subject.items, subject.corpus)
-        comparing = None
-        if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
-            # its statistics (resampling in numpy, mostly outside the GIL) run beside the other outputs
-            pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
-            comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
-            pool.shutdown(wait=False)
-        states, places = {q.key: q.lam.state for q in report.questions}, result.snippets.places()
+        # the logs need only runs.parquet and each question's λ state: worker processes start on them first
+        states = {q.key: q.lam.state for q in result.evaluation.questions}
+        places = result.snippets.places()
         logging: Task | None = None
         if beside is not None:
             logging = beside.submit(logs.write_log_files, run_dir, result.runs_path, states, places)
+        comparing = None
         try:  # an error stops the outputs only once the writers running beside are done too
+            with phase("report.json and questions.parquet"):
+                report = report_of(result, subject, manifest)
+                write_report(run_dir / "report.json", report)
+                write_questions(run_dir / QUESTIONS, report, subject.items, subject.corpus)
+            if len(report.summary.pipelines) > 1 or subject.config.compare.pairs:
+                # its statistics (resampling in numpy, mostly outside the GIL) run beside the other outputs
+                pool = ThreadPoolExecutor(1, thread_name_prefix="compare")
+                comparing = pool.submit(write_comparison, run_dir, [report], run_dirs=[run_dir])
+                pool.shutdown(wait=False)
             with phase("history"):
                 try:
                     trend = trend_panel(load_trend(manifest.get("history"), run_dir, report))

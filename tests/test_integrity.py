@@ -334,6 +334,77 @@ def test_logs_that_fail_beside_fail_the_outputs_once_compare_is_done(finished, m
     assert done.is_set() and not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
+class Late:
+    """Worker processes whose every task runs here, in a thread, once `ready` is set and `delay`
+    seconds more have passed."""
+
+    def __init__(self, ready, delay: float, events: list):
+        self.ready, self.delay, self.events = ready, delay, events
+
+    def submit(self, fn, *args):
+        import threading
+        from concurrent.futures import Future
+
+        self.events.append(fn.__name__)
+        future: Future = Future()
+
+        def run():
+            self.ready.wait(30)
+            time.sleep(self.delay)
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the future
+                future.set_exception(exc)
+            self.events.append(f"{fn.__name__} done")
+
+        threading.Thread(target=run).start()
+        return future
+
+
+def test_the_logs_go_beside_before_report_json_and_a_failing_report_waits_for_them(finished, monkeypatch):
+    import sqlite3
+    import threading
+
+    from ragaudit import outputs, reporting
+
+    _, run_dir = finished
+    log = (run_dir / "traces.log").read_text()
+    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
+        table = db.execute("SELECT * FROM rag_traces").fetchall()
+    events: list[str] = []
+    begun = threading.Event()  # the logs are written once report.json is begun: the order is the code's
+    write_report, write_outputs = reporting.write_report, outputs.write_outputs
+
+    def recorded(*args, **kwargs):
+        events.append("report.json")
+        begun.set()
+        return write_report(*args, **kwargs)
+
+    monkeypatch.setattr(reporting, "write_report", recorded)
+    monkeypatch.setattr(outputs, "write_outputs", lambda *a, **k: write_outputs(*a, **k, beside=Late(begun, 0, events)))
+    assert invoke("report", run_dir, "--no-gate").exit_code == 0
+    assert events == ["write_log_files", "report.json", "write_log_files done"]
+    assert (run_dir / "traces.log").read_text() == log  # the same logs, the same question states
+    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
+        assert db.execute("SELECT * FROM rag_traces").fetchall() == table
+
+    def full(*args, **kwargs):
+        events.append("report.json")
+        begun.set()
+        raise OSError(28, "No space left on device", "report.json")
+
+    events.clear()
+    begun.clear()
+    monkeypatch.setattr(reporting, "write_report", full)
+    monkeypatch.setattr(
+        outputs, "write_outputs", lambda *a, **k: write_outputs(*a, **k, beside=Late(begun, 0.3, events))
+    )
+    result = invoke("report", run_dir, "--no-gate")
+    assert result.exit_code == 3 and "No space left on device" in result.stderr
+    assert events == ["write_log_files", "report.json", "write_log_files done"]  # waited for before the exit
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
     target = tmp_path / "report.json"
     target.write_text("old")
