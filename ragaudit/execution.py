@@ -22,12 +22,7 @@ else DEFAULT_WORKERS.
 from __future__ import annotations
 
 import contextlib
-import copyreg
-import dataclasses
 import gc
-import inspect
-import io
-import operator
 import os
 import pickle
 import queue
@@ -39,6 +34,8 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
+
+from ragaudit.wire import dumps, received
 
 if TYPE_CHECKING:
     from ragaudit.io.config import Config
@@ -280,7 +277,7 @@ class Processes:
 
     def _receive(self, slot: _Slot) -> None:
         try:
-            reply = _received(slot.pipe)
+            reply = received(slot.pipe)
         except (EOFError, OSError):
             self._replace(slot)
             return
@@ -388,21 +385,29 @@ def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None, parent: int) ->
     except OSError:
         return
     while True:
+        enabled = gc.isenabled()
+        gc.disable()  # as for `received`; and through the task too, when it runs `without_collector`
         try:
-            task = _received(pipe)
-        except (EOFError, OSError):
-            return  # the parent is gone
-        if task is None:
-            return
-        reply: tuple
-        if broken is not None:
-            reply = broken
-        else:
             try:
-                reply = ("done", task[0](*task[1]))
-            except Exception as exc:  # noqa: BLE001 - handed to the parent, with where it was raised
-                reply = _raised(exc)
-        del task
+                task = pipe.recv()
+            except (EOFError, OSError):
+                return  # the parent is gone
+            if task is None:
+                return
+            if enabled and not getattr(task[0], "without_collector", False):
+                gc.enable()
+            reply: tuple
+            if broken is not None:
+                reply = broken
+            else:
+                try:
+                    reply = ("done", task[0](*task[1]))
+                except Exception as exc:  # noqa: BLE001 - handed to the parent, with where it was raised
+                    reply = _raised(exc)
+            del task
+        finally:
+            if enabled:
+                gc.enable()
         try:
             pipe.send_bytes(dumps(reply))
         except OSError:
@@ -410,76 +415,6 @@ def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None, parent: int) ->
         except Exception as exc:  # noqa: BLE001 - a result pickle refuses fails its task
             with contextlib.suppress(OSError):
                 pipe.send(_raised(exc))
-
-
-class _Reducers(dict):
-    """pickle's dispatch table, plus for each slotted dataclass (traces, payloads): built again by its
-    constructor from its init fields, its other fields then set (twice as fast as field by field)."""
-
-    def __missing__(self, cls: type) -> Callable[[Any], Any]:
-        fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) and "__slots__" in vars(cls) else ()
-        init = tuple(f.name for f in fields if f.init)
-        rest = tuple(f.name for f in fields if not f.init)
-        params = list(inspect.signature(cls).parameters.values()) if fields else []
-        reduce: Callable[[Any], Any]
-        if (
-            not fields
-            or [p.name for p in params] != list(init)
-            or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params)
-        ):
-            reduce = operator.methodcaller("__reduce_ex__", pickle.HIGHEST_PROTOCOL)
-        elif rest:
-            values, rest_values = _getter(init), _getter(rest)
-            reduce = lambda obj: (_rebuilt, (cls, values(obj), rest, rest_values(obj)))  # noqa: E731
-        else:
-            values = _getter(init)
-            reduce = lambda obj: (cls, values(obj))  # noqa: E731
-        self[cls] = reduce
-        return reduce
-
-
-def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple]:
-    """The tuple of an object's values of `names`."""
-    if len(names) > 1:
-        return operator.attrgetter(*names)
-    one = operator.attrgetter(names[0]) if names else None
-    return (lambda obj: (one(obj),)) if one else (lambda obj: ())
-
-
-_REDUCERS = _Reducers(copyreg.dispatch_table)
-
-
-def _rebuilt(cls: type, args: tuple, names: tuple[str, ...], values: tuple) -> Any:
-    obj = cls(*args)
-    for name, value in zip(names, values):
-        object.__setattr__(obj, name, value)
-    return obj
-
-
-def _received(pipe) -> Any:
-    """The next value down `pipe`, unpickled without the cyclic collector (a batch: many objects, no cycles)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return pipe.recv()
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def dumps(value: Any) -> bytes:
-    """`value` pickled for a worker's pipe (read back by `pickle.loads`), dataclasses the fast way."""
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _REDUCERS
-    enabled = gc.isenabled()
-    gc.disable()  # as for `_received`: many new tuples, no cycles
-    try:
-        pickler.dump(value)
-    finally:
-        if enabled:
-            gc.enable()
-    return out.getvalue()
 
 
 def _watch_parent(parent: int) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from ragaudit.errors import PipelineStartError, UsageError, require
 from ragaudit.execution import Executor, Processes, Task, WorkerDied
 from ragaudit.io.files import sha256_file
+from ragaudit.wire import without_collector
 
 KINDS = ("local", "processes", "dask")
 CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
@@ -42,6 +43,7 @@ def _inputs(config_path: str, digest: str):
         if sha256_file(Path(config_path)) != digest:
             raise UsageError(f"{config_path} on this worker differs from the config of the run")
         _cached[key] = Inputs.from_config(load_config(config_path))
+        gc.freeze()  # the gold set and corpus are never garbage: collections skip them, as in the parent
     return _cached[key]
 
 
@@ -71,6 +73,7 @@ def remote_run_many(config_path: str, digest: str, name: str, requests: list):
     return [pipeline.run(request) for request in requests], pipeline.index_info()
 
 
+@without_collector
 def remote_score(config_path: str, digest: str, traces: list, keep: bool):
     """Validate and score one batch of runs on a worker."""
     from ragaudit.auditing import score_batch

@@ -5,6 +5,8 @@ import os
 import time
 from pathlib import Path
 
+from ragaudit.wire import without_collector
+
 _setup: list = []
 
 
@@ -87,3 +89,29 @@ class KeywordOnly:
 
     a: int
     b: list = dataclasses.field(default_factory=list, kw_only=True)
+
+
+def collecting(_: object = None) -> bool:
+    """Is the cyclic garbage collector on while this task runs?"""
+    import gc
+
+    return gc.isenabled()
+
+
+@without_collector
+def uncollected(_: object = None) -> bool:
+    """`collecting`, marked to run without the collector."""
+    import gc
+
+    return gc.isenabled()
+
+
+def frozen(config_path: str | None = None, digest: str | None = None) -> int:
+    """The objects the collector skips, once the run's inputs are loaded when a config is given."""
+    import gc
+
+    if config_path is not None:
+        from ragaudit.executors import _inputs
+
+        _inputs(config_path, digest)
+    return gc.get_freeze_count()

@@ -45,6 +45,26 @@ def test_the_setup_runs_once_in_each_worker_before_its_tasks(two):
     assert [two.submit(tasks.remembered).result(timeout=60) for _ in range(4)] == [["ready"]] * 4
 
 
+def test_a_task_marked_without_collector_runs_without_it_and_the_next_task_has_it_again(two):
+    # a batch handed to a worker is unpickled, scored and let go with no cyclic collection between
+    asked = [tasks.uncollected, tasks.collecting, tasks.uncollected, tasks.collecting]
+    assert [two.submit(fn, i).result(timeout=60) for i, fn in enumerate(asked)] == [False, True, False, True]
+    assert getattr(tasks.uncollected, "without_collector", False) and not hasattr(tasks.collecting, "without_collector")
+
+
+def test_a_worker_process_freezes_the_inputs_it_loads(tmp_path):
+    from ragaudit.io.files import sha256_file
+
+    config = write_config(tmp_path, BM25)
+    one = Processes(1)
+    try:
+        assert one.submit(tasks.frozen).result(timeout=60) == 0
+        loaded = one.submit(tasks.frozen, str(config), sha256_file(config)).result(timeout=60)
+        assert loaded > 1000  # the gold set, the corpus and their sections: collections skip them
+    finally:
+        one.close()
+
+
 def test_a_task_that_raises_brings_its_exception_and_where_it_was_raised(two):
     task = two.submit(tasks.fail, "no such rule")
     with pytest.raises(ValueError, match="no such rule") as raised:
@@ -249,8 +269,8 @@ def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
     import dataclasses
     import pickle
 
-    from ragaudit.execution import dumps
     from ragaudit.io.traces import parse_trace
+    from ragaudit.wire import dumps
 
     wrong = mutate(lambda t: t["retrieved"][0].update(score_norm="high"))
     traces = [parse_trace(valid_trace), parse_trace(wrong)]

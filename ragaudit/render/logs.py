@@ -15,6 +15,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from ragaudit.io.files import atomic_path, sqlite_errors
+from ragaudit.wire import without_collector
 
 COLUMNS = (
     "ts",
@@ -161,6 +162,7 @@ def _list_value(value: list) -> str:
     return text if _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
 
 
+@without_collector  # a task of a worker process beside the other outputs: its rows make no cycles
 def write_log_files(run_dir: Path, runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> None:
     """traces.log and rag_traces.sqlite of a run directory, from its runs.parquet (`rows`): a task
     that a worker process can run beside the other outputs."""
