@@ -274,6 +274,14 @@ def test_a_trace_table_that_cannot_be_made_is_an_input_output_error_that_leaves_
     assert [p.name for p in tmp_path.iterdir()] == ["rag_traces.sqlite"]
 
 
+def logs_of(run_dir: Path) -> tuple[str, list]:
+    """traces.log's text and rag_traces.sqlite's rows."""
+    import sqlite3
+
+    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
+        return (run_dir / "traces.log").read_text(), db.execute("SELECT * FROM rag_traces").fetchall()
+
+
 class Failing:
     """Worker processes (`write_outputs(beside=...)`) whose every task fails with `error`."""
 
@@ -290,24 +298,18 @@ class Failing:
 
 
 def test_logs_whose_worker_processes_all_died_are_written_here(finished, monkeypatch):
-    import sqlite3
-
     from ragaudit import outputs
     from ragaudit.execution import WorkerDied
 
     _, run_dir = finished
-    log = (run_dir / "traces.log").read_text()
-    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
-        table = db.execute("SELECT * FROM rag_traces").fetchall()
+    logs = logs_of(run_dir)
     (run_dir / "traces.log").unlink()
     (run_dir / ".traces.log.k1ll3d.tmp").write_text("half a log")  # what a worker killed mid-write leaves
     dying = Failing(WorkerDied(2))
     write_outputs = outputs.write_outputs
     monkeypatch.setattr(outputs, "write_outputs", lambda *a, **k: write_outputs(*a, **k, beside=dying))
     assert invoke("report", run_dir, "--no-gate").exit_code == 0
-    assert dying.tasks == ["write_log_files"] and (run_dir / "traces.log").read_text() == log
-    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
-        assert db.execute("SELECT * FROM rag_traces").fetchall() == table
+    assert dying.tasks == ["write_log_files"] and logs_of(run_dir) == logs
     assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -362,15 +364,12 @@ class Late:
 
 
 def test_the_logs_go_beside_before_report_json_and_a_failing_report_waits_for_them(finished, monkeypatch):
-    import sqlite3
     import threading
 
     from ragaudit import outputs, reporting
 
     _, run_dir = finished
-    log = (run_dir / "traces.log").read_text()
-    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
-        table = db.execute("SELECT * FROM rag_traces").fetchall()
+    logs = logs_of(run_dir)
     events: list[str] = []
     begun = threading.Event()  # the logs are written once report.json is begun: the order is the code's
     write_report, write_outputs = reporting.write_report, outputs.write_outputs
@@ -384,9 +383,7 @@ def test_the_logs_go_beside_before_report_json_and_a_failing_report_waits_for_th
     monkeypatch.setattr(outputs, "write_outputs", lambda *a, **k: write_outputs(*a, **k, beside=Late(begun, 0, events)))
     assert invoke("report", run_dir, "--no-gate").exit_code == 0
     assert events == ["write_log_files", "report.json", "write_log_files done"]
-    assert (run_dir / "traces.log").read_text() == log  # the same logs, the same question states
-    with sqlite3.connect(run_dir / "rag_traces.sqlite") as db:
-        assert db.execute("SELECT * FROM rag_traces").fetchall() == table
+    assert logs_of(run_dir) == logs  # the same logs, the same question states
 
     def full(*args, **kwargs):
         events.append("report.json")
