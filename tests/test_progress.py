@@ -288,3 +288,34 @@ def test_a_command_has_pyarrow_hand_freed_memory_back_at_once(monkeypatch):
     finally:
         gc.set_threshold(*threshold)
         progress.close()
+
+
+def test_a_command_leaves_the_runs_in_flight_to_reference_counting():
+    """A run holds a few batches of parsed traces at a time, hundreds of thousands of small objects
+    in no cycle, each batch freed once scored: the cyclic collector does not walk them."""
+    import gc
+    from collections import deque
+
+    threshold = gc.get_threshold()
+    collected: list[int] = []
+
+    def seen(phase, info):
+        if phase == "start":
+            collected.append(info["generation"])
+
+    try:
+        progress.start_command(quiet=True)
+        gc.collect()
+        gc.callbacks.append(seen)
+        in_flight: deque = deque()
+        for batch in range(40):  # 40,000 objects a batch, six batches alive at a time
+            in_flight.append([{"qid": f"q{batch}-{i}", "retrieved": [[i], [i]]} for i in range(10_000)])
+            if len(in_flight) > 6:
+                in_flight.popleft()
+        assert len(in_flight) == 6
+    finally:
+        if seen in gc.callbacks:
+            gc.callbacks.remove(seen)
+        gc.set_threshold(*threshold)
+        progress.close()
+    assert collected == []
