@@ -155,7 +155,12 @@ class Cluster:
         self.name = executor.name
         self.config_path = str(Path(config_path).resolve())
         self.digest = sha256_file(Path(self.config_path))
-        self.in_flight = in_flight or 2 * executor.workers
+        self.in_flight = in_flight or 2 * executor.workers  # pipeline calls out at once
+        # batches of runs out for scoring while this process reads the next. On this machine, one
+        # per worker: the core a worker leaves while the next batch is read goes to the reading, and
+        # more batches would only hold their runs and make the end of a run wait for the last of
+        # them. A cluster's workers have cores of their own: as many as pipeline calls.
+        self.scoring_ahead = executor.workers if isinstance(executor, Processes) else self.in_flight
 
     def submit(self, fn, *args) -> Task:
         return self.executor.submit(fn, self.config_path, self.digest, *args)
@@ -287,9 +292,10 @@ class Batch:
 
 
 class RemoteScoring:
-    """Batches of runs scored on the cluster, handed back in the order they were sent. Scoring never
-    ends a worker of its own doing: a batch the cluster gave up on (WorkerDied) shared its workers
-    with pipeline calls that ended them, and is sent again, up to TRIES times in all."""
+    """Batches of runs scored on the cluster, handed back in the order they were sent, at most
+    `scoring_ahead` of them out once `submit` returns. Scoring never ends a worker of its own doing:
+    a batch the cluster gave up on (WorkerDied) shared its workers with pipeline calls that ended
+    them, and is sent again, up to TRIES times in all."""
 
     TRIES = 3
 
@@ -301,7 +307,7 @@ class RemoteScoring:
         """Send a batch; return the results now ready in order (waiting when too many are out)."""
         self._pending.append((self.executor.submit(remote_score, batch, self.keep), batch))
         ready = []
-        while self._pending and (self._pending[0][0].done() or len(self._pending) > self.executor.in_flight):
+        while self._pending and (self._pending[0][0].done() or len(self._pending) > self.executor.scoring_ahead):
             ready.append(self._result(*self._pending.popleft()))
         return ready
 

@@ -245,7 +245,7 @@ def test_a_scoring_batch_whose_worker_a_pipeline_call_ended_is_scored_again():
             return self.value
 
     class Cluster:
-        in_flight = 4
+        scoring_ahead = 4
 
         def __init__(self, deaths):
             self.deaths, self.sent = deaths, []
@@ -263,6 +263,48 @@ def test_a_scoring_batch_whose_worker_a_pipeline_call_ended_is_scored_again():
     doomed = RemoteScoring(Cluster([1, 1, 1]), keep=False)
     with pytest.raises(WorkerDied):
         doomed.submit(["c"])
+
+
+def test_scoring_keeps_one_batch_out_per_worker(tmp_path):
+    """While this process reads the next batch, each worker process of this machine has one to score
+    and none waits behind it: a batch more would only hold its runs and make the end of the run
+    wait for it. A cluster's workers keep as many batches as pipeline calls out."""
+    from ragaudit.executors import Cluster, RemoteScoring
+
+    class Pending:
+        def __init__(self, value):
+            self.value, self.finished = value, False
+
+        def done(self):
+            return self.finished
+
+        def result(self, timeout=None):
+            self.finished = True
+            return self.value
+
+    class ThreeWorkers(Processes):
+        name, workers = "processes", 3
+
+        def __init__(self):  # no processes: tasks are scored when their result is asked for
+            self.tasks: list[Pending] = []
+
+        def submit(self, fn, *args):
+            self.tasks.append(Pending(args[-2]))
+            return self.tasks[-1]
+
+    config = tmp_path / "ragaudit.toml"
+    config.write_text("")
+    workers = ThreeWorkers()
+    scoring = RemoteScoring(Cluster(workers, config), keep=False)
+    out = []
+    for n in range(10):
+        ready = scoring.submit([n])
+        out += ready
+        assert sum(not task.done() for task in workers.tasks) == min(n + 1, 3)
+    assert out == [[n] for n in range(7)] and scoring.drain() == [[7], [8], [9]]
+
+    cluster = type("Threads3", (), {"name": "dask", "workers": 3})()
+    assert Cluster(cluster, config).scoring_ahead == Cluster(cluster, config).in_flight == 6
 
 
 def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
