@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 VECTORS_HELD = 20_000  # embedding vectors an audit holds in memory (the cache file keeps every one)
 
 
-def encoder_for(model: str | None = None, *, memory: int | None = None):
+def encoder_for(model: str | None = None, *, memory: int | None = None, on_disk: bool | None = None):
     """The embedding encoder of `model` (the default model when None; `hashing` for no model),
-    through the embedding cache: the one way every command builds it."""
+    through the embedding cache (`on_disk`: the config's `[embedder] cache`): the one way every
+    command builds it."""
     from ragaudit.metrics.embed import DEFAULT_MODEL, make_encoder
 
-    return make_encoder(str(model or DEFAULT_MODEL), memory=memory)
+    return make_encoder(str(model or DEFAULT_MODEL), memory=memory, on_disk=on_disk)
 
 
 def support_for(section: SupportSection | None, encoder):
@@ -89,7 +90,7 @@ class Inputs:
     def encoder(self):
         with self._lock:
             if self._encoder is None:
-                self._encoder = encoder_for(self.config.model, memory=self._memory)
+                self._encoder = encoder_for(self.config.model, memory=self._memory, on_disk=self.config.embed_cache)
             return self._encoder
 
     def cache_warnings(self) -> list[str]:

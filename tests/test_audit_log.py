@@ -141,6 +141,9 @@ def test_clean_traces_pass(recorded, tmp_path):
 
 def test_an_embedding_cache_that_cannot_be_made_is_a_warning_and_the_audit_the_same(recorded, tmp_path, monkeypatch):
     config, traces = recorded
+    from ragaudit.metrics.embed import HashingEncoder
+
+    monkeypatch.setattr(HashingEncoder, "on_disk", True)  # its vectors in the cache file, as a model's are
     path = write_traces(tmp_path / "clean.jsonl", spread(traces))
     cached = invoke("audit-log", path, "--corpus", CORPUS, "--config", config, "--out", tmp_path / "cached")
     blocked = tmp_path / "a-file"

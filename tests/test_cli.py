@@ -194,8 +194,9 @@ def test_gold_check(cli, tmp_path, corpus_dir):
 
 def test_gold_check_builds_its_encoder_as_a_run_does(cli, tmp_path, corpus_dir, monkeypatch):
     """--model hashing, documented as the model without weights, is accepted (it was refused as an
-    unknown sentence-transformers model, exit 3), and the distance goes through the embedding cache
-    a run uses: a second check finds every text there."""
+    unknown sentence-transformers model, exit 3), and the distance goes through the encoder a run
+    builds: with the hashing encoder's vectors kept in the cache file, a second check finds every
+    text there."""
     from helpers import KEYS_SENTENCE, POLICIES
 
     start = POLICIES.index(KEYS_SENTENCE)
@@ -208,7 +209,10 @@ def test_gold_check_builds_its_encoder_as_a_run_does(cli, tmp_path, corpus_dir, 
     }
     gold = tmp_path / "gold.jsonl"
     gold.write_text("\n".join(json.dumps(dict(item, qid=f"K{i}")) for i in range(3)) + "\n", encoding="utf-8")
+    from ragaudit.metrics.embed import HashingEncoder
+
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(HashingEncoder, "on_disk", True)
     first = cli("gold", "check", gold, "--corpus", corpus_dir, "--model", "hashing")
     assert first.exit_code in (0, 1) and "3 records" in first.output, first.stderr
     cache = tmp_path / "cache" / "embeddings.sqlite"

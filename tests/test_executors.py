@@ -363,13 +363,32 @@ def table_of(run_dir):
         return [row[:at] + row[at + 1 :] for row in cursor.fetchall()]
 
 
+def test_a_run_with_the_hashing_encoder_writes_no_embedding_cache_and_the_same_report(tmp_path, monkeypatch):
+    """The hashing encoder's vectors stay in memory (the cache file would cost more than it saves):
+    a run writes no embeddings.sqlite, in this process or in worker processes, and its report is
+    the report of a run that keeps them in the file (`[embedder] cache = true`)."""
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    config = write_config(tmp_path, BM25, items=3)
+    plain = invoke("run", config, "--no-gate", "--executor", "processes", "--workers", "2")
+    assert plain.exit_code == 0, plain.output
+    assert not (tmp_path / "cache" / "embeddings.sqlite").exists()
+    config.write_text(config.read_text().replace("[embedder]\n", "[embedder]\ncache = true\n", 1))
+    kept = invoke("run", config, "--no-gate")
+    assert kept.exit_code == 0, kept.output
+    assert (tmp_path / "cache" / "embeddings.sqlite").is_file()
+    assert report_of(run_dir_of(plain)) == report_of(run_dir_of(kept))
+
+
 @pytest.mark.parametrize("executor", ["local", "processes"])
 def test_an_embedding_cache_that_cannot_be_written_is_a_warning_and_the_report_is_the_same(
     tmp_path, monkeypatch, executor
 ):
     """Where the vectors are encoded (this process, or worker processes), a cache folder that
-    cannot be made costs the run its cache, not its figures: the warning names the file."""
+    cannot be made costs the run its cache, not its figures: the warning names the file (the
+    hashing encoder's vectors kept in the cache file, as a model's are)."""
     config = write_config(tmp_path, BM25, items=3)
+    config.write_text(config.read_text().replace("[embedder]\n", "[embedder]\ncache = true\n", 1))
+    assert "cache = true" in config.read_text()
     cached = invoke("run", config, "--no-gate")
     blocked = tmp_path / "a-file"
     blocked.write_text("where the cache folder should be")

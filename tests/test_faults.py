@@ -225,6 +225,9 @@ def test_cli_writes_the_matrix_and_exits_by_the_verdict(recorded, tmp_path):
 
 def test_an_embedding_cache_that_cannot_be_made_is_a_warning_and_the_matrix_the_same(recorded, tmp_path, monkeypatch):
     _, run_dir, _, _ = recorded
+    from ragaudit.metrics.embed import HashingEncoder
+
+    monkeypatch.setattr(HashingEncoder, "on_disk", True)  # its vectors in the cache file, as a model's are
     cached = invoke("faults", run_dir, "--only", "number_change", "--out", tmp_path / "cached")
     blocked = tmp_path / "a-file"
     blocked.write_text("where the cache folder should be")

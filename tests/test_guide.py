@@ -137,7 +137,8 @@ def run(example, tmp_path_factory) -> Run:
     config = example / "ragaudit.toml"
     text = config.read_text(encoding="utf-8")
     assert text.count('model = "all-MiniLM-L6-v2"') == 1
-    config.write_text(text.replace('model = "all-MiniLM-L6-v2"', 'model = "hashing"'), encoding="utf-8")
+    # the hashing encoder's vectors in the cache file all the same, as a model's are
+    config.write_text(text.replace('model = "all-MiniLM-L6-v2"', 'model = "hashing"\ncache = true'), encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAGAUDIT_CACHE", str(cache))
         patch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -74,6 +74,7 @@ class Config:
     offset_unit: str = "char"
     workers: int = 1
     model: str = "all-MiniLM-L6-v2"
+    embed_cache: bool | None = None  # [embedder] cache: the vectors in the cache file (None: for a model only)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     gate: GateSection = field(default_factory=GateSection)  # the thresholds in force, with their sources
     lambda_: LambdaSection = field(default_factory=LambdaSection)
@@ -253,6 +254,7 @@ def load_config(path: str | Path) -> Config:
         offset_unit=audit.offset_unit,
         workers=audit.workers,
         model=root.embedder.model,
+        embed_cache=root.embedder.cache,
         metrics=root.metrics,
         gate=GateSection.of(root.gate, calibration),
         calibration=calibration,

@@ -100,6 +100,7 @@ class _Audit(_Table):
 
 class _Embedder(_Table):
     model: _Text = "all-MiniLM-L6-v2"
+    cache: bool | None = None  # the vectors in the cache file too; unset: for a model, not for hashing
 
 
 class _Metrics(_Table):

@@ -118,6 +118,10 @@ class SentenceTransformerEncoder:
 class HashingEncoder:
     """A deterministic bag-of-words encoder for fast tests: word and bigram hashes, signed, normalised."""
 
+    # Hashing a text costs less than finding its vector in the cache file, let alone writing it
+    # there: its vectors are held in memory only, unless a config asks for the file (`cache`).
+    on_disk = False
+
     def __init__(self, dim: int = 256):
         self.dim = dim
         self.model_id = f"hashing-{dim}"
@@ -270,9 +274,10 @@ class CachedEncoder:
     `warnings` says what happened. Thread-safe.
     """
 
-    def __init__(self, encoder: Encoder, path: Path | None = None, *, memory: int | None = None):
+    def __init__(self, encoder: Encoder, path: Path | None = None, *, memory: int | None = None, on_disk: bool = True):
         """`memory` bounds the vectors held in memory (the oldest go first; the file keeps every one),
-        for a stream of texts that never ends, such as production logs."""
+        for a stream of texts that never ends, such as production logs. Without `on_disk`, no file:
+        each text is encoded once while its vector is held in memory."""
         import threading
 
         from ragaudit.io.cachedb import CacheDB
@@ -281,13 +286,17 @@ class CachedEncoder:
         self.memory = memory
         self.model_id = encoder.model_id
         self.path = path or cache_dir() / "embeddings.sqlite"
-        self.db = CacheDB(
-            self.path,
-            {"vectors": "model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha)", **FINGERPRINTS},
-            what="embedding cache",
+        self.db = (
+            CacheDB(
+                self.path,
+                {"vectors": "model TEXT, sha TEXT, vec BLOB, PRIMARY KEY (model, sha)", **FINGERPRINTS},
+                what="embedding cache",
+            )
+            if on_disk
+            else None
         )
         folder = getattr(encoder, "path", None)
-        if folder:
+        if folder and self.db is not None:
             with phase("model fingerprint", counts_as="model load"):  # reads the weights once per machine
                 self.cache_key = f"{self.model_id}@{model_fingerprint(folder, self.db)}"
         else:
@@ -300,7 +309,7 @@ class CachedEncoder:
 
     def warnings(self) -> list[str]:
         """What went wrong with the cache file, if anything (the run's vectors are right all the same)."""
-        return list(self.db.warnings)
+        return list(self.db.warnings) if self.db is not None else []
 
     def forget(self) -> None:
         """Let go of the vectors held in memory (the file keeps them): `ragaudit.forgetting`."""
@@ -327,6 +336,8 @@ class CachedEncoder:
     def _load(self, texts: list[str]) -> dict[str, str]:
         """Moves the vectors of `texts` found on disk into memory; returns the others, by sha256. A
         row that holds no vector is a miss."""
+        if self.db is None:
+            return {str(i): t for i, t in enumerate(texts)}
         by_sha = {_sha(t): t for t in texts}
         shas = list(by_sha)
         for start in range(0, len(shas), 500):
@@ -356,20 +367,29 @@ class CachedEncoder:
         vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
         self.encode_seconds += time.perf_counter() - started
         self.encoded += len(texts)
-        rows = [(self.cache_key, sha, v.astype(np.float32).tobytes()) for sha, v in zip(shas, vectors)]
-        self.db.write("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)  # one transaction
+        if self.db is not None:
+            rows = [(self.cache_key, sha, v.astype(np.float32).tobytes()) for sha, v in zip(shas, vectors)]
+            self.db.write("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)  # one transaction
         self._memory.update(zip(texts, vectors))
 
     def close(self) -> None:
-        self.db.close()
+        if self.db is not None:
+            self.db.close()
 
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def make_encoder(spec: str = DEFAULT_MODEL, *, cached: bool = True, memory: int | None = None) -> Encoder:
+def make_encoder(
+    spec: str = DEFAULT_MODEL, *, cached: bool = True, memory: int | None = None, on_disk: bool | None = None
+) -> Encoder:
     """The configured encoder: `hashing` (tests, no model) or a sentence-transformers model, cached
-    (with at most `memory` vectors in memory, when given)."""
+    (with at most `memory` vectors in memory, when given), in the cache file too when `on_disk`
+    (None: as the encoder says, which is yes for a model and no for `hashing`)."""
     encoder: Encoder = HashingEncoder() if spec == "hashing" else SentenceTransformerEncoder(spec)
-    return CachedEncoder(encoder, memory=memory) if cached else encoder
+    if not cached:
+        return encoder
+    return CachedEncoder(
+        encoder, memory=memory, on_disk=getattr(encoder, "on_disk", True) if on_disk is None else on_disk
+    )

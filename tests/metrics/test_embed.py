@@ -188,6 +188,30 @@ def test_a_failed_encode_writes_nothing_and_the_next_call_encodes_again(tmp_path
     assert _rows(tmp_path / "e.sqlite") == 1  # the file is not left locked by the failed call
 
 
+def test_the_hashing_encoder_keeps_its_vectors_in_memory_unless_asked_to_keep_them_in_the_file(tmp_path, monkeypatch):
+    """Hashing a text costs less than reading its vector back from the cache file: by default the
+    hashing encoder writes no file, each text is still encoded once while it is held, and the
+    vectors are the encoder's own; asked (`on_disk`), it keeps them in the file, as a model does."""
+    from ragaudit.metrics.embed import make_encoder
+
+    monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    texts = ["Keys rotate every 12 months.", "Passwords rotate every 90 days.", "Keys rotate every 12 months."]
+    plain = make_encoder("hashing")
+    first = plain.encode(texts)
+    assert np.array_equal(first, HashingEncoder().encode(texts))
+    assert np.array_equal(plain.encode(texts[:2]), first[:2])
+    assert (plain.requested, plain.encoded) == (5, 2) and plain.warnings() == []
+    plain.close()
+    assert not (tmp_path / "cache").exists()
+    kept = make_encoder("hashing", on_disk=True)
+    assert np.array_equal(kept.encode(texts), first) and kept.encoded == 2
+    kept.close()
+    assert _rows(tmp_path / "cache" / "embeddings.sqlite") == 2
+    again = make_encoder("hashing", on_disk=True)
+    assert np.array_equal(again.encode(texts), first) and again.encoded == 0
+    again.close()
+
+
 def test_a_disk_that_fills_up_costs_the_cache_its_new_rows_never_a_vector(tmp_path):
     from ragaudit.metrics.embed import CachedEncoder
 

@@ -210,15 +210,18 @@ def test_a_run_leaves_ignored_gold_codes_out_of_its_report(tmp_path):
     assert {f["code"] for f in report["gold_check"]} >= {"gold_section_item_count"}
 
 
-def test_gold_check_with_the_hashing_model_fills_the_cache_a_run_reads(tmp_path, monkeypatch):
-    """`gold check --model hashing` encodes each question and anchor through the embedding cache, so
-    that a run's encoder of the same model finds every one of them there and encodes none again."""
+def test_gold_check_fills_the_cache_a_run_reads(tmp_path, monkeypatch):
+    """`gold check --model M` encodes each question and anchor through the embedding cache, so that
+    a run's encoder of the same model finds every one of them there and encodes none again (the
+    hashing encoder, its vectors kept in the file as a model's are)."""
     from helpers import DEMO, invoke
 
     from ragaudit.inputs import Inputs
     from ragaudit.io.config import load_config
+    from ragaudit.metrics.embed import HashingEncoder
 
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(HashingEncoder, "on_disk", True)
     lines = (DEMO / "gold.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:4]
     gold = tmp_path / "gold.jsonl"
     gold.write_text("".join(lines), encoding="utf-8")
