@@ -16,8 +16,9 @@ bare orjson parse of the same recordings (the floor any replay audit stands on).
 Targets: ≥ 2,500 runs/s, ≤ 2 GiB at 1M runs, ≤ 40× a bare parse, peak RSS ≤ 1.3× from 24k to 96k runs.
 
 The smallest distinct replay runs again, on 2 threads and on 2 worker processes (`--executor
-processes`), its embedding vectors cached by then: time, CPU, memory, identical reports; the
-largest runs again on 2 worker processes, both cores at work, measured against the targets too.
+processes`), its embedding vectors cached by then (those of a model; the hashing encoder keeps
+none on disk): time, CPU, memory, identical reports; the largest runs again on 2 worker processes,
+both cores at work, measured against the targets too.
 
     processes    2 worker threads vs `--executor processes` with 2 processes, identical reports: the
                  reference bm25 pipeline on a corpus `--copies` times the handbook, and a python
@@ -268,7 +269,7 @@ def replay(work: Path, env: dict, traces: Path, sizes: list[int], workload: str)
 def replay_on_processes(
     config: Path, data: Path, env: dict, runs: int, parse: float, on: tuple[str, ...]
 ) -> dict[str, float]:
-    """The same replay again, its embedding vectors now cached, on 2 threads and/or on 2 worker
+    """The same replay again (a model's embedding vectors now cached), on 2 threads and/or on 2 worker
     processes (`--executor processes`), as `on` says: time (and its ratio to the bare parse's,
     `parse` seconds), CPU of every process, and whether the reports are the same. Returns the
     seconds each took."""
