@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ragaudit.validation import Context
 
 
-VECTORS_HELD = 20_000  # embedding vectors an audit holds in memory (the cache file keeps every one)
+VECTORS_HELD = 20_000  # embedding vectors an audit holds in memory (the cache file keeps every one of a model's)
 
 
 def encoder_for(model: str | None = None, *, memory: int | None = None, on_disk: bool | None = None):

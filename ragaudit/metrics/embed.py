@@ -264,7 +264,8 @@ def model_fingerprint(folder: Path, db=None) -> str:
 
 class CachedEncoder:
     """An encoder with a persistent cache keyed by (model, sha256 of the text); the model is its id
-    plus the fingerprint of its folder's contents, when it has a folder.
+    plus the fingerprint of its folder's contents, when it has a folder. Without `on_disk` (the
+    hashing encoder's default), the cache is the memory alone.
 
     A text repeated across variants, seeds, pipelines and runs is encoded once, ever. Lookups go
     to memory (by the text itself, so a warm lookup hashes nothing), then to an SQLite file (by
