@@ -118,8 +118,8 @@ class SentenceTransformerEncoder:
 class HashingEncoder:
     """A deterministic bag-of-words encoder for fast tests: word and bigram hashes, signed, normalised."""
 
-    # Hashing a text costs less than finding its vector in the cache file, let alone writing it
-    # there: its vectors are held in memory only, unless a config asks for the file (`cache`).
+    # Hashing a text again costs about what finding its vector in the cache file does, and far less
+    # than writing it there: its vectors are held in memory only, unless a config asks (`cache`).
     on_disk = False
 
     def __init__(self, dim: int = 256):
