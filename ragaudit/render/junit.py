@@ -25,39 +25,28 @@ def xml_safe(text) -> str:
     return _NOT_XML.sub("\ufffd", str(text))
 
 
-def _text(value) -> str:
-    """Character data, escaped as ElementTree escapes it."""
+# What ElementTree writes for each character it escapes: in text, and in an attribute's value
+# (where line ends and tabs become references, so that a parser keeps them).
+_IN_TEXT = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+_IN_ATTRIBUTE = (*_IN_TEXT, ('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
+
+
+def _escaped(value, table: tuple[tuple[str, str], ...]) -> str:
+    """`value` made XML-safe, then escaped by `table`, as ElementTree escapes it."""
     text = xml_safe(value)
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
-    return text
-
-
-def _attribute(value) -> str:
-    """An attribute's value, escaped as ElementTree escapes it (line ends and tabs as references)."""
-    text = _text(value)
-    if '"' in text:
-        text = text.replace('"', "&quot;")
-    if "\r" in text:
-        text = text.replace("\r", "&#13;")
-    if "\n" in text:
-        text = text.replace("\n", "&#10;")
-    if "\t" in text:
-        text = text.replace("\t", "&#09;")
+    for char, reference in table:
+        if char in text:
+            text = text.replace(char, reference)
     return text
 
 
 def _case(classname: str, name: str, message: str | None = None, detail: str = "") -> str:
     """A testcase, indented as the third level of the document; with a `message`, failed."""
-    head = f'<testcase classname="{_attribute(classname)}" name="{_attribute(name)}"'
+    head = f'<testcase classname="{_escaped(classname, _IN_ATTRIBUTE)}" name="{_escaped(name, _IN_ATTRIBUTE)}"'
     if message is None:
         return head + " />"
-    failure = f'<failure message="{_attribute(message)}"'
-    failure += f">{_text(detail)}</failure>" if detail else " />"
+    failure = f'<failure message="{_escaped(message, _IN_ATTRIBUTE)}"'
+    failure += f">{_escaped(detail, _IN_TEXT)}</failure>" if detail else " />"
     return f"{head}>\n      {failure}\n    </testcase>"
 
 
