@@ -74,19 +74,21 @@ def _pysbd_spans(block: str) -> list[tuple[int, int]]:
 
 
 # A line of plain prose leaves pysbd nothing to decide but to end a sentence at each full stop or
-# question mark that follows a lower-case word (and its citation markers) and precedes a capital or
-# the line's end: such a line is split here, by one expression, into the sentences pysbd gives
-# (tests/test_text.py holds the two to each other on real and generated text). Plain means: ASCII
-# letters, digits, spaces and , ; : / % - ( ) [ ] " ' . ? only; an apostrophe only inside a word;
-# every full stop and question mark such an end, after a word that is neither an abbreviation pysbd
-# knows nor a roman numeral; no stop inside brackets or after a double quote, no list marker
-# ("a)", "(iv)", "2)"), no "--", and no bracket or quote opening the line.
-_PLAIN = re.compile(r"[A-Za-z0-9 ,;:/%()\[\]\"'.?-]*\Z")
+# question mark that follows a word of two or more letters (and its citation markers: "Okta.",
+# "the CISO.", "rotated [keys:0001].") and precedes a capital, a closing parenthetical ("Who
+# approves it? (EU only)": pysbd makes it a sentence of its own), or the line's end: such a line is
+# split here, by one expression, into the sentences pysbd gives (tests/test_text.py holds the two
+# to each other on real and generated text). Plain means: ASCII letters, digits, spaces and
+# , ; : / % - # ( ) [ ] " ' . ? only; an apostrophe only inside a word; every full stop and
+# question mark such an end, after a word that is neither an abbreviation pysbd knows ("Ms.",
+# "Gen.", in any case) nor a roman numeral ("II."); no stop inside brackets or after a double
+# quote, no list marker ("a)", "(iv)", "2)"), no "--", and no bracket or quote opening the line.
+_PLAIN = re.compile(r"[A-Za-z0-9 ,;:/%()\[\]\"'.?#-]*\Z")
 _NOT_PLAIN = re.compile(r"""\d\)|(?:^|[\s(])(?:[a-z]|[ivxlcdm]+)\)|--|^\s*[(\["]|(?<![A-Za-z])'|'(?![A-Za-z])""")
 _ENCLOSING = re.compile(r'[()\[\]".?]')
-_PLAIN_END = re.compile(r"(?<![A-Za-z])([a-z]{2,})(?: ?\[[^\][]*\])*[.?](?: +(?=[A-Z])| *\Z)")
+_PLAIN_END = re.compile(r"(?<![A-Za-z])([A-Za-z]{2,})(?: ?\[[^\][]*\])*[.?](?: +(?=[A-Z]|\([^()\[\]\".?]*\) *\Z)| *\Z)")
 _STOP = re.compile(r"[.?]")
-_ROMAN = re.compile(r"[ivxlcdm]+\Z")
+_ROMAN = re.compile(r"[ivxlcdm]+\Z")  # matched lower-cased, as the abbreviations are
 
 
 def _enclosed_stop(line: str) -> bool:
@@ -125,7 +127,7 @@ def _plain_sentences(line: str) -> Spans | None:
     if len(ends) != len(_STOP.findall(line)):
         return None  # a stop that does not surely end a sentence
     abbreviations = _abbreviations()
-    if any(m.group(1) in abbreviations or _ROMAN.match(m.group(1)) for m in ends):
+    if any((w := m.group(1).lower()) in abbreviations or _ROMAN.match(w) for m in ends):
         return None
     spans: list[tuple[int, int]] = []
     start = 0

@@ -132,6 +132,47 @@ def test_plain_prose_of_generated_text_is_split_as_pysbd_splits_it():
     assert _agree(lines) >= 150
 
 
+NAMES = "Okta PagerDuty Windows Engineering Vault CISO UTC AWS EU IC Ms Gen Mon Corp Jan II IV Mix".split()
+PARENTHETICALS = ["(EU only)", "(Caab)", "(see the policy)", "(2019)", "(A)", "(a)", "(iv)", "(Mr Smith)", "(50%, a/b)"]
+
+
+def _generated_with_names(count: int, seed: int) -> list[str]:
+    """Lines whose sentences end on names, acronyms, abbreviations pysbd knows and roman numerals,
+    some under markdown headings, some closed by a parenthetical (or holding one elsewhere)."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 4)):
+            words = [rng.choice(WORDS + NAMES) for _ in range(rng.randint(1, 7))]
+            parts.append(" ".join([rng.choice(CAPITALS), *words, rng.choice(NAMES)]) + rng.choice([".", "?", ""]))
+        line = rng.choice(["", "", "# ", "## "]) + " ".join(parts)
+        if rng.random() < 0.4:
+            line += rng.choice([" ", "  ", ""]) + rng.choice(PARENTHETICALS) + rng.choice(["", " ", "."])
+        elif rng.random() < 0.2:
+            words = line.split(" ")
+            at = rng.randrange(len(words) + 1)
+            line = " ".join([*words[:at], rng.choice(PARENTHETICALS), *words[at:]])
+        lines.append(line)
+    return lines
+
+
+def test_prose_ending_on_names_under_headings_or_closed_by_a_parenthetical_is_split_as_pysbd_splits_it():
+    lines = _generated_with_names(1_500, seed=11)
+    assert _agree(lines) >= 300  # the plain path takes these lines too
+
+
+def test_a_name_an_acronym_and_a_closing_parenthetical_end_a_sentence():
+    for line, expected in [
+        ("Access is granted in Okta. The CISO approves it.", ["Access is granted in Okta.", "The CISO approves it."]),
+        ("## Keys rotate at 02:00 UTC. Owners use Vault", ["## Keys rotate at 02:00 UTC.", "Owners use Vault"]),
+        ("Who approves it? (EU only)", ["Who approves it?", "(EU only)"]),
+        ("Keys rotate yearly.  (see the policy) ", ["Keys rotate yearly.", "(see the policy)"]),
+    ]:
+        assert [line[a:b] for a, b in _plain_sentences(line)] == expected
+        assert [line[a:b] for a, b in _split(line, _pysbd_pieces)] == expected
+
+
 def test_hostile_lines_of_plain_characters_are_split_as_pysbd_splits_them():
     shapes = ["(", "[", '"', "aa [", "aa (", "Keys rotate. ", "a) ", "x' ", "ab."]
     assert _agree([shape * 1_000 + end for shape in shapes for end in ("", ".", " Done.")]) >= 3
@@ -152,6 +193,10 @@ def test_hostile_lines_of_plain_characters_are_split_as_pysbd_splits_them():
         "Keys rotate every quarter. the owner approves.",
         "Keys rotate every quarter.[1] The owner approves.",
         "Keys rotate every quarter; see 'Rotation' below.",
+        "Keys go to Ms. Jones yearly.",  # an abbreviation pysbd knows, capitalised
+        "Keys go to Henry II. Then he left.",  # a roman numeral, upper case
+        "Is it on? (EU only) Then more.",  # a parenthetical that does not close the line
+        "Is it on? (EU only).",
     ],
 )
 def test_prose_pysbd_has_rules_for_is_left_to_pysbd(line):
