@@ -21,6 +21,8 @@ class _Reducers(dict):
     constructor from its init fields, its other fields then set (twice as fast as field by field)."""
 
     def __missing__(self, cls: type) -> Callable[[Any], Any]:
+        if issubclass(cls, type):  # a class of a metaclass (an ABC, an Enum): pickled by name, as pickle does
+            raise KeyError(cls)
         fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) and "__slots__" in vars(cls) else ()
         init = tuple(f.name for f in fields if f.init)
         rest = tuple(f.name for f in fields if not f.init)

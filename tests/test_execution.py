@@ -310,6 +310,8 @@ def test_scoring_keeps_one_batch_out_per_worker(tmp_path):
 def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
     import dataclasses
     import pickle
+    from collections.abc import Mapping
+    from signal import Signals
 
     from ragaudit.io.traces import parse_trace
     from ragaudit.wire import dumps
@@ -321,6 +323,9 @@ def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
     object.__setattr__(odd, "span", "set after construction")  # a non-init field keeps what it holds
     values = [traces, odd, tasks.KeywordOnly(1, b=[2]), {"k": (1, 2.5, None, "s")}, [float("nan")]]
     back = pickle.loads(dumps(values))
+    # classes of a metaclass (an ABC, an Enum) go by name, as pickle sends them
+    classes = [Mapping, Signals, Signals.SIGTERM, tasks.KeywordOnly, int]
+    assert pickle.loads(dumps(classes)) == classes
     assert back[:3] == values[:3] and back[3] == values[3] and str(back[4]) == "[nan]"
     assert [p.span for t in back[0] for p in t.retrieved] == [p.span for t in traces for p in t.retrieved]
     assert back[1].span == "set after construction" and back[2].b == [2]
