@@ -26,7 +26,7 @@ from ragaudit.errors import InputError, PipelineStartError, Problem, UsageError
 from ragaudit.execution import worker_count
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import Config
-from ragaudit.io.files import sha256_file
+from ragaudit.io.files import DigestedAppend, sha256_file
 from ragaudit.io.stream import stream_trace_file
 from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request
@@ -209,7 +209,7 @@ class _Run:
         started = time.monotonic()
         with (
             stopper,
-            open(self.run_dir / TRACES, "a", encoding="utf-8") as out,
+            DigestedAppend(self.run_dir / TRACES) as out,
             phase("runs", total=self.plan.size, unit="runs", done=self.resumed) as self.shown,
         ):
             self.out = out
@@ -269,7 +269,7 @@ class _Run:
                 "finished": _now(),
                 "aborted": aborted,
                 "index": dict(sorted(index.items())),
-                "traces_sha256": sha256_file(self.run_dir / TRACES),
+                "traces_sha256": self.out.hexdigest(),  # hashed as it was written
             },
         )
         return RunResult(self.run_dir, self.plan.size, self.written, self.resumed, seconds, aborted, warnings)

@@ -1,6 +1,7 @@
 """The runner end to end: every pipeline kind, resume after a real kill, worker-count independence,
 and replaying a run's traces reproduces its metrics."""
 
+import hashlib
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from click.testing import CliRunner
 from helpers import (
@@ -183,6 +185,8 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     child.send_signal(signal.SIGKILL)
     child.wait()
     assert len(traces_file.read_text().splitlines()) == 3 * 3 * 2  # exactly the runs that could finish
+    with open(traces_file, "ab") as torn:  # a kill in the middle of writing a line
+        torn.write('{"qid": "q-torn", "answer": "Ключ'.encode())
     go.write_text("")
     sys.path.insert(0, str(FIXTURES))
     try:
@@ -193,6 +197,42 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     keys = [(t.config, t.qid, t.variant, t.seed) for t in read_traces(traces_file)]
     assert len(keys) == 10 * 3 * 2 and len(set(keys)) == len(keys)
     assert "resumed" in result.output
+    # the digest kept while writing is the file's: the runs before the kill, without the torn line, and after
+    manifest = json.loads((traces_file.parent / "manifest.json").read_text())
+    assert manifest["traces_sha256"] == hashlib.sha256(traces_file.read_bytes()).hexdigest()
+
+
+def test_the_traces_are_hashed_as_they_are_written_not_read_again(tmp_path, monkeypatch):
+    from ragaudit import runner
+    from ragaudit.io import files
+
+    def no_traces(path, **kwargs):
+        assert Path(path).name != "traces.jsonl", "traces.jsonl read again to hash it"
+        return files.sha256_file(path, **kwargs)
+
+    monkeypatch.setattr(runner, "sha256_file", no_traces)
+    result = invoke("run", write_config(tmp_path, BM25, items=3, seeds="[1]"), "--no-gate")
+    assert result.exit_code == 0, result.output
+    run_dir = run_dir_of(result)
+    recorded = json.loads((run_dir / "manifest.json").read_text())["traces_sha256"]
+    assert recorded == hashlib.sha256((run_dir / "traces.jsonl").read_bytes()).hexdigest()
+    assert invoke("verify", run_dir).exit_code == 0
+
+
+def test_a_digested_append_hashes_what_the_file_held_and_every_write(tmp_path):
+    from ragaudit.io.files import DigestedAppend
+
+    path = tmp_path / "traces.jsonl"
+    with DigestedAppend(path) as out:  # a new file
+        out.write('{"a": "Schlüssel"}\n')
+        out.flush()
+        assert out.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
+    before = path.read_text() + "x" * (3 << 20)  # more than one block of reading
+    path.write_text(before)
+    with DigestedAppend(path) as out:
+        out.write("鍵\n")
+    assert path.read_text() == before + "鍵\n"
+    assert out.hexdigest() == hashlib.sha256((before + "鍵\n").encode()).hexdigest()
 
 
 def test_run_progress_is_live_on_a_terminal_and_plain_lines_elsewhere(tmp_path, monkeypatch, shown_progress):

@@ -181,3 +181,38 @@ def dumps(value) -> str:
 
 def write_json(path: str | os.PathLike, value) -> None:
     write_atomic(path, dumps(value))
+
+
+class DigestedAppend:
+    """A text file (UTF-8) opened for appending that keeps the sha256 of all it holds as it is
+    written: what was in it first, read once on opening, then every write. A stream of a few GB
+    is then hashed while it is written, not read again once it is closed."""
+
+    def __init__(self, path: Path):
+        self._digest = hashlib.sha256()
+        with open(path, "ab+") as handle:  # created when missing, as "a" does
+            handle.seek(0)
+            while block := handle.read(1 << 20):
+                self._digest.update(block)
+        self._file = open(path, "ab")
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self._digest.update(data)
+        self._file.write(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def hexdigest(self) -> str:
+        """The sha256 of the file as written so far (`sha256_file` of it once flushed)."""
+        return self._digest.hexdigest()
+
+    def __enter__(self) -> DigestedAppend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
