@@ -322,7 +322,7 @@ class CachedEncoder:
             memory = self._memory
             self.requested += len(texts)
             missing = [t for t in dict.fromkeys(texts) if t not in memory]
-            todo = self._load(missing) if missing else {}
+            todo = self._load(missing) if missing else []
             self.hits += len(texts) - len(todo)  # a text repeated within the call is encoded once
             if todo:
                 self._encode(todo)
@@ -334,11 +334,11 @@ class CachedEncoder:
                     del memory[old]
             return vectors
 
-    def _load(self, texts: list[str]) -> dict[str, str]:
-        """Moves the vectors of `texts` found on disk into memory; returns the others, by sha256. A
+    def _load(self, texts: list[str]) -> list[str]:
+        """Moves the vectors of `texts` found in the cache file into memory; returns the others. A
         row that holds no vector is a miss."""
         if self.db is None:
-            return {str(i): t for i, t in enumerate(texts)}
+            return texts
         by_sha = {_sha(t): t for t in texts}
         shas = list(by_sha)
         for start in range(0, len(shas), 500):
@@ -350,13 +350,12 @@ class CachedEncoder:
             for sha, blob in rows:
                 if isinstance(blob, bytes) and blob and len(blob) % 4 == 0:
                     self._memory[by_sha[sha]] = np.frombuffer(blob, dtype=np.float32)
-        return {sha: t for sha, t in by_sha.items() if t not in self._memory}
+        return [t for t in texts if t not in self._memory]
 
-    def _encode(self, todo: dict[str, str]) -> None:
+    def _encode(self, todo: list[str]) -> None:
         # Longest first: a model that batches in the given order pads each batch the least, and a
         # text too long for memory fails at once rather than after the rest.
-        shas = sorted(todo, key=lambda sha: len(todo[sha]), reverse=True)
-        texts = [todo[sha] for sha in shas]
+        texts = sorted(todo, key=len, reverse=True)
         started = time.perf_counter()
         parts = []
         step = getattr(self.encoder, "batch_size", None) or SLICE
@@ -369,7 +368,7 @@ class CachedEncoder:
         self.encode_seconds += time.perf_counter() - started
         self.encoded += len(texts)
         if self.db is not None:
-            rows = [(self.cache_key, sha, v.astype(np.float32).tobytes()) for sha, v in zip(shas, vectors)]
+            rows = [(self.cache_key, _sha(t), v.astype(np.float32).tobytes()) for t, v in zip(texts, vectors)]
             self.db.write("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)  # one transaction
         self._memory.update(zip(texts, vectors))
 
