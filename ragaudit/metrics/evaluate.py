@@ -3,18 +3,23 @@ question → section → pipeline (`ragaudit.metrics.aggregate`).
 
 Every aggregate keeps the keys of what it was computed from, so each figure in a report can be
 traced down to its runs. Embedding and support work is batched over the runs of a batch: each
-distinct text once. An errored run (a pipeline error, a timeout, a run missing from a recording,
+distinct text once; runs whose traces differ only in where and when they ran (the seeds of a
+deterministic pipeline) are scored once. An errored run (a pipeline error, a timeout, a run missing from a recording,
 or no citations at all) scores 0 on every rate and 1.0 on ΔS and stays in every denominator, so no
 average can rise because runs failed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Callable
+
+import orjson
 
 from ragaudit.codes import issue, where
 from ragaudit.metrics.aggregate import Aggregates
@@ -37,7 +42,7 @@ from ragaudit.metrics.lam import chain_states
 from ragaudit.metrics.registry import AVERAGED, DISTANCES, RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
 from ragaudit.model import PipelineSummary, Question
-from ragaudit.types import Corpus, GoldItem, Issue, Trace
+from ragaudit.types import Corpus, GoldItem, Issue, Payload, Trace
 
 
 @dataclass(frozen=True)
@@ -109,12 +114,20 @@ def score_runs(
     pairs at once (a support scorer); it gives segment support and the anchor agreement that
     decides whether a run is correct."""
     result = Scored()
-    views = []
+    views: list[RunView] = []  # one per distinct scored content (`same_scores`)
+    matched: list[Trace] = []  # the runs of a gold question
+    alike: list[int] = []  # and the view each is scored by
+    firsts: dict = {}
     for trace in traces:
-        if trace.qid in gold:
-            views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance, settings.ndcg_k))
-        else:
+        if trace.qid not in gold:
             result.unmatched.append(f"{trace.config} {trace.qid} v{trace.variant} s{trace.seed}")
+            continue
+        key = same_scores(trace)
+        at = len(views) if key is None else firsts.setdefault(key, len(views))
+        if at == len(views):
+            views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance, settings.ndcg_k))
+        matched.append(trace)
+        alike.append(at)
     texts = [{p.snippet_id: scored_text(p, corpus) for p in v.trace.retrieved} for v in views]
     queries = [v.trace.query or v.item.variants[min(v.trace.variant, len(v.item.variants) - 1)] for v in views]
     distances = delta_s_runs(
@@ -135,29 +148,57 @@ def score_runs(
         bars=settings.bars,
     )
     chains = _chains(views, corpus, encoder)
+    records = []
     for i, view in enumerate(views):
         verdict = judge(view, claims[i], scored=support is not None)
         run = ScoredRun(view, {name: distances[name][i] for name in DISTANCES}, tuple(claims[i]), verdict)
-        result.runs.append(_run_record(run, chains[i]))
-        if view.unreconciled and not errored(view.trace):
+        records.append(_run_record(run, chains[i]))
+    for trace, at in zip(matched, alike):
+        view = views[at]
+        result.runs.append(records[at] if view.trace is trace else {**records[at], "seed": trace.seed})
+        if view.unreconciled and not errored(trace):
             result.notes.append(
                 issue(
                     "unit_mismatch",
                     "expected cited spans in the gold unit "
                     f"({view.gold[0].span.unit}) or convertible to it, found a span that is not "
                     "(token offsets need the corpus and an analyzer ragaudit reproduces)",
-                    **where(view.trace, "$.retrieved"),
+                    **where(trace, "$.retrieved"),
                 )
             )
-    result.notes += truncated(views, corpus)
+    result.notes += truncated(matched, corpus)
     return result
 
 
-def truncated(views: list[RunView], corpus: Corpus | None) -> list[Issue]:
+# Where and when a run ran: nothing a score is read from. Runs whose traces differ in these alone
+# (the seeds of a deterministic pipeline) are scored once; each keeps its own seed in its row.
+WHERE_AND_WHEN = ("seed", "file", "line", "retrieved_at")
+_SCORED = operator.attrgetter(
+    *(f.name for f in dataclasses.fields(Trace) if f.name not in (*WHERE_AND_WHEN, "retrieved"))
+)
+_PAYLOAD = operator.attrgetter(*(f.name for f in dataclasses.fields(Payload) if f.name not in ("span", "window")))
+
+
+def same_scores(trace: Trace) -> tuple | None:
+    """A key equal for two traces exactly when every field but WHERE_AND_WHEN is (a payload's
+    `span` is its offsets'); None when a value cannot be compared, and the run is scored alone."""
+    try:
+        payloads = tuple(
+            _PAYLOAD(p) if p.window is None else (_PAYLOAD(p), orjson.dumps(p.window, option=orjson.OPT_SORT_KEYS))
+            for p in trace.retrieved
+        )
+        key = (_SCORED(trace), payloads)
+        hash(key)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return key
+
+
+def truncated(traces: list[Trace], corpus: Corpus | None) -> list[Issue]:
     """A `text_truncated` note for each payload whose text the metrics read only in part."""
     notes = []
-    for view in views:
-        for i, p in enumerate(view.trace.retrieved):
+    for trace in traces:
+        for i, p in enumerate(trace.retrieved):
             if p.text is not None:
                 size = len(p.text)
             elif p.span is None or (p.span.unit == "char" and len(p.span) <= SCORED_CHARS):
@@ -171,7 +212,7 @@ def truncated(views: list[RunView], corpus: Corpus | None) -> list[Issue]:
                         f"expected at most {SCORED_CHARS:,} characters of text to score, found {size:,}: "
                         f"scored on its first {len(scored_text(p, corpus)):,}",
                         citation=p.snippet_id,
-                        **where(view.trace, f"$.retrieved[{i}].text"),
+                        **where(trace, f"$.retrieved[{i}].text"),
                     )
                 )
     return notes

@@ -3,14 +3,16 @@ section-level css, accept = "any" items, both ΔS readings and the unit_mismatch
 
 import copy
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 from helpers import KEYS_SENTENCE, POLICIES, RegexReads
 
 from ragaudit.io.traces import parse_trace
+from ragaudit.metrics import memo
 from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.evaluate import Settings, evaluate
+from ragaudit.metrics.evaluate import Settings, evaluate, score_runs
 from ragaudit.metrics.registry import RATES
 from ragaudit.metrics.support import SupportScorer
 from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
@@ -294,3 +296,88 @@ def test_each_run_takes_the_smallest_of_its_distances_whatever_comes_first(monke
         assert np.array_equal(out["delta_s_qr"][i], smallest([given[(q, t)] for t in cited[i]], 1.0), equal_nan=True)
         gold = smallest([given[(q, t)] for t in golds[i]], float("nan"))
         assert np.array_equal(out["delta_s_gold"][i], gold, equal_nan=True)
+
+
+def _scored_alone(trace, corpus):
+    """A run scored in a batch of its own, with nothing remembered from another run."""
+    memo.forget()
+    return score_runs([trace], {ITEM.qid: ITEM}, corpus, HashingEncoder(), Settings(), SupportScorer(HashingEncoder()))
+
+
+def test_runs_that_differ_only_where_and_when_they_ran_are_scored_once_and_keep_their_own_seed(
+    valid_trace, corpus, monkeypatch
+):
+    from ragaudit.metrics import delta_s
+    from ragaudit.metrics import evaluate as evaluating
+
+    long = "Passwords are rotated every 90 days by the security team. " * (2 * delta_s.SCORED_CHARS // 58)
+    base = answered(valid_trace, "Hardware keys are rotated every 12 months.")
+    base = dataclasses.replace(base, retrieved=(dataclasses.replace(base.retrieved[0]), *base.retrieved[1:]))
+    base.retrieved[1].text = long  # a note on every run: each under its own seed
+    seeds = [
+        dataclasses.replace(base, seed=s, file="rec.jsonl", line=s, retrieved_at=f"2026-11-2{s}T10:00:00Z")
+        for s in (2, 3)
+    ]
+    rival = answered(valid_trace, "Hardware keys are rotated every 16 months.")
+    rival.retrieved[1].text = long
+    moved = copy.copy(base.retrieved[0])
+    moved.score_norm = 0.5  # any field of a payload counts
+    shifted = dataclasses.replace(base, seed=4, retrieved=(moved, *base.retrieved[1:]))
+    traces = [base, *seeds, rival, shifted]
+
+    judged = []
+    original = evaluating.judge
+    monkeypatch.setattr(
+        evaluating, "judge", lambda view, *a, **kw: judged.append(view.trace) or original(view, *a, **kw)
+    )
+    memo.forget()
+    batch = score_runs(traces, {ITEM.qid: ITEM}, corpus, ENCODER, Settings(), SupportScorer(ENCODER))
+    assert judged == [base, rival, shifted]  # the two other seeds of `base` are scored with it
+
+    monkeypatch.setattr(evaluating, "judge", original)
+    alone = [_scored_alone(t, corpus) for t in traces]
+    as_text = lambda value: json.dumps(value, sort_keys=True, default=repr)  # noqa: E731 - NaN included
+    assert [as_text(r) for r in batch.runs] == [as_text(a.runs[0]) for a in alone]
+    assert [r["seed"] for r in batch.runs] == [1, 2, 3, 1, 4]
+    assert batch.runs[0]["claims"] != batch.runs[3]["claims"]
+    notes = lambda scored: sorted(as_text(n.to_dict()) for n in scored.notes)  # noqa: E731
+    assert notes(batch) == sorted(n for a in alone for n in notes(a))
+    assert sorted((n.seed, n.line) for n in batch.notes) == [(1, None), (1, None), (2, 2), (3, 3), (4, None)]
+
+
+def test_a_scoring_key_reads_every_field_but_where_and_when_the_run_ran(valid_trace):
+    from ragaudit.metrics.evaluate import WHERE_AND_WHEN, same_scores
+    from ragaudit.types import Payload, Trace
+
+    trace = parse_trace(valid_trace)
+    key = same_scores(trace)
+    assert key is not None and same_scores(parse_trace(copy.deepcopy(valid_trace))) == key
+    for name in WHERE_AND_WHEN:
+        assert same_scores(dataclasses.replace(trace, **{name: 7})) == key, name
+    for f in dataclasses.fields(Trace):  # a field added to traces is read unless it says where or when
+        if f.name not in (*WHERE_AND_WHEN, "retrieved"):
+            assert same_scores(dataclasses.replace(trace, **{f.name: (object(),)})) != key, f.name
+    assert same_scores(dataclasses.replace(trace, retrieved=trace.retrieved[:1])) != key
+    for f in dataclasses.fields(Payload):
+        if f.name != "span":  # given by the offsets
+            payload = copy.copy(trace.retrieved[1])
+            setattr(payload, f.name, {"x": 1} if f.name == "window" else object())
+            assert same_scores(dataclasses.replace(trace, retrieved=(trace.retrieved[0], payload))) != key, f.name
+
+
+def test_a_run_with_a_value_that_cannot_be_compared_is_scored_alone(valid_trace, corpus, monkeypatch):
+    from ragaudit.metrics import evaluate as evaluating
+    from ragaudit.metrics.evaluate import same_scores
+
+    odd = copy.deepcopy(valid_trace)
+    odd["retrieved"][0]["offsets"]["start"] = [1]  # refused by validation, still scored
+    odd["retrieved"][1]["window"] = {"before": float("nan")}
+    traces = [run(odd, seed=s) for s in (1, 2)]
+    assert same_scores(traces[0]) is None
+    judged = []
+    original = evaluating.judge
+    monkeypatch.setattr(
+        evaluating, "judge", lambda view, *a, **kw: judged.append(view.trace) or original(view, *a, **kw)
+    )
+    scored = score_runs(traces, {ITEM.qid: ITEM}, corpus, ENCODER, Settings(), SupportScorer(ENCODER))
+    assert judged == traces and [r["seed"] for r in scored.runs] == [1, 2]
