@@ -96,7 +96,8 @@ class Payload:
     k_final: int | None = None
     text: str | None = None
     missing: frozenset[str] = frozenset()
-    span: Span | None = field(init=False, compare=False, repr=False)  # the offsets when they are valid
+    # the offsets when they are valid; "derived": built again by the constructor, never sent to a worker
+    span: Span | None = field(init=False, compare=False, repr=False, metadata={"derived": True})
 
     def __post_init__(self):
         self.span = self.offsets.span if self.offsets is not None else None

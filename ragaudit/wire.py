@@ -18,14 +18,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class _Reducers(dict):
     """pickle's dispatch table, plus for each slotted dataclass (traces, payloads): built again by its
-    constructor from its init fields, its other fields then set (twice as fast as field by field)."""
+    constructor from its init fields, its other fields then set (twice as fast as field by field),
+    but for those whose metadata says "derived": the constructor sets them (a payload's span)."""
 
     def __missing__(self, cls: type) -> Callable[[Any], Any]:
         if issubclass(cls, type):  # a class of a metaclass (an ABC, an Enum): pickled by name, as pickle does
             raise KeyError(cls)
         fields = dataclasses.fields(cls) if dataclasses.is_dataclass(cls) and "__slots__" in vars(cls) else ()
         init = tuple(f.name for f in fields if f.init)
-        rest = tuple(f.name for f in fields if not f.init)
+        rest = tuple(f.name for f in fields if not f.init and not f.metadata.get("derived"))
         params = list(inspect.signature(cls).parameters.values()) if fields else []
         reduce: Callable[[Any], Any]
         if (

@@ -91,6 +91,14 @@ class KeywordOnly:
     b: list = dataclasses.field(default_factory=list, kw_only=True)
 
 
+@dataclasses.dataclass(slots=True)
+class Stamped:
+    """A slotted dataclass with a field its constructor does not take, set after it."""
+
+    a: int
+    stamp: str = dataclasses.field(init=False, default="")
+
+
 def collecting(_: object = None) -> bool:
     """Is the cyclic garbage collector on while this task runs?"""
     import gc

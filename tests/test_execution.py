@@ -314,13 +314,14 @@ def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
     from signal import Signals
 
     from ragaudit.io.traces import parse_trace
+    from ragaudit.types import Span
     from ragaudit.wire import dumps
 
     wrong = mutate(lambda t: t["retrieved"][0].update(score_norm="high"))
     traces = [parse_trace(valid_trace), parse_trace(wrong)]
     traces.append(parse_trace({**valid_trace, "steps": [{"question": "q", "citations": ["x"]}], "error": "e"}))
-    odd = dataclasses.replace(traces[0].retrieved[0])
-    object.__setattr__(odd, "span", "set after construction")  # a non-init field keeps what it holds
+    odd = tasks.Stamped(1)
+    odd.stamp = "set after construction"  # a non-init field keeps what it holds
     values = [traces, odd, tasks.KeywordOnly(1, b=[2]), {"k": (1, 2.5, None, "s")}, [float("nan")]]
     back = pickle.loads(dumps(values))
     # classes of a metaclass (an ABC, an Enum) go by name, as pickle sends them
@@ -328,6 +329,11 @@ def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
     assert pickle.loads(dumps(classes)) == classes
     assert back[:3] == values[:3] and back[3] == values[3] and str(back[4]) == "[nan]"
     assert [p.span for t in back[0] for p in t.retrieved] == [p.span for t in traces for p in t.retrieved]
-    assert back[1].span == "set after construction" and back[2].b == [2]
+    assert back[1].stamp == "set after construction" and back[2].b == [2]
+    # but a payload's span, derived from its offsets, is not sent: its constructor builds it again
+    moved = dataclasses.replace(traces[0].retrieved[0])
+    moved.span = Span(0, 1)
+    assert pickle.loads(dumps(moved)).span == traces[0].retrieved[0].span != Span(0, 1)
+    assert b"Span" not in dumps(traces[0]) and b"Offsets" in dumps(traces[0])
     assert [t.field_errors for t in back[0]] == [t.field_errors for t in traces] and traces[1].field_errors
     assert pickle.loads(dumps(traces)) == pickle.loads(pickle.dumps(traces))
