@@ -233,6 +233,18 @@ def test_a_digested_append_hashes_what_the_file_held_and_every_write(tmp_path):
         out.write("鍵\n")
     assert path.read_text() == before + "鍵\n"
     assert out.hexdigest() == hashlib.sha256((before + "鍵\n").encode()).hexdigest()
+    # lines of a few KB go to the file a megabyte at a time, and all of them once flushed
+    lines = [f'{{"n": {n}, "text": "{"Schlüssel " * 500}"}}\n' for n in range(250)]
+    with DigestedAppend(path) as out:
+        for line in lines[:50]:  # about 250 KB: far more than a default buffer
+            out.write(line)
+        assert path.read_text() == before + "鍵\n"
+        for line in lines[50:]:
+            out.write(line)
+        assert len(path.read_bytes()) > len((before + "鍵\n").encode())  # past a megabyte: written
+        out.flush()
+        assert path.read_text() == before + "鍵\n" + "".join(lines)
+        assert out.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_run_progress_is_live_on_a_terminal_and_plain_lines_elsewhere(tmp_path, monkeypatch, shown_progress):

@@ -183,6 +183,9 @@ def write_json(path: str | os.PathLike, value) -> None:
     write_atomic(path, dumps(value))
 
 
+WRITE_BUFFER = 1 << 20  # bytes: lines of a few KB each go to the file a megabyte at a time, not one by one
+
+
 class DigestedAppend:
     """A text file (UTF-8) opened for appending that keeps the sha256 of all it holds as it is
     written: what was in it first, read once on opening, then every write. A stream of a few GB
@@ -194,7 +197,7 @@ class DigestedAppend:
             handle.seek(0)
             while block := handle.read(1 << 20):
                 self._digest.update(block)
-        self._file = open(path, "ab")
+        self._file = open(path, "ab", buffering=WRITE_BUFFER)
 
     def write(self, text: str) -> None:
         data = text.encode("utf-8")
