@@ -32,6 +32,12 @@ class Means(Mapping[str, "float | None"]):
         i = self._index[name]
         return None if self._absent >> i & 1 else self._values[i]
 
+    def get(self, name: str, default=None):  # Mapping's, without its exception for an absent name
+        i = self._index.get(name)
+        if i is None:
+            return default
+        return None if self._absent >> i & 1 else self._values[i]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
 

@@ -247,9 +247,22 @@ def stem(word: str) -> str:
     return word
 
 
-def content_stems(text: str) -> list[str]:
+def content_stems(text: str) -> tuple[str, ...]:
     """The stems of the words of `text` that are neither stopwords nor bare numbers, in order."""
-    return [stem(w) for w in (t.lower() for t in WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()]
+    return _content_stems(text) if len(text) <= _LONGEST_REMEMBERED else _stems_of(text)
+
+
+_LONGEST_REMEMBERED = 4_000  # characters: a longer text is read each time rather than held as a key
+
+
+@forgotten
+@lru_cache(maxsize=1 << 13)  # a claim, a passage, a window: each is read for several features and runs
+def _content_stems(text: str) -> tuple[str, ...]:
+    return _stems_of(text)
+
+
+def _stems_of(text: str) -> tuple[str, ...]:
+    return tuple([stem(w) for w in (t.lower() for t in WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()])
 
 
 def clean(text: str) -> str:

@@ -22,6 +22,7 @@ def test_means_read_as_the_dict_they_were_built_from():
     assert list(means) == list(plain) and len(means) == 5
     assert means["delta_s"] is None and means["zero"] == 0.0 and math.isnan(means["odd"])
     assert means.get("absent") is None and means.get("absent", 3) == 3 and "coverage" in means
+    assert means.get("delta_s", 3) is None and means.get("zero", 3) == 0.0 and means.get("coverage") == 0.5
     with pytest.raises(KeyError):
         means["absent"]
     assert {k: v for k, v in means.items() if k != "odd"} == {k: v for k, v in plain.items() if k != "odd"}

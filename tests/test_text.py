@@ -360,3 +360,17 @@ def test_sentences_said_again_are_found_where_pysbd_finds_them(pieces):
     block = "".join(pieces)
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
     assert _pysbd_spans(block) == [(s.start, s.end) for s in segmenter.segment(block)]
+
+
+def test_content_stems_are_remembered_for_texts_up_to_a_length():
+    from ragaudit import text
+
+    text._content_stems.cache_clear()
+    short = "Hardware keys are rotated every 12 months."
+    stems = ("hardwar", "key", "rotat", "month")  # no stopword ("are", "every"), no bare number
+    assert text.content_stems(short) == stems and text.content_stems(short) == stems
+    assert text._content_stems.cache_info()[:2] == (1, 1)  # (hits, misses): read once
+    long = " ".join([short] * 200)  # past the length a text is remembered up to
+    assert len(long) > text._LONGEST_REMEMBERED
+    assert text.content_stems(long) == stems * 200
+    assert text._content_stems.cache_info().currsize == 1

@@ -40,7 +40,7 @@ COLUMNS = (
 LOG_NAMES = {"lambda_state": "lambda", "embed_model": "embed"}
 LOG_ORDER = (*COLUMNS[:8], "k", *COLUMNS[8:])  # traces.log: the columns, with k after the λ state
 _PLAIN = re.compile(r"[A-Za-z0-9_.,:;/@#%+\-\[\]()|*!?~^&$']*\Z")
-LOG_SOURCE = [
+LOG_SOURCE = (  # the columns of runs.parquet the rows are read from, in the order `rows` unpacks them
     "pipeline",
     "qid",
     "variant",
@@ -54,7 +54,7 @@ LOG_SOURCE = [
     "citations",
     "segments",
     "spans",
-]
+)
 
 
 Places = dict[str, tuple[str | None, str | None]]  # each snippet's (section id, revision), by ref
@@ -63,30 +63,30 @@ Places = dict[str, tuple[str | None, str | None]]  # each snippet's (section id,
 def rows(runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> Iterator[dict]:
     """The rows of both outputs, in stored run order, read from runs.parquet a batch at a time; a
     run without segments gives one row with seg null. `places` is `SnippetStore.places()`."""
-    from ragaudit.runstore import iter_runs
+    from ragaudit.runstore import iter_values
 
-    for batch in iter_runs(runs_path, columns=LOG_SOURCE):
-        for run in batch:
-            spans = {s["snippet_id"]: s for s in orjson.loads(run["spans"] or "[]")}
-            segments = orjson.loads(run["segments"] or "[]") or [None]
-            for segment in segments:
-                ids = segment["citations"] if segment else orjson.loads(run["citations"] or "[]")
-                cited = [spans[c] for c in ids if c in spans]
+    for batch in iter_values(runs_path, LOG_SOURCE):
+        for pipeline, qid, variant, seed, ts, store, index_hash, embed_model, analyzer, delta_s, *nested in batch:
+            citations, segments, spans = nested
+            by_id = {s["snippet_id"]: s for s in orjson.loads(spans or "[]")}
+            for segment in orjson.loads(segments or "[]") or [None]:
+                ids = segment["citations"] if segment else orjson.loads(citations or "[]")
+                cited = [by_id[c] for c in ids if c in by_id]
                 first = places.get(cited[0]["ref"]) if cited else None
                 yield {
-                    "ts": run["ts"],
-                    "pipeline": run["pipeline"],
-                    "qid": run["qid"],
-                    "variant": run["variant"],
-                    "seed": run["seed"],
+                    "ts": ts,
+                    "pipeline": pipeline,
+                    "qid": qid,
+                    "variant": variant,
+                    "seed": seed,
                     "seg": segment["seg"] if segment else None,
-                    "deltaS": run["m.delta_s_qr"],
-                    "lambda_state": states.get((run["pipeline"], run["qid"])),
-                    "k": len(spans),
-                    "store": run["store"],
-                    "index_hash": run["index_hash"],
-                    "embed_model": run["embed_model"],
-                    "analyzer": run["analyzer"],
+                    "deltaS": delta_s,
+                    "lambda_state": states.get((pipeline, qid)),
+                    "k": len(by_id),
+                    "store": store,
+                    "index_hash": index_hash,
+                    "embed_model": embed_model,
+                    "analyzer": analyzer,
                     "section_id": first[0] if first else None,
                     "rev": first[1] if first else None,
                     "citations": [s["snippet_id"] for s in cited],

@@ -139,7 +139,14 @@ def test_forgetting_lets_go_of_every_text_cache_and_scores_the_same_after(valid_
         return json.dumps([result.runs, [n.to_dict() for n in result.notes]], sort_keys=True, default=repr)
 
     first = rows()
-    cached = (text._line_sentences, text._units, text.names, quantities._scanned, keycontent._words)
+    cached = (
+        text._line_sentences,
+        text._units,
+        text.names,
+        text._content_stems,
+        quantities._scanned,
+        keycontent._words,
+    )
     assert all(f.cache_info().currsize for f in cached)
     assert encoder._memory and support._memo
     memo.forget()
