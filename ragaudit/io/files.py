@@ -146,10 +146,15 @@ def folder_digest(folder: Path, names: Iterable[str]) -> hashlib._Hash:
     for name in names:
         inner = hashlib.sha256()
         with open(folder / name, "rb") as handle:
-            while block := handle.read(1 << 20):
-                inner.update(block)
+            _hash_blocks(inner, handle)
         digest.update(_framed(name) + inner.digest())
     return digest
+
+
+def _hash_blocks(digest, handle) -> None:
+    """Add what is left of an open binary file to `digest`, a megabyte at a time."""
+    while block := handle.read(1 << 20):
+        digest.update(block)
 
 
 def sha256_file(path: Path, *, version: int = HASH_VERSION) -> str:
@@ -159,8 +164,7 @@ def sha256_file(path: Path, *, version: int = HASH_VERSION) -> str:
     if not path.is_dir():
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
+            _hash_blocks(digest, handle)
         return digest.hexdigest()
     names = [p.relative_to(path).as_posix() for p in sorted(p for p in path.rglob("*") if p.is_file())]
     if version >= 2:
@@ -169,8 +173,7 @@ def sha256_file(path: Path, *, version: int = HASH_VERSION) -> str:
     for name in names:
         digest.update(name.encode() + b"\0")
         with open(path / name, "rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
+            _hash_blocks(digest, handle)
     return digest.hexdigest()
 
 
@@ -195,8 +198,7 @@ class DigestedAppend:
         self._digest = hashlib.sha256()
         with open(path, "ab+") as handle:  # created when missing, as "a" does
             handle.seek(0)
-            while block := handle.read(1 << 20):
-                self._digest.update(block)
+            _hash_blocks(self._digest, handle)
         self._file = open(path, "ab", buffering=WRITE_BUFFER)
 
     def write(self, text: str) -> None:

@@ -4,9 +4,9 @@ question → section → pipeline (`ragaudit.metrics.aggregate`).
 Every aggregate keeps the keys of what it was computed from, so each figure in a report can be
 traced down to its runs. Embedding and support work is batched over the runs of a batch: each
 distinct text once; runs whose traces differ only in where and when they ran (the seeds of a
-deterministic pipeline) are scored once. An errored run (a pipeline error, a timeout, a run missing from a recording,
-or no citations at all) scores 0 on every rate and 1.0 on ΔS and stays in every denominator, so no
-average can rise because runs failed.
+deterministic pipeline) are scored once. An errored run (a pipeline error, a timeout, a run
+missing from a recording, or no citations at all) scores 0 on every rate and 1.0 on ΔS and stays
+in every denominator, so no average can rise because runs failed.
 """
 
 from __future__ import annotations
