@@ -52,7 +52,7 @@ from ragaudit.injection.registry import FAULTS  # noqa: E402
 from ragaudit.io.calibration import THRESHOLDS  # noqa: E402
 from ragaudit.io.config import load_config  # noqa: E402
 from ragaudit.io.config_schema import GateSection  # noqa: E402
-from ragaudit.io.traces import read_trace_file  # noqa: E402
+from ragaudit.io.stream import read_trace_file  # noqa: E402
 from ragaudit.markers import MARKER  # noqa: E402
 from ragaudit.types import Segment, Trace  # noqa: E402
 

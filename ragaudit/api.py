@@ -302,7 +302,7 @@ def faults(
     from ragaudit.injection.registry import fault_names
     from ragaudit.inputs import Inputs
     from ragaudit.io.files import refuse_overwriting, write_json
-    from ragaudit.io.traces import read_trace_file
+    from ragaudit.io.stream import read_trace_file
     from ragaudit.progress import phase
     from ragaudit.render.faults_html import write_faults_html
 
@@ -317,7 +317,7 @@ def faults(
     loaded = _config(config_file)
     inputs = Inputs.from_config(loaded)
     with phase("reading traces", unit="runs", counts_as="loading") as reading:
-        traces = read_trace_file(Path(run_dir) / rundir.TRACES, offset_unit=loaded.offset_unit)
+        traces = read_trace_file(Path(run_dir) / rundir.TRACES, offset_unit=loaded.offset_unit, markers=loaded.markers)
         reading.advance(len(traces))
     inputs.check_gold(strict=False)
     result, _ = run_faults(traces, inputs, only=list(only) if only else None, rate=rate, seed=seed)

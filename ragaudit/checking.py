@@ -119,7 +119,7 @@ def validate(
         ctx = Context.of(
             loaded, load_corpus(corpus_path) if corpus_path else None, spans=source != TRACES, live_index=live_index
         )
-    validator = Validator(ctx, offset_unit=offset_unit)
+    validator = Validator(ctx, offset_unit=offset_unit)  # and the config's marker forms, in ctx
     cluster = None
     if executor == "dask":
         from ragaudit.executors import DaskClient
@@ -138,7 +138,7 @@ def _span_issues(validator, source: str, paths, readers: list) -> Iterator[Issue
     """Issues of span files joined into traces; a file that cannot be read ends the reading."""
     from ragaudit.spans import read_traces
 
-    reader = read_traces(source, paths)
+    reader = read_traces(source, paths, markers=validator.ctx.markers)
     readers.append(reader)
     try:
         yield from validator.check(reader)

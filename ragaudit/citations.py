@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, unquote, urlparse
 
-from ragaudit.markers import MARKER
+from ragaudit.markers import strip_markers
 from ragaudit.render.markdown import md
 from ragaudit.types import Trace
 
@@ -150,7 +150,7 @@ def render_trace(trace: Trace, *, base_url: str | None = None) -> str:
     out = [f"### {_escape(trace.qid)} (variant {trace.variant}, seed {trace.seed})", ""]
     if trace.answer and trace.answer.segments:
         # segments read from the text's markers hold them: the footnotes take their place
-        texts = [MARKER.sub("", s.text) if trace.answer.marked else s.text for s in trace.answer.segments]
+        texts = [strip_markers(s.text, "") if trace.answer.marked else s.text for s in trace.answer.segments]
         out.append(
             render_claims(
                 [(t, list(s.citations)) for t, s in zip(texts, trace.answer.segments)], record, base_url=base_url

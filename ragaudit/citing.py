@@ -15,7 +15,9 @@ its snippets or documents. Against a trace's retrieved payloads a marker id is r
 * otherwise a `snippet_id`, else a `doc_id` (the best-ranked payload of that document).
 
 A marker that names no retrieved payload keeps its id as written, which validation reports as
-`dangling_citation`. An answer with text and markers but no segments (and no cite-first JSON
+`dangling_citation`. Which brackets are markers at all is `ragaudit.markers.markers`' to say: given
+the retrieved payloads' names and the forms a config accepts, never code, `flask[async]`, a TOML
+table header or a timestamp. An answer with text and markers but no segments (and no cite-first JSON
 `citations`, which say what it cites) gets one segment per sentence, citing the payloads its markers name (`cite_markers`); the trace reader does this for
 every trace, so every pipeline, a replay of spans and `audit-log` read markers the same way.
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragaudit.forgetting import forgotten
-from ragaudit.markers import MARKER, marker_ids
+from ragaudit.markers import ALL_FORMS, marker_ids, markers
 from ragaudit.text import sentence_spans
 from ragaudit.types import Answer, Payload, Segment
 
@@ -58,36 +60,44 @@ def marker_sources(match: re.Match) -> list[str]:
 
 @forgotten
 @lru_cache(maxsize=1 << 14)
-def bound_sentences(text: str) -> tuple[Bound, ...]:
-    """The sentences of `text` with the ids of the markers that bind to each."""
+def bound_sentences(
+    text: str, names: frozenset[str] | None = None, forms: frozenset[str] = ALL_FORMS
+) -> tuple[Bound, ...]:
+    """The sentences of `text` with the ids of the markers that bind to each; `names` and `forms`
+    as `ragaudit.markers.markers` reads them."""
     out: list[Bound] = []
     for paragraph, block in enumerate(p for p in _PARAGRAPH.split(text) if p.strip()):
+        found = list(markers(block, names=names, forms=forms))
         pieces: list[list] = []  # [text, ids]
         for a, b in sentence_spans(block):
-            piece = block[a:b]
-            lead = _leading_markers(piece)
-            if lead and pieces:
-                head = piece[:lead]
-                pieces[-1][0] = f"{pieces[-1][0]} {head.strip()}"
-                pieces[-1][1] += _ids(head)
-                piece = piece[lead:].strip()
+            mine = [m for m in found if a <= m.start() < b]
+            lead = _leading_markers(block, a, mine)
+            if lead > a and pieces:
+                pieces[-1][0] = f"{pieces[-1][0]} {block[a:lead].strip()}"
+                pieces[-1][1] += _ids(m for m in mine if m.end() <= lead)
+                piece = block[lead:b].strip()
                 if not piece:
                     continue
-            pieces.append([piece, _ids(piece)])
+                pieces.append([piece, _ids(m for m in mine if m.start() >= lead)])
+            else:
+                pieces.append([block[a:b], _ids(mine)])
         out += [Bound(p, tuple(dict.fromkeys(ids)), paragraph) for p, ids in pieces]
     return tuple(out)
 
 
-def _leading_markers(piece: str) -> int:
-    """Length of the run of markers (and spaces or closing punctuation) that opens `piece`."""
-    at = 0
-    while (gap := _BETWEEN_MARKERS.match(piece, at)) and (m := MARKER.match(piece, gap.end())):
+def _leading_markers(block: str, at: int, found: list[re.Match]) -> int:
+    """Where the run of markers (and spaces or closing punctuation) that opens the sentence at `at`
+    ends (`at` itself when none does); `found` are the sentence's markers, in order."""
+    for m in found:
+        gap = _BETWEEN_MARKERS.match(block, at)
+        if gap is None or gap.end() != m.start():
+            break
         at = m.end()
     return at
 
 
-def _ids(text: str) -> list[str]:
-    return [i for m in MARKER.finditer(text) for i in marker_sources(m)]
+def _ids(found) -> list[str]:
+    return [i for m in found for i in marker_sources(m)]
 
 
 def inherit(sentences: list[Bound]) -> list[tuple[tuple[str, ...], str]]:
@@ -141,19 +151,29 @@ def resolve(ids: tuple[str, ...], retrieved: tuple[Payload, ...]) -> tuple[str, 
     return tuple(dict.fromkeys(out))
 
 
-def cite_markers(answer: Answer | None, retrieved: tuple[Payload, ...]) -> Answer | None:
+def retrieved_names(retrieved: tuple[Payload, ...]) -> frozenset[str]:
+    """The snippet and document ids a marker may name."""
+    return frozenset(n for p in retrieved for n in (p.snippet_id, p.doc_id) if n)
+
+
+def cite_markers(
+    answer: Answer | None, retrieved: tuple[Payload, ...], forms: frozenset[str] = ALL_FORMS
+) -> Answer | None:
     """The answer with one segment per sentence citing what its markers name, when it has text
-    with markers and neither segments nor a cite-first JSON `citations` list (`marked` then says
-    the segments came from the markers); any other answer as it is."""
+    with markers (of `forms`) and neither segments nor a cite-first JSON `citations` list (`marked`
+    then says how each segment got its citations: "marker", "next" or "none"); any other answer as
+    it is."""
     if answer is None or answer.segments or answer.raw_citations or not answer.text:
         return answer  # segments, or the `citations` of a cite-first JSON answer, say what it cites
-    if not MARKER.search(answer.text):
+    names = retrieved_names(retrieved)
+    if next(markers(answer.text, names=names, forms=forms), None) is None:
         return answer
-    sentences = list(bound_sentences(answer.text))
+    sentences = list(bound_sentences(answer.text, names, frozenset(forms)))
     if not any(s.ids for s in sentences):
         return answer  # only GraphRAG data references: nothing a numbered context names
+    bound = inherit(sentences)
     segments = tuple(
         Segment(n, s.text, resolve(ids, retrieved) if ids else ())
-        for n, (s, (ids, _)) in enumerate(zip(sentences, inherit(sentences)), start=1)
+        for n, (s, (ids, _)) in enumerate(zip(sentences, bound), start=1)
     )
-    return dataclasses.replace(answer, segments=segments, marked=True)
+    return dataclasses.replace(answer, segments=segments, marked=tuple(how for _, how in bound))

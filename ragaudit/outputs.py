@@ -34,7 +34,7 @@ def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings:
     run_dir = Path(run_dir)
     with tempfile.TemporaryDirectory(prefix=".audit-", dir=run_dir) as work:
         auditor = StreamingAudit(subject, Path(work), baseline=baseline)
-        auditor.extend(stream_trace_file(run_dir / rundir.TRACES))
+        auditor.extend(stream_trace_file(run_dir / rundir.TRACES, markers=subject.config.markers))
         return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
 
 

@@ -29,6 +29,7 @@ from ragaudit.io.config import Config
 from ragaudit.io.files import DigestedAppend, sha256_file
 from ragaudit.io.stream import stream_trace_file
 from ragaudit.io.traces import dump_trace
+from ragaudit.markers import ALL_FORMS
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.pool import PipelinePool, build_pipeline  # noqa: F401  (re-exported)
 from ragaudit.plan import PlanIndex
@@ -94,7 +95,7 @@ def new_run_dir(config: Config, out: Path | None) -> Path:
             run_dir = Path(f"{base}-{n}")
 
 
-def recover_traces(path: Path) -> Iterator[Trace]:
+def recover_traces(path: Path, markers: frozenset[str] = ALL_FORMS) -> Iterator[Trace]:
     """The finished runs of an interrupted traces file, one at a time; a torn last line (a kill
     mid-write) is cut off first."""
     if not path.exists() or path.stat().st_size == 0:
@@ -106,7 +107,7 @@ def recover_traces(path: Path) -> Iterator[Trace]:
         if not tail.endswith(b"\n"):
             cut = tail.rfind(b"\n")
             handle.truncate(size - len(tail) + cut + 1 if cut >= 0 else 0)
-    return stream_trace_file(path)
+    return stream_trace_file(path, markers=markers)
 
 
 def _now() -> str:
@@ -188,7 +189,7 @@ class _Run:
         self.k = {p.name: p.options.get("k") or config.metrics.k for p in config.pipelines}
 
     def go(self) -> RunResult:
-        for trace in recover_traces(self.run_dir / TRACES):
+        for trace in recover_traces(self.run_dir / TRACES, self.config.markers):
             self.plan.mark(trace)
             self._parity(trace)
             self._saw_index(trace)

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ragaudit.forgetting import forgotten
-from ragaudit.markers import MARKER
+from ragaudit.markers import strip_markers
 
 _LINE = re.compile(r"[^\n]+")
 Spans = tuple[tuple[int, int], ...]  # (start, end) of each sentence
@@ -267,7 +267,7 @@ def _stems_of(text: str) -> tuple[str, ...]:
 
 def clean(text: str) -> str:
     """The text without citation markers, markdown emphasis or list bullets, whitespace collapsed."""
-    return " ".join(_MARKUP.sub(" ", MARKER.sub(" ", text)).split())
+    return " ".join(_MARKUP.sub(" ", strip_markers(text)).split())
 
 
 @forgotten

@@ -125,7 +125,9 @@ class Answer:
     segments: tuple[Segment, ...] = ()
     raw_citations: tuple[str, ...] | None = None  # the `citations` of `raw` when it is JSON
     raw_keys: tuple[str, ...] = ()  # top-level keys of `raw`, in order, when it is JSON
-    marked: bool = False  # the segments were read from the text's citation markers (ragaudit.citing)
+    # the segments were read from the text's citation markers (ragaudit.citing): how each got its
+    # citations, "marker" (its own), "next" (the next marked sentence's) or "none"; empty otherwise
+    marked: tuple[str, ...] = ()
 
     @property
     def citations(self) -> tuple[str, ...]:

@@ -174,6 +174,7 @@ def test_a_run_of_leading_markers_is_read_in_place():
     """The markers that open a sentence are read where they stand: slicing off the rest of the
     sentence for each of them made a run of n markers cost n times the sentence."""
     from ragaudit.citing import _leading_markers
+    from ragaudit.markers import markers
 
     class Piece(str):
         copied = 0
@@ -184,5 +185,7 @@ def test_a_run_of_leading_markers_is_read_in_place():
             return part
 
     piece = Piece(" [1]," * 2_000 + " Keys rotate yearly.")
-    assert _leading_markers(piece) == len(" [1],") * 2_000 - 1  # up to the last marker's end
+    found = list(markers(piece))
+    Piece.copied = 0
+    assert _leading_markers(piece, 0, found) == len(" [1],") * 2_000 - 1  # up to the last marker's end
     assert Piece.copied <= len(piece)

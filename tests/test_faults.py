@@ -16,7 +16,8 @@ from ragaudit.injection.mutations import Scene, cited_ids
 from ragaudit.io.config import load_config
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
-from ragaudit.io.traces import dump_trace, read_trace_file
+from ragaudit.io.stream import read_trace_file
+from ragaudit.io.traces import dump_trace
 from ragaudit.metrics.embed import DEFAULT_MODEL, HashingEncoder, make_encoder
 from ragaudit.metrics.quantities import hallucinated
 from ragaudit.pipelines.reference.chunking import chunk_corpus, index_hash

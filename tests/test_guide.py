@@ -261,10 +261,12 @@ def test_every_config_example_loads(example, tmp_path):
     ]
     assert loaded.gold == example / "gold.jsonl" and loaded.corpus == example / "handbook"
     snippets = blocks("config")
-    assert len(snippets) == 2
+    assert len(snippets) == 3
+    loaded_snippets = []
     for i, (_, body) in enumerate(snippets):
         (tmp_path / f"snippet{i}.toml").write_text(body, encoding="utf-8")
-        load_config(tmp_path / f"snippet{i}.toml")
+        loaded_snippets.append(load_config(tmp_path / f"snippet{i}.toml"))
+    assert loaded_snippets[0].markers == {"number"}  # the marker forms an app cites with
 
 
 # ---- a run's outputs ---------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def from_llamaindex_response(
     if answer is None or not cited:
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
     named = names([(p.get("snippet_id"), p.get("doc_id")) for p in payloads])
-    sentences = list(bound_sentences(answer))
+    sentences = list(bound_sentences(answer, frozenset(named)))
     marked = [
         {
             "seg": n,

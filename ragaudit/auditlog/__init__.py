@@ -21,6 +21,7 @@ from ragaudit.auditlog.windows import parse_window
 from ragaudit.auditlog.worst import KINDS, LIMIT
 from ragaudit.errors import InputError, Problem, UsageError
 from ragaudit.io.jsonl import BadLine
+from ragaudit.markers import ALL_FORMS
 from ragaudit.types import Trace
 
 SCHEMA = "ragaudit.audit_log/1"
@@ -49,7 +50,13 @@ def default_out(base: Path) -> Path:
 
 
 def read_records(
-    fmt: str, paths: Sequence[Path], *, offset_unit: str, problems: list, warnings: list | None = None
+    fmt: str,
+    paths: Sequence[Path],
+    *,
+    offset_unit: str,
+    markers: frozenset[str] = ALL_FORMS,
+    problems: list,
+    warnings: list | None = None,
 ) -> Iterator[Trace | BadLine]:
     """The records of the inputs: ragaudit's own trace files one by one (a file that cannot be
     read goes to `problems` and the others are still read), or production spans joined into
@@ -57,7 +64,7 @@ def read_records(
     if fmt != "traces":
         from ragaudit.spans import read_traces as read_spans
 
-        reader = read_spans(fmt, paths)
+        reader = read_spans(fmt, paths, markers=markers)
         try:
             yield from reader
         except InputError as exc:  # the traces joined so far are kept
@@ -72,7 +79,7 @@ def read_records(
 
     for path in paths:
         try:
-            yield from read_traces(path, offset_unit=offset_unit)
+            yield from read_traces(path, offset_unit=offset_unit, markers=markers)
         except InputError as exc:
             problems.extend(exc.problems)
 
@@ -130,7 +137,12 @@ def run_audit_log(
     try:
         audit = LogAudit(snapshot, scoring, window=length, context=context, table=table.add, limit=limit, batch=batch)
         records = read_records(
-            fmt, [Path(p) for p in paths], offset_unit=settings.offset_unit, problems=problems, warnings=warnings
+            fmt,
+            [Path(p) for p in paths],
+            offset_unit=settings.offset_unit,
+            markers=settings.markers,
+            problems=problems,
+            warnings=warnings,
         )
         for item in records:
             if isinstance(item, BadLine):

@@ -20,7 +20,7 @@ import json
 
 from ragaudit.injection.mutations import Fault, Scene, cited_ids, with_answer
 from ragaudit.injection.rewrite import rewrite
-from ragaudit.markers import MARKER
+from ragaudit.markers import markers, strip_markers
 from ragaudit.metrics.claims import answer_segments
 from ragaudit.metrics.delta_s import payload_text
 from ragaudit.metrics.quantities import mentions
@@ -41,7 +41,7 @@ def _statements(corpus: Corpus) -> tuple[tuple[str, str, frozenset[str], bool], 
     for doc_id in sorted(corpus.documents):
         for sentence in sentences(corpus[doc_id].text):
             text = " ".join(sentence.split())
-            if text.startswith("#") or len(text.split()) < 6 or MARKER.search(text):
+            if text.startswith("#") or len(text.split()) < 6 or next(markers(text), None) is not None:
                 continue
             out.append((doc_id, text, frozenset(content_stems(text)), bool(mentions(text))))
     _READ[id(corpus)] = (corpus, tuple(out))
@@ -130,7 +130,7 @@ def uncited_answer(trace: Trace, scene: Scene) -> Trace | None:
     segments = answer_segments(trace.answer)
     if not segments or not any(s.citations for s in segments):
         return None
-    plain = [Segment(s.seg, " ".join(MARKER.sub(" ", s.text).split()), ()) for s in segments]
+    plain = [Segment(s.seg, " ".join(strip_markers(s.text).split()), ()) for s in segments]
     text = " ".join(s.text for s in plain)
     return dataclasses.replace(
         trace,
@@ -145,7 +145,7 @@ def llm_rewrite(trace: Trace, scene: Scene) -> Trace | None:
     texts = {p.snippet_id: payload_text(p, scene.corpus) for p in trace.retrieved}
     out = []
     for i, s in enumerate(segments):
-        source = " ".join(MARKER.sub(" ", s.text).split())
+        source = " ".join(strip_markers(s.text).split())
         cited = "\n".join(texts.get(c, "") for c in s.citations)
         out.append(Segment(s.seg, " ".join(rewrite(source, scene.rng, cited_text=cited, first=i == 0)), s.citations))
     return with_answer(trace, out)

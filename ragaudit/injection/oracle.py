@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from ragaudit.injection.mutations import with_answer
-from ragaudit.markers import MARKER
+from ragaudit.markers import strip_markers
 from ragaudit.pipelines.reference import ReferencePipeline
 from ragaudit.progress import phase
 from ragaudit.types import Corpus, GoldItem, Payload, Segment, Trace
@@ -49,7 +49,7 @@ def oracle_traces(
     with phase("oracle runs", total=len(items) * len(seeds) * variants, unit="runs") as running:
         for item in items:
             gold = _holding(pipeline, item)
-            statement = " ".join(MARKER.sub(" ", item.anchor.text).split())  # a footnote "[2]" is not a citation
+            statement = " ".join(strip_markers(item.anchor.text).split())  # a footnote "[2]" is not a citation
             for variant, query in enumerate(item.variants[:variants]):
                 retrieved = _ranked(pipeline, query, gold, k)
                 cited = tuple(p.snippet_id for p in retrieved[: len(gold)] if p.snippet_id)

@@ -49,6 +49,7 @@ from ragaudit.io.config_schema import (
 )
 from ragaudit.io.tomlpos import BARE as _BARE
 from ragaudit.io.tomlpos import Positions
+from ragaudit.markers import ALL_FORMS
 
 if TYPE_CHECKING:
     from ragaudit.io.calibration import Calibration
@@ -72,6 +73,7 @@ class Config:
     allow_cross_section: bool = False
     cross_section_whitelist: tuple[frozenset[str], ...] = ()
     offset_unit: str = "char"
+    markers: frozenset[str] = ALL_FORMS  # [audit] markers: the marker forms answers cite with
     workers: int = 1
     model: str = "all-MiniLM-L6-v2"
     embed_cache: bool | None = None  # [embedder] cache: the vectors in the cache file (None: for a model only)
@@ -252,6 +254,7 @@ def load_config(path: str | Path) -> Config:
         allow_cross_section=audit.allow_cross_section,
         cross_section_whitelist=tuple(frozenset(g) for g in audit.cross_section_whitelist),
         offset_unit=audit.offset_unit,
+        markers=frozenset(audit.markers),
         workers=audit.workers,
         model=root.embedder.model,
         embed_cache=root.embedder.cache,

@@ -76,6 +76,10 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True, defer_build=True)
 
 
+_MarkerForm = Literal["number", "id", "file", "data"]  # ragaudit.markers.FORMS
+_MARKER_FORMS: tuple[_MarkerForm, ...] = ("number", "id", "file", "data")
+
+
 class _Audit(_Table):
     gold: _ConfigPath | None = None
     corpus: _ConfigPath | None = None
@@ -88,6 +92,7 @@ class _Audit(_Table):
     workers: _Positive = 1
     # check that traces read from production spans carry the live index (spans rarely do)
     live_index: bool = False
+    markers: list[_MarkerForm] = Field(default_factory=lambda: list(_MARKER_FORMS), min_length=1)
 
     @field_validator("seeds")
     @classmethod

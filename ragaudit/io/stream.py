@@ -8,15 +8,26 @@ from typing import Iterable, Iterator
 from ragaudit.errors import InputError
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import read_traces
+from ragaudit.markers import ALL_FORMS
 from ragaudit.types import Trace
 
 
-def stream_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> Iterator[Trace]:
+def stream_trace_file(
+    path: str | os.PathLike, *, offset_unit: str = "char", markers: frozenset[str] = ALL_FORMS
+) -> Iterator[Trace]:
     """The traces of a file that must be whole (a run directory's `traces.jsonl`), one at a time.
     A line that is not a trace is an input error naming every such line: after the first one no
     trace is handed on (nothing should be built from a damaged file), but every line is read so
     the error lists them all."""
-    return whole(read_traces(path, offset_unit=offset_unit))
+    return whole(read_traces(path, offset_unit=offset_unit, markers=markers))
+
+
+def read_trace_file(
+    path: str | os.PathLike, *, offset_unit: str = "char", markers: frozenset[str] = ALL_FORMS
+) -> list[Trace]:
+    """Every trace of a file that must be whole; a line that is not a trace is an input error
+    naming every such line."""
+    return list(stream_trace_file(path, offset_unit=offset_unit, markers=markers))
 
 
 def whole(items: Iterable[Trace | BadLine]) -> Iterator[Trace]:

@@ -20,6 +20,7 @@ from ragaudit.citing import cite_markers
 from ragaudit.errors import describe
 from ragaudit.io.jsonfiles import JsonLines
 from ragaudit.io.jsonl import BadLine, dump_plain_line, scrub
+from ragaudit.markers import ALL_FORMS
 from ragaudit.types import (
     REQUIRED_PAYLOAD_FIELDS,
     TRACE_SCHEMA,
@@ -43,13 +44,17 @@ def _is_number(value: Any) -> bool:
 
 
 def read_traces(
-    path: str | os.PathLike, *, offset_unit: str = "char", replayed_as: str | None = None
+    path: str | os.PathLike,
+    *,
+    offset_unit: str = "char",
+    markers: frozenset[str] = ALL_FORMS,
+    replayed_as: str | None = None,
 ) -> Iterator[Trace | BadLine]:
     """Stream the traces of a JSONL file; a defective line yields a BadLine and reading goes on.
     Raises InputError when the file cannot be read or holds no record. With `replayed_as`, each
     trace is that pipeline's run (see `parse_trace`)."""
     lines = trace_lines(path)
-    yield from traces_in(lines, offset_unit=offset_unit, replayed_as=replayed_as)
+    yield from traces_in(lines, offset_unit=offset_unit, markers=markers, replayed_as=replayed_as)
     lines.require_records()
 
 
@@ -61,7 +66,11 @@ def trace_lines(path: str | os.PathLike, start: int = 0, end: int | None = None)
 
 
 def traces_in(
-    lines: JsonLines, *, offset_unit: str = "char", replayed_as: str | None = None
+    lines: JsonLines,
+    *,
+    offset_unit: str = "char",
+    markers: frozenset[str] = ALL_FORMS,
+    replayed_as: str | None = None,
 ) -> Iterator[Trace | BadLine]:
     """The traces of the lines `lines` reads; a defective line yields a BadLine and reading goes on.
     Line numbers are those of `lines` (relative to its range)."""
@@ -71,25 +80,14 @@ def traces_in(
             yield obj
         else:
             yield parse_trace(
-                obj, file=name, line=number, offset_unit=offset_unit, notes=notes, replayed_as=replayed_as
+                obj,
+                file=name,
+                line=number,
+                offset_unit=offset_unit,
+                markers=markers,
+                notes=notes,
+                replayed_as=replayed_as,
             )
-
-
-def read_trace_file(path: str | os.PathLike, *, offset_unit: str = "char") -> list[Trace]:
-    """Every trace of a file that must be whole (a run directory's `traces.jsonl`); a line that is
-    not a trace is an input error naming every such line."""
-    from ragaudit.errors import InputError
-
-    traces: list[Trace] = []
-    bad: list[BadLine] = []
-    for item in read_traces(path, offset_unit=offset_unit):
-        if isinstance(item, BadLine):
-            bad.append(item)
-        else:
-            traces.append(item)
-    if bad:
-        raise InputError([b.problem for b in bad])
-    return traces
 
 
 def parse_trace(
@@ -98,6 +96,7 @@ def parse_trace(
     file: str | None = None,
     line: int | None = None,
     offset_unit: str = "char",
+    markers: frozenset[str] = ALL_FORMS,
     notes: tuple[FieldError, ...] | None = None,
     replayed_as: str | None = None,
 ) -> Trace | BadLine:
@@ -107,6 +106,8 @@ def parse_trace(
     field errors. Without them the object did not come through the reader (a pipeline's output,
     say), so it is scrubbed here: no NaN or lone surrogate may reach a Trace, which must always
     be writable as JSON and UTF-8.
+
+    `markers`: the marker forms the answer's text may cite with (`ragaudit.markers.FORMS`).
 
     `replayed_as`, the name of a replay pipeline, makes the trace that pipeline's run: its config
     is the name, and it keeps no file or line (a line that is no trace still names both).
@@ -180,7 +181,7 @@ def parse_trace(
         seed=seed or 0,
         retrieved=tuple(payloads),
         index=_index(obj.get("index"), errors),
-        answer=cite_markers(_answer(obj.get("answer"), errors), tuple(payloads)),
+        answer=cite_markers(_answer(obj.get("answer"), errors), tuple(payloads), markers),
         steps=_steps(obj.get("steps"), errors),
         error=error or None,
         offset_unit=unit,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ragaudit.citing import bound_sentences as _sentences
 from ragaudit.citing import inherit as _inherit
-from ragaudit.markers import MARKER
+from ragaudit.markers import strip_markers
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.text import STOPWORDS
 from ragaudit.types import Answer, Segment
@@ -48,7 +48,7 @@ class Claim:
 
 def asserts(text: str) -> bool:
     """Does the sentence say anything? Some word that is neither a stopword nor discourse."""
-    plain = MARKER.sub(" ", text)
+    plain = strip_markers(text)
     return any(w not in STOPWORDS and w not in DISCOURSE for w in (t.lower() for t in _WORD.findall(plain)))
 
 
@@ -71,12 +71,10 @@ def _claim_tuple(answer: Answer) -> tuple[Claim, ...]:
 
 def _claims(answer: Answer) -> list[Claim]:
     claims: list[Claim] = []
-    if answer.marked:
-        for segment in answer.segments:
-            for s in _sentences(segment.text):
-                how = "marker" if s.ids else "next" if segment.citations else "none"
-                if asserts(s.text):
-                    claims.append(Claim(len(claims) + 1, segment.seg, s.text, segment.citations, how))
+    if answer.marked:  # one segment per sentence, and how it got its citations
+        for segment, how in zip(answer.segments, answer.marked):
+            if asserts(segment.text):
+                claims.append(Claim(len(claims) + 1, segment.seg, segment.text, segment.citations, how))
         return claims
     if answer.segments:
         for segment in answer.segments:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from ragaudit.forgetting import forgotten
-from ragaudit.markers import MARKER
+from ragaudit.markers import strip_markers
 
 __all__ = ["Mention", "hallucinated", "holds", "mentions"]
 
@@ -240,7 +240,7 @@ def _identifier_key(text: str) -> str:
 def _masked(text: str) -> str:
     """`text` with citation markers and list numbering blanked, offsets kept."""
     blank = lambda m: " " * len(m.group())  # noqa: E731
-    return _BULLET.sub(blank, MARKER.sub(blank, text))
+    return _BULLET.sub(blank, strip_markers(text, keep_length=True))
 
 
 def _dates(text: str):

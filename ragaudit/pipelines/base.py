@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from ragaudit.errors import UsageError, describe
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import parse_trace, trace_to_dict
+from ragaudit.markers import ALL_FORMS
 from ragaudit.types import LiveIndex, Trace
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -104,7 +105,13 @@ def error_trace(name: str, request: Request, message: str, index: LiveIndex | No
 
 
 def trace_from_output(
-    name: str, request: Request, output: Any, *, offset_unit: str = "char", index: LiveIndex | None = None
+    name: str,
+    request: Request,
+    output: Any,
+    *,
+    offset_unit: str = "char",
+    markers: frozenset[str] = ALL_FORMS,
+    index: LiveIndex | None = None,
 ) -> Trace:
     """A user pipeline's output (a trace dict) as a canonical Trace keyed by the request.
 
@@ -129,7 +136,7 @@ def trace_from_output(
                 "store": index.store,
             }
         )
-    parsed = parse_trace(merged, offset_unit=offset_unit)
+    parsed = parse_trace(merged, offset_unit=offset_unit, markers=markers)
     if isinstance(parsed, BadLine):
         return error_trace(name, request, f"pipeline output is not a trace: {parsed.path}: {parsed.message}", index)
     return parsed

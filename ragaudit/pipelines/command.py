@@ -31,6 +31,7 @@ from typing import cast
 
 from ragaudit.errors import PipelineStartError, UsageError, clip
 from ragaudit.io.jsonl import JsonDefect, decode
+from ragaudit.markers import ALL_FORMS
 from ragaudit.pipelines.base import (
     Request,
     check_timeout,
@@ -267,6 +268,7 @@ class CommandPipeline:
         cwd: str | None = None,
         offset_unit: str = "char",
         max_start_failures: int = 3,
+        markers: frozenset[str] = ALL_FORMS,
     ):
         if not isinstance(command, (list, tuple)) or not command or not all(isinstance(c, str) for c in command):
             raise UsageError(
@@ -281,6 +283,7 @@ class CommandPipeline:
             )
         self.name, self.command, self.timeout_s = name, list(command), timeout_s
         self.cwd, self.offset_unit, self.max_start_failures = cwd, offset_unit, max_start_failures
+        self.markers = markers
         self.shown = shlex.join(self.command)
         self._index: LiveIndex | None = None
         self._ever_answered = False
@@ -429,7 +432,7 @@ class CommandPipeline:
         if isinstance(output, dict) and _answers_other_run(output, request):
             return None
         self._mark_answered()
-        trace = trace_from_output(self.name, request, output, offset_unit=self.offset_unit)
+        trace = trace_from_output(self.name, request, output, offset_unit=self.offset_unit, markers=self.markers)
         if trace.error is None and trace.index is not None:
             self._index = trace.index
         return trace

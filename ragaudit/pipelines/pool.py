@@ -14,7 +14,7 @@ from ragaudit.types import Trace
 
 
 def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
-    o, unit = spec.options, inputs.config.offset_unit
+    o, unit, markers = spec.options, inputs.config.offset_unit, inputs.config.markers
     if spec.kind == "reference":
         from ragaudit.pipelines.reference import ReferencePipeline
 
@@ -35,7 +35,7 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
 
         if o["traces"] is None:
             raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
-        return ReplayPipeline(spec.name, o["traces"], offset_unit=unit, format=o["format"])
+        return ReplayPipeline(spec.name, o["traces"], offset_unit=unit, markers=markers, format=o["format"])
     if spec.kind == "python":
         from ragaudit.pipelines.python import PythonPipeline
 
@@ -43,7 +43,13 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
             raise UsageError(f'pipeline {spec.name!r}: a python pipeline needs `factory = "module:callable"`')
         folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
         return PythonPipeline(
-            spec.name, o["factory"], o["options"], offset_unit=unit, timeout_s=o["timeout_s"], search_path=folder
+            spec.name,
+            o["factory"],
+            o["options"],
+            offset_unit=unit,
+            markers=markers,
+            timeout_s=o["timeout_s"],
+            search_path=folder,
         )
     if spec.kind == "command":
         from ragaudit.pipelines.command import CommandPipeline
@@ -51,7 +57,9 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
         if not o["command"]:
             raise UsageError(f"pipeline {spec.name!r}: a command pipeline needs `command = [...]`")
         cwd = str(inputs.config.path.parent) if inputs.config.path else None
-        return CommandPipeline(spec.name, o["command"], timeout_s=o["timeout_s"], cwd=cwd, offset_unit=unit)
+        return CommandPipeline(
+            spec.name, o["command"], timeout_s=o["timeout_s"], cwd=cwd, offset_unit=unit, markers=markers
+        )
     raise UsageError(f"pipeline {spec.name!r}: unknown kind {spec.kind!r}")
 
 

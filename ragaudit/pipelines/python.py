@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from ragaudit.errors import PipelineStartError, describe
+from ragaudit.markers import ALL_FORMS
 from ragaudit.pipelines.base import (
     Request,
     check_timeout,
@@ -107,10 +108,11 @@ class PythonPipeline:
         options: dict | None = None,
         *,
         offset_unit: str = "char",
+        markers: frozenset[str] = ALL_FORMS,
         timeout_s: float = 30.0,
         search_path: str | None = None,
     ):
-        self.name, self.factory, self.offset_unit = name, factory, offset_unit
+        self.name, self.factory, self.offset_unit, self.markers = name, factory, offset_unit, markers
         self.timeout_s = check_timeout(name, timeout_s)
         make = load_factory(name, factory, search_path=search_path)
         options = dict(options or {})
@@ -165,7 +167,9 @@ class PythonPipeline:
         if failed is not None:
             return error_trace(self.name, request, exception_text(failed), index)
         try:
-            return trace_from_output(self.name, request, output, offset_unit=self.offset_unit, index=index)
+            return trace_from_output(
+                self.name, request, output, offset_unit=self.offset_unit, markers=self.markers, index=index
+            )
         except Exception as exc:  # output whose own methods fail (a dict subclass, say) fails this run only
             return error_trace(self.name, request, f"cannot read the output of run(): {exception_text(exc)}", index)
 

@@ -19,6 +19,7 @@ from typing import Iterator
 from ragaudit.errors import InputError
 from ragaudit.io.stream import whole
 from ragaudit.io.traces import read_traces as read_recording
+from ragaudit.markers import ALL_FORMS
 from ragaudit.pipelines.base import Request, error_trace
 from ragaudit.types import LiveIndex, Trace
 
@@ -26,8 +27,17 @@ from ragaudit.types import LiveIndex, Trace
 class ReplayPipeline:
     streams = True  # the runner reads the recording as a stream instead of asking run by run
 
-    def __init__(self, name: str, traces: str | os.PathLike, *, offset_unit: str = "char", format: str = "traces"):
+    def __init__(
+        self,
+        name: str,
+        traces: str | os.PathLike,
+        *,
+        offset_unit: str = "char",
+        markers: frozenset[str] = ALL_FORMS,
+        format: str = "traces",
+    ):
         self.name, self.path, self.offset_unit, self.format = name, os.fspath(traces), offset_unit, format
+        self.markers = markers
         if not os.path.isfile(self.path):
             raise InputError(f"{self.path}: no such recording (replay pipeline {name!r})")
         self._index: LiveIndex | None = None
@@ -35,11 +45,13 @@ class ReplayPipeline:
     def recorded(self) -> Iterator[Trace]:
         reader = None
         if self.format == "traces":  # read as this pipeline's runs, without a copy of each
-            traces = whole(read_recording(self.path, offset_unit=self.offset_unit, replayed_as=self.name))
+            traces = whole(
+                read_recording(self.path, offset_unit=self.offset_unit, markers=self.markers, replayed_as=self.name)
+            )
         else:
             from ragaudit.spans import read_traces
 
-            reader = read_traces(self.format, [self.path], config_name=self.name)
+            reader = read_traces(self.format, [self.path], config_name=self.name, markers=self.markers)
             traces = whole(reader)
         for trace in traces:
             if self._index is None and trace.index is not None:

@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 
 from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
+from ragaudit.markers import ALL_FORMS
 from ragaudit.spans.join import DEFAULT_WINDOW, LATE_SHOWN, TraceJoiner
 from ragaudit.types import Trace
 
@@ -39,6 +40,7 @@ class Ingest:
         *,
         config_name: str | None = None,
         window: int = DEFAULT_WINDOW,
+        markers: frozenset[str] = ALL_FORMS,
     ):
         from ragaudit.errors import UsageError
 
@@ -47,7 +49,7 @@ class Ingest:
         if type(window) is not int or window < 1:
             raise UsageError(f"The 'window' parameter must be an int in [1, inf). Got {window!r} instead.")
         self.format, self.paths, self.config_name = format, [os.fspath(p) for p in paths], config_name
-        self.window = window
+        self.window, self.markers = window, markers
         self.spans = self.traces = self.bad = 0
         self.unreadable: list[Problem | str] = []
         self._joiner: TraceJoiner | None = None
@@ -81,7 +83,7 @@ class Ingest:
             from ragaudit.io.traces import read_traces as read_trace_lines
 
             for path in self.paths:
-                yield from read_trace_lines(path)
+                yield from read_trace_lines(path, markers=self.markers)
             return
         from ragaudit.errors import InputError
         from ragaudit.io.jsonfiles import open_input
@@ -89,7 +91,7 @@ class Ingest:
         for path in self.paths:  # a missing input stops the reading before it starts
             open_input(path).close()
         read = _reader(self.format)
-        joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window)
+        joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window, markers=self.markers)
         for path in self.paths:
             try:
                 for record in read(path):
@@ -126,15 +128,17 @@ def read_traces(
     *,
     config_name: str | None = None,
     window: int = DEFAULT_WINDOW,
+    markers: frozenset[str] = ALL_FORMS,
 ) -> Ingest:
     """The traces of `paths` in `format` ("traces": ragaudit's own JSONL; "otlp", "phoenix",
     "langfuse": production spans joined per docs/reference.md §10, see `ragaudit.spans.join`), one at a time,
     with a BadLine for each defective line. For spans, `config_name` replaces the service name as
-    each trace's `config`, and at most `window` spans of unfinished traces are held. The iterator counts
+    each trace's `config`, and at most `window` spans of unfinished traces are held; `markers`: the
+    marker forms answers cite with. The iterator counts
     what it read (`Ingest`), and keeps what it could not use: `unreadable` files and `late` spans.
     Raises UsageError for an unknown format and InputError when an input does not open (before
     anything is read)."""
-    return Ingest(format, paths, config_name=config_name, window=window)
+    return Ingest(format, paths, config_name=config_name, window=window, markers=markers)
 
 
 __all__ = ["FORMATS", "LATE_SHOWN", "SPAN_FORMATS", "Ingest", "read_traces"]

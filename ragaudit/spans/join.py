@@ -42,6 +42,7 @@ from collections import OrderedDict
 from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import parse_trace
+from ragaudit.markers import ALL_FORMS
 from ragaudit.spans.documents import payload_of
 from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, SpanRecord, iso_time
 from ragaudit.types import TRACE_SCHEMA, FieldError, Trace
@@ -55,10 +56,12 @@ class TraceJoiner:
     ids joined without a RETRIEVER span; `late` describes (the first LATE_SHOWN) and `late_spans`
     counts the spans that came after their trace was joined, left out."""
 
-    def __init__(self, *, config_name: str | None = None, window: int = DEFAULT_WINDOW):
+    def __init__(
+        self, *, config_name: str | None = None, window: int = DEFAULT_WINDOW, markers: frozenset[str] = ALL_FORMS
+    ):
         if window < 1:
             raise ValueError(f"The 'window' parameter must be an int in [1, inf). Got {window} instead.")
-        self.config_name, self.window = config_name, window
+        self.config_name, self.window, self.markers = config_name, window, markers
         self.skipped = self.late_spans = 0
         self.late: list[Problem] = []
         self._held: OrderedDict[str, list[SpanRecord]] = OrderedDict()  # least recently active first
@@ -126,7 +129,7 @@ class TraceJoiner:
         if unkeyed:
             ready.extend(unkeyed)
             return
-        trace = join_spans(trace_id, spans, config_name=self.config_name)
+        trace = join_spans(trace_id, spans, config_name=self.config_name, markers=self.markers)
         if trace is None:
             self.skipped += 1
         elif isinstance(trace, Trace) and any(s.run_key for s in spans):
@@ -162,7 +165,9 @@ def _packed(trace_id: str) -> int | str:
 _HEX = "0123456789abcdef"
 
 
-def join_spans(trace_id: str, spans: list[SpanRecord], *, config_name: str | None = None) -> Trace | BadLine | None:
+def join_spans(
+    trace_id: str, spans: list[SpanRecord], *, config_name: str | None = None, markers: frozenset[str] = ALL_FORMS
+) -> Trace | BadLine | None:
     """The trace of one trace id's spans, or None when none of them is a RETRIEVER span."""
     retrievers = [s for s in spans if s.kind == RETRIEVER]
     if not retrievers:
@@ -206,7 +211,7 @@ def join_spans(trace_id: str, spans: list[SpanRecord], *, config_name: str | Non
         "source": "spans",
     }
     # every value came through a reader that replaced what JSON cannot hold, so no scrub here
-    return parse_trace(obj, file=retriever.file, line=retriever.line, notes=tuple(notes))
+    return parse_trace(obj, file=retriever.file, line=retriever.line, markers=markers, notes=tuple(notes))
 
 
 def _start(span: SpanRecord) -> int:

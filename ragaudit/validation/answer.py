@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 
+from ragaudit.citing import retrieved_names
 from ragaudit.codes import issue, where
-from ragaudit.markers import MARKER
+from ragaudit.markers import ALL_FORMS
+from ragaudit.markers import markers as find_markers
 from ragaudit.text import sentence_spans
 from ragaudit.validation.registry import rule
 
@@ -72,17 +74,18 @@ def _dangling_issues(trace, retrieved: set):
                 )
 
 
-def citations_trail(text: str) -> bool:
+def citations_trail(text: str, names: frozenset[str] | None = None, forms: frozenset[str] = ALL_FORMS) -> bool:
     """True when the text has citation markers and every one stands after its last sentence, with
-    more than one sentence before them: a list of sources after the answer. A marker right after a
+    more than one sentence before them, the last one ended: a list of sources after the answer
+    ("… two. [1][2]", "… Sources: [1]"); "… two [1]." cites its sentence. A marker right after a
     sentence's full stop (`… within 12 hours. [1]`) cites that sentence, so one sentence followed by
     its markers, punctuated or not, cites inline."""
-    markers = list(MARKER.finditer(text))
+    markers = list(find_markers(text, names=names, forms=forms))
     if not markers:
         return False
     before = text[: markers[0].start()].rstrip()
-    if not before or len(sentence_spans(before)) < 2:
-        return False
+    if not before or before[-1] not in ".!?:" or len(sentence_spans(before)) < 2:
+        return False  # nothing before, one sentence, or the marker stands inside the last sentence
     # After the first marker, only markers and what is not a word may follow.
     gap_start = markers[0].end()
     for marker in markers[1:]:
@@ -107,7 +110,7 @@ def cite_first(trace, ctx):
                     **where(trace, "$.answer.raw"),
                 )
             ]
-    elif answer.text and citations_trail(answer.text):
+    elif answer.text and citations_trail(answer.text, retrieved_names(trace.retrieved), ctx.markers):
         return [
             issue(
                 "cite_after_answer",

@@ -103,7 +103,7 @@ class Validator:
     def check_files(self, paths: Iterable[str | os.PathLike]) -> Iterator[Issue]:
         """Issues of each file in turn. Raises InputError at the first file that cannot be read."""
         for path in paths:
-            yield from self.check(read_traces(path, offset_unit=self.offset_unit))
+            yield from self.check(read_traces(path, offset_unit=self.offset_unit, markers=self.ctx.markers))
 
     def check_paths(self, paths: Iterable[str | os.PathLike]) -> Iterator[Issue]:
         """Issues of each file in turn, in this process; a file that cannot be read goes to

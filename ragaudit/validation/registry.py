@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ragaudit.codes import CODES
+from ragaudit.markers import ALL_FORMS
 from ragaudit.types import Corpus, Issue, Trace
 
 
@@ -28,6 +29,7 @@ class Context:
     spans: bool = False
     span_pipelines: frozenset[str] = frozenset()
     live_index: bool = False  # asked for the live index of every trace (--live-index, [audit] live_index)
+    markers: frozenset[str] = ALL_FORMS  # the marker forms an answer's text cites with ([audit] markers)
 
     @classmethod
     def of(cls, config, corpus: Corpus | None, *, spans: bool = False, live_index: bool = False) -> "Context":
@@ -48,6 +50,7 @@ class Context:
             spans and not ask,
             frozenset() if ask else from_spans,
             ask,
+            config.markers,
         )
 
     def asks_live_index(self, trace: Trace) -> bool:

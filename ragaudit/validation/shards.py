@@ -317,7 +317,7 @@ def run_job(job: Job, ctx, offset_unit: str, spool: str) -> list[PieceResult]:
             issues = (
                 validator.check_files([piece.path])
                 if lines is None
-                else validator.check(traces_in(lines, offset_unit=offset_unit))
+                else validator.check(traces_in(lines, offset_unit=offset_unit, markers=ctx.markers))
             )
             count, problems = 0, tuple[Problem | str, ...]()
             try:

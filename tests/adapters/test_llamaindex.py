@@ -248,9 +248,10 @@ def test_reader_metadata_names_the_document(tmp_path):
 
 
 def test_a_marker_naming_a_document_cites_its_best_ranked_source_and_an_unknown_name_stays():
-    """Beside source numbers, a marker may name a snippet or a document, read as for any answer."""
+    """Beside source numbers, a marker may name a snippet or a document, read as for any answer; a
+    bracketed word that names nothing retrieved and holds no digit is text."""
     retrieved = section_nodes(("key-management", "key-management/hardware-keys"))
-    answer = "Admin keys are rotated every 12 months [key-management]. Keys ship home [handbook-faq]."
+    answer = "Admin keys are rotated every 12 months [key-management]. Keys ship home [faq-2]. See [handbook-faq]."
     trace = engine_trace(retrieved, answer)
     best = trace["retrieved"][0]["snippet_id"]
-    assert [s["citations"] for s in trace["answer"]["segments"]] == [[best], ["handbook-faq"]]
+    assert [s["citations"] for s in trace["answer"]["segments"]] == [[best], ["faq-2"], []]

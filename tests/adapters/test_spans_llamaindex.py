@@ -19,7 +19,7 @@ from helpers import (
 )
 
 from ragaudit.adapters.llamaindex import source_number
-from ragaudit.io.traces import read_trace_file
+from ragaudit.io.stream import read_trace_file
 from ragaudit.spans import read_traces
 from ragaudit.spans.record import iso_time
 from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Trace

@@ -146,7 +146,7 @@ kind = "magic"
         f"{path}:2: $.audit.paraphrases: expected an integer, found string 'three'",
         f"{path}:3: $.audit.seeds[1]: expected an integer, found string '2'",
         f"{path}:4: $.audit.colour: expected one of allow_cross_section, corpus, cross_section_whitelist, gold, "
-        "live_index, offset_unit, out, paraphrases, seeds, workers, found unknown key 'colour'",
+        "live_index, markers, offset_unit, out, paraphrases, seeds, workers, found unknown key 'colour'",
         f"{path}:8: $.pipelines[0].kind: expected kind one of reference, replay, python, command, found string 'magic'",
     ]
 

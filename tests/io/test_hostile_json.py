@@ -17,7 +17,8 @@ from ragaudit.io.corpus import load_corpus, text_document
 from ragaudit.io.gold import read_gold
 from ragaudit.io.jsonfiles import read_json_file
 from ragaudit.io.jsonl import BadLine, JsonDefect, decode
-from ragaudit.io.traces import dump_trace, read_trace_file, read_traces
+from ragaudit.io.stream import read_trace_file
+from ragaudit.io.traces import dump_trace, read_traces
 from ragaudit.types import Corpus, Trace
 from ragaudit.validation import Context, Validator
 

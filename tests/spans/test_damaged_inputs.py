@@ -12,7 +12,7 @@ import pytest
 from helpers import BM25, DEMO, invoke, otlp_line, phoenix_rows, rag_spans, span_recorder, write_config, write_phoenix
 
 from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import read_trace_file
+from ragaudit.io.stream import read_trace_file
 from ragaudit.spans import read_traces
 from ragaudit.types import Trace
 

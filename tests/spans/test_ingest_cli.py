@@ -9,7 +9,8 @@ from ragaudit import cli_options, spans
 from ragaudit.cli import main
 from ragaudit.errors import UsageError
 from ragaudit.io.config import load_config
-from ragaudit.io.traces import dump_trace, read_trace_file
+from ragaudit.io.stream import read_trace_file
+from ragaudit.io.traces import dump_trace
 from ragaudit.spans.join import DEFAULT_WINDOW
 
 

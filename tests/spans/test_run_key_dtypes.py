@@ -16,7 +16,7 @@ import pytest
 from helpers import DEMO, invoke, run_dir_of, write_config
 
 from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import read_trace_file
+from ragaudit.io.stream import read_trace_file
 from ragaudit.spans import read_traces
 from ragaudit.spans.record import run_key_of
 from ragaudit.types import Trace

@@ -9,7 +9,8 @@ import pytest
 from helpers import invoke, otlp_line, otlp_request, rag_spans, span_recorder, write_phoenix
 
 from ragaudit.io.jsonl import BadLine
-from ragaudit.io.traces import dump_trace, read_trace_file
+from ragaudit.io.stream import read_trace_file
+from ragaudit.io.traces import dump_trace
 from ragaudit.spans import read_traces
 from ragaudit.spans.join import TraceJoiner
 from ragaudit.spans.otlp import read_otlp
