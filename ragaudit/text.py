@@ -265,6 +265,26 @@ def _stems_of(text: str) -> tuple[str, ...]:
     return tuple([stem(w) for w in (t.lower() for t in WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()])
 
 
+# a negation, but not a comparison or an emphasis: "no later than", "no more than", "not only", "no matter"
+_NEGATION = re.compile(
+    r"\b(?:not(?!\s+only\b)|no(?!\s+(?:more|less|later|earlier|fewer|longer|shorter|sooner|greater|smaller|"
+    r"higher|lower)\s+than\b|\s+matter\b)|never|none|cannot|neither|nor)\b|n't\b",
+    re.IGNORECASE,
+)
+_CLAUSE = re.compile(r"\s*(?:;|,\s+(?:and|but|while|whereas|so|which means)\s+|\s+[—–]\s+)\s*", re.IGNORECASE)
+
+
+def negated(text: str) -> bool:
+    """Does the text hold a negation (`not`, `no`, `never`, `cannot`, `n't`; not "no later than")?"""
+    return _NEGATION.search(text) is not None
+
+
+def clauses(text: str) -> list[str]:
+    """The text and, when it joins clauses ("X, and Y", "X; Y", "X — Y"), each of them."""
+    parts = [p for p in _CLAUSE.split(text) if p.strip()]
+    return [text, *parts] if len(parts) > 1 else [text]
+
+
 def clean(text: str) -> str:
     """The text without citation markers, markdown emphasis or list bullets, whitespace collapsed."""
     return " ".join(_MARKUP.sub(" ", strip_markers(text)).split())

@@ -344,7 +344,7 @@ def test_report_json_has_the_documented_keys(run):
         names(row[0])[0]: None if row[1] == "none" else tomllib.loads(f"v = {row[1][1:-1]}")["v"]
         for row in table("keys: metrics")
     }
-    expected = {"k": 5, "ndcg_k": None, "match_tolerance": 30, "delta_s": "nearest"}
+    expected = {"k": 5, "ndcg_k": None, "match_tolerance": 0, "delta_s": "nearest"}
     assert report["meta"]["metrics"] == documented_metrics == expected
     check_keys = {"pipeline", "name", "threshold", "value", "passed", "bound", "questions", "detail", "source"}
     check_keys |= {"reasons", "settings"}

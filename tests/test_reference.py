@@ -239,3 +239,16 @@ def test_the_long_text_example_is_what_a_run_writes(tmp_path):
     assert [i for i in written if i["code"] == "text_truncated"] == [json.loads(example.group(1))]
     report = json.loads((run_dir / "report.json").read_text())
     assert "text_truncated" in {i["code"] for i in report["issues"]}
+
+
+def test_the_grounding_table_is_the_scorers():
+    from ragaudit.metrics.grounding import GROUNDING
+
+    assert [backticked(row[0])[0] for row in table("table: grounding")] == [
+        "uncited",
+        "contradicted",
+        "misattributed",
+        "supported",
+        "unsupported",
+    ]
+    assert set(GROUNDING) == {backticked(row[0])[0] for row in table("table: grounding")}

@@ -111,7 +111,7 @@ class _Embedder(_Table):
 class _Metrics(_Table):
     k: _Positive = 5
     ndcg_k: _Positive | None = None  # ndcg's own cutoff; k when unset
-    match_tolerance: _Count = 30
+    match_tolerance: _Count = 0
     delta_s: Literal["nearest", "join"] = "nearest"
 
 

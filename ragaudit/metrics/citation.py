@@ -26,7 +26,7 @@ class RunView:
     item: GoldItem
     corpus: Corpus | None = None
     k: int = 5
-    tolerance: int = 30
+    tolerance: int = 0
     ndcg_k: int | None = None  # nDCG's own cutoff; k when unset
 
     @property

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from ragaudit.errors import clip
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.grounding import Judged, anchor_texts
+from ragaudit.metrics.keycontent import rival_kind
+from ragaudit.metrics.quantities import mentions
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +45,25 @@ def _miss(view: RunView) -> str:
             for p in in_section[:3]
         )
         g = gold.span
-        return (
-            f"cites the gold section but not the gold span: {spans}; gold {g.unit} {g.start}–{g.end}"
-            f" (± {view.tolerance})"
-        )
+        widened = f" (± {view.tolerance})" if view.tolerance else ""
+        return f"cites the gold section but not the gold span: {spans}; gold {g.unit} {g.start}–{g.end}{widened}"
     return f"cites {', '.join(cited[:3])}{' …' if len(cited) > 3 else ''}, not the gold {expected}"
 
 
 def _quote(text: str, size: int = 60) -> str:
     return f"“{clip(' '.join(text.split()), size)}”"
+
+
+def _clash(claim: Judged) -> str:
+    """How a claim contradicts the gold anchor, in words."""
+    if claim.conflicts == ("negation",):
+        return "negates it"
+    described = [c for c in claim.conflicts if c.startswith(("says ", "negates", "drops"))]
+    if described:
+        return described[0]
+    kinds = {rival_kind(m) for c in claim.conflicts for m in mentions(c, number_words=True)}
+    replaced = [s for s in claim.missing if any(rival_kind(m) in kinds for m in mentions(s, number_words=True))]
+    return f"says {', '.join(claim.conflicts[:3])} where it says {', '.join((replaced or list(claim.missing))[:3])}"
 
 
 def judge(view: RunView, claims: list[Judged], *, scored: bool = True) -> Verdict:
@@ -86,24 +98,19 @@ def judge(view: RunView, claims: list[Judged], *, scored: bool = True) -> Verdic
         c = conflicting[0]
         return Verdict(
             False,
-            f"{hit}, but claim {c.claim.n} {_quote(c.claim.text)} states "
-            + (
-                "the opposite of the gold anchor"
-                if c.conflicts == ("negation",)
-                else f"{', '.join(c.conflicts[:3])} where the gold anchor states {', '.join(c.missing[:3])}"
-            ),
+            f"{hit}, but claim {c.claim.n} {_quote(c.claim.text)} contradicts the gold anchor: {_clash(c)}",
             best.anchor_support,
             best.key_share,
         )
     stating = tuple(c.claim.n for c in judged if c.anchor == "states")
     if not stating:
-        lacking = f"it lacks {', '.join(best.missing[:4])}" if best.missing else ""
-        support = "" if best.anchor_support is None else f"anchor support {best.anchor_support:.2f}"
-        detail = "; ".join(x for x in (lacking, support) if x)
+        detail = "; ".join(best.unmet) or (
+            "" if best.anchor_support is None else f"anchor support {best.anchor_support:.2f}"
+        )
         return Verdict(
             False,
             f"{hit}, but no claim states the gold anchor: the closest, claim {best.claim.n} "
-            f"{_quote(best.claim.text)}, states another fact" + (f" ({detail})" if detail else ""),
+            f"{_quote(best.claim.text)}, states another fact" + (f": {detail}" if detail else ""),
             best.anchor_support,
             best.key_share,
         )

@@ -48,7 +48,7 @@ from ragaudit.types import Corpus, GoldItem, Issue, Payload, Trace
 @dataclass(frozen=True)
 class Settings:
     k: int = 5
-    match_tolerance: int = 30
+    match_tolerance: int = 0
     ndcg_k: int | None = None
     delta_s_reading: str = DEFAULT_READING
     css_min: float = 0.50

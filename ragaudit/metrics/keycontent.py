@@ -29,6 +29,7 @@ another fact of them, which is never a conflict: "Daily backups are kept 35 days
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,7 +41,7 @@ from ragaudit.forgetting import forgotten
 from ragaudit.metrics.claims import DISCOURSE
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.metrics.quantities import Mention, holds, mentions
-from ragaudit.text import WORD, clean, content_stems, names, sentences, stem
+from ragaudit.text import WORD, clauses, clean, content_stems, names, negated, sentences, stem
 
 WORD_SIMILARITY = 0.65  # cosine of two single words' embeddings that counts as the same word
 # Words that relate a fact rather than carry it (modality, bounds, order in time): "must" or "will
@@ -50,12 +51,6 @@ RELATIONAL = frozenset(
 required requires soon sooner""".split()
 )
 _NOT_KEY = DISCOURSE | RELATIONAL
-# a negation, but not a comparison or an emphasis: "no later than", "no more than", "not only", "no matter"
-_NEGATION = re.compile(
-    r"\b(?:not(?!\s+only\b)|no(?!\s+(?:more|less|later|earlier|fewer|longer|shorter|sooner|greater|smaller|"
-    r"higher|lower)\s+than\b|\s+matter\b)|never|none|cannot|neither|nor)\b|n't\b",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +62,7 @@ class KeyContent:
     negated: bool  # the anchor's statement holds a negation
     anchor: str = ""  # the anchor the key is of
     asked: frozenset[str] = frozenset()  # the question's stems and names, which no key holds
+    focus: tuple[str, ...] = ()  # the items that answer what the question asks for (`focus_of`)
 
     def __len__(self) -> int:
         return len(self.mentions) + len(self.names) + len(self.words)
@@ -83,6 +79,8 @@ class Stated:
     drawn: float | None  # share of the claim's own key items (beyond the question) that the anchor states
     missing: tuple[str, ...]  # the items it does not state, as written in the anchor
     conflicts: tuple[str, ...]  # the claim's quantities that replace one of the anchor's; "negation"
+    answers: bool = False  # it states every item of the key's focus (there is one)
+    added: tuple[str, ...] = ()  # its own items (of the clause closest to the anchor) the anchor does not state
 
 
 @forgotten
@@ -116,9 +114,45 @@ def _distinct_mentions(text: str, *, number_words: bool = False) -> tuple[Mentio
     return tuple(out)
 
 
+# what a question asks for: a quantity or a time, or who
+_ASKS_QUANTITY = re.compile(
+    r"\b(?:how\s+(?:long|often|many|much|soon|quickly|frequently|fast|old|large|big|far|early|late)|within\s+how|"
+    r"after\s+how|what\s+(?:percentage|percent|share|fraction|number|time|date|deadline|period)|when)\b",
+    re.IGNORECASE,
+)
+_ASKS_WHO = re.compile(r"^\s*(?:who|whom|which\s+(?:team|role|group|person|department|vendor|tool))\b", re.IGNORECASE)
+# words that give a frequency or a period in answer to "how often": "every quarter", "yearly"
+FREQUENCY = frozenset(
+    stem(w)
+    for w in """hourly daily weekly fortnightly monthly quarterly annually yearly biweekly biannually semiannually
+hour day week fortnight month quarter year""".split()
+)
+
+
+def focus_of(question: str, key: KeyContent) -> tuple[str, ...]:
+    """The key's items that answer what the question asks for: for a quantity or a time ("how
+    long", "how often", "within how many days", "when"), its quantities and dates and its words of
+    frequency; for "who" or "which team", its names. An answer that states them answers the
+    question, whatever else of the anchor it leaves out ("7 years" for "kept 7 years so that
+    archived data can still be decrypted"). None for other questions."""
+    if _ASKS_QUANTITY.search(question):
+        return tuple(
+            [m.surface for m in key.mentions if m.kind in ("number", "date")]
+            + [f for w, f in zip(key.words, key.forms) if w in FREQUENCY]
+        )
+    if _ASKS_WHO.search(question):
+        return key.names
+    return ()
+
+
 @forgotten
 @lru_cache(maxsize=1 << 14)
 def key_content(anchor: str, question: str, reference: str | None = None) -> KeyContent:
+    found = _key_content(anchor, question, reference)
+    return dataclasses.replace(found, focus=focus_of(question, found))
+
+
+def _key_content(anchor: str, question: str, reference: str | None) -> KeyContent:
     asked = frozenset(content_stems(question)) | frozenset(names(question))
     anchor_stems = {s for s, _ in _words(anchor)} | set(content_stems(anchor))
     anchor_names = names(anchor)
@@ -150,9 +184,7 @@ def _items(text: str, asked: frozenset[str], anchor: str, *, number_words: bool 
     for s, surface in _words(text):
         if s not in asked and s not in words and surface not in taken and surface not in _NOT_KEY:
             words[s] = surface
-    return KeyContent(
-        found, text_names, tuple(words), tuple(words.values()), bool(_NEGATION.search(text)), anchor, asked
-    )
+    return KeyContent(found, text_names, tuple(words), tuple(words.values()), negated(text), anchor, asked)
 
 
 class WordVectors:
@@ -252,25 +284,21 @@ def stated(claim: str, key: KeyContent, vectors: WordVectors | None = None, *, a
     with nothing."""
     missing = _unstated(key, claim, vectors)
     share = None if not len(key) else 1.0 - len(missing) / len(key)
-    drawn = None
+    drawn: float | None = None
+    added: tuple[str, ...] = ()
     for clause in clauses(claim):  # "X, and Y": X may be the anchor's fact, Y another of the cited text
         own = _items(clause, key.asked, key.anchor, number_words=False)  # "one of them" is no claim
         if len(own) and key.anchor:
-            found = 1.0 - len(_unstated(own, key.anchor, vectors)) / len(own)
-            drawn = found if drawn is None else max(drawn, found)
-    return Stated(share, drawn, tuple(missing), _conflicts(claim, key, missing) if about else ())
+            unstated = _unstated(own, key.anchor, vectors)
+            found = 1.0 - len(unstated) / len(own)
+            if drawn is None or found > drawn:
+                drawn, added = found, tuple(unstated)
+    answers = bool(key.focus) and not any(f in missing for f in key.focus)
+    conflicts = _conflicts(claim, key, missing) if about else ()
+    return Stated(share, drawn, tuple(missing), conflicts, answers, added)
 
 
-_CLAUSE = re.compile(r"\s*(?:;|,\s+(?:and|but|while|whereas|so|which means)\s+|\s+[—–]\s+)\s*", re.IGNORECASE)
-
-
-def clauses(claim: str) -> list[str]:
-    """The claim and, when it joins clauses ("X, and Y", "X; Y", "X — Y"), each of them."""
-    parts = [p for p in _CLAUSE.split(claim) if p.strip()]
-    return [claim, *parts] if len(parts) > 1 else [claim]
-
-
-def _kind(m: Mention) -> tuple[str, str]:
+def rival_kind(m: Mention) -> tuple[str, str]:
     """What two mentions must share to be rival values: their kind and unit (or a code's letters)."""
     if m.kind == "number":
         return ("number", m.key.split(" ", 1)[1] if " " in m.key else "")
@@ -280,14 +308,14 @@ def _kind(m: Mention) -> tuple[str, str]:
 
 
 def _conflicts(claim: str, key: KeyContent, missing: list[str]) -> tuple[str, ...]:
-    absent = {_kind(m) for m in key.mentions if m.surface in missing}
+    absent = {rival_kind(m) for m in key.mentions if m.surface in missing}
     rivals = tuple(
         m.surface
         for m in _distinct_mentions(claim)
-        if _kind(m) in absent and all((m.kind, m.key) != (a.kind, a.key) for a in key.mentions)
+        if rival_kind(m) in absent and all((m.kind, m.key) != (a.kind, a.key) for a in key.mentions)
     )
     if rivals:
         return rivals
-    if not missing and key.words and bool(_NEGATION.search(claim)) != key.negated:
+    if not missing and key.words and negated(claim) != key.negated:
         return ("negation",)
     return ()

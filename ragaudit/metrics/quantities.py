@@ -6,8 +6,12 @@ One parser reads both sides. A number is compared by value after normalising (`$
 `12 weeks`; `12%` = `12 percent`); a bare number in a segment is covered by the same value with
 any unit. Dates compare as calendar dates (`2024-03-01` = `March 1, 2024` = `1 March 2024`),
 versions and codes with digits as written, separators aside (`AES-256` = `AES 256`, `FIDO2` ≠
-`FIDO7`). Number words (`twelve days`) are read in cited texts only: in an answer, "one day" or
-"two main types" are turns of phrase far more often than claims.
+`FIDO7`). Durations compare by length (`two weeks` = `14 days`, `1 year` = `12 months`; months
+and days do not convert). Number words are read with their unit on both sides (`seventeen
+seconds`, `two weeks`, `a dozen`, `the third business day`); without one only in cited texts: in
+an answer, "one of them" or "two main types" are turns of phrase far more often than claims.
+
+An answer's acronyms (`SEB`, `PCI`) are identifiers too (`acronyms.py`).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import Sequence
 
 from ragaudit.forgetting import forgotten
 from ragaudit.markers import strip_markers
+from ragaudit.metrics.acronyms import unwritten
 
-__all__ = ["Mention", "hallucinated", "holds", "mentions"]
+__all__ = ["Mention", "dimension", "hallucinated", "holds", "mentions"]
 
 # list numbering, read after the markers are blanked ("1[1]."): "1." or "1)" opening a line, and an
 # enumerator "2)" inside one ("… tests 5) self-assessments")
@@ -141,7 +146,25 @@ _SMALL = (
     "sixteen seventeen eighteen nineteen"
 ).split()
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_WORD_VALUE = {**{w: i for i, w in enumerate(_SMALL)}, **{w: 10 * i for i, w in enumerate(_TENS, 2)}}
+_WORD_VALUE = {**{w: i for i, w in enumerate(_SMALL)}, **{w: 10 * i for i, w in enumerate(_TENS, 2)}, "dozen": 12}
+_ORDINAL_WORDS = (
+    "third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth fourteenth fifteenth "
+    "sixteenth seventeenth eighteenth nineteenth twentieth thirtieth"
+).split()
+_WORD_VALUE.update({w: i for i, w in enumerate(_ORDINAL_WORDS[:18], 3)} | {"twentieth": 20, "thirtieth": 30})
+# a duration's length in its base unit: seconds, or months (a month is no whole number of days)
+_DURATION = {
+    "millisecond": ("second", 0.001),
+    "second": ("second", 1),
+    "minute": ("second", 60),
+    "hour": ("second", 3600),
+    "day": ("second", 86400),
+    "week": ("second", 604800),
+    "month": ("month", 1),
+    "year": ("month", 12),
+    "decade": ("month", 120),
+    "century": ("month", 1200),
+}
 
 _MONTH_OF = {
     name: i
@@ -198,7 +221,8 @@ _NUMBER = re.compile(
 )
 _WORDS = re.compile(
     rf"\b(?P<words>(?i:(?:{'|'.join(_TENS)})(?:[\s-](?:{'|'.join(_SMALL[1:10])}))?"
-    rf"|{'|'.join(sorted(_SMALL, key=len, reverse=True))})(?:\s(?i:hundred))?)"
+    rf"|{'|'.join(sorted(_SMALL, key=len, reverse=True))})(?:\s(?i:hundred|dozen))?"
+    rf"|(?i:a\s+dozen|dozen)|(?P<ordinal>(?i:{'|'.join(sorted(_ORDINAL_WORDS, key=len, reverse=True))})))"
     rf"(?:\s(?P<scale>(?i:thousand|million|billion|trillion)))?\b"
     rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?"
 )
@@ -313,19 +337,28 @@ def _numbers(text: str):
         yield start, m.end(), "number", _with_unit(_number_key(m["num"], scale), m["unit"])
 
 
-def _words(text: str):
+def _words(text: str, every: bool = True):
+    """Numbers written as words; with `every` False, those with a unit only (and never a bare
+    ordinal: "the third party")."""
     for m in _WORDS.finditer(text):
-        words = re.split(r"[\s-]+", m["words"].lower())
-        value = sum(_WORD_VALUE.get(w, 0) for w in words) * (100 if words[-1] == "hundred" else 1)
+        words = [w for w in re.split(r"[\s-]+", m["words"].lower()) if w != "a"]
+        if not m["unit"] and (m["ordinal"] or not every and words[-1] != "dozen"):
+            continue
+        value = sum(_WORD_VALUE.get(w, 0) for w in words if w not in ("hundred", "dozen"))
+        value = (value or 1) * 12 if words[-1] == "dozen" else value * (100 if words[-1] == "hundred" else 1)
         scale = _SCALE[m["scale"].lower()] if m["scale"] else 1.0
         yield m.start(), m.end(), "number", _with_unit(_canonical(value * scale), m["unit"])
+
+
+def _unit_words(text: str):
+    return _words(text, every=False)
 
 
 def _scan(text: str, *, words: bool) -> list[Mention]:
     masked = _masked(text)
     found: list[list] = []
     occupied = bytearray(len(text))
-    for find in (_dates, _times, _identifiers, _numbers, *((_words,) if words else ())):
+    for find in (_dates, _times, _identifiers, _numbers, _words if words else _unit_words):
         for start, end, kind, key in find(masked):
             if end > start and not any(occupied[start:end]):
                 occupied[start:end] = b"\x01" * (end - start)
@@ -363,8 +396,9 @@ def _after_between(text: str, at: int) -> bool:
 def mentions(text: str, *, number_words: bool = False) -> list[Mention]:
     """The numbers, dates and identifiers written in `text`, in order, not overlapping. Citation
     markers (`[3]`, `[pol-keys-1]`, `[Data: Reports (4)]`) and list numbering are not mentions.
-    Numbers written as words ("twelve days") count only with `number_words` (a source's text; in an
-    answer "one day" is more often a turn of phrase than a claim)."""
+    Numbers written as words count with their unit ("twelve days"), and without one only with
+    `number_words` (a source's text: in an answer "one of them" is more often a turn of phrase
+    than a claim)."""
     return list(_scanned(text, number_words))
 
 
@@ -377,9 +411,33 @@ def _scanned(text: str, words: bool) -> tuple[Mention, ...]:
 # ---------------------------------------------------------------- covering
 
 
+def _duration(m: Mention) -> tuple[str, str] | None:
+    """A duration's length in its base unit (`("duration", "1209600 second")` for 14 days)."""
+    if m.kind != "number" or " " not in m.key:
+        return None
+    value, unit = m.key.split(" ", 1)
+    if unit not in _DURATION or ":" in value:
+        return None
+    base, size = _DURATION[unit]
+    try:
+        return ("duration", f"{_canonical(float(value) * size)} {base}")
+    except ValueError:
+        return None
+
+
+def dimension(m: Mention) -> str:
+    """What a quantity measures: a duration's base unit ("second", "month"), else its own unit."""
+    found = _duration(m)
+    if found is not None:
+        return found[1].split(" ", 1)[1]
+    return m.key.split(" ", 1)[1] if m.kind == "number" and " " in m.key else ""
+
+
 def _needs(m: Mention) -> set[tuple[str, str]]:
     """Any one of these among the cited mentions covers `m`."""
     needs = {(m.kind, m.key)}
+    if (length := _duration(m)) is not None:
+        needs.add(length)
     if m.kind == "identifier" and re.fullmatch(r"v\d+(?:\.\d+)*", m.key):
         needs.add(("number", m.key[1:]))  # v3.2 is covered by a cited "Python 3.2"
     return needs
@@ -388,6 +446,8 @@ def _needs(m: Mention) -> set[tuple[str, str]]:
 def _provides(m: Mention) -> set[tuple[str, str]]:
     """What a cited mention covers: itself, and the less specific forms of it."""
     out = {(m.kind, m.key)}
+    if (length := _duration(m)) is not None:
+        out.add(length)
     if m.kind == "number" and " " in m.key:
         out.add(("number", m.key.split(" ", 1)[0]))  # a bare number is covered by any unit
     elif m.kind == "date" and not m.key.startswith("--"):
@@ -427,11 +487,13 @@ def holds(mention: Mention, text: str) -> bool:
 
 
 def hallucinated(segment: str, cited_texts: Sequence[str]) -> list[str]:
-    """The quantities, dates and identifiers of `segment` (as written, each once, in order) that no
-    cited text contains. `12 days` is covered by a cited `12 days`, `twelve days` or `12-day`, not
+    """The quantities, dates and identifiers of `segment` (as written, each once, in order), then
+    its acronyms, that no cited text contains. `12 days` is covered by a cited `12 days`, `twelve days` or `12-day`, not
     by `12 weeks`; a bare `12` by `12` with any unit; `FIDO2` only by `FIDO2` (or `FIDO 2`)."""
     needed = _needed(segment)
-    if not needed:
-        return []
-    covered = [_covered_by(t) for t in cited_texts]  # looked up in, not joined: a long text covers much
-    return [surface for surface, _, needs in needed if not any(needs & c for c in covered)]
+    found = []
+    if needed:
+        covered = [_covered_by(t) for t in cited_texts]  # looked up in, not joined: a long text covers much
+        found = [surface for surface, _, needs in needed if not any(needs & c for c in covered)]
+    taken = {surface for surface, _, _ in needed}
+    return found + [a for a in unwritten(segment, cited_texts) if a not in taken]

@@ -59,7 +59,7 @@ METRICS: dict[str, Metric] = {
             "citation_match",
             "run",
             "1 when a cited payload is in a gold span's doc and section and names its "
-            "expected snippet or overlaps it widened by match_tolerance, and every citation was retrieved; an "
+            "expected snippet or overlaps it (widened by match_tolerance, 0 by default), and every citation was retrieved; an "
             'accept = "any" item matches when any alternative does',
             computes.citation_match,
             outcome=True,
@@ -184,7 +184,11 @@ METRICS: dict[str, Metric] = {
             "hallucinations",
             "run",
             "quantities and identifiers in the answer's claims that none of their cited texts (nor the question) "
-            "contains: numbers after normalising, numbers with their unit, dates, versions and codes with digits",
+            "contains: numbers after normalising, numbers with their unit (written in digits or in words with their "
+            "unit: `seventeen seconds`, `two weeks`, `a dozen`, `the third business day`), durations by length "
+            "(`two weeks` = `14 days`, `1 year` = `12 months`), dates, versions, codes with digits, and acronyms of "
+            'three to eight capitals that the cited texts neither write nor spell out (`MFA` for "multi-factor '
+            'authentication"; one the claim defines, `Security Engineering Board (SEB)`, needs its long form cited)',
             computes.hallucinations,
             higher_is_better=False,
             bounds=(0.0, float("inf")),

@@ -93,7 +93,7 @@ def _question_case(q: Question, failing: list[Check] | None) -> str:
         f"v{r['variant']} s{r['seed']}: claim {c['n']} {c['grounding']}: {c['text']}"
         for r in q.runs or []
         for c in r.get("claims") or []
-        if c.get("grounding") in ("unsupported", "uncited")
+        if c.get("grounding") != "supported"
     ]
     detail = "\n".join(
         [

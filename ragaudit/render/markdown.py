@@ -103,7 +103,7 @@ def _unsupported(report: Report) -> list[str]:
         for q in report.questions
         for r in q.runs or []
         for c in r.get("claims") or []
-        if c.get("grounding") in ("unsupported", "uncited")
+        if c.get("grounding") != "supported"
     ]
     if not found:
         return []
@@ -112,6 +112,10 @@ def _unsupported(report: Report) -> list[str]:
         how = "cites nothing" if c["grounding"] == "uncited" else f"support {_fmt(c.get('support'))}"
         if c.get("hallucinated"):
             how += f"; its sources lack {', '.join(c['hallucinated'])}"
+        if c.get("contradicts"):
+            how += f"; contradicts its source: {c['contradicts']}"
+        if c.get("attributed"):
+            how += f"; {', '.join(c.get('lacks') or [])} come from {', '.join(c['attributed'])}, which it does not cite"
         lines.append(f"- {md(pipeline)} · {md(qid)} v{r['variant']} s{r['seed']}: “{md(c['text'])}” ({md(how)})")
     if len(found) > CLAIMS_SHOWN:
         lines.append(f"- and {len(found) - CLAIMS_SHOWN} more (report.json has every one)")

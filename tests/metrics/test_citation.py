@@ -13,8 +13,8 @@ from ragaudit.metrics.citation import RunView
 from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
 
 
-def view(trace: dict, item=ITEM, corpus=None, k=5) -> RunView:
-    return RunView(parse_trace(trace), item, corpus, k, 30)
+def view(trace: dict, item=ITEM, corpus=None, k=5, tolerance=0) -> RunView:
+    return RunView(parse_trace(trace), item, corpus, k, tolerance)
 
 
 def scores(run: RunView) -> dict:
@@ -60,13 +60,17 @@ def test_overlapping_citations_are_not_double_counted(valid_trace):
     assert citation.coverage(view(valid_trace)) == 1.0
 
 
-def test_match_tolerance_widens_the_gold_span(valid_trace):
+def test_match_needs_an_overlap_and_match_tolerance_widens_the_gold_span(valid_trace):
     p = valid_trace["retrieved"][0]
+    p["offsets"] = {"start": ANCHOR.end + 2, "end": ANCHOR.end + 60, "unit": "char"}  # the next sentence
+    assert citation.citation_match(view(valid_trace)) == 0.0  # by default a span must overlap the gold span
+    p["offsets"] = {"start": ANCHOR.end - 1, "end": ANCHOR.end + 60, "unit": "char"}
+    assert citation.citation_match(view(valid_trace)) == 1.0  # one shared character is an overlap
     p["offsets"] = {"start": ANCHOR.end + 25, "end": ANCHOR.end + 60, "unit": "char"}
-    run = view(valid_trace)
+    run = view(valid_trace, tolerance=30)
     assert citation.citation_match(run) == 1.0 and citation.citation_precision(run) == 0.0
     p["offsets"] = {"start": ANCHOR.end + 31, "end": ANCHOR.end + 60, "unit": "char"}
-    assert citation.citation_match(view(valid_trace)) == 0.0
+    assert citation.citation_match(view(valid_trace, tolerance=30)) == 0.0
 
 
 def test_match_needs_every_citation_retrieved(valid_trace):

@@ -353,8 +353,10 @@ def test_few_expertqa_claims_judged_complete_are_flagged():
                     flagged[label].append(bool(hallucinated(claim["claim_string"], passages)))
     assert len(flagged["Complete"]) == 534
     complete, other = (sum(v) / len(v) for v in flagged.values())
-    # measured: 5.1% of Complete claims (3.9% with the number-only check) and 7.7% of the others
-    assert complete <= 0.06 and complete < other
+    # measured: 6.4% of Complete claims and 15.9% of the others (5.1% and 7.7% before acronyms
+    # and numbers written as words with their unit were read in answers: AMD, FPGA, JFK are
+    # knowledge the quoted passage lacks)
+    assert complete <= 0.07 and other >= 2 * complete
 
 
 def test_a_number_in_three_or_more_groups_is_one_identifier():
@@ -396,3 +398,45 @@ def test_between_is_read_just_before_a_range_as_searched_from_the_start(before):
     text = "Kept " + before + "10"
     at = text.index("10")
     assert quantities._after_between(text, at) == bool(quantities._BETWEEN.search(text, 0, at))
+
+
+@pytest.mark.parametrize(
+    "claim, cited, missing",
+    [
+        (
+            "Seventeen seconds per incident page [1].",
+            ["A SEV1 page must be acknowledged within 5 minutes."],
+            ["Seventeen seconds"],
+        ),
+        ("Keys rotate every two weeks.", ["Keys rotate every 14 days."], []),
+        ("Keys rotate every 1 year.", ["Keys rotate every 12 months."], []),
+        ("Keys rotate every two months.", ["Keys rotate every 60 days."], ["two months"]),  # months are no days
+        ("Twelve hosts, a dozen in all.", ["It runs on 12 hosts."], []),
+        ("Patch on the fifth business day.", ["Patches ship within 7 business days."], ["fifth business day"]),
+        ("One of them is kept.", ["Two copies are kept."], []),  # a number word without a unit: a turn of phrase
+    ],
+)
+def test_numbers_written_as_words_and_durations_are_quantities(claim, cited, missing):
+    assert hallucinated(claim, cited) == missing
+
+
+@pytest.mark.parametrize(
+    "claim, cited, missing",
+    [
+        (
+            "The Security Engineering Board (SEB) approves exceptions [1].",
+            ["Security Engineering approves exceptions."],
+            ["SEB"],
+        ),
+        ("Exceptions go to the SEB [1].", ["Security Engineering approves exceptions."], ["SEB"]),
+        ("Use multi-factor authentication (MFA) [1].", ["Use multi-factor authentication for every login."], []),
+        ("The CISO approves it.", ["The Chief Information Security Officer approves exceptions."], []),
+        ("Rotate the APIs keys.", ["Rotate API keys."], []),
+        ("Measure the cardiothoracic ratio (CTR).", ["Measure the cardiothoracic ratio."], []),  # a name of its own
+        ("The IT team reviews it.", ["The Platform Security team reviews it."], []),  # two capitals: a word
+        ("SEV II incidents page.", ["SEV incidents page."], []),  # a roman numeral
+        ("PLEASE ROTATE THE KEYS NOW.", ["Rotate the keys."], []),  # written in capitals
+    ],
+)
+def test_an_acronym_its_cited_texts_do_not_write_is_hallucinated(claim, cited, missing):
+    assert hallucinated(claim, cited) == missing

@@ -176,7 +176,7 @@
   function answerBlock(run) {
     var box = el('div', 'answer');
     if (run.error) box.append(el('div', 'error-box', ['Pipeline error: ' + run.error]));
-    var grounding = {supported: 'pass', unsupported: 'fail', uncited: 'warn'};
+    var grounding = {supported: 'pass', unsupported: 'fail', contradicted: 'fail', misattributed: 'fail', uncited: 'warn'};
     var anchor = {states: 'pass', conflicts: 'fail', other: 'other'};
     (run.claims || []).forEach(function (c) {
       var cites = el('span', 'cites', (c.citations || []).map(function (id) { return chip('cited id', id); }));
