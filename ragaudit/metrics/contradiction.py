@@ -1,9 +1,10 @@
 """A claim that says the opposite of a text it is read against (docs/reference.md §3, *contradicts*).
 
-The claim is aligned with the one statement of the text that says most of what it says: of every
-sentence of the text, and every clause of those (`text.clauses`: "X, and Y" is X and Y), the one
-sharing the most content stems with the claim, at least two and at least half of the claim's own
-(ties go to the shorter statement). Against that statement the claim contradicts when it
+The claim is aligned with the one statement of the text that says most of what it says: the
+sentence sharing the most content stems with the claim, at least two and at least half of the
+claim's own (ties go to the shorter), narrowed to its clause that shares the most (`text.clauses`:
+"X; Y" is X and Y) when that clause is aligned too: "Credentials may only be stored in the vault;
+other password managers are not allowed" does not negate "Credentials are allowed in the vault". Against that statement the claim contradicts when it
 
 * gives another value of the same measure: a duration for a duration (`2 hours` where it says `4
   hours`, `seventeen seconds` where it says `5 minutes`), a count for a count, a percentage for a
@@ -130,28 +131,36 @@ def _statement(text: str) -> _Statement:
 
 @forgotten
 @lru_cache(maxsize=1 << 12)
-def _statements(text: str) -> tuple[_Statement, ...]:
+def _statements(text: str) -> tuple[tuple[_Statement, tuple[_Statement, ...]], ...]:
+    """Each sentence of `text` as a statement, with its clauses when it joins several."""
     out = []
     for sentence in sentences(text):
-        parts = clauses(sentence)
-        out += [_statement(p) for p in parts]
+        whole, *parts = clauses(sentence)
+        out.append((_statement(whole), tuple(_statement(p) for p in parts)))
     return tuple(out)
 
 
 def _aligned(claim: _Statement, texts: Sequence[str]) -> list[_Statement]:
-    """The statements of `texts` the claim is aligned with: those sharing the most of its content
-    stems (at least two and half of them); the shortest of them first."""
-    best: list[tuple[int, int, _Statement]] = []
+    """The statements of `texts` the claim is aligned with: the sentences sharing the most of its
+    content stems (at least two and half of them), each narrowed to its clause that shares the
+    most when that clause is aligned too; the shortest first."""
+    best: list[tuple[int, _Statement]] = []
     top = 0
     for text in texts:
-        for s in _statements(text):
-            shared = len(claim.stems & s.stems)
+        for whole, parts in _statements(text):
+            shared = len(claim.stems & whole.stems)
             if shared < 2 or 2 * shared < len(claim.stems) or shared < top:
                 continue
             if shared > top:
                 top, best = shared, []
-            best.append((shared, len(s.stems), s))
-    return [s for _, _, s in sorted(best, key=lambda b: b[1])]
+            narrowest = whole
+            if parts:
+                part = max(parts, key=lambda p: (len(claim.stems & p.stems), -len(p.stems)))
+                kept = len(claim.stems & part.stems)
+                if kept >= 2 and 2 * kept >= len(claim.stems):
+                    narrowest = part
+            best.append((len(narrowest.stems), narrowest))
+    return [s for _, s in sorted(best, key=lambda b: b[0])]
 
 
 def _rival(claim: _Statement, statement: _Statement) -> Contradiction | None:

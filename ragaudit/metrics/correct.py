@@ -56,8 +56,6 @@ def _quote(text: str, size: int = 60) -> str:
 
 def _clash(claim: Judged) -> str:
     """How a claim contradicts the gold anchor, in words."""
-    if claim.conflicts == ("negation",):
-        return "negates it"
     described = [c for c in claim.conflicts if c.startswith(("says ", "negates", "drops"))]
     if described:
         return described[0]

@@ -26,6 +26,7 @@ from ragaudit.metrics.aggregate import Aggregates
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.computes import ScoredRun, errored
 from ragaudit.metrics.correct import Verdict, judge
+from ragaudit.metrics.decide import Thresholds
 from ragaudit.metrics.delta_s import (
     DEFAULT_READING,
     JOIN,
@@ -37,7 +38,6 @@ from ragaudit.metrics.delta_s import (
 )
 from ragaudit.metrics.embed import delta_s_pairs
 from ragaudit.metrics.grounding import judge_claims
-from ragaudit.metrics.keycontent import Bars
 from ragaudit.metrics.lam import chain_states
 from ragaudit.metrics.registry import AVERAGED, DISTANCES, RUN_METRICS
 from ragaudit.metrics.steps import step_attribution
@@ -52,8 +52,7 @@ class Settings:
     ndcg_k: int | None = None
     delta_s_reading: str = DEFAULT_READING
     css_min: float = 0.50
-    bars: Bars = Bars()
-    support_threshold: float = 0.7
+    thresholds: Thresholds = Thresholds()
 
     @classmethod
     def from_config(cls, config) -> "Settings":
@@ -63,12 +62,12 @@ class Settings:
             ndcg_k=config.metrics.ndcg_k,
             delta_s_reading=config.metrics.delta_s,
             css_min=config.lambda_.css_min,
-            bars=Bars(
+            thresholds=Thresholds(
+                config.support.threshold,
                 config.lambda_.anchor_support_min,
                 config.lambda_.key_recall_min,
                 config.lambda_.key_precision_min,
             ),
-            support_threshold=config.support.threshold,
         )
 
 
@@ -144,8 +143,7 @@ def score_runs(
         texts,
         support,
         encoder,
-        support_threshold=settings.support_threshold,
-        bars=settings.bars,
+        thresholds=settings.thresholds,
     )
     chains = _chains(views, corpus, encoder)
     records = []

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from ragaudit.metrics.citation import RunView
 from ragaudit.metrics.claims import DISCOURSE, Claim, claims_of
 from ragaudit.metrics.contradiction import contradiction_of
+from ragaudit.metrics.decide import AnchorEvidence, Evidence, Thresholds, anchor_verdict, grounding, taken
 from ragaudit.metrics.keycontent import (
-    Bars,
     KeyContent,
     Stated,
     WordVectors,
@@ -40,7 +40,6 @@ from ragaudit.metrics.memo import LONGEST, SIZE, Memo, memo_of
 from ragaudit.metrics.quantities import hallucinated
 from ragaudit.text import STOPWORDS, WORD, clean, content_stems, sentences, stem
 
-TAKEN_MARGIN = 0.1  # how much better an uncited passage must support a claim to be where it came from
 GROUNDING = ("supported", "unsupported", "contradicted", "misattributed", "uncited")
 ANCHOR = ("states", "conflicts", "other")
 
@@ -63,6 +62,8 @@ class Judged:
     lacks: tuple[str, ...] = ()  # its words (beyond the question) that its cited texts do not hold
     attributed: tuple[str, ...] = ()  # uncited retrieved snippets that hold them
     unmet: tuple[str, ...] = ()  # why it does not state the anchor: each bar it misses, in words
+    evidence: Evidence | None = None  # what its grounding read
+    against: AnchorEvidence | None = None  # what its judgement against the anchor read
 
     def to_dict(self) -> dict:
         return {
@@ -83,6 +84,9 @@ class Judged:
             "contradicts": self.contradicts,
             "lacks": list(self.lacks),
             "attributed": list(self.attributed),
+            "said": None if self.evidence is None else self.evidence.said,
+            "other_support": None if self.evidence is None else self.evidence.other_support,
+            "answers": None if self.against is None else self.against.answers,
         }
 
 
@@ -138,8 +142,7 @@ def judge_claims(
     support,
     encoder,
     *,
-    support_threshold: float,
-    bars: Bars = Bars(),
+    thresholds: Thresholds = Thresholds(),
 ) -> list[list[Judged]]:
     """Per run, its claims judged. `texts` maps each run's snippet ids (every retrieved one) to
     their texts."""
@@ -177,64 +180,83 @@ def judge_claims(
     scores = pairs.score(support)
     vectors.prepare(words)  # every word, remembered judgement or not: a memo may forget one meanwhile
     memo = memo_of(encoder, "stated", SIZE)
-    return [[_judged(step, scores, support_threshold, vectors, bars, memo) for step in plan] for plan in plans]
+    return [[_judged(step, scores, thresholds, vectors, memo) for step in plan] for plan in plans]
 
 
-def _judged(step: _Plan, scores: list[float | None], threshold: float, vectors, bars: Bars, memo) -> Judged:
+def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vectors, memo) -> Judged:
     claim = step.claim
     score = None if step.at is None else scores[step.at]
     missed = _missed(claim.text, step.covering) if claim.citations else ()
     contradicts = contradiction_of(claim.text, step.cited) if claim.citations else None
     other = None if step.alternative is None else scores[step.alternative]
-    # the uncited passage says it better: its content was taken from there
-    taken = other is not None and (score is None or other >= score + TAKEN_MARGIN)
-    if not claim.citations:
-        grounding = "uncited"
-    elif contradicts is not None:
-        grounding = "contradicted"
-    elif taken and other is not None and other >= threshold and not _missed(claim.text, step.elsewhere):
-        grounding = "misattributed"
-    elif (
-        not missed
-        and not taken
-        and (score is not None and score >= threshold or said_in(claim.text, step.cited, step.covering[-1]))
-    ):
-        grounding = "supported"
-    else:
-        grounding = "unsupported"
-    best = None
-    for key, about, pair, anchor in step.against or ():
-        found = _against(claim.text, key, about, scores[pair], vectors, bars, memo)
-        if found[0] != "conflicts" and (clash := contradiction_of(claim.text, [anchor, *step.cited])):
-            if " ".join(clash.statement.split()) in " ".join(anchor.split()):
-                found = ("conflicts", found[1], dataclasses.replace(found[2], conflicts=(clash.describe(),)), ())
-        if best is None or _rank(found) > _rank(best):
-            best = found
+    evidence = Evidence(
+        cited=bool(claim.citations),
+        support=score,
+        missed=bool(missed),
+        contradicted=contradicts is not None,
+        said=bool(claim.citations) and not missed and said_in(claim.text, step.cited, step.covering[-1]),
+        other_support=other,
+        other_missed=bool(step.elsewhere) and bool(_missed(claim.text, step.elsewhere)),
+    )
+    elsewhere = taken(evidence)
     judged = Judged(
         claim,
-        grounding,
+        grounding(evidence, thresholds),
         score,
         missed,
         contradicts=None if contradicts is None else contradicts.describe(),
-        lacks=step.lacks if taken else (),
-        attributed=step.attributed if taken else (),
+        lacks=step.lacks if elsewhere else (),
+        attributed=step.attributed if elsewhere else (),
+        evidence=evidence,
     )
+    best: tuple[str, tuple[str, ...], AnchorEvidence, Stated] | None = None
+    for key, about, pair, anchor in step.against or ():
+        found = _against(claim.text, key, about, scores[pair], vectors, memo)
+        if not found.conflicts and (clash := contradiction_of(claim.text, [anchor, *step.cited])):
+            if " ".join(clash.statement.split()) in " ".join(anchor.split()):
+                found = dataclasses.replace(found, conflicts=(clash.describe(),))
+        facts = AnchorEvidence(
+            conflicts=bool(found.conflicts),
+            support=scores[pair],
+            share=found.share,
+            drawn=found.drawn,
+            answers=found.answers,
+            mentioned=not key.mentions or any(m.surface not in found.missing for m in key.mentions),
+            missing=found.missing,
+            added=found.added,
+            mentions=tuple(m.surface for m in key.mentions),
+        )
+        verdict, unmet = anchor_verdict(facts, thresholds)
+        if best is None or _rank(verdict, facts) > _rank(best[0], best[2]):
+            best = (verdict, unmet, facts, found)
     if best is None:
         return judged
-    verdict, anchor_support, stated_, unmet = best
+    verdict, unmet, facts, found = best
     return dataclasses.replace(
         judged,
         anchor=verdict,
-        anchor_support=anchor_support,
-        key_share=stated_.share,
-        drawn=stated_.drawn,
-        missing=stated_.missing,
-        conflicts=stated_.conflicts,
+        anchor_support=facts.support,
+        key_share=found.share,
+        drawn=found.drawn,
+        missing=found.missing,
+        conflicts=found.conflicts,
         unmet=unmet,
+        against=facts,
     )
 
 
 def said_in(claim: str, cited: list[str], question: str) -> bool:
+    """`_said_in`, remembered: a question's runs repeat their claims over the same texts."""
+    texts = tuple(cited)
+    if len(claim) + len(question) + sum(map(len, texts)) > LONGEST:
+        return _said_in(claim, texts, question)
+    return _SAID.get((claim, texts, question), _said_in, claim, texts, question)
+
+
+_SAID: Memo[bool] = Memo(SIZE)
+
+
+def _said_in(claim: str, cited: tuple[str, ...], question: str) -> bool:
     """Does one sentence of the cited texts hold every content word of the claim and of the
     question? Then it answers the question in the claim's words, however short the claim ("Within
     7 days [1]." for "… must be patched within 7 days."), where the support scorer may underrate a
@@ -288,38 +310,17 @@ def _missing(claim: str, texts: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(hallucinated(claim, texts))
 
 
-def _against(
-    claim: str, key: KeyContent, about: bool, anchor_support: float | None, vectors, bars: Bars, memo=None
-) -> tuple[str, float | None, Stated, tuple[str, ...]]:
-    """How the claim stands to the anchor: `states`, `conflicts` or `other`, with the anchor's
-    support, what it states of the key, and each bar of `bars` it misses, in words."""
+def _against(claim: str, key: KeyContent, about: bool, anchor_support: float | None, vectors, memo=None) -> Stated:
+    """What the claim states of the anchor's key content (`keycontent.stated`), remembered."""
     if memo is None or len(claim) > LONGEST:
-        found = stated(claim, key, vectors, about=about)
-    else:  # a pure function of the claim, the key and the encoder's word vectors
-        found = memo.get((claim, key, about), _stated, claim, key, vectors, about)
-    if found.conflicts:
-        return "conflicts", anchor_support, found, ()
-    unmet = []
-    if not (found.share is None or found.share >= bars.key_recall_min or found.answers):
-        unmet.append(
-            f"it lacks {', '.join(found.missing[:4])} (key content {found.share:.0%} < {bars.key_recall_min:.0%})"
-        )
-    if found.drawn is not None and found.drawn < bars.key_precision_min:
-        unmet.append(
-            f"it adds {', '.join(found.added[:4])}, which the anchor does not state "
-            f"({found.drawn:.0%} of its own content < {bars.key_precision_min:.0%})"
-        )
-    if key.mentions and all(m.surface in found.missing for m in key.mentions):
-        unmet.append(f"it states none of {', '.join(m.surface for m in key.mentions[:4])}")
-    if anchor_support is not None and anchor_support < bars.anchor_support_min:  # no scorer: the key content decides
-        unmet.append(f"anchor support {anchor_support:.2f} < {bars.anchor_support_min:.2f}")
-    return ("other" if unmet else "states"), anchor_support, found, tuple(dict.fromkeys(unmet))
+        return stated(claim, key, vectors, about=about)
+    # a pure function of the claim, the key and the encoder's word vectors
+    return memo.get((claim, key, about), _stated, claim, key, vectors, about)
 
 
 def _stated(claim: str, key: KeyContent, vectors, about: bool) -> Stated:
     return stated(claim, key, vectors, about=about)
 
 
-def _rank(found: tuple[str, float | None, Stated, tuple[str, ...]]) -> tuple:
-    verdict, support, stated_, _ = found
-    return (verdict == "states", verdict != "conflicts", stated_.share or 0.0, support or 0.0)
+def _rank(verdict: str, facts: AnchorEvidence) -> tuple:
+    return (verdict == "states", verdict != "conflicts", facts.share or 0.0, facts.support or 0.0)

@@ -41,7 +41,7 @@ from ragaudit.forgetting import forgotten
 from ragaudit.metrics.claims import DISCOURSE
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.metrics.quantities import Mention, holds, mentions
-from ragaudit.text import WORD, clauses, clean, content_stems, names, negated, sentences, stem
+from ragaudit.text import WORD, clauses, clean, content_stems, names, sentences, stem
 
 WORD_SIMILARITY = 0.65  # cosine of two single words' embeddings that counts as the same word
 # Words that relate a fact rather than carry it (modality, bounds, order in time): "must" or "will
@@ -59,7 +59,6 @@ class KeyContent:
     names: tuple[str, ...]  # lower-cased
     words: tuple[str, ...]  # stems of content words, each once
     forms: tuple[str, ...]  # a written form of each word, for the similarity model
-    negated: bool  # the anchor's statement holds a negation
     anchor: str = ""  # the anchor the key is of
     asked: frozenset[str] = frozenset()  # the question's stems and names, which no key holds
     focus: tuple[str, ...] = ()  # the items that answer what the question asks for (`focus_of`)
@@ -78,7 +77,7 @@ class Stated:
     share: float | None  # stated items / items; None for an empty key
     drawn: float | None  # share of the claim's own key items (beyond the question) that the anchor states
     missing: tuple[str, ...]  # the items it does not state, as written in the anchor
-    conflicts: tuple[str, ...]  # the claim's quantities that replace one of the anchor's; "negation"
+    conflicts: tuple[str, ...]  # the claim's quantities that replace one of the anchor's
     answers: bool = False  # it states every item of the key's focus (there is one)
     added: tuple[str, ...] = ()  # its own items (of the clause closest to the anchor) the anchor does not state
 
@@ -164,7 +163,6 @@ def _key_content(anchor: str, question: str, reference: str | None) -> KeyConten
             tuple(n for n in theirs.names if n in anchor_names or stem(n) in anchor_stems),
             tuple(w for w in theirs.words if w in anchor_stems),
             tuple(f for w, f in zip(theirs.words, theirs.forms) if w in anchor_stems),
-            own.negated,
             anchor,
             asked,
         )
@@ -184,7 +182,7 @@ def _items(text: str, asked: frozenset[str], anchor: str, *, number_words: bool 
     for s, surface in _words(text):
         if s not in asked and s not in words and surface not in taken and surface not in _NOT_KEY:
             words[s] = surface
-    return KeyContent(found, text_names, tuple(words), tuple(words.values()), negated(text), anchor, asked)
+    return KeyContent(found, text_names, tuple(words), tuple(words.values()), anchor, asked)
 
 
 class WordVectors:
@@ -268,15 +266,6 @@ def _statements(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     return tuple((" ".join(unit.split()), frozenset(content_stems(unit))) for unit in sentences(text))
 
 
-@dataclass(frozen=True, slots=True)
-class Bars:
-    """What a claim must reach to state the anchor (`lambda.*` of the config)."""
-
-    anchor_support_min: float = 0.45
-    key_recall_min: float = 0.3
-    key_precision_min: float = 0.5
-
-
 def stated(claim: str, key: KeyContent, vectors: WordVectors | None = None, *, about: bool = True) -> Stated:
     """How much of `key` the claim states (recall), how much of its own content beyond the question
     the anchor states (precision), and what it states in place of the anchor's items; `about` says
@@ -314,8 +303,4 @@ def _conflicts(claim: str, key: KeyContent, missing: list[str]) -> tuple[str, ..
         for m in _distinct_mentions(claim)
         if rival_kind(m) in absent and all((m.kind, m.key) != (a.kind, a.key) for a in key.mentions)
     )
-    if rivals:
-        return rivals
-    if not missing and key.words and negated(claim) != key.negated:
-        return ("negation",)
-    return ()
+    return rivals  # a negation, an opposite: `contradiction.py`, statement by statement

@@ -1,0 +1,92 @@
+"""What the thresholds decide about a claim (docs/reference.md §3), in one place: the scorer calls
+these as it judges each claim, and `ragaudit calibrate --labels` calls them again with other
+thresholds on what the scorer found (the `Evidence` each claim of report.json records), to fit the
+thresholds to a person's labels without scoring anything twice.
+
+Nothing here reads text: the evidence is read once, by `grounding.py`, `keycontent.py` and
+`contradiction.py`; a threshold only compares numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TAKEN_MARGIN = 0.1  # how much better an uncited passage must support a claim to be where it came from
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The thresholds a claim's judgement reads: `[support] threshold` and the `[lambda]` bars."""
+
+    support: float = 0.7
+    anchor_support_min: float = 0.45
+    key_recall_min: float = 0.3
+    key_precision_min: float = 0.5
+
+    FITTED = ("support", "anchor_support_min", "key_recall_min", "key_precision_min")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a claim's grounding reads: how its cited texts stand to it."""
+
+    cited: bool
+    support: float | None  # the support scorer's, by its cited texts (None: no scorer ran)
+    missed: bool  # it states a quantity, identifier or acronym its cited texts and the question lack
+    contradicted: bool
+    said: bool  # one sentence of its cited texts holds its and the question's content words
+    other_support: float | None = None  # by the uncited passage holding the words its cited texts lack
+    other_missed: bool = False  # that passage lacks one of its quantities
+
+
+def taken(e: Evidence) -> bool:
+    """Does an uncited retrieved passage say the claim better than its cited texts?"""
+    return e.other_support is not None and (e.support is None or e.other_support >= e.support + TAKEN_MARGIN)
+
+
+def grounding(e: Evidence, t: Thresholds) -> str:
+    """`uncited`, `contradicted`, `misattributed`, `supported` or `unsupported` (docs/reference.md §3)."""
+    if not e.cited:
+        return "uncited"
+    if e.contradicted:
+        return "contradicted"
+    elsewhere = taken(e)
+    if elsewhere and e.other_support is not None and e.other_support >= t.support and not e.other_missed:
+        return "misattributed"
+    if not e.missed and not elsewhere and (e.support is not None and e.support >= t.support or e.said):
+        return "supported"
+    return "unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorEvidence:
+    """What a claim's judgement against the gold anchor reads."""
+
+    conflicts: bool
+    support: float | None  # the anchor's support of the claim (None: no scorer ran)
+    share: float | None  # of the key content it states (None: an empty key)
+    drawn: float | None  # of its own content the anchor states (None: it has none beyond the question)
+    answers: bool  # it states every item of the key that answers the question
+    mentioned: bool  # it states one of the key's quantities, or the key has none
+    missing: tuple[str, ...] = ()  # the key items it does not state
+    added: tuple[str, ...] = ()  # its own items the anchor does not state
+    mentions: tuple[str, ...] = ()  # the key's quantities
+
+
+def anchor_verdict(a: AnchorEvidence, t: Thresholds) -> tuple[str, tuple[str, ...]]:
+    """`states`, `conflicts` or `other`, with each bar the claim misses, in words."""
+    if a.conflicts:
+        return "conflicts", ()
+    unmet = []
+    if not (a.share is None or a.share >= t.key_recall_min or a.answers):
+        unmet.append(f"it lacks {', '.join(a.missing[:4])} (key content {a.share:.0%} < {t.key_recall_min:.0%})")
+    if a.drawn is not None and a.drawn < t.key_precision_min:
+        unmet.append(
+            f"it adds {', '.join(a.added[:4])}, which the anchor does not state "
+            f"({a.drawn:.0%} of its own content < {t.key_precision_min:.0%})"
+        )
+    if not a.mentioned:
+        unmet.append(f"it states none of {', '.join(a.mentions[:4])}")
+    if a.support is not None and a.support < t.anchor_support_min:  # no scorer: the key content decides
+        unmet.append(f"anchor support {a.support:.2f} < {t.anchor_support_min:.2f}")
+    return ("other" if unmet else "states"), tuple(unmet)
