@@ -32,6 +32,10 @@ support_scores trends validate verify""".split()
 _LAZY = {name: ("ragaudit.api", name) for name in _API}
 _LAZY |= {
     "Report": ("ragaudit.model", "Report"),
+    "agree": ("ragaudit.agreement", "agree"),
+    "calibrate_labels": ("ragaudit.labelfit", "calibrate_labels"),
+    "open_labels": ("ragaudit.labelling", "open_session"),
+    "serve_labels": ("ragaudit.labelserver", "serve"),
     "attest_run": ("ragaudit.attest", "attest"),
     "audit_log": ("ragaudit.auditlog", "run_audit_log"),
     "cite": ("ragaudit.citations", "render_traces"),

@@ -215,7 +215,7 @@ def gate(
     report.json or `last-pass`). The report's runs' coverage is read from runs.parquet beside it;
     a report moved alone must carry all its runs."""
     from ragaudit import runstore
-    from ragaudit.gating import evaluate_gate
+    from ragaudit.gating import evaluate_gate, fitted_to
     from ragaudit.metrics.evaluate import Evaluation
 
     config = _config(config)
@@ -265,6 +265,7 @@ def gate(
         aborted={name: p.aborted for name, p in found.pipelines.items() if p.aborted is not None},
         baseline=chosen.report.as_baseline() if chosen and chosen.report else None,
         error_questions={p: sorted(q) for p, q in questions.items()},
+        fitted=fitted_to(config),
     )
     found.gate = result
     return Gated(result, found, chosen.warnings if chosen else [], chosen.notes if chosen else [])

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ragaudit import progress, runstore
-from ragaudit.gating import evaluate_gate
+from ragaudit.agreement import LabelSummary, RunLabels
+from ragaudit.gating import evaluate_gate, fitted_to
 from ragaudit.inputs import Inputs
 from ragaudit.io.config_schema import kind_keys
 from ragaudit.metrics import memo
@@ -54,6 +55,7 @@ class Audit:
     errors: dict[str, int] = field(default_factory=dict)  # error-severity issues per pipeline
     error_questions: dict[str, list[str]] = field(default_factory=dict)  # the questions they concern
     warnings: list[str] = field(default_factory=list)  # what went wrong without changing a figure (a cache)
+    labels: LabelSummary | None = None  # the agreement with [labels], and the corrected good-run rates
 
 
 @dataclass
@@ -154,6 +156,7 @@ class StreamingAudit:
         self._scoring: progress.Phase | None = None  # shown from the first batch until `finish`
         gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
         self._issues = open(self.out / "issues.jsonl.tmp", "w", encoding="utf-8") if issues else None
+        self.labels = RunLabels(subject.config.labels) if subject.config.labels is not None else None
 
     def add(self, trace: Trace) -> None:
         if not trace.config:
@@ -163,6 +166,8 @@ class StreamingAudit:
         if trace.config not in self.seen_pipelines:
             self.seen_pipelines.append(trace.config or UNNAMED)
         self.snippet_spans.add(trace)
+        if self.labels is not None:
+            self.labels.see(trace)
         self._pending.append(trace)
         if len(self._pending) >= self.batch:
             self._flush()
@@ -280,6 +285,7 @@ class StreamingAudit:
         )
         errors = dict(self.errors)
         error_questions = {p: sorted(q) for p, q in self.error_questions.items()}
+        labelled = self.labels.summary(self.out / runstore.RUNS) if self.labels is not None else None
         gate = evaluate_gate(
             evaluation,
             self.subject.config.gate,
@@ -287,6 +293,8 @@ class StreamingAudit:
             aborted=self.aborted,
             baseline=self.baseline,
             error_questions=error_questions,
+            fitted=fitted_to(self.subject.config),
+            labelled=labelled.estimates if labelled is not None else None,
         )
         return Audit(
             evaluation,
@@ -302,6 +310,7 @@ class StreamingAudit:
             errors,
             error_questions,
             list(self.warnings),
+            labelled,
         )
 
 
@@ -314,6 +323,8 @@ def regate(result: Audit, subject: Inputs, *, baseline: Baseline | None) -> Gate
         aborted=result.aborted,
         baseline=baseline,
         error_questions=result.error_questions,
+        fitted=fitted_to(subject.config),
+        labelled=result.labels.estimates if result.labels is not None else None,
     )
 
 
@@ -367,4 +378,11 @@ def report_of(result: Audit, subject: Inputs, manifest: dict) -> Report:
     report.meta["compare"] = config.compare.model_dump()
     # the settings every metric was computed with: k, the citation match's tolerance, the ΔS reading
     report.meta["metrics"] = config.metrics.model_dump()
+    # the thresholds every claim was judged with ([support] threshold, the [lambda] bars)
+    report.meta["thresholds"] = {
+        **dataclasses.asdict(Settings.from_config(config).thresholds),
+        "fitted_to": fitted_to(config),  # the sha256 of the labels they were fitted to, when they were
+    }
+    if result.labels is not None:  # the agreement with a person's labels, and the corrected good-run rates
+        report.meta["labels"] = result.labels.to_json()
     return report

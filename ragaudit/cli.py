@@ -105,13 +105,52 @@ def faults(run_dir, config_path, **options):
 @main.command("calibrate")
 @arg("config_path", FILE, metavar="CONFIG")
 @opt("--out", "where to write the proposal (default: calibration.json beside the config)", FILE)
+@opt("--labels", "fit the claim thresholds to these labels of RUN's runs (ragaudit label) instead", FILE)
+@opt("--run", "the run directory the labels are of (with --labels)", DIR)
 @shared("--rate", "--seed", "--format")
-def calibrate_command(config_path, fmt, **options):
+def calibrate_command(config_path, fmt, labels, run, **options):
     """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new corpus. No pipeline is
     called: the oracle run (the gold cited, the anchor stated), its answers reworded as an LLM writes them, and every
     fault class are built from the gold set and corpus, then audited. Prints per check how well it separates them and
-    the threshold it proposes, and writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
+    the threshold it proposes, and writes calibration.json; a config uses it with `[gate] from = "calibration.json"`.
+    With --labels: fit the claim thresholds to your labels instead (too few labels: exit 1, nothing fitted)."""
+    if labels is not None or run is not None:
+        if labels is None or run is None:
+            raise click.UsageError("--labels and --run go together: the labels, and the run directory they label")
+        return said.fitted(
+            ragaudit.calibrate_labels(config_path, labels, run, out=options["out"], seed=options["seed"]), fmt
+        )
     return said.calibrated(*ragaudit.calibrate(config_path, **options), fmt)
+
+
+@main.command()
+@arg("run_dir", DIR)
+@opt("--labels", "the labels file to append to (default: labels.jsonl beside RUN_DIR)", FILE)
+@opt("--sample", "label at most N runs", COUNT)
+@opt("--by", "which runs: random (a sample that can correct the good-run rate), stratified (each pipeline and verdict in turn), uncertainty (nearest a threshold first)", click.Choice(["random", "stratified", "uncertainty"]), default="random", show_default=True)  # fmt: skip
+@opt("--seed", "seed of the random and stratified orders", int, default=0, show_default=True)
+@opt("--labeller", "your name in each label (default: $USER)")
+@opt("--port", "port on 127.0.0.1 (default: any free one)", click.IntRange(0, 65535), default=0)
+@flag("--no-open", "print the page's address without opening a browser")
+def label(run_dir, port, no_open, **options):
+    """Label RUN_DIR's runs yourself, blind to ragaudit's verdict until each is labelled, on a page served on this
+    machine (keys c, s, t: correct, supported, citation; Enter saves). Labels are appended, never rewritten."""
+    session = ragaudit.open_labels(run_dir, **options)
+    show(said.labelling(session))
+    opened = ragaudit.serve_labels(
+        session, port=port, browser=not no_open, opened=lambda url: show(said.label_page(url))
+    )
+    return said.labelled(opened)
+
+
+@main.command()
+@arg("run_dir", DIR)
+@opt("--labels", "the labels file (ragaudit label)", FILE, required=True)
+@shared("--format")
+def agree(run_dir, labels, fmt):
+    """How often ragaudit's verdict on RUN_DIR's runs agrees with your LABELS, per dimension, and where they differ.
+    Exit 0; 3: a labels file of another gold set or run, or unreadable."""
+    return said.agreed(ragaudit.agree(run_dir, labels), fmt)
 
 
 @main.command()

@@ -13,6 +13,7 @@ import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ragaudit.agreement import Estimate
 from ragaudit.io.calibration import THRESHOLDS
 from ragaudit.io.config_schema import GateSection
 from ragaudit.model import Aborted, Baseline, Check, Gate, PipelineSummary, Question, QuestionStats
@@ -35,6 +36,7 @@ class Scope:
     covered: Callable[[float], float]
     errors: int = 0
     error_questions: list[str] = field(default_factory=list)
+    labelled: Estimate | None = None  # the good-run rate corrected by labels ([labels])
 
 
 def _worst(scope: Scope, stat: str) -> float | None:
@@ -71,6 +73,7 @@ class Rule:
     missing: str = "fail"
     errored_note: bool = False  # the detail says how errored runs count
     settings: tuple[str, ...] = ()  # other [gate] keys the check reads
+    explain: Callable[[Scope], str] | None = None  # its detail, from what the pipeline found
 
     def threshold(self, t: GateSection) -> float | None:
         return t.threshold(self.name)
@@ -96,6 +99,17 @@ class ForbidRule(Rule):
 
     def bound(self, limit: float, t: GateSection) -> str:
         return "none " + ", ".join(t.lambda_forbid) if t.lambda_forbid else "none forbidden"
+
+
+def _labelled_detail(found: Estimate | None) -> str:
+    if found is None:
+        return "no labels of this pipeline's runs ([labels] path names none)"
+    if found.ci is None:
+        return f"no corrected good-run rate: {found.why_not}"
+    return (
+        f"good-run rate {found.rate:.3f} over {found.runs} runs, corrected by {found.labelled} labels on a random "
+        f"sample to {found.corrected:.3f}, 95% interval [{found.ci[0]:.3f}, {found.ci[1]:.3f}]"
+    )
 
 
 ERRORED_NOTE = "{n} errored run{s} count as ΔS 1.0 and 0 on every rate"
@@ -170,6 +184,13 @@ CHECKS: tuple[Rule, ...] = (
         missing="omit",
     ),
     Rule(
+        "labelled_good_min",
+        AT_LEAST,
+        lambda s: s.labelled.ci[0] if s.labelled is not None and s.labelled.ci is not None else None,
+        lambda s, _: [],
+        explain=lambda s: _labelled_detail(s.labelled),
+    ),
+    Rule(
         "max_errors",
         AT_MOST,
         lambda s: s.errors,
@@ -187,6 +208,16 @@ STRUCTURAL: tuple[str, ...] = ("pipeline_ran", "analyzer_parity", "baseline_miss
 STRUCTURAL += ("drift_coverage", "drift_citation_match", "regressions")
 
 
+# the checks that count what a claim's judgement decides (correct, grounded): a fit to labels moves them
+READS_CLAIMS = ("lambda_convergent_min", "lambda_forbid", "grounded_pass_rate", "regressions")
+
+
+def fitted_to(config) -> str | None:
+    """The sha256 of the labels the config's claim thresholds were fitted to, when it reads such a calibration."""
+    calibration = getattr(config, "calibration", None)
+    return calibration.labels if calibration is not None and calibration.claims else None
+
+
 def evaluate_gate(
     evaluation,
     thresholds: GateSection,
@@ -195,10 +226,13 @@ def evaluate_gate(
     aborted: dict[str, Aborted],
     baseline: Baseline | None = None,
     error_questions: dict[str, list[str]] | None = None,
+    fitted: str | None = None,
+    labelled: dict[str, Estimate] | None = None,
 ) -> Gate:
     """The gate of an evaluation (`ragaudit.metrics.evaluate.Evaluation`) at the thresholds in force
     (each with where it came from: default, config, calibration). `error_counts` are the
-    error-severity issues per pipeline and `error_questions` the questions they concern."""
+    error-severity issues per pipeline and `error_questions` the questions they concern; `fitted`,
+    the sha256 of the labels the claim thresholds were fitted to (the checks of READS_CLAIMS say so)."""
     gated = thresholds.pipelines or list(evaluation.pipelines)
     checks: list[Check] = []
     for pipeline in gated:
@@ -216,6 +250,7 @@ def evaluate_gate(
             functools.partial(evaluation.share_covered, pipeline),
             error_counts.get(pipeline, 0),
             (error_questions or {}).get(pipeline, []),
+            (labelled or {}).get(pipeline),
         )
         checks += [c for rule in CHECKS if (c := _check(rule, scope)) is not None]
         if pipeline in aborted:
@@ -223,6 +258,12 @@ def evaluate_gate(
         if baseline is not None:
             checks += _drift_checks(scope, baseline)
     checks = [c if c.name in STRUCTURAL else replace(c, source=thresholds.source(c.name)) for c in checks]
+    if fitted is not None:  # the claims these checks count were judged with thresholds fitted to labels
+        said = f"claims judged with thresholds fitted to labels {fitted[:19]}…"
+        checks = [
+            replace(c, detail=f"{c.detail}; {said}" if c.detail else said) if c.name in READS_CLAIMS else c
+            for c in checks
+        ]
     return Gate("pass" if all(c.passed for c in checks) else "fail", list(gated), checks)
 
 
@@ -247,7 +288,7 @@ def _check(rule: Rule, scope: Scope) -> Check | None:
         found is not None and _COMPARE[rule.op](found, limit),
         rule.bound(limit, scope.t),
         rule.failing(scope, limit),
-        note or rule.detail,
+        note or (rule.explain(scope) if rule.explain else rule.detail),
         settings={key: scope.t.threshold(key) for key in rule.settings},
     )
 

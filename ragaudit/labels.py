@@ -26,7 +26,8 @@ from ragaudit.io.traces import trace_to_dict
 from ragaudit.types import Trace
 
 DIMENSIONS = ("correct", "supported", "citation")  # what a person labels; `good` is all three
-LABEL_KEYS = ("pipeline", "qid", "variant", "seed", *DIMENSIONS, "note", "labeller", "time", "digest")
+LABEL_KEYS = ("pipeline", "qid", "variant", "seed", *DIMENSIONS, "note", "labeller", "time", "digest", "sample")
+SAMPLES = ("random", "stratified", "uncertainty", "")  # how `ragaudit label` chose the run ("": not said)
 _NOT_DIGESTED = ("config", "retrieved_at", "retriever_name")  # where and when it ran, not what it did
 
 
@@ -50,6 +51,7 @@ class Label:
     labeller: str
     time: str
     digest: str
+    sample: str = ""  # how the run was chosen for labelling (SAMPLES)
     line: int = 0  # where it was read
 
     @property
@@ -79,6 +81,7 @@ _TYPES: dict[str, tuple[type, str]] = {
     "labeller": (str, "a string"),
     "time": (str, "an ISO 8601 time"),
     "digest": (str, "a run digest, sha256:<64 hex digits>"),
+    "sample": (str, f"one of {', '.join(repr(s) for s in SAMPLES)}"),
 }
 
 
@@ -101,12 +104,14 @@ def _check(obj: object, file: str, line: int) -> tuple[Label | None, list[Proble
         )
     values: dict[str, Any] = {}
     for key, (kind, expected) in _TYPES.items():
-        value: Any = obj.get(key, "" if key == "note" else None)
+        value: Any = obj.get(key, "" if key in ("note", "sample") else None)
         ok = type(value) is kind and (type(value) is not int or value >= 0)
         if key == "digest" and ok:
             ok = value.startswith("sha256:") and len(value) == 71 and all(c in "0123456789abcdef" for c in value[7:])
         if key in ("pipeline", "qid") and ok:
             ok = bool(value.strip())
+        if key == "sample" and ok:
+            ok = value in SAMPLES
         if not ok:
             found = "nothing" if key not in obj else describe(value)
             problems.append(Problem(file, f"expected {expected}, found {found}", line, f"$.{key}"))

@@ -66,6 +66,7 @@ def test_all_pass():
         "lambda_forbid",
         "hallucination_max",
         "grounded_pass_rate",
+        "labelled_good_min",
         "max_errors",
     }
     assert result.flagged_questions() == {"p": set()}
@@ -218,7 +219,7 @@ def test_every_check_of_the_table_has_one_threshold_shape():
         error_counts={},
         aborted={"p": Aborted("a", 0, 1, "analyzer")},
     )
-    assert {rule.name for rule in CHECKS} <= {c.name for c in result.checks} | {"delta_s_mean_max"}
+    assert {rule.name for rule in CHECKS} <= {c.name for c in result.checks} | {"delta_s_mean_max", "labelled_good_min"}
     for check in result.checks:
         assert check.threshold is None or isinstance(check.threshold, (int, float)), check.name
         assert isinstance(check.bound, str) and check.bound, check.name

@@ -28,6 +28,13 @@ THRESHOLDS = {  # the [gate] keys a calibration may set, and whether each is a r
     "max_errors": False,
 }
 SETTINGS = ("coverage_min",)  # what a check reads besides its threshold: a number, never null
+# what `calibrate --labels` fits: the thresholds a claim's judgement reads, as their config keys
+CLAIMS = {
+    "support": ("support", "threshold"),
+    "anchor_support_min": ("lambda", "anchor_support_min"),
+    "key_recall_min": ("lambda", "key_recall_min"),
+    "key_precision_min": ("lambda", "key_precision_min"),
+}
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,8 @@ class Calibration:
     gate: dict[str, float | int | None]
     not_gated: dict[str, str] = field(default_factory=dict)  # key -> why it is left ungated
     inputs: dict[str, str] = field(default_factory=dict)  # "gold", "corpus" -> sha256
+    claims: dict[str, float] = field(default_factory=dict)  # CLAIMS key -> a threshold fitted to labels
+    labels: str | None = None  # the sha256 of the labels they were fitted to
 
 
 def read_calibration(path: Path) -> Calibration:
@@ -70,7 +79,24 @@ def read_calibration(path: Path) -> Calibration:
     not_gated = data.get("not_gated") or {}
     if not isinstance(not_gated, dict) or not all(isinstance(v, str) for v in not_gated.values()):
         raise UsageError(f"[gate] from: {where}: expected 'not_gated' to map keys to reasons")
-    return Calibration(path, out, dict(not_gated), {k: str(v) for k, v in inputs.items()})
+    claims = data.get("claims") or {}
+    if not isinstance(claims, dict):
+        raise UsageError(f"[gate] from: {where}: expected 'claims' to map thresholds to numbers")
+    for key, value in claims.items():
+        if key not in CLAIMS:
+            raise UsageError(f"[gate] from: {where}: $.claims.{key}: expected one of {', '.join(CLAIMS)}")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and 0 <= value <= 1):
+            raise UsageError(f"[gate] from: {where}: $.claims.{key}: expected a number in [0, 1], found {value!r}")
+    labels = (data.get("labels") or {}).get("sha256") if isinstance(data.get("labels"), dict) else None
+    return Calibration(
+        path,
+        out,
+        dict(not_gated),
+        {k: str(v) for k, v in inputs.items()},
+        {k: float(v) for k, v in claims.items()},
+        labels if isinstance(labels, str) else None,
+    )
 
 
 def check_inputs(calibration: Calibration, inputs: dict | None) -> None:

@@ -88,6 +88,7 @@ class Config:
     live_index: bool = False  # [audit] live_index: span-derived traces must carry the live index
     calibration: Calibration | None = None  # the calibration named by [gate] from
     compare: CompareSection = field(default_factory=CompareSection)
+    labels: Path | None = None  # [labels] path: a person's labels of runs
 
 
 from ragaudit.io.config_schema import (  # noqa: E402, F401  (the schema's names, as they always were here)
@@ -203,6 +204,26 @@ def _problems(path: Path, text: str, raw: dict, error: ValidationError | None) -
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
+def _with_fitted(root, calibration):
+    """The config with the claim thresholds a calibration fitted to labels, where it sets none itself."""
+    from ragaudit.io.calibration import CLAIMS
+
+    changed: dict[str, dict[str, float]] = {}
+    for key, value in calibration.claims.items():
+        table, name = CLAIMS[key]
+        section = root.support if table == "support" else root.lambda_
+        if name not in section.model_fields_set:  # the config's own keys win
+            changed.setdefault(table, {})[name] = value
+    if not changed:
+        return root
+    updates = {}
+    if "support" in changed:
+        updates["support"] = root.support.model_copy(update=changed["support"])
+    if "lambda" in changed:
+        updates["lambda_"] = root.lambda_.model_copy(update=changed["lambda"])
+    return root.model_copy(update=updates)
+
+
 def load_config(path: str | Path) -> Config:
     """Read a config; raises InputError naming every problem with its line."""
     path = Path(path)
@@ -244,6 +265,7 @@ def load_config(path: str | Path) -> Config:
         from ragaudit.io.calibration import read_calibration
 
         calibration = read_calibration(root.gate.from_)
+        root = _with_fitted(root, calibration)
     return Config(
         path=path,
         gold=audit.gold,
@@ -268,6 +290,7 @@ def load_config(path: str | Path) -> Config:
         gold_check=root.gold,
         live_index=audit.live_index,
         compare=root.compare,
+        labels=root.labels.path,
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
             for p in root.pipelines

@@ -133,6 +133,8 @@ class _Gate(_Table):
     hallucination_max: _Count | None = 0
     grounded_pass_rate: _Rate | None = 0.90
     max_errors: _Count | None = 0
+    # the lower end of the good-run rate's 95% interval corrected by labels on a random sample ([labels])
+    labelled_good_min: _Rate | None = None
     pipelines: list[_Text] = Field(default_factory=list)
     from_: _ConfigPath | None = Field(default=None, alias="from")  # thresholds proposed by `ragaudit calibrate`
 
@@ -250,6 +252,10 @@ class _Gold(_Table):
     severity: dict[str, Literal["info", "warning", "error"]] = Field(default_factory=dict)
 
 
+class _Labels(_Table):
+    path: _ConfigPath | None = None  # a person's labels of runs (ragaudit label): agreement, corrected rate
+
+
 class _History(_Table):
     path: _ConfigPath | None = None  # the history file (default: history.sqlite beside the run directories)
 
@@ -345,6 +351,7 @@ class _Root(_Table):
     history: _History
     compare: _Compare
     gold: _Gold
+    labels: _Labels
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
 
 
@@ -359,6 +366,7 @@ _SECTIONS: dict[str, type[_Table]] = {
     "history": _History,
     "compare": _Compare,
     "gold": _Gold,
+    "labels": _Labels,
 }
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 

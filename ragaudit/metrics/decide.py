@@ -38,6 +38,13 @@ class Evidence:
     other_support: float | None = None  # by the uncited passage holding the words its cited texts lack
     other_missed: bool = False  # that passage lacks one of its quantities
 
+    def to_json(self) -> dict:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+    @classmethod
+    def from_json(cls, value: dict) -> Evidence:
+        return cls(**{f: value[f] for f in cls.__slots__})
+
 
 def taken(e: Evidence) -> bool:
     """Does an uncited retrieved passage say the claim better than its cited texts?"""
@@ -71,6 +78,17 @@ class AnchorEvidence:
     missing: tuple[str, ...] = ()  # the key items it does not state
     added: tuple[str, ...] = ()  # its own items the anchor does not state
     mentions: tuple[str, ...] = ()  # the key's quantities
+
+    NUMBERS = ("conflicts", "support", "share", "drawn", "answers", "mentioned")  # what a threshold reads
+
+    def to_json(self) -> dict:
+        return {f: getattr(self, f) for f in self.NUMBERS}
+
+    @classmethod
+    def from_json(cls, value: dict, missing=(), added=(), mentions=()) -> AnchorEvidence:
+        return cls(
+            **{f: value[f] for f in cls.NUMBERS}, missing=tuple(missing), added=tuple(added), mentions=tuple(mentions)
+        )
 
 
 def anchor_verdict(a: AnchorEvidence, t: Thresholds) -> tuple[str, tuple[str, ...]]:

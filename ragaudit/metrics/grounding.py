@@ -84,9 +84,8 @@ class Judged:
             "contradicts": self.contradicts,
             "lacks": list(self.lacks),
             "attributed": list(self.attributed),
-            "said": None if self.evidence is None else self.evidence.said,
-            "other_support": None if self.evidence is None else self.evidence.other_support,
-            "answers": None if self.against is None else self.against.answers,
+            "evidence": None if self.evidence is None else self.evidence.to_json(),
+            "against": None if self.against is None else self.against.to_json(),
         }
 
 

@@ -134,6 +134,54 @@ def calibrated(result: dict, target: Path, fmt: str) -> Said:
     )
 
 
+def fitted(done, fmt: str) -> Said:
+    """`ragaudit calibrate --labels`: the held-out agreement before and after, the thresholds and the
+    file written; exit 1 when the labels were too few to fit anything."""
+    from ragaudit.render.agreement_text import render_fit
+
+    said = Said().err(done.fit.notes, "note: ")
+    if fmt == "json":
+        said.out(as_json({"fit": done.fit.to_json(), "more": done.fit.more, "kept": done.fit.kept,
+                          "claims": (done.content or {}).get("claims"), "path": str(done.path) if done.path else None}))  # fmt: skip
+    else:
+        said.out(render_fit(done.fit), nl=False)
+    if done.path is None:
+        return said.ends(1)
+    return said.out(f'wrote {done.path}; use it with [gate] from = "{done.path.name}"')
+
+
+def labelling(session) -> Said:
+    """`ragaudit label`, before the page opens: what will be labelled, and the stale labels."""
+    said = Said().err(
+        [
+            f"{label.labels_path}:{stale.line}: stale: {stale.qid} v{stale.variant} s{stale.seed} of {stale.pipeline} "
+            "changed since it was labelled; it is offered again"
+            for label in [session]
+            for stale in session.stale
+        ],
+        "note: ",
+    )
+    return said.err(
+        [f"{len(session.tasks)} runs of {session.run_dir} to label ({session.by}), labels to {session.labels_path}"]
+    )
+
+
+def label_page(url: str) -> Said:
+    return Said().out(f"label at {url}  (Done on the page, or ctrl-C, ends)")
+
+
+def labelled(session) -> Said:
+    return Said().out(f"wrote {session.recorded} labels to {session.labels_path}")
+
+
+def agreed(found, fmt: str) -> Said:
+    """`ragaudit agree`: the agreement as JSON or text, its notes on stderr (exit 0)."""
+    from ragaudit.render.agreement_text import render
+
+    said = Said().err(found.notes, "note: ")
+    return said.out(as_json(found.to_json())) if fmt == "json" else said.out(render(found), nl=False)
+
+
 def verified(checked) -> Said:
     """`ragaudit verify`: its notes, then what was checked, or the changes as the error (exit 5)."""
     said = Said().err(checked.notes, "note: ")
