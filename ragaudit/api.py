@@ -338,13 +338,14 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     content and path."""
     from ragaudit.calibrating import calibrate as propose
     from ragaudit.inputs import Inputs
-    from ragaudit.io.files import refuse_overwriting, write_json
+    from ragaudit.io.files import output_target, refuse_overwriting, write_json
 
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
     loaded = _config(config)
     target = Path(out) if out else Path(loaded.path).parent / "calibration.json"
     refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
+    output_target(target)  # a folder, a FIFO or a device is refused before the oracle runs
     result = propose(Inputs.from_config(loaded), rate=rate, seed=seed)
     write_json(target, result)
     return result, target

@@ -104,7 +104,7 @@ def faults(run_dir, config_path, **options):
 
 @main.command("calibrate")
 @arg("config_path", FILE, metavar="CONFIG")
-@opt("--out", "where to write the proposal (default: calibration.json beside the config)", FILE)
+@opt("--out", "where to write the proposal (default: calibration.json beside the config)", PATH)
 @shared("--rate", "--seed", "--format")
 def calibrate_command(config_path, fmt, **options):
     """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new corpus. No pipeline is
@@ -145,7 +145,7 @@ def validate(traces, fmt, **options):
 @main.command()
 @arg("source", click.Choice(SPAN_FORMATS), metavar="FORMAT")
 @arg("inputs", metavar="INPUT...", nargs=-1, required=True)
-@opt("--out", "the traces.jsonl to write", FILE, required=True)
+@opt("--out", "the traces.jsonl to write", PATH, required=True)
 @opt("--config-name", "every trace's config (default: the spans' service name)")
 @opt("--window", "spans of unfinished traces held at most; spans of one trace further apart are reported late", COUNT, default=20_000, show_default=True)  # fmt: skip
 def ingest(source, inputs, out, **options):
@@ -202,7 +202,7 @@ def gold_anchor(corpus, question, answer, model, **options):
 @arg("gold_path", metavar="GOLD")
 @opt("--corpus", "the edited corpus", PATH, required=True)
 @opt("--from old", "the corpus the gold set was anchored in", PATH)
-@opt("--out", "the new gold set to write", FILE, required=True)
+@opt("--out", "the new gold set to write", PATH, required=True)
 @opt("--min-ratio", "difflib ratio a fuzzy match must reach to move an anchor", click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)  # fmt: skip
 def gold_reanchor(gold_path, corpus, out, **options):
     """Move the anchors of GOLD to where their text is in the edited corpus: kept where it still is, moved to the same
@@ -236,7 +236,7 @@ def codes(fmt):
 @opt("--metric", "only this metric (e.g. citation_match)")
 @opt("--pipeline", "only this pipeline")
 @opt("--last", "only the last N runs", COUNT)
-@opt("--plot", "also draw the trends to an SVG file", FILE)
+@opt("--plot", "also draw the trends to an SVG file", PATH)
 @flag("--all every", "every recorded metric, not only those the gate reads")
 @opt("--rename", "record pipeline OLD's runs under NEW first, joining the two series", metavar="OLD=NEW")
 @shared("--format")
@@ -295,7 +295,7 @@ def plan(gold_path, fmt, **options):
 @main.command()
 @arg("run_dir", DIR)
 @opt("--key", "sign with this ed25519 private key (PEM; an encrypted one takes its passphrase from $RAGAUDIT_KEY_PASSWORD)", FILE)  # fmt: skip
-@opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", FILE)
+@opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", PATH)
 def attest(run_dir, key, out):
     """Write a release attestation of RUN_DIR: an in-toto Statement v1 whose subject lists every file of the run with
     its sha256, and whose predicate holds the input hashes (gold set, corpus, config, traces, models, indexes), the

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ragaudit.errors import InputError, Problem
-from ragaudit.io.files import HASH_VERSION, sha256_file, write_atomic
+from ragaudit.io.files import HASH_VERSION, NotAFile, sha256_file, sha256_within, write_atomic
 
 MANIFEST = "manifest.json"
 TRACES = "traces.jsonl"
@@ -106,6 +106,15 @@ def read_manifest(run_dir: Path) -> dict:
                     path=f"$.{key}",
                 )
             )
+    strange = [name for name in manifest.get("outputs") or {} if name not in OUTPUTS]
+    if strange:  # verify opens each output by its name: only the run's own files, never a path
+        raise InputError(
+            Problem(
+                str(path),
+                f"expected outputs named among the files a run writes ({', '.join(OUTPUTS)}), found {strange[0]!r}",
+                path="$.outputs",
+            )
+        )
     for key in ("index", "outputs", "documents", "aborted"):
         bad = [
             name
@@ -211,8 +220,8 @@ def _corpus_changes(manifest: dict, path: Path) -> str:
     before = manifest.get("documents") or {}
     try:
         now = document_hashes(load_corpus(path))
-    except InputError:
-        return f"corpus: {path} changed and can no longer be read"
+    except InputError as exc:
+        return f"corpus: {path} changed and can no longer be read: {exc.problems[0]}"
     parts = []
     for label, names in (
         ("changed", [d for d in before if d in now and now[d] != before[d]]),
@@ -246,18 +255,17 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
             absent.append(f"{name}: {path}")
         elif not path.exists():
             found.append(f"{name}: {path} is gone")
-        elif sha256_file(path, version=version) != recorded:
+        elif (now := _digest(found, name, lambda: sha256_file(path, version=version))) and now != recorded:
             found.append(
                 _corpus_changes(manifest, path)
                 if name == "corpus"
                 else f"{name}: {path} changed since the run (sha256 was {recorded[:12]}…)"
             )
     recorded = manifest.get("traces_sha256")
-    traces = run_dir / TRACES
-    if not traces.exists():
-        found.append(f"traces: {traces} is gone")
-    elif sha256_file(traces) != recorded:
-        found.append(f"traces: {traces} changed since the run")
+    if not (run_dir / TRACES).exists():
+        found.append(f"traces: {run_dir / TRACES} is gone")
+    elif (now := _digest(found, "traces", lambda: sha256_within(run_dir, TRACES))) and now != recorded:
+        found.append(f"traces: {run_dir / TRACES} changed since the run")
     outputs = manifest.get("outputs") or {}
     unrecorded = [
         name
@@ -271,9 +279,18 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
             "outputs, or the manifest was edited)"
         )
     for name, digest in sorted(outputs.items()):
-        path = run_dir / name
-        if not path.exists():
+        if not (run_dir / name).exists():
             found.append(f"output: {name} is gone")
-        elif sha256_file(path) != digest:
+        elif (now := _digest(found, "output", lambda: sha256_within(run_dir, name))) and now != digest:
             found.append(f"output: {name} changed since it was written")
     return found
+
+
+def _digest(found: list[str], label: str, digest) -> str | None:
+    """`digest()`; None, with the change noted in `found`, for a path that is no longer a file of
+    the run (a FIFO, a device, a symlink out of the run directory), which is not read."""
+    try:
+        return digest()
+    except NotAFile as exc:
+        found.append(f"{label}: {exc.problems[0]}")
+        return None

@@ -4,7 +4,10 @@ version 2), and still verifies a manifest of hash version 1 (with a note)."""
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from helpers import BM25, DEMO, invoke, run_dir_of, write_config
@@ -152,3 +155,68 @@ def test_sha256_file_of_a_folder_is_the_framed_hash(tmp_path):
     assert sha256_file(tmp_path) == framed_hash(tmp_path)
     assert sha256_file(tmp_path, version=1) == old_hash(tmp_path)
     assert sha256_file(tmp_path / "b.md") == hashlib.sha256(b"").hexdigest()
+
+
+def verify_within(run_dir, seconds: float = 60):
+    """`ragaudit verify` in a process of its own, which must end well within `seconds`."""
+    return subprocess.run(
+        [sys.executable, "-m", "ragaudit", "verify", str(run_dir)], capture_output=True, text=True, timeout=seconds
+    )
+
+
+def test_an_input_path_that_names_a_device_or_a_fifo_is_a_change_never_read(finished, tmp_path):
+    """`paths.gold = "/dev/zero"` read for ever; a FIFO waits for a writer that never comes."""
+    run_dir, _ = finished
+    rewrite(run_dir, lambda manifest: manifest["paths"].update(gold="/dev/zero"))
+    zero = verify_within(run_dir)
+    assert zero.returncode == 5, zero.stderr
+    assert "gold: /dev/zero: expected a regular file, found a character device: not read" in zero.stderr
+    fifo = tmp_path / "gold.fifo"
+    os.mkfifo(fifo)
+    rewrite(run_dir, lambda manifest: manifest["paths"].update(gold=str(fifo), config=str(fifo)))
+    waiting = verify_within(run_dir)
+    assert waiting.returncode == 5, waiting.stderr
+    assert f"gold: {fifo}: expected a regular file, found a FIFO (named pipe): not read" in waiting.stderr
+    assert f"config: {fifo}: expected a regular file, found a FIFO (named pipe): not read" in waiting.stderr
+
+
+@pytest.mark.parametrize("name", ["../../../../dev/zero", "/etc/shadow", "notes/../report.json"])
+def test_an_output_named_by_a_path_is_a_damaged_manifest_never_opened(finished, name):
+    run_dir, _ = finished
+    rewrite(run_dir, lambda manifest: manifest["outputs"].update({name: "0" * 64}))
+    result = verify_within(run_dir)
+    assert result.returncode == 3, result.stderr
+    assert "$.outputs: expected outputs named among the files a run writes (runs.parquet, " in result.stderr
+    assert f"found {name!r}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_file_of_the_run_that_became_a_symlink_out_of_it_is_a_change_never_read(finished, tmp_path):
+    run_dir, _ = finished
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not part of the run\n")
+    for name in ("report.json", "traces.jsonl"):
+        (run_dir / name).unlink()
+        (run_dir / name).symlink_to(secret)
+    result = invoke("verify", run_dir)
+    assert result.exit_code == 5
+    for name, label in (("report.json", "output"), ("traces.jsonl", "traces")):
+        assert (
+            f"{label}: {run_dir / name}: expected a file of {run_dir}, found a symlink to {secret}: not read"
+            in result.stderr
+        )
+
+
+def test_a_corpus_link_out_of_its_folder_added_after_the_run_is_a_change_never_read(finished, tmp_path):
+    run_dir, corpus = finished
+    secret = tmp_path / "outside.md"
+    secret.write_text("# Outside\n\nNot a document of the corpus.\n")
+    (corpus / "linked.md").symlink_to(secret)
+    hashed = sha256_file(corpus)
+    secret.write_text("# Outside\n\nOther text: the link is never opened.\n")
+    assert sha256_file(corpus) == hashed  # the link's text is hashed, not what it points to
+    result = invoke("verify", run_dir)
+    assert result.exit_code == 5
+    assert (
+        f"corpus: {corpus} changed and can no longer be read: {corpus / 'linked.md'}: expected a file inside the "
+        f"corpus folder {corpus}, found a symlink to {secret}: not read" in result.stderr
+    )
