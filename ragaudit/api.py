@@ -185,7 +185,7 @@ def report(run_dir: Path) -> Rebuilt:
     manifest = rundir.read_manifest(run_dir)
     inputs = Inputs.from_config(_config(manifest["config_path"]))
     base = None
-    warnings: list[str] = []
+    warnings = rundir.gating_changes(manifest, inputs.config)
     if manifest.get("baseline"):
         chosen = choose_baseline(manifest["baseline"], inputs.config, manifest["inputs"], allow_foreign=True)
         warnings += chosen.warnings
@@ -216,14 +216,14 @@ def gate(
     a report moved alone must carry all its runs."""
     from ragaudit import runstore
     from ragaudit.gating import evaluate_gate
+    from ragaudit.io.calibration import check_inputs, regated
     from ragaudit.metrics.evaluate import Evaluation
 
     config = _config(config)
     found = read_report(report_path)
     if config.calibration is not None:
-        from ragaudit.io.calibration import check_inputs
-
         check_inputs(config.calibration, found.inputs)
+    said = regated(config.calibration, found.inputs)
     chosen = None
     if baseline is not None:
         run_dir = Path(report_path).resolve().parent
@@ -267,7 +267,8 @@ def gate(
         error_questions={p: sorted(q) for p, q in questions.items()},
     )
     found.gate = result
-    return Gated(result, found, chosen.warnings if chosen else [], chosen.notes if chosen else [])
+    warnings = [said] if said else []
+    return Gated(result, found, warnings + (chosen.warnings if chosen else []), chosen.notes if chosen else [])
 
 
 # ---- faults, calibrate, compare --------------------------------------------------------------

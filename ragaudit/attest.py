@@ -129,6 +129,7 @@ def _folder_hash(spec: str | None, resolve) -> dict | None:
 
 
 def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
+    from ragaudit import rundir
     from ragaudit.io.config import SCHEMA
     from ragaudit.metrics.embed import resolve_model
 
@@ -151,6 +152,7 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
         },
         "inputs": {
             **{name: {"path": paths[name], "sha256": inputs[name]} for name in ("gold", "corpus", "config")},
+            **{name: {"path": paths[name], "sha256": inputs[name]} for name in (rundir.CALIBRATION,) if name in inputs},
             "traces": {"path": "traces.jsonl", "sha256": manifest.get("traces_sha256")},
         },
         "models": {

@@ -165,7 +165,9 @@ def _fills_line(text: str, start: int, end: int) -> bool:
     head = text.rfind("\n", 0, start) + 1
     tail = text.find("\n", end)
     tail = len(text) if tail < 0 else tail
-    return _BLANKS_OPEN.fullmatch(text, head, start) is not None and _BLANKS_CLOSE.fullmatch(text, end, tail) is not None
+    return (
+        _BLANKS_OPEN.fullmatch(text, head, start) is not None and _BLANKS_CLOSE.fullmatch(text, end, tail) is not None
+    )
 
 
 def _is_marker(match: re.Match, text: str, names: Collection[str] | None, forms: Collection[str]) -> bool:

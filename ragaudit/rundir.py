@@ -23,6 +23,7 @@ from ragaudit.errors import InputError, Problem
 from ragaudit.io.files import HASH_VERSION, NotAFile, sha256_file, sha256_within, write_atomic
 
 MANIFEST = "manifest.json"
+CALIBRATION = "calibration"  # the input a run has when its [gate] reads one (`[gate] from`)
 TRACES = "traces.jsonl"
 LOCK = ".lock"
 OWNER = ".lock.owner"
@@ -94,6 +95,11 @@ def read_manifest(run_dir: Path) -> dict:
                     path=f"$.{key}",
                 )
             )
+    calibration = [manifest[key].get(CALIBRATION) for key in ("inputs", "paths")]
+    if calibration != [None, None] and not all(isinstance(v, str) for v in calibration):
+        raise InputError(
+            Problem(str(path), "expected inputs and paths to hold the calibration both, as strings", path="$.inputs")
+        )
     if not isinstance(manifest.get("config_path"), str):
         raise InputError(Problem(str(path), "expected a config_path string, found none", path="$.config_path"))
     for key, kinds in _OPTIONAL.items():
@@ -179,16 +185,24 @@ def document_hashes(corpus) -> dict[str, str]:
     }
 
 
-def input_hashes(config, *, version: int = HASH_VERSION) -> dict[str, str]:
-    """The sha256 of a config's inputs by name (config, gold, corpus), as a manifest records them:
-    no file is parsed, the corpus is not loaded."""
+def input_paths(config) -> dict[str, Path]:
+    """A config's inputs by name: config, gold, corpus, and the calibration its `[gate] from`
+    names (whose thresholds decide the verdict), when it names one."""
     paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
-    return {name: sha256_file(p, version=version) for name, p in paths.items()}
+    if config.calibration is not None:
+        paths[CALIBRATION] = config.calibration.path
+    return paths
+
+
+def input_hashes(config, *, version: int = HASH_VERSION) -> dict[str, str]:
+    """The sha256 of a config's inputs by name (`input_paths`), as a manifest records them: no file
+    is parsed, the corpus is not loaded."""
+    return {name: sha256_file(p, version=version) for name, p in input_paths(config).items()}
 
 
 def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
     """What the manifest records of a run's inputs, hashed as `version` says."""
-    paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
+    paths = input_paths(config)
     return {
         "hash_version": version,
         "config_path": str(Path(config.path).resolve()),
@@ -196,6 +210,19 @@ def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
         "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
         "documents": document_hashes(corpus),
     }
+
+
+def gating_changes(manifest: dict, config) -> list[str]:
+    """What decides the gate besides the traces, changed since the run the manifest records, in
+    words: its config, and the calibration its `[gate] from` names (a run recorded before
+    calibrations were hashed names none). `ragaudit report` says these as it gates again."""
+    from ragaudit.io.calibration import regated
+
+    found = []
+    if config.path is not None and sha256_file(config.path) != manifest["inputs"]["config"]:
+        found.append(f"config {config.path} changed since the run: the gate reads it as it is now")
+    said = regated(config.calibration, manifest["inputs"])
+    return found + ([said] if said else [])
 
 
 def older_hashes(path: str | os.PathLike | None, now: str | None) -> list[str]:
@@ -249,7 +276,7 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
             "was not recorded; a new run records both"
         )
     found = []
-    for name in ("gold", "corpus", "config"):
+    for name in ("gold", "corpus", "config", *([CALIBRATION] if CALIBRATION in manifest["inputs"] else [])):
         path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
         if not path.exists() and absent is not None:
             absent.append(f"{name}: {path}")
