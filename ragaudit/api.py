@@ -52,12 +52,11 @@ LAST_PASS = "last-pass"
 def read_report(path: str | Path) -> Report:
     """A report.json, typed; a file that is not a ragaudit report is an InputError naming it."""
     from ragaudit.io.jsonfiles import read_json_file
-    from ragaudit.questionstore import QUESTIONS, complete
+    from ragaudit.questionstore import complete
 
     found = Report.from_json(read_json_file(Path(path), what="report"), str(path))
-    rows = found.summary.question_rows
-    if rows is not None and rows > len(found.questions):  # the other rows are in questions.parquet beside it
-        found.questions = complete(found.questions, Path(path).parent / QUESTIONS, rows)
+    if found.summary.question_rows is not None:  # a bounded report: every row is in questions.parquet beside it
+        found.questions = complete(found, Path(path))
     return found
 
 

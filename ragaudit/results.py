@@ -113,15 +113,13 @@ class Run:
         """Every question row as report.json holds it; those it does not hold (above 2,000 rows)
         read from questions.parquet beside it, a batch at a time."""
         held = self.report.get("questions", [])
-        total = (self.report.get("summary") or {}).get("question_rows")
-        if not isinstance(total, int) or total <= len(held):
+        if (self.report.get("summary") or {}).get("question_rows") is None:
             yield from held
             return
-        from ragaudit.model import Question
-        from ragaudit.questionstore import QUESTIONS, complete
+        from ragaudit.model import Report
+        from ragaudit.questionstore import complete
 
-        rows = [Question.from_json(q, f"$.questions[{i}]") for i, q in enumerate(held)]
-        for row in complete(rows, self.path / QUESTIONS, total):
+        for row in complete(Report.from_json(self.report, str(self.path / REPORT)), self.path / REPORT):
             yield row.to_json()
 
     @cached_property
