@@ -357,27 +357,40 @@ def compare(
     pairs: Sequence[str] = (),
     margin: float | None = None,
     out: Path | None = None,
-) -> tuple[dict, list[str], Path]:
-    """Compare pipelines within a run or across two (module `ragaudit.comparison`); writes
-    compare.json and compare.html (default: in the first run directory). Returns the comparison,
-    notes on pipelines left out, and the folder written."""
+) -> tuple[dict, list[str], Path | None]:
+    """Compare pipelines within a run or across two (module `ragaudit.comparison`); with `out`,
+    writes compare.json and compare.html there. Returns the comparison, notes on what was left
+    out, and the folder written (None without `out`). A run directory's own compare.json and
+    compare.html are stamped in its manifest, so `out` is never a run directory (UsageError)."""
+    from ragaudit import rundir
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.outputs import write_comparison
+    from ragaudit.pairing import comparison_of
     from ragaudit.progress import phase
 
     if margin is not None and not 0 < margin < 1:
         raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")
-    target = Path(out or run_dirs[0])
-    refuse_overwriting([target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs])
+    target = Path(out) if out is not None else None
+    if target is not None and (target / rundir.MANIFEST).exists():
+        raise UsageError(
+            f"--out {target}: expected a folder that is not a run directory, found {target / rundir.MANIFEST}: "
+            "a run's compare.json and compare.html are its own (stamped in its manifest), written only by its run"
+        )
+    if target is not None:
+        refuse_overwriting(
+            [target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs]
+        )
     with phase("reading reports", counts_as="loading"):
         reports = [read_report(Path(d) / "report.json") for d in run_dirs]
     labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
+    if target is None:
+        with phase("comparing"):
+            found = comparison_of(reports, labels=labels, run_dirs=list(run_dirs), specs=list(pairs), margin=margin)
+        return *found, None
     target.mkdir(parents=True, exist_ok=True)
     with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
-        result, notes = write_comparison(
-            target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin
-        )
-    return result, notes, target
+        found = write_comparison(target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin)
+    return *found, target
 
 
 # ---- verify ------------------------------------------------------------------------------------

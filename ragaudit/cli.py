@@ -74,15 +74,15 @@ def gate(report_path, config_path, fmt, **options):
 @arg("run_dirs", DIR, metavar="RUN_A [RUN_B]", nargs=-1, required=True)
 @opt("--pair pairs", "compare PIPE_B with PIPE_A (repeatable); across two runs, PIPE_A is RUN_A's and PIPE_B RUN_B's (default: [compare] pairs, else each pipeline with the first, or with its namesake in RUN_A)", multiple=True, metavar="PIPE_A:PIPE_B")  # fmt: skip
 @opt("--margin", "non-inferiority margin in (0, 1) (default: [compare] margin, else 0.02)", float)
-@opt("--out", "where compare.json/html go (default: the first run directory)", DIR)
+@opt("--out", "write compare.json/html to this folder, never a run directory (default: none written)", DIR)
 @shared("--format")
 def compare_command(run_dirs, fmt, **options):
     """Is B better, worse, or no worse than A? Per pair of pipelines and metric: means, the paired difference with a 95%
     CI, p-values (exact sign test for per-run 0/1 outcomes, sign-flip permutation otherwise; Holm-adjusted), a
     non-inferiority test against the margin, win/tie/loss, the noise floor of pipelines that sample, λ transitions,
-    and the smallest change in a rate the questions can detect. Writes compare.json and compare.html.
+    and the smallest change in a rate the questions can detect. With --out, writes compare.json and compare.html.
 
-    Exit 0; 2: an unknown pipeline in --pair or a margin outside (0, 1); 3: an unreadable report."""
+    Exit 0; 2: an unknown pipeline in --pair, a margin outside (0, 1) or --out a run directory; 3: an unreadable report."""
     return said.compared(*ragaudit.compare(run_dirs, **options), fmt)
 
 
