@@ -376,10 +376,8 @@ def compare(
             f"--out {target}: expected a folder that is not a run directory, found {target / rundir.MANIFEST}: "
             "a run's compare.json and compare.html are its own (stamped in its manifest), written only by its run"
         )
-    if target is not None:
-        refuse_overwriting(
-            [target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs]
-        )
+    outputs = [target / "compare.json", target / "compare.html"] if target is not None else []
+    refuse_overwriting(outputs, [Path(d) / "report.json" for d in run_dirs])
     with phase("reading reports", counts_as="loading"):
         reports = [read_report(Path(d) / "report.json") for d in run_dirs]
     labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
