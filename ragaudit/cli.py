@@ -82,7 +82,7 @@ def compare_command(run_dirs, fmt, **options):
     non-inferiority test against the margin, win/tie/loss, the noise floor of pipelines that sample, λ transitions,
     and the smallest change in a rate the questions can detect. With --out, writes compare.json and compare.html.
 
-    Exit 0; 2: an unknown pipeline in --pair, a margin outside (0, 1) or --out a run directory; 3: an unreadable report."""
+    Exit 0; 2: an unknown --pair pipeline, a margin outside (0, 1), --out a run directory; 3: an unreadable report."""
     return said.compared(*ragaudit.compare(run_dirs, **options), fmt)
 
 
@@ -107,8 +107,8 @@ def faults(run_dir, config_path, **options):
 @opt("--out", "where to write the proposal (default: calibration.json beside the config)", PATH)
 @shared("--rate", "--seed", "--format")
 def calibrate_command(config_path, fmt, **options):
-    """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new corpus. No pipeline is
-    called: the oracle run (the gold cited, the anchor stated), its answers reworded as an LLM writes them, and every
+    """Propose [gate] thresholds for the gold set and corpus of CONFIG (checked first as `run` checks them: a gold error
+    exits 3). No pipeline is called: the oracle run (the gold cited, the anchor stated), its LLM-style rewrite and every
     fault class are built from the gold set and corpus, then audited. Prints per check how well it separates them and
     the threshold it proposes, and writes calibration.json; a config uses it with `[gate] from = "calibration.json"`."""
     return said.calibrated(*ragaudit.calibrate(config_path, **options), fmt)
