@@ -41,7 +41,8 @@ def _pandas():
 class Run:
     """A run directory's results; each table is read when first used.
 
-    `run.runs`: one row per run, from `runs.parquet`, in plan order.
+    `run.runs`: one row per run, from `runs.parquet`, in the order of traces.jsonl (plan order; a replay
+        pipeline's runs in its recording's order).
         pipeline, qid, gold_doc_id, gold_section_id (the question's gold section), variant, seed,
         query, answer, error, errored (bool), correct (bool), why (why the run is or is not correct),
         zone (of delta_s_qr), ts, store, index_hash, embed_model, analyzer; every metric as a column
