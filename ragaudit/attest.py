@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ragaudit.errors import InputError, Problem, UsageError, describe
 from ragaudit.io.files import NotAFile, inside, output_target, same_file, sha256_file, sha256_within, write_atomic
-from ragaudit.rundir import LOCK, OWNER
+from ragaudit.rundir import CALIBRATION, LOCK, OWNER
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://ragaudit.dev/attestation/audit-run/v1"
@@ -129,19 +129,19 @@ def _folder_hash(spec: str | None, resolve) -> dict | None:
 
 
 def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
-    from ragaudit import rundir
     from ragaudit.io.config import SCHEMA
     from ragaudit.metrics.embed import resolve_model
 
     meta, paths, inputs = report.get("meta") or {}, manifest["paths"], manifest["inputs"]
     configured, keys = _configured_gate(paths.get("config")), set(SCHEMA["gate"])
-    support_path = None
-    try:
+    config = None
+    try:  # unchanged since the run (attest checked it): the models it names are the run's
         from ragaudit.io.config import load_config
 
-        support_path = load_config(paths["config"]).support.model
+        config = load_config(paths["config"])
     except InputError:
         pass
+    support_path = config.support.model if config else None
     return {
         "run": {
             "run_dir": Path(run_dir).resolve().name,
@@ -151,13 +151,16 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
             "paraphrases": manifest.get("paraphrases"),
         },
         "inputs": {
-            **{name: {"path": paths[name], "sha256": inputs[name]} for name in ("gold", "corpus", "config")},
-            **{name: {"path": paths[name], "sha256": inputs[name]} for name in (rundir.CALIBRATION,) if name in inputs},
+            **{
+                n: {"path": paths[n], "sha256": inputs[n]}
+                for n in ("gold", "corpus", "config", CALIBRATION)
+                if n in inputs
+            },
             "traces": {"path": "traces.jsonl", "sha256": manifest.get("traces_sha256")},
         },
         "models": {
             "embedder": {
-                **(_folder_hash(manifest.get("embed_model"), resolve_model) or {}),
+                **(_folder_hash(config.model if config else manifest.get("embed_model"), resolve_model) or {}),
                 "model_id": manifest.get("embed_model_id"),
             },
             "support": {

@@ -157,10 +157,10 @@ def test_sha256_file_of_a_folder_is_the_framed_hash(tmp_path):
     assert sha256_file(tmp_path / "b.md") == hashlib.sha256(b"").hexdigest()
 
 
-def verify_within(run_dir, seconds: float = 60):
-    """`ragaudit verify` in a process of its own, which must end well within `seconds`."""
+def verify_within(run_dir, seconds: float = 60, command: str = "verify"):
+    """`ragaudit verify` (or `command`) in a process of its own, which must end well within `seconds`."""
     return subprocess.run(
-        [sys.executable, "-m", "ragaudit", "verify", str(run_dir)], capture_output=True, text=True, timeout=seconds
+        [sys.executable, "-m", "ragaudit", command, str(run_dir)], capture_output=True, text=True, timeout=seconds
     )
 
 
@@ -171,6 +171,9 @@ def test_an_input_path_that_names_a_device_or_a_fifo_is_a_change_never_read(fini
     zero = verify_within(run_dir)
     assert zero.returncode == 5, zero.stderr
     assert "gold: /dev/zero: expected a regular file, found a character device: not read" in zero.stderr
+    attested = verify_within(run_dir, command="attest")
+    assert attested.returncode == 5 and "gold: /dev/zero: expected a regular file" in attested.stderr
+    assert not (run_dir / "attestation.intoto.jsonl").exists()
     fifo = tmp_path / "gold.fifo"
     os.mkfifo(fifo)
     rewrite(run_dir, lambda manifest: manifest["paths"].update(gold=str(fifo), config=str(fifo)))
