@@ -362,7 +362,6 @@ def compare(
     writes compare.json and compare.html there. Returns the comparison, notes on what was left
     out, and the folder written (None without `out`). A run directory's own compare.json and
     compare.html are stamped in its manifest, so `out` is never a run directory (UsageError)."""
-    from ragaudit import rundir
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.outputs import write_comparison
     from ragaudit.pairing import comparison_of
@@ -371,11 +370,6 @@ def compare(
     if margin is not None and not 0 < margin < 1:
         raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")
     target = Path(out) if out is not None else None
-    if target is not None and (target / rundir.MANIFEST).exists():
-        raise UsageError(
-            f"--out {target}: expected a folder that is not a run directory, found {target / rundir.MANIFEST}: "
-            "a run's compare.json and compare.html are its own (stamped in its manifest), written only by its run"
-        )
     outputs = [target / "compare.json", target / "compare.html"] if target is not None else []
     refuse_overwriting(outputs, [Path(d) / "report.json" for d in run_dirs])
     with phase("reading reports", counts_as="loading"):

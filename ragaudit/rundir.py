@@ -21,25 +21,11 @@ from typing import Iterator
 
 from ragaudit.errors import InputError, Problem
 from ragaudit.io.files import HASH_VERSION, NotAFile, sha256_file, sha256_within, write_atomic
+from ragaudit.io.runfiles import MANIFEST, OUTPUTS, TRACES
 
-MANIFEST = "manifest.json"
 CALIBRATION = "calibration"  # the input a run has when its [gate] reads one (`[gate] from`)
-TRACES = "traces.jsonl"
 LOCK = ".lock"
 OWNER = ".lock.owner"
-OUTPUTS = (
-    "runs.parquet",
-    "issues.jsonl",
-    "report.json",
-    "report.html",
-    "traces.log",
-    "rag_traces.sqlite",
-    "junit.xml",
-    "summary.md",
-    "compare.json",
-    "compare.html",
-    "questions.parquet",
-)
 # what every finished run writes (compare.* only with more than one pipeline); hash version 1
 # manifests did not record runs.parquet, runs before questions.parquet did not write it
 WRITTEN = {

@@ -509,8 +509,8 @@ def test_compare_without_out_writes_nothing_so_the_run_stays_verified_and_attest
     into = invoke("compare", run_dir, "--out", run_dir)
     assert into.exit_code == 2
     assert into.stderr == (
-        f"error: --out {run_dir}: expected a folder that is not a run directory, found {run_dir / 'manifest.json'}: "
-        "a run's compare.json and compare.html are its own (stamped in its manifest), written only by its run\n"
+        f"error: --out {run_dir / 'compare.json'}: expected an output that is not one of a run's own files, found "
+        f"{run_dir.resolve() / 'compare.json'}: only the run {run_dir.resolve()} writes it, and its manifest stamps it\n"
     )
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
     assert invoke("verify", run_dir).exit_code == 0

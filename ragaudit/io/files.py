@@ -161,7 +161,10 @@ def refuse_overwriting(
     outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike | None], *, option: str = "--out"
 ) -> None:
     """Raise UsageError (exit 2) when an output is one of the inputs, or lies inside an input
-    folder (writing it would change that input)."""
+    folder (writing it would change that input), or is a file a run directory stamped (its
+    manifest, traces or outputs: only its run writes them)."""
+    from ragaudit.io.runfiles import run_of
+
     named = [Path(i) for i in inputs if i is not None]
     for output in map(Path, outputs):
         for source in named:
@@ -171,6 +174,12 @@ def refuse_overwriting(
                     f"{option} {output}: expected an output that is not an input, found "
                     + (f"it inside the input folder {source}" if within else f"the input {source}")
                 )
+        run_dir = run_of(output)
+        if run_dir is not None:
+            raise UsageError(
+                f"{option} {output}: expected an output that is not one of a run's own files, found "
+                f"{os.path.realpath(output)}: only the run {run_dir} writes it, and its manifest stamps it"
+            )
 
 
 def _framed(text: str) -> bytes:
