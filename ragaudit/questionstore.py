@@ -11,6 +11,7 @@ counts and extremes as `stats.<name>`.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -18,7 +19,7 @@ import orjson
 
 from ragaudit.errors import InputError, Problem
 from ragaudit.io.shape import ShapeError
-from ragaudit.model import Question, QuestionStats, Report, Summary
+from ragaudit.model import PipelineSummary, Question, QuestionStats, Report, Summary
 
 QUESTIONS = "questions.parquet"
 TEXT = ("pipeline", "qid", "doc_id", "section_id", "question")
@@ -170,6 +171,31 @@ def _check_count(path: Path, rows: int) -> None:
         )
 
 
+@dataclass
+class _Totals:
+    """One pipeline's question rows added up, as its summary in the report counts them."""
+
+    questions: int = 0
+    runs: int = 0
+    errored: int = 0
+    states: Counter = field(default_factory=Counter)
+
+    def add(self, row: Question) -> None:
+        self.questions, self.runs, self.errored = (
+            self.questions + 1,
+            self.runs + row.stats.runs,
+            self.errored + row.errored,
+        )
+        self.states[row.lam.state] += 1
+
+    def figures(self) -> tuple:
+        return (self.questions, self.runs, self.errored, {s: n for s, n in sorted(self.states.items()) if n})
+
+    @classmethod
+    def of(cls, summary: PipelineSummary) -> _Totals:
+        return cls(summary.questions, summary.runs, summary.errored, Counter(summary.lam))
+
+
 class _Tally:
     """The checks `complete` makes as the table's rows go by, a row at a time."""
 
@@ -177,7 +203,7 @@ class _Tally:
         self.path, self.summary, self.held = path, summary, dict(held)
         self.last: tuple[str, str] | None = None
         self.number = 0
-        self.totals: dict[str, list] = {name: [0, 0, 0, Counter()] for name in summary.pipelines}
+        self.totals = {name: _Totals() for name in summary.pipelines}
 
     def problem(self, message: str) -> InputError:
         return InputError(Problem(str(self.path), f"{message} (a table of another run, or an edited one?)"))
@@ -193,9 +219,7 @@ class _Tally:
             raise self.problem(
                 f"row {self.number}: expected a pipeline of the report ({', '.join(self.totals)}), found {row.pipeline!r}"
             )
-        total = self.totals[row.pipeline]
-        total[0], total[1], total[2] = total[0] + 1, total[1] + row.stats.runs, total[2] + row.errored
-        total[3][row.lam.state] += 1
+        self.totals[row.pipeline].add(row)
         own = self.held.pop(row.key, None)
         if own is None:
             return row
@@ -209,14 +233,12 @@ class _Tally:
     def finish(self) -> None:
         if self.held:
             raise self.problem(f"expected the report's question rows in the table, found none for {min(self.held)}")
-        for name, (questions, runs, errored, states) in self.totals.items():
-            want = self.summary.pipelines[name]
-            found = (questions, runs, errored, {s: n for s, n in states.items() if n})
-            expected = (want.questions, want.runs, want.errored, {s: n for s, n in want.lam.items() if n})
-            if found != expected:
+        for name, totals in self.totals.items():
+            expected = _Totals.of(self.summary.pipelines[name]).figures()
+            if totals.figures() != expected:
                 raise self.problem(
                     f"expected pipeline {name}'s rows to add up to the report's summary (questions, runs, errored, "
-                    f"λ states {expected}), found {found}"
+                    f"λ states {expected}), found {totals.figures()}"
                 )
 
 
