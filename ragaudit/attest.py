@@ -59,7 +59,7 @@ def _entries(run_dir: Path) -> list[tuple[str, Path]]:
 def _of_the_run(name: str) -> bool:
     """Whether a file of this name is part of the run: hidden files (the lock, work folders) and
     attestations are not."""
-    return not any(part.startswith(".") for part in name.split("/")) and not _ATTESTATION.match(name.rsplit("/")[-1])
+    return not any(part.startswith(".") for part in name.split("/")) and not _ATTESTATION.match(name.rsplit("/", 1)[-1])
 
 
 def subject_files(run_dir: Path) -> list[str]:
