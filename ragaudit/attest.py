@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ragaudit.errors import InputError, Problem, UsageError, describe
 from ragaudit.io.files import NotAFile, inside, output_target, same_file, sha256_file, sha256_within, write_atomic
-from ragaudit.rundir import CALIBRATION, LOCK, OWNER
+from ragaudit.rundir import INPUTS, LOCK, OWNER
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://ragaudit.dev/attestation/audit-run/v1"
@@ -153,7 +153,7 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
         "inputs": {
             **{
                 n: {"path": paths[n], "sha256": inputs[n]}
-                for n in ("gold", "corpus", "config", CALIBRATION)
+                for n in ("gold", "corpus", "config", *INPUTS[3:])
                 if n in inputs
             },
             "traces": {"path": "traces.jsonl", "sha256": manifest.get("traces_sha256")},

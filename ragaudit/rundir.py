@@ -24,6 +24,9 @@ from ragaudit.io.files import HASH_VERSION, NotAFile, sha256_file, sha256_within
 from ragaudit.io.runfiles import MANIFEST, OUTPUTS, TRACES
 
 CALIBRATION = "calibration"  # the input a run has when its [gate] reads one (`[gate] from`)
+# every input a run hashes: the three it always has, then those its config may name (each decides
+# verdicts: the gate's thresholds of `[gate] from`, the support scorer's weights of `[support] params`)
+INPUTS = ("config", "gold", "corpus", CALIBRATION, "support_params")
 LOCK = ".lock"
 OWNER = ".lock.owner"
 # what every finished run writes (compare.* only with more than one pipeline); hash version 1
@@ -81,11 +84,14 @@ def read_manifest(run_dir: Path) -> dict:
                     path=f"$.{key}",
                 )
             )
-    calibration = [manifest[key].get(CALIBRATION) for key in ("inputs", "paths")]
-    if calibration != [None, None] and not all(isinstance(v, str) for v in calibration):
-        raise InputError(
-            Problem(str(path), "expected inputs and paths to hold the calibration both, as strings", path="$.inputs")
-        )
+    for name in INPUTS[3:]:
+        found = [manifest[key].get(name) for key in ("inputs", "paths")]
+        if found != [None, None] and not all(isinstance(v, str) for v in found):
+            raise InputError(
+                Problem(
+                    str(path), f"expected inputs and paths to hold {name} both, as strings", path=f"$.inputs.{name}"
+                )
+            )
     if not isinstance(manifest.get("config_path"), str):
         raise InputError(Problem(str(path), "expected a config_path string, found none", path="$.config_path"))
     for key, kinds in _OPTIONAL.items():
@@ -172,12 +178,11 @@ def document_hashes(corpus) -> dict[str, str]:
 
 
 def input_paths(config) -> dict[str, Path]:
-    """A config's inputs by name: config, gold, corpus, and the calibration its `[gate] from`
-    names (whose thresholds decide the verdict), when it names one."""
-    paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
-    if config.calibration is not None:
-        paths[CALIBRATION] = config.calibration.path
-    return paths
+    """A config's inputs by name (INPUTS): config, gold, corpus, and the files its `[gate] from`
+    and `[support] params` name, when it names them."""
+    calibration = config.calibration.path if config.calibration is not None else None
+    named = (config.path, config.gold, config.corpus, calibration, config.support.params)
+    return {name: Path(path) for name, path in zip(INPUTS, named) if path is not None}
 
 
 def input_hashes(config, *, version: int = HASH_VERSION) -> dict[str, str]:
@@ -199,15 +204,19 @@ def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
 
 
 def gating_changes(manifest: dict, config) -> list[str]:
-    """What decides the gate besides the traces, changed since the run the manifest records, in
-    words: its config, and the calibration its `[gate] from` names (a run recorded before
-    calibrations were hashed names none). `ragaudit report` says these as it gates again."""
+    """What decides verdicts besides the traces, changed since the run the manifest records, in
+    words: its config, the support params its `[support] params` names, and the calibration its
+    `[gate] from` names (a run recorded before they were hashed names none). `ragaudit report`
+    says these as it scores and gates again."""
     from ragaudit.io.calibration import regated
 
-    found = []
-    if config.path is not None and sha256_file(config.path) != manifest["inputs"]["config"]:
-        found.append(f"config {config.path} changed since the run: the gate reads it as it is now")
-    said = regated(config.calibration, manifest["inputs"])
+    now, recorded = input_paths(config), manifest["inputs"]
+    found = [
+        f"{name} {now[name]} changed since the run: the report reads it as it is now"
+        for name in ("config", "support_params")
+        if name in now and isinstance(recorded.get(name), str) and sha256_file(now[name]) != recorded[name]
+    ]
+    said = regated(config.calibration, recorded)
     return found + ([said] if said else [])
 
 
@@ -262,7 +271,7 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
             "was not recorded; a new run records both"
         )
     found = []
-    for name in ("gold", "corpus", "config", *([CALIBRATION] if CALIBRATION in manifest["inputs"] else [])):
+    for name in ("gold", "corpus", "config", *(n for n in INPUTS[3:] if n in manifest["inputs"])):
         path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
         if not path.exists() and absent is not None:
             absent.append(f"{name}: {path}")

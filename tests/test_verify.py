@@ -223,3 +223,32 @@ def test_a_corpus_link_out_of_its_folder_added_after_the_run_is_a_change_never_r
         f"corpus: {corpus} changed and can no longer be read: {corpus / 'linked.md'}: expected a file inside the "
         f"corpus folder {corpus}, found a symlink to {secret}: not read" in result.stderr
     )
+
+
+def test_the_support_params_a_run_scored_with_are_an_input_verify_names_once_changed(tmp_path):
+    """`[support] params` decides every claim's support, so grounded_pass_rate's verdict: the run
+    hashes the file with its inputs, verify names it once it changed (exit 5), `report` says it
+    scores with it as it is now, and --resume refuses it."""
+    from ragaudit.metrics.support import PARAMS_PATH
+
+    params = tmp_path / "support.json"
+    params.write_bytes(PARAMS_PATH.read_bytes())
+    config = write_config(tmp_path, BM25, items=1, seeds="[1]")
+    config.write_text(config.read_text().replace("[embedder]", '[support]\nparams = "support.json"\n\n[embedder]'))
+    result = invoke("run", config, "--no-gate")
+    assert result.exit_code == 0, result.output
+    run_dir = run_dir_of(result)
+    manifest = manifest_of(run_dir)
+    assert manifest["paths"]["support_params"] == str(params)
+    assert manifest["inputs"]["support_params"] == sha256_file(params)
+    changed = json.loads(params.read_text())
+    changed["mean"] = [m + 0.1 for m in changed["mean"]]
+    params.write_text(json.dumps(changed))
+    verified = invoke("verify", run_dir)
+    assert verified.exit_code == 5
+    assert f"support_params: {params} changed since the run (sha256 was" in verified.stderr
+    rebuilt = invoke("report", run_dir, "--no-gate")
+    assert rebuilt.exit_code == 0
+    assert f"warning: support_params {params} changed since the run: the report reads it as it is now" in rebuilt.stderr
+    resumed = invoke("run", config, "--resume", run_dir)
+    assert resumed.exit_code == 2 and "support_params changed since the run" in resumed.stderr
