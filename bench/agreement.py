@@ -3,24 +3,30 @@
 The recordings under `bench/data/llm/` are a real small LLM's answers (SmolLM2-135M-Instruct,
 `bench/smollm2.py`) over two corpora (the handbook and SQuAD), each run labelled blind by the
 written guide `bench/labelling.md` (`labels-<corpus>.jsonl`). This replays each corpus's
-recordings through `ragaudit run` with the shipped defaults (or `--config-extra`, TOML appended
-to the config), and prints per corpus and pooled, per dimension, the confusion matrix of label
-against verdict, Cohen's kappa, and the precision and recall of ragaudit's flags (a flag is
-ragaudit saying *no*; it is right when the label says no too):
+recordings through `ragaudit run` with the shipped defaults (or `--config-extra`, TOML appended to
+the config) and measures them with `ragaudit agree`'s own figures (`ragaudit.agreement`): per
+corpus and pooled, per dimension (good, correct, supported, citation), the confusion matrix of
+label against verdict, Cohen's kappa, and the precision and recall of ragaudit's flags (a flag is
+ragaudit saying *no*; it is right when the label says no too).
 
-| dimension | the label | ragaudit's verdict |
-|---|---|---|
-| correct | the answer gives the gold fact from the passage holding it | the run is `correct` |
-| supported | every claim is supported by what it cites | `fully_grounded` is 1 |
-| citation | the answer cites the passage holding the gold fact | `citation_match` is 1 |
-| good | all three | correct and fully grounded |
+Then, with both corpora:
 
-and the same for ExpertQA's expert support labels (../shared/data/expertqa), claim by claim:
-the bundled support scorer against the experts' "Complete" (supported) and "Partial" or
-"Incomplete" (not). `--disagreements` lists every run where a label and the verdict differ, with
-ragaudit's why; `--tasks DIR` writes the blind labelling tasks (no verdict in them) instead.
+* **fit across corpora**: the claim thresholds fitted to one corpus's labels (`ragaudit calibrate
+  --labels`'s fit, `ragaudit.labelfit.cross_fit`), applied to the other corpus's runs, beside the
+  defaults: a fit must raise or keep the agreement on labels it never saw;
+* **the corrected good-run rate**: `--simulations` random samples of `--sample` labelled runs per
+  corpus, each giving the prediction-powered estimate and its 95% interval
+  (`ragaudit.agreement.estimate`); how often the interval covers the rate the labels of every run
+  give (nominal 95%), corrected from ragaudit's good-run verdict and from a weaker predictor (its
+  citation match alone), whose many differences show the interval's own calibration;
+* **ExpertQA** (`--expertqa`): the bundled support scorer's verdict on each claim against the
+  experts' "Complete" (supported) or "Partial"/"Incomplete" (not).
+
+`--disagreements` lists every run where a label and the verdict differ, with ragaudit's why;
+`--tasks DIR` writes the blind labelling tasks (no verdict in them) instead.
 
     python bench/agreement.py [--corpus handbook,squad] [--disagreements] [--expertqa]
+        [--simulations 400] [--sample 40]
     python bench/agreement.py --tasks DIR
 """
 
@@ -30,16 +36,19 @@ import argparse
 import dataclasses
 import json
 import os
+import random
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ragaudit.agreement import VERDICTS, Dimension, RunVerdict, estimate, match, run_verdicts
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.stream import read_trace_file
-from ragaudit.labels import DIMENSIONS, read_labels, run_digest
+from ragaudit.labelfit import FITTED, Facts, cross_fit
+from ragaudit.labels import Label, read_labels, run_digest
+from ragaudit.metrics.decide import Thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "llm"
@@ -48,29 +57,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 from corpora import build  # noqa: E402
 
 QUESTIONS = {"handbook": None, "squad": 40}  # the gold items the recordings were made on
-CHUNK_SIZE = {"handbook": 64, "squad": 256}
-
-
-@dataclass
-class Verdict:
-    """ragaudit's verdict on one run, and what a labeller reads of it."""
-
-    key: tuple[str, str, int, int]
-    digest: str
-    correct: bool
-    supported: bool
-    citation: bool
-    why: str
-    claims: list[dict]
-    query: str
-    answer: str
-
-    @property
-    def good(self) -> bool:
-        return self.correct and self.supported
-
-    def value(self, dimension: str) -> bool:
-        return self.good if dimension == "good" else getattr(self, dimension)
 
 
 def recordings(corpus: str) -> list[Path]:
@@ -99,82 +85,25 @@ def prepare(corpus: str, work: Path, extra: str = "") -> Path:
     return config
 
 
-def verdicts(config: Path) -> tuple[dict[tuple, Verdict], Path]:
+def labelled(corpus: str, work: Path, extra: str = "") -> tuple[list[tuple[Label, RunVerdict]], list[str], list]:
+    """The labelled runs of a corpus replayed (label, verdict), the notes, and every run's verdict."""
     import ragaudit
 
-    outcome = ragaudit.audit(config)
-    run_dir = outcome.run_dir
-    report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
-    digests = {(t.config, t.qid, t.variant, t.seed): run_digest(t) for t in read_trace_file(run_dir / "traces.jsonl")}
-    out = {}
-    for question in report["questions"]:
-        for run in question["runs"]:
-            key = (run["pipeline"], run["qid"], run["variant"], run["seed"])
-            metrics = run["metrics"]
-            answered = bool(run["answer"]) and not run["errored"]  # an answer of no claim asserts nothing unsupported
-            out[key] = Verdict(
-                key,
-                digests[key],
-                bool(run["correct"]),
-                metrics.get("fully_grounded") == 1 or metrics.get("fully_grounded") is None and answered,
-                metrics.get("citation_match") == 1,
-                run["why"],
-                run.get("claims") or [],
-                run["query"] or "",
-                run["answer"] or "",
-            )
-    return out, run_dir
+    run_dir = ragaudit.audit(prepare(corpus, work, extra)).run_dir
+    verdicts = run_verdicts(run_dir)
+    path = DATA / f"labels-{corpus}.jsonl"
+    matched = match(read_labels(path), verdicts, run_dir)
+    notes = matched.notes(path)
+    if matched.unlabelled:
+        notes.append(f"{corpus}: {matched.unlabelled} runs without a label")
+    return matched.pairs, notes, list(verdicts.values())
 
 
-# ---------------------------------------------------------------- agreement
-
-
-def kappa(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Cohen's kappa of two boolean raters."""
-    if len(a) == 0:
-        return None
-    observed = float(np.mean(a == b))
-    pa, pb = float(np.mean(a)), float(np.mean(b))
-    expected = pa * pb + (1 - pa) * (1 - pb)
-    return None if expected == 1 else (observed - expected) / (1 - expected)
-
-
-@dataclass
-class Agreement:
-    n: int
-    matrix: tuple[int, int, int, int]  # label yes & verdict yes, label yes & no, label no & yes, label no & no
-    kappa: float | None
-    precision: float | None  # of ragaudit's flags (verdict no): label no too
-    recall: float | None  # of the label's no: flagged
-
-    @classmethod
-    def of(cls, labels: list[bool], verdict: list[bool]) -> "Agreement":
-        a, b = np.array(labels, dtype=bool), np.array(verdict, dtype=bool)
-        yy, yn = int(np.sum(a & b)), int(np.sum(a & ~b))
-        ny, nn = int(np.sum(~a & b)), int(np.sum(~a & ~b))
-        return cls(
-            len(a),
-            (yy, yn, ny, nn),
-            kappa(a, b),
-            nn / (nn + yn) if nn + yn else None,
-            nn / (nn + ny) if nn + ny else None,
-        )
+# ---------------------------------------------------------------- printing
 
 
 def _f(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
-
-
-def agreement_rows(pairs: list[tuple], name: str) -> list[str]:
-    rows = []
-    for dimension in ("good", *DIMENSIONS):
-        found = Agreement.of([lab.value(dimension) for lab, _ in pairs], [v.value(dimension) for _, v in pairs])
-        yy, yn, ny, nn = found.matrix
-        rows.append(
-            f"{name:<10} {dimension:<10} {found.n:>4}   {yy:>4} {yn:>4} {ny:>4} {nn:>4}   {_f(found.kappa):>5}"
-            f"   {_f(found.precision):>5} {_f(found.recall):>5}"
-        )
-    return rows
 
 
 def header() -> str:
@@ -185,23 +114,26 @@ def header() -> str:
     )
 
 
-def matched(corpus: str, found: dict[tuple, Verdict]) -> tuple[list[tuple], list[str]]:
-    path = DATA / f"labels-{corpus}.jsonl"
-    labels = read_labels(path)
-    notes = [str(p) for p in labels.problems]
-    pairs = []
-    for key, label in sorted(labels.labels.items()):
-        verdict = found.get(key)
-        if verdict is None:
-            notes.append(f"{path}:{label.line}: no run {key} in the recordings")
-        elif verdict.digest != label.digest:
-            notes.append(f"{path}:{label.line}: stale: run {key} changed since it was labelled")
-        else:
-            pairs.append((label, verdict))
-    missing = sorted(set(found) - {lab.key for lab, _ in pairs})
-    if missing:
-        notes.append(f"{corpus}: {len(missing)} runs without a label")
-    return pairs, notes
+def rows(name: str, labels: list[Label], verdicts: list[dict[str, bool]]) -> list[str]:
+    out = []
+    for d in VERDICTS:
+        found = Dimension.of(d, [lab.value(d) for lab in labels], [v[d] for v in verdicts])
+        yy, yn, ny, nn = found.matrix
+        out.append(
+            f"{name:<10} {d:<10} {found.n:>4}   {yy:>4} {yn:>4} {ny:>4} {nn:>4}   {_f(found.kappa):>5}"
+            f"   {_f(found.precision):>5} {_f(found.recall):>5}"
+        )
+    return out
+
+
+def as_shown(v: RunVerdict) -> dict[str, bool]:
+    return {d: v.value(d) for d in VERDICTS}
+
+
+def mean_kappa(pairs: list[tuple[Label, Facts]], t: Thresholds) -> float:
+    found = [(lab, f.verdict(t)) for lab, f in pairs]
+    kappas = [Dimension.of(d, [lab.value(d) for lab, _ in found], [v[d] for _, v in found]).kappa for d in FITTED]
+    return sum(k or 0.0 for k in kappas) / len(FITTED)
 
 
 # ---------------------------------------------------------------- tasks
@@ -255,25 +187,45 @@ def write_tasks(corpus: str, config: Path, out: Path) -> int:
 
 def expertqa_rows() -> list[str]:
     from calibrate_support import DATA as EXPERTQA
-    from calibrate_support import LABELS, load_claims
+    from calibrate_support import load_claims
 
     from ragaudit.metrics.quantities import hallucinated
-    from ragaudit.metrics.support import load_params, support_scores
+    from ragaudit.metrics.support import support_scores
 
     if not EXPERTQA.exists():
         return [f"expertqa: {EXPERTQA} is absent"]
     claims = load_claims(EXPERTQA)
     scores = support_scores([(c.claim, [c.evidence]) for c in claims])
-    threshold = 0.7
-    verdict = [s >= threshold and not hallucinated(c.claim, [c.evidence]) for c, s in zip(claims, scores)]
-    labels = [c.label == 1 for c in claims]
-    del LABELS, load_params
-    found = Agreement.of(labels, verdict)
+    verdict = [s >= Thresholds().support and not hallucinated(c.claim, [c.evidence]) for c, s in zip(claims, scores)]
+    found = Dimension.of("supported", [c.label == 1 for c in claims], verdict)
     yy, yn, ny, nn = found.matrix
     return [
         f"{'expertqa':<10} {'supported':<10} {found.n:>4}   {yy:>4} {yn:>4} {ny:>4} {nn:>4}   {_f(found.kappa):>5}"
         f"   {_f(found.precision):>5} {_f(found.recall):>5}"
     ]
+
+
+# ---------------------------------------------------------------- the corrected rate
+
+
+def coverage(
+    pairs: list[tuple[Label, RunVerdict]], n: int, simulations: int, seed: int, predictor: str = "good"
+) -> tuple[float, float, float, float]:
+    """How often the PPI interval from `n` runs labelled at random covers the good-run rate that
+    the labels of every run give; its mean width; the rate; the predictor's rate. `predictor`: the
+    verdict the labels correct, ragaudit's good-run verdict or a weaker one (its citation match)."""
+    truth = float(np.mean([lab.good for lab, _ in pairs]))
+    everyone = [dataclasses.replace(v, correct=v.value(predictor), supported=True) for _, v in pairs]
+    by_key = {v.key: v for v in everyone}
+    rng = random.Random(seed)
+    covered, widths = 0, []
+    for _ in range(simulations):
+        sample = [(dataclasses.replace(lab, sample="random"), by_key[v.key]) for lab, v in rng.sample(pairs, n)]
+        found = estimate(everyone, sample)
+        assert found.ci is not None
+        covered += found.ci[0] <= truth <= found.ci[1]
+        widths.append(found.ci[1] - found.ci[0])
+    return covered / simulations, float(np.mean(widths)), truth, float(np.mean([v.good for v in everyone]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,9 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disagreements", action="store_true")
     parser.add_argument("--expertqa", action="store_true", help="also ExpertQA's expert support labels")
     parser.add_argument("--config-extra", default="", help="TOML appended to each corpus's config")
+    parser.add_argument("--simulations", type=int, default=400, help="random label samples for the corrected rate")
+    parser.add_argument("--sample", type=int, default=40, help="labelled runs per simulated sample")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     corpora = args.corpus.split(",")
+    found: dict[str, list[tuple[Label, RunVerdict]]] = {}
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ragaudit-agreement-") as tmp:
         work = Path(tmp)
         if args.tasks:
@@ -293,39 +249,74 @@ def main(argv: list[str] | None = None) -> int:
                 n = write_tasks(corpus, prepare(corpus, work, args.config_extra), args.tasks)
                 print(f"{corpus}: {n} tasks in {args.tasks / f'tasks-{corpus}.jsonl'}")
             return 0
-        pooled: list[tuple] = []
-        rows, notes, disagreements = [], [], []
         for corpus in corpora:
-            found, _ = verdicts(prepare(corpus, work, args.config_extra))
-            pairs, why = matched(corpus, found)
+            found[corpus], why, _ = labelled(corpus, work, args.config_extra)
             notes += why
-            pooled += pairs
-            rows += agreement_rows(pairs, corpus)
-            for label, verdict in pairs:
-                differs = [d for d in ("good", *DIMENSIONS) if label.value(d) != verdict.value(d)]
-                if differs:
-                    disagreements.append((corpus, label, verdict, differs))
-        rows += agreement_rows(pooled, "pooled")
+        table = []
+        for corpus, pairs in found.items():
+            table += rows(corpus, [lab for lab, _ in pairs], [as_shown(v) for _, v in pairs])
+        pooled = [p for pairs in found.values() for p in pairs]
+        if len(found) > 1:
+            table += rows("pooled", [lab for lab, _ in pooled], [as_shown(v) for _, v in pooled])
         if args.expertqa:
-            rows += expertqa_rows()
+            table += expertqa_rows()
     print(header())
-    print("\n".join(rows))
+    print("\n".join(table))
     for note in notes:
         print(f"note: {note}")
+    if len(found) > 1:
+        print("\nfit across corpora: the claim thresholds fitted to one corpus's labels, judged on the other's")
+        print(f"{'fitted on':<10} {'judged on':<10} {'thresholds':<44} {'mean kappa':>10}   " + "  ".join(FITTED))
+        facts = {c: [(lab, Facts.of(v, bool(v.answer))) for lab, v in pairs] for c, pairs in found.items()}
+        for source in found:
+            fitted, _, _, kept = cross_fit(facts[source], Thresholds())  # as calibrate --labels fits
+            if kept:
+                print(f"{source}: {kept}")
+            for target in found:
+                if target == source:
+                    continue
+                for name, t in (("defaults", Thresholds()), (source, fitted)):
+                    shown = ", ".join(f"{getattr(t, k):.2f}" for k in Thresholds.FITTED)
+                    per = [
+                        Dimension.of(
+                            d, [lab.value(d) for lab, _ in facts[target]], [f.verdict(t)[d] for _, f in facts[target]]
+                        ).kappa
+                        for d in FITTED
+                    ]
+                    print(
+                        f"{name:<10} {target:<10} {shown:<44} {mean_kappa(facts[target], t):>10.3f}   "
+                        + "  ".join(_f(k) for k in per)
+                    )
+    print(f"\nthe corrected good-run rate: {args.simulations} random samples of {args.sample} labelled runs")
+    print("  (corrected from ragaudit's good-run verdict, and from a weaker one: its citation match alone)")
+    if len(found) > 1:
+        found["pooled"] = pooled
+    for corpus, pairs in found.items():
+        if len(pairs) <= args.sample:
+            continue
+        for predictor in ("good", "citation"):
+            covered, width, truth, raw = coverage(pairs, args.sample, args.simulations, 0, predictor)
+            differ = sum(lab.good != (v.value(predictor)) for lab, v in pairs)
+            print(
+                f"{corpus:<10} {predictor:<9} labelled rate {truth:.3f}, predicted {raw:.3f} ({differ} runs differ): "
+                f"the 95% interval covers it in {covered:.1%} of samples (mean width {width:.3f})"
+            )
     if args.disagreements:
-        print(f"\n{len(disagreements)} runs where label and verdict differ:")
-        for corpus, label, verdict, differs in disagreements:
-            pipeline, qid, variant, seed = label.key
-            said = " ".join(f"{d}: label {'yes' if label.value(d) else 'no'}" for d in differs)
-            print(f"\n[{corpus}] {pipeline} {qid} v{variant} s{seed} — {said}")
-            print(f"  answer: {' '.join(verdict.answer.split())[:300]}")
-            print(f"  label note: {label.note}")
-            print(f"  ragaudit: {verdict.why}")
-            for claim in verdict.claims:
-                print(
-                    f"    claim {claim['n']} [{claim['grounding']}, support {_f(claim['support'])}, "
-                    f"anchor {claim['anchor']}] {' '.join(claim['text'].split())[:160]}"
-                )
+        for corpus, pairs in found.items():
+            for lab, v in pairs:
+                differs = [d for d in VERDICTS if lab.value(d) != v.value(d)]
+                if not differs:
+                    continue
+                said = " ".join(f"{d}: label {'yes' if lab.value(d) else 'no'}" for d in differs)
+                print(f"\n[{corpus}] {lab.pipeline} {lab.qid} v{lab.variant} s{lab.seed} — {said}")
+                print(f"  answer: {' '.join(v.answer.split())[:300]}")
+                print(f"  label note: {lab.note}")
+                print(f"  ragaudit: {v.why}")
+                for claim in v.claims:
+                    print(
+                        f"    claim {claim['n']} [{claim['grounding']}, support {_f(claim['support'])}, "
+                        f"anchor {claim['anchor']}] {' '.join(claim['text'].split())[:160]}"
+                    )
     return 0
 
 

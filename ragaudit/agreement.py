@@ -268,12 +268,16 @@ class Estimate:
 MIN_SAMPLE = 10  # labelled runs below which no corrected rate is given
 
 
-def estimate(verdicts: list[RunVerdict], pairs: list[tuple[Label, RunVerdict]]) -> Estimate:
-    """Prediction-powered inference of the good-run rate: ragaudit's rate on every run plus the mean
-    label-minus-verdict on the labelled runs, when those were drawn at random (`ragaudit label --by
-    random`), with its normal 95% interval (the variance of the verdicts on every run over N, plus
-    that of the differences on the sample over n)."""
-    f = np.array([v.good for v in verdicts], dtype=float)
+def estimate(verdicts: list[RunVerdict], pairs: list[tuple[Label, RunVerdict]], dimension: str = "good") -> Estimate:
+    """Prediction-powered inference of the good-run rate of these runs: ragaudit's rate on every run
+    plus the mean label-minus-verdict on the labelled runs, when those were drawn at random
+    (`ragaudit label --by random`), with its normal 95% interval. The rate sought is that of these
+    N runs, whose verdicts are all known: only the n labelled are a sample, drawn without
+    replacement, so the variance is that of the differences over n times (1 - n/N). Differences
+    are rare where the verdict is good, and a sample may hold none (variance 0): the variance is
+    at least what (k + 1/2) / (n + 1) differing runs of k would give, so an interval is never
+    narrower than the sample can tell."""
+    f = np.array([v.value(dimension) for v in verdicts], dtype=float)
     rate = float(f.mean()) if len(f) else 0.0
     sample = [(lab, v) for lab, v in pairs if lab.sample == "random"]
     if len(sample) < MIN_SAMPLE:
@@ -282,9 +286,11 @@ def estimate(verdicts: list[RunVerdict], pairs: list[tuple[Label, RunVerdict]]) 
             f"at least {MIN_SAMPLE}"
         )
         return Estimate(len(f), len(sample), rate, None, None, reason)
-    d = np.array([float(lab.good) - float(v.good) for lab, v in sample])
-    corrected = rate + float(d.mean())
-    spread = math.sqrt((f.var(ddof=1) if len(f) > 1 else 0.0) / len(f) + d.var(ddof=1) / len(d))
+    d = np.array([float(lab.value(dimension)) - float(v.value(dimension)) for lab, v in sample])
+    n, mean = len(d), float(d.mean())
+    corrected = rate + mean
+    floor = (int(np.count_nonzero(d)) + 0.5) / (n + 1) - mean * mean
+    spread = math.sqrt(max(float(d.var(ddof=1)), floor) / n * max(0.0, 1 - n / max(len(f), n)))
     low, high = max(0.0, corrected - Z95 * spread), min(1.0, corrected + Z95 * spread)
     return Estimate(len(f), len(sample), rate, min(1.0, max(0.0, corrected)), (low, high))
 

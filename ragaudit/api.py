@@ -52,12 +52,11 @@ LAST_PASS = "last-pass"
 def read_report(path: str | Path) -> Report:
     """A report.json, typed; a file that is not a ragaudit report is an InputError naming it."""
     from ragaudit.io.jsonfiles import read_json_file
-    from ragaudit.questionstore import QUESTIONS, complete
+    from ragaudit.questionstore import complete
 
     found = Report.from_json(read_json_file(Path(path), what="report"), str(path))
-    rows = found.summary.question_rows
-    if rows is not None and rows > len(found.questions):  # the other rows are in questions.parquet beside it
-        found.questions = complete(found.questions, Path(path).parent / QUESTIONS, rows)
+    if found.summary.question_rows is not None:  # a bounded report: every row is in questions.parquet beside it
+        found.questions = complete(found, Path(path))
     return found
 
 
@@ -185,7 +184,7 @@ def report(run_dir: Path) -> Rebuilt:
     manifest = rundir.read_manifest(run_dir)
     inputs = Inputs.from_config(_config(manifest["config_path"]))
     base = None
-    warnings: list[str] = []
+    warnings = rundir.gating_changes(manifest, inputs.config)
     if manifest.get("baseline"):
         chosen = choose_baseline(manifest["baseline"], inputs.config, manifest["inputs"], allow_foreign=True)
         warnings += chosen.warnings
@@ -216,14 +215,14 @@ def gate(
     a report moved alone must carry all its runs."""
     from ragaudit import runstore
     from ragaudit.gating import evaluate_gate, fitted_to
+    from ragaudit.io.calibration import check_inputs, regated
     from ragaudit.metrics.evaluate import Evaluation
 
     config = _config(config)
     found = read_report(report_path)
     if config.calibration is not None:
-        from ragaudit.io.calibration import check_inputs
-
         check_inputs(config.calibration, found.inputs)
+    said = regated(config.calibration, found.inputs)
     chosen = None
     if baseline is not None:
         run_dir = Path(report_path).resolve().parent
@@ -268,7 +267,8 @@ def gate(
         fitted=fitted_to(config),
     )
     found.gate = result
-    return Gated(result, found, chosen.warnings if chosen else [], chosen.notes if chosen else [])
+    warnings = [said] if said else []
+    return Gated(result, found, warnings + (chosen.warnings if chosen else []), chosen.notes if chosen else [])
 
 
 # ---- faults, calibrate, compare --------------------------------------------------------------
@@ -339,13 +339,14 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     content and path."""
     from ragaudit.calibrating import calibrate as propose
     from ragaudit.inputs import Inputs
-    from ragaudit.io.files import refuse_overwriting, write_json
+    from ragaudit.io.files import output_target, refuse_overwriting, write_json
 
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
     loaded = _config(config)
     target = Path(out) if out else Path(loaded.path).parent / "calibration.json"
     refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
+    output_target(target)  # a folder, a FIFO or a device is refused before the oracle runs
     result = propose(Inputs.from_config(loaded), rate=rate, seed=seed)
     write_json(target, result)
     return result, target
@@ -357,27 +358,32 @@ def compare(
     pairs: Sequence[str] = (),
     margin: float | None = None,
     out: Path | None = None,
-) -> tuple[dict, list[str], Path]:
-    """Compare pipelines within a run or across two (module `ragaudit.comparison`); writes
-    compare.json and compare.html (default: in the first run directory). Returns the comparison,
-    notes on pipelines left out, and the folder written."""
+) -> tuple[dict, list[str], Path | None]:
+    """Compare pipelines within a run or across two (module `ragaudit.comparison`); with `out`,
+    writes compare.json and compare.html there. Returns the comparison, notes on what was left
+    out, and the folder written (None without `out`). A run directory's own compare.json and
+    compare.html are stamped in its manifest, so `out` is never a run directory (UsageError)."""
     from ragaudit.io.files import refuse_overwriting
     from ragaudit.outputs import write_comparison
+    from ragaudit.pairing import comparison_of
     from ragaudit.progress import phase
 
     if margin is not None and not 0 < margin < 1:
         raise UsageError(f"--margin: expected a number in (0, 1), found {margin}")
-    target = Path(out or run_dirs[0])
-    refuse_overwriting([target / "compare.json", target / "compare.html"], [Path(d) / "report.json" for d in run_dirs])
+    target = Path(out) if out is not None else None
+    outputs = [target / "compare.json", target / "compare.html"] if target is not None else []
+    refuse_overwriting(outputs, [Path(d) / "report.json" for d in run_dirs])
     with phase("reading reports", counts_as="loading"):
         reports = [read_report(Path(d) / "report.json") for d in run_dirs]
     labels = [Path(d).name for d in run_dirs] if len(run_dirs) > 1 else None
+    if target is None:
+        with phase("comparing"):
+            found = comparison_of(reports, labels=labels, run_dirs=list(run_dirs), specs=list(pairs), margin=margin)
+        return *found, None
     target.mkdir(parents=True, exist_ok=True)
     with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
-        result, notes = write_comparison(
-            target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin
-        )
-    return result, notes, target
+        found = write_comparison(target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin)
+    return *found, target
 
 
 # ---- verify ------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Release attestations of a run directory: `ragaudit attest` and `ragaudit verify --attestation`.
 
 An attestation is an in-toto Statement v1 (https://in-toto.io/Statement/v1). Its `subject` lists
-every file of the run directory (hidden files and attestations aside) with its sha256; its
+every file of the run directory (hidden files and attestations aside) with its sha256, and nothing
+outside it: a symlink that leads out of the run directory stops `attest` (exit 3), unread. Its
 predicate holds what the run was: the inputs' hashes (gold set, corpus, config, traces), the
 models' ids and the hashes of their folders, each pipeline's index identity, the gate's verdict
 and every check with its threshold and where the threshold came from, the versions, and the
@@ -9,8 +10,9 @@ command that made the run. With an ed25519 key it is wrapped in a DSSE envelope 
 `application/vnd.in-toto+json`) signed over DSSE's pre-authentication encoding.
 
 `check` reads an attestation back, refuses a damaged or foreign one (InputError, exit 3), and
-returns every mismatch: a subject whose file is gone or differs, or a signature that does not
-verify with the given public key (exit 5, each named).
+returns every mismatch: a subject whose file is gone, differs or is no longer a regular file of the
+run directory (never read then), or a signature that does not verify with the given public key
+(exit 5, each named); anything the run directory holds that the attestation does not list is noted.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragaudit.errors import InputError, Problem, UsageError, describe
-from ragaudit.io.files import sha256_file, write_atomic
+from ragaudit.io.files import NotAFile, inside, output_target, same_file, sha256_file, sha256_within, write_atomic
+from ragaudit.rundir import INPUTS, LOCK, OWNER
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://ragaudit.dev/attestation/audit-run/v1"
@@ -43,19 +46,56 @@ def pae(payload_type: str, body: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(body), body)
 
 
-def subject_files(run_dir: Path, exclude: Path | None = None) -> list[str]:
-    """The run directory's files as '/'-separated relative names, in order: hidden files (the lock,
-    work folders) and attestations are not part of the run."""
+def _entries(run_dir: Path) -> list[tuple[str, Path]]:
+    """Everything below the run directory but its folders, by '/'-separated relative name, in order
+    (a symlink to a folder included: it is not followed)."""
+    return [
+        (path.relative_to(run_dir).as_posix(), path)
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_symlink() or not path.is_dir()
+    ]
+
+
+def _of_the_run(name: str) -> bool:
+    """Whether a file of this name is part of the run: hidden files (the lock, work folders) and
+    attestations are not."""
+    return not any(part.startswith(".") for part in name.split("/")) and not _ATTESTATION.match(name.rsplit("/", 1)[-1])
+
+
+def subject_files(run_dir: Path) -> list[str]:
+    """The run directory's files as '/'-separated relative names, in order (hidden files and
+    attestations aside). A symlink leading out of the run directory is not one of them and is
+    never read: InputError naming each, as nothing is attested while one is there."""
     run_dir = Path(run_dir)
-    names = []
-    for path in sorted(run_dir.rglob("*")):
-        relative = path.relative_to(run_dir)
-        if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+    names, outside = [], []
+    for name, path in _entries(run_dir):
+        if not _of_the_run(name):
             continue
-        if _ATTESTATION.match(path.name) or (exclude is not None and path.resolve() == exclude.resolve()):
-            continue
-        names.append(relative.as_posix())
+        if not inside(run_dir, path):
+            outside.append(
+                Problem(
+                    str(path),
+                    f"expected a file of the run, found a symlink to {os.path.realpath(path)}: "
+                    "not attested (remove the link, or put the file itself in the run directory)",
+                )
+            )
+        elif path.is_file():
+            names.append(name)
+    if outside:
+        raise InputError(outside)
     return names
+
+
+def _added(run_dir: Path, attested: set[str], attestation: Path) -> list[str]:
+    """What the run directory holds that the attestation does not list (its lock and the
+    attestation itself aside), a symlink out of the run directory said to be one (not read)."""
+    run_dir = Path(run_dir)
+    found = []
+    for name, path in _entries(run_dir):
+        if name in attested or name in (LOCK, OWNER) or same_file(path, attestation):
+            continue
+        found.append(name if inside(run_dir, path) else f"{name} (a symlink out of the run directory, not read)")
+    return found
 
 
 def _source(check: dict, configured: set[str], keys: set[str]) -> str:
@@ -85,7 +125,7 @@ def _folder_hash(spec: str | None, resolve) -> dict | None:
         folder = resolve(spec)
     except Exception as exc:  # a model not on this machine: say so rather than invent a hash
         return {"id": spec, "sha256": None, "note": f"not found where attested: {exc}"}
-    return {"id": spec, "sha256": sha256_file(folder)}
+    return {"id": spec, "sha256": sha256_file(folder, follow=True)}  # a model cache links its files to blobs
 
 
 def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
@@ -94,13 +134,14 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
 
     meta, paths, inputs = report.get("meta") or {}, manifest["paths"], manifest["inputs"]
     configured, keys = _configured_gate(paths.get("config")), set(SCHEMA["gate"])
-    support_path = None
-    try:
+    config = None
+    try:  # unchanged since the run (attest checked it): the models it names are the run's
         from ragaudit.io.config import load_config
 
-        support_path = load_config(paths["config"]).support.model
+        config = load_config(paths["config"])
     except InputError:
         pass
+    support_path = config.support.model if config else None
     return {
         "run": {
             "run_dir": Path(run_dir).resolve().name,
@@ -110,12 +151,16 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
             "paraphrases": manifest.get("paraphrases"),
         },
         "inputs": {
-            **{name: {"path": paths[name], "sha256": inputs[name]} for name in ("gold", "corpus", "config")},
+            **{
+                n: {"path": paths[n], "sha256": inputs[n]}
+                for n in ("gold", "corpus", "config", *INPUTS[3:])
+                if n in inputs
+            },
             "traces": {"path": "traces.jsonl", "sha256": manifest.get("traces_sha256")},
         },
         "models": {
             "embedder": {
-                **(_folder_hash(manifest.get("embed_model"), resolve_model) or {}),
+                **(_folder_hash(config.model if config else manifest.get("embed_model"), resolve_model) or {}),
                 "model_id": manifest.get("embed_model_id"),
             },
             "support": {
@@ -141,7 +186,7 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
     }
 
 
-def statement(run_dir: Path, *, exclude: Path | None = None) -> dict:
+def statement(run_dir: Path) -> dict:
     """The in-toto Statement of a run directory whose files are unchanged since the run."""
     from ragaudit import rundir
     from ragaudit.io.jsonfiles import read_json_file
@@ -154,8 +199,7 @@ def statement(run_dir: Path, *, exclude: Path | None = None) -> dict:
     return {
         "_type": STATEMENT_TYPE,
         "subject": [
-            {"name": name, "digest": {"sha256": sha256_file(run_dir / name)}}
-            for name in subject_files(run_dir, exclude)
+            {"name": name, "digest": {"sha256": sha256_within(run_dir, name)}} for name in subject_files(run_dir)
         ],
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate(run_dir, manifest, report),
@@ -237,13 +281,19 @@ def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -
     run_dir = Path(run_dir)
     if not (run_dir / rundir.MANIFEST).is_file():
         raise InputError(Problem(str(run_dir), "expected a run directory with manifest.json, found none"))
-    private_key = load_private_key(key) if key else None  # a bad key stops before any hashing
     target = Path(out) if out else run_dir / DEFAULT_NAME
+    if inside(run_dir, target) and not _ATTESTATION.match(target.name):
+        raise UsageError(
+            f"--out {target}: expected an attestation outside the run directory, or named *.intoto.jsonl in it; "
+            "another file there would be, or replace, a file of the run"
+        )
+    output_target(target)  # a folder, a FIFO or a device is refused before any hashing
+    private_key = load_private_key(key) if key else None  # a bad key stops before any hashing
     with rundir.locked(run_dir):
         changed = rundir.changes(run_dir)
         if changed:
             raise InputsChangedError("cannot attest a run that changed since it ran: " + "; ".join(changed))
-        body = statement(run_dir, exclude=target)
+        body = statement(run_dir)
     document = envelope(body, private_key) if private_key else body
     write_atomic(target, json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
     return target, body
@@ -371,12 +421,17 @@ def check(run_dir: Path, path: Path, pubkey: Path | None = None) -> Checked:
     for s in body["subject"]:
         name, digest = s["name"], s["digest"]["sha256"]
         attested.add(name)
-        file = run_dir / name
-        if not file.is_file():
+        if not (run_dir / name).exists():
             found.mismatches.append(f"attested file {name} is gone")
-        elif sha256_file(file) != digest:
+            continue
+        try:
+            now = sha256_within(run_dir, name)
+        except NotAFile as exc:
+            found.mismatches.append(f"attested file {name} is no longer a file of the run: {exc.problems[0]}")
+            continue
+        if now != digest:
             found.mismatches.append(f"attested file {name} changed (sha256 was {digest[:12]}…)")
-    extra = [n for n in subject_files(run_dir, Path(path)) if n not in attested]
+    extra = _added(run_dir, attested, Path(path))
     if extra:
         found.notes.append(f"not attested (added since): {', '.join(extra[:10])}{' …' if len(extra) > 10 else ''}")
     return found

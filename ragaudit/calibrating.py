@@ -227,6 +227,9 @@ def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None
     from ragaudit.io.files import sha256_file
 
     config = inputs.config
+    # thresholds from an oracle that cannot cite its gold (an unknown document, an anchor off its
+    # text) would be those of a broken gold set: a gold error stops it, as it stops a run
+    inputs.check_gold(strict=True)
     traces = oracle_traces(
         inputs.items,
         inputs.corpus,
@@ -239,7 +242,6 @@ def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None
 
     # every tuned check at its default, so that each has a value to compare, whatever the config gates
     gated = dataclasses.replace(config, gate=GateSection(pipelines=[ORACLE]))
-    inputs.check_gold(strict=False)
     subject = inputs.replace(config=gated)
     checks = propose(score(traces, subject, rate=rate, seed=seed))
     if config.gold is None or config.corpus is None:  # Inputs.from_config refuses such a config

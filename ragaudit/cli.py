@@ -17,11 +17,8 @@ from ragaudit.render import issues_text, said
 @flag("--verbose -v", "every phase, those under a second too, and debug detail (as timestamped lines in a pipe or a file)")  # fmt: skip
 def main(quiet: bool, verbose: bool):
     """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS, coverage, λ convergence
-    and citation match, as reports and a CI gate.
-
-    Long phases (model load, indexing, embedding, runs, scoring, writing) show their progress on stderr: a live display
-    on a terminal, timestamped lines in CI (CI set), nothing in a pipe or a file unless --verbose (then timestamped
-    lines). stdout carries results only."""
+    and citation match, as reports and a CI gate. Progress goes to stderr (a live display on a terminal, timestamped
+    lines in CI or with --verbose); stdout carries results only."""
     if quiet and verbose:
         raise click.UsageError("use --quiet or --verbose, not both")
     progress.start_command(quiet=quiet, verbose=verbose)
@@ -38,13 +35,9 @@ def main(quiet: bool, verbose: bool):
 @opt("--executor", "where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster (default: [executor] kind, else local)", click.Choice(["local", "processes", "dask"]))  # fmt: skip
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
 def run_command(config_path, baseline, allow_foreign_baseline, no_gate, no_gold_check, **options):
-    """Replay the gold set across variants, seeds and pipelines; measure, gate and report.
-
-    The gold set is checked against the corpus first, as `ragaudit gold check` does: an error there stops the run (exit
-    3) unless --no-gold-check. A config runs code (`command` and `factory` pipelines): trust it like a Makefile.
-
-    Exit 0: gate passed; 1: gate failed; 2: usage; 3: unreadable input, a gold error or a full disk; 4: a pipeline could
-    not start; 130/143: interrupted (finished runs kept, --resume finishes)."""
+    """Replay the gold set across variants, seeds and pipelines; measure, gate and report (the gold set is checked
+    first, as `gold check` does). A config runs code: trust it like a Makefile. Exit 0: gate passed; 1: failed;
+    2: usage; 3: bad input, a gold error or a full disk; 4: a pipeline could not start; 130/143: interrupted."""
     config = ragaudit.load_config(config_path)
     chosen = ragaudit.run_baseline(config, baseline, allow_foreign_baseline, options["out"], options["resume"])
     show(said.baseline(chosen))
@@ -74,15 +67,15 @@ def gate(report_path, config_path, fmt, **options):
 @arg("run_dirs", DIR, metavar="RUN_A [RUN_B]", nargs=-1, required=True)
 @opt("--pair pairs", "compare PIPE_B with PIPE_A (repeatable); across two runs, PIPE_A is RUN_A's and PIPE_B RUN_B's (default: [compare] pairs, else each pipeline with the first, or with its namesake in RUN_A)", multiple=True, metavar="PIPE_A:PIPE_B")  # fmt: skip
 @opt("--margin", "non-inferiority margin in (0, 1) (default: [compare] margin, else 0.02)", float)
-@opt("--out", "where compare.json/html go (default: the first run directory)", DIR)
+@opt("--out", "write compare.json/html to this folder, never a run directory (default: none written)", DIR)
 @shared("--format")
 def compare_command(run_dirs, fmt, **options):
     """Is B better, worse, or no worse than A? Per pair of pipelines and metric: means, the paired difference with a 95%
     CI, p-values (exact sign test for per-run 0/1 outcomes, sign-flip permutation otherwise; Holm-adjusted), a
     non-inferiority test against the margin, win/tie/loss, the noise floor of pipelines that sample, λ transitions,
-    and the smallest change in a rate the questions can detect. Writes compare.json and compare.html.
+    and the smallest change in a rate the questions can detect. With --out, writes compare.json and compare.html.
 
-    Exit 0; 2: an unknown pipeline in --pair or a margin outside (0, 1); 3: an unreadable report."""
+    Exit 0; 2: an unknown --pair pipeline, a margin outside (0, 1), --out a run directory; 3: an unreadable report."""
     return said.compared(*ragaudit.compare(run_dirs, **options), fmt)
 
 
@@ -104,22 +97,18 @@ def faults(run_dir, config_path, **options):
 
 @main.command("calibrate")
 @arg("config_path", FILE, metavar="CONFIG")
-@opt("--out", "where to write the proposal (default: calibration.json beside the config)", FILE)
+@opt("--out", "where to write the proposal (default: calibration.json beside the config)", PATH)
 @opt("--labels", "fit the claim thresholds to these labels of RUN's runs (ragaudit label) instead", FILE)
 @opt("--run", "the run directory the labels are of (with --labels)", DIR)
 @shared("--rate", "--seed", "--format")
 def calibrate_command(config_path, fmt, labels, run, **options):
-    """Propose [gate] thresholds for the gold set and corpus of CONFIG: the first step on a new corpus. No pipeline is
-    called: the oracle run (the gold cited, the anchor stated), its answers reworded as an LLM writes them, and every
+    """Propose [gate] thresholds for the gold set and corpus of CONFIG (checked first as `run` checks them: a gold error
+    exits 3). No pipeline is called: the oracle run (the gold cited, the anchor stated), its LLM-style rewrite and every
     fault class are built from the gold set and corpus, then audited. Prints per check how well it separates them and
     the threshold it proposes, and writes calibration.json; a config uses it with `[gate] from = "calibration.json"`.
     With --labels: fit the claim thresholds to your labels instead (too few labels: exit 1, nothing fitted)."""
     if labels is not None or run is not None:
-        if labels is None or run is None:
-            raise click.UsageError("--labels and --run go together: the labels, and the run directory they label")
-        return said.fitted(
-            ragaudit.calibrate_labels(config_path, labels, run, out=options["out"], seed=options["seed"]), fmt
-        )
+        return said.fitted(ragaudit.calibrate_labels(config_path, labels, run, **options), fmt)
     return said.calibrated(*ragaudit.calibrate(config_path, **options), fmt)
 
 
@@ -174,29 +163,21 @@ def verify(run_dir, **options):
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @shared("--from", "--live-index", "--format")
 def validate(traces, fmt, **options):
-    """Check every citation payload of trace files against the rules of `ragaudit codes`. With --from, the inputs are
-    production spans, joined into traces as `ragaudit ingest` joins them (read in this process).
-
-    Exit 0: no error-severity issue; 1: error issues found; 3: an input could not be read."""
+    """Check every citation payload of trace files (with --from, production spans joined as `ingest` joins them)
+    against the rules of `ragaudit codes`. Exit 0: no error-severity issue; 1: error issues; 3: unreadable input."""
     return said.validated(ragaudit.validate(traces, **options), sys.stdout, fmt)
 
 
 @main.command()
 @arg("source", click.Choice(SPAN_FORMATS), metavar="FORMAT")
 @arg("inputs", metavar="INPUT...", nargs=-1, required=True)
-@opt("--out", "the traces.jsonl to write", FILE, required=True)
+@opt("--out", "the traces.jsonl to write", PATH, required=True)
 @opt("--config-name", "every trace's config (default: the spans' service name)")
 @opt("--window", "spans of unfinished traces held at most; spans of one trace further apart are reported late", COUNT, default=20_000, show_default=True)  # fmt: skip
 def ingest(source, inputs, out, **options):
-    """Join production spans into ragaudit traces (docs/reference.md §10): one trace per trace id that holds a
-    RETRIEVER span. FORMAT: otlp (OTLP JSON lines or document, .gz too), phoenix (a Phoenix span export, parquet or
-    JSON lines), langfuse (a Langfuse observations export, JSON or JSON lines).
-
-    A trace's spans may come in any order, across lines, files and services; a span of a trace already written (further
-    than --window from the rest) is a late span: a warning, left out.
-
-    Exit 0: every input read; 3: an input or a line of one could not be read (each on stderr; the traces of the readable
-    lines are written all the same)."""
+    """Join production spans into ragaudit traces (docs/reference.md §10), one per trace id holding a RETRIEVER span.
+    FORMAT: otlp (OTLP JSON, .gz too), phoenix (parquet or JSON lines), langfuse (JSON or JSON lines). Exit 0: every
+    input read; 3: an input or a line could not be read (the readable lines' traces are written all the same)."""
     return said.ingested(ragaudit.ingest(source, inputs, out, **options))
 
 
@@ -229,11 +210,8 @@ def gold_check(gold_path, corpus, no_distance, fmt, **options):
 @opt("--paraphrase paraphrases", "a paraphrase of the question (repeatable)", multiple=True)
 @opt("--model", "embedding model for the similarity search (default: all-MiniLM-L6-v2)")
 def gold_anchor(corpus, question, answer, model, **options):
-    """Find where ANSWER is in the corpus: candidate anchor spans on stderr, each labelled how it was found (exact,
-    normalised: whitespace, case and markup folded, similar: the closest sentences by the embedding model), and a
-    gold line anchored at the first on stdout.
-
-    Exit 0: a gold line printed; 1: nothing found; 2: usage; 3: the corpus could not be read."""
+    """Find where ANSWER is in the corpus (exact, normalised, or the closest sentences by the embedding model): the
+    candidates on stderr, a gold line anchored at the first on stdout. Exit 0; 1: nothing found; 3: unreadable."""
     return said.anchored(ragaudit.anchor(corpus, question, answer, model=model), question, answer, **options)
 
 
@@ -241,14 +219,11 @@ def gold_anchor(corpus, question, answer, model, **options):
 @arg("gold_path", metavar="GOLD")
 @opt("--corpus", "the edited corpus", PATH, required=True)
 @opt("--from old", "the corpus the gold set was anchored in", PATH)
-@opt("--out", "the new gold set to write", FILE, required=True)
+@opt("--out", "the new gold set to write", PATH, required=True)
 @opt("--min-ratio", "difflib ratio a fuzzy match must reach to move an anchor", click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)  # fmt: skip
 def gold_reanchor(gold_path, corpus, out, **options):
-    """Move the anchors of GOLD to where their text is in the edited corpus: kept where it still is, moved to the same
-    text elsewhere, or to the most similar sentences (fuzzy, with the ratio); each item that cannot be moved is
-    listed with the reason and left out of --out.
-
-    Exit 0: every item stayed or moved; 1: some could not be moved; 3: an input could not be read."""
+    """Move the anchors of GOLD to where their text is in the edited corpus (same text, else the most similar
+    sentences); items that cannot move are listed and left out. Exit 0; 1: some could not move; 3: unreadable input."""
     return said.reanchored(*ragaudit.reanchor(gold_path, corpus, out, **options))
 
 
@@ -275,17 +250,13 @@ def codes(fmt):
 @opt("--metric", "only this metric (e.g. citation_match)")
 @opt("--pipeline", "only this pipeline")
 @opt("--last", "only the last N runs", COUNT)
-@opt("--plot", "also draw the trends to an SVG file", FILE)
+@opt("--plot", "also draw the trends to an SVG file", PATH)
 @flag("--all every", "every recorded metric, not only those the gate reads")
 @opt("--rename", "record pipeline OLD's runs under NEW first, joining the two series", metavar="OLD=NEW")
 @shared("--format")
 def history_command(fmt, **options):
-    """Trends across recorded runs: each pipeline's metrics, run by run (oldest first), with a sparkline, the time, the
-    git commit, the run's verdict and the pipeline's gate.
-
-    Every `ragaudit run` records its summary in a history file: $RAGAUDIT_HISTORY, else [history] path, else
-    history.sqlite beside the run directories (--config's [audit] out, else ./reports). Exit 0; 3 when the history is
-    missing or damaged."""
+    """Trends across recorded runs ($RAGAUDIT_HISTORY, else [history] path, else history.sqlite beside the run
+    directories): each pipeline's metrics run by run, with a sparkline. Exit 0; 3: the history is missing or damaged."""
     return said.history(ragaudit.trends(**options), fmt)
 
 
@@ -306,11 +277,8 @@ def metrics_command(fmt, config_path):
 @opt("--out", "default: reports/audit-log-<stamp>", DIR)
 @opt("--config", "model, support, section policy, corpus", PATH)
 def audit_log_command(traces, source, **options):
-    """Audit production traces without a gold set: validate every payload against the corpus snapshot, measure ΔS of
-    the cited text, support and hallucinations of each answer segment, per time window (by retrieved_at), with index
-    drift (between windows and within one) and the worst examples.
-
-    Writes audit_log.json, audit_log.html, rag_traces.sqlite. Exit 0: no error issue, no drift; 1: some; 3: bad input."""
+    """Audit production traces without a gold set, per time window: payloads against the corpus snapshot, ΔS, support,
+    hallucinations, index drift, the worst examples. Exit 0: no error issue, no drift; 1: some; 3: bad input."""
     return said.audit_log(ragaudit.audit_log(traces, fmt=source, **options))
 
 
@@ -323,27 +291,19 @@ def audit_log_command(traces, source, **options):
 @opt("--icc", "assumed correlation of that difference between runs of one question (1: a question moves as a unit)", float, default=0.5, show_default=True)  # fmt: skip
 @shared("--format")
 def plan(gold_path, fmt, **options):
-    """How small a change in each rate (correct, citation match, coverage pass, grounded) a comparison of two
-    configurations on GOLD can detect at 80% power and α = 0.05, paired, with exact sign tests as `compare` runs
-    them; with --effect, how many questions that change needs.
-
-    Exit 0; 2: a parameter out of range; 3: an unreadable gold set."""
+    """The smallest change in each rate a comparison of two configurations on GOLD can detect at 80% power and α = 0.05
+    (paired exact sign tests); with --effect, the questions it needs. Exit 0; 2: out of range; 3: unreadable gold."""
     return said.planned(ragaudit.plan_gold(gold_path, **options), fmt)
 
 
 @main.command()
 @arg("run_dir", DIR)
 @opt("--key", "sign with this ed25519 private key (PEM; an encrypted one takes its passphrase from $RAGAUDIT_KEY_PASSWORD)", FILE)  # fmt: skip
-@opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", FILE)
+@opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", PATH)
 def attest(run_dir, key, out):
-    """Write a release attestation of RUN_DIR: an in-toto Statement v1 whose subject lists every file of the run with
-    its sha256, and whose predicate holds the input hashes (gold set, corpus, config, traces, models, indexes), the
-    gate's verdict, each check with its threshold and its source, the versions and the command of the run. With
-    --key, a DSSE envelope signed with it. Check it with `ragaudit verify RUN_DIR --attestation FILE [--pubkey
-    PUB.pem]`.
-
-    Exit 0; 3: no run directory, a damaged manifest or report, an unreadable key; 5: the run changed since it ran
-    (nothing is attested)."""
+    """Write a release attestation of RUN_DIR (in-toto Statement v1: every file with its sha256, the input hashes, the
+    gate's checks, versions and command; with --key, a signed DSSE envelope). Exit 0; 3: no run directory, a damaged
+    manifest or report, an unreadable key, an unwritable --out; 5: the run changed since it ran."""
     return said.attested(*ragaudit.attest_run(run_dir, key=key, out=out), signed=key is not None)
 
 

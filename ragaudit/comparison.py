@@ -356,12 +356,12 @@ def detectable(a: System, b: System, shared: list[str], assumptions: Assumptions
             raise TypeError(f"question {qid}: expected stats.runs, a count of runs, found {count!r}")
         return count
 
-    design = Design(tuple(min(runs(a, q), runs(b, q)) for q in shared))
+    design = Design.of(min(runs(a, q), runs(b, q)) for q in shared)
     found = mde(design, assumptions) if shared else None
     return {
         "rate": None if found is None else round(found, 4),
         "questions": design.questions,
-        "runs_per_question": round(float(np.mean(design.runs)), 4) if shared else 0.0,
+        "runs_per_question": round(design.mean_runs, 4),
         "test": "exact two-sided sign test on per-question differences",
         "discordance": assumptions.discordance,
         "icc": assumptions.icc,

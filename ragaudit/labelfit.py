@@ -163,8 +163,16 @@ def fit_labels(run_dir: str | Path, labels: str | Path, start: Thresholds, *, se
     digest = "sha256:" + hashlib.sha256(labels.read_bytes()).hexdigest()
     fit_ = Fit(run_dir, labels, digest, len(pairs), start, None, [], [], notes=matched.notes(labels))
     fit_.more = _too_few(pairs)
-    if fit_.more is not None:
-        return fit_
+    if fit_.more is None:
+        fit_.thresholds, fit_.before, fit_.after, fit_.kept = cross_fit(pairs, start, seed=seed)
+    return fit_
+
+
+def cross_fit(
+    pairs: list[tuple[Label, Facts]], start: Thresholds, *, seed: int = 0
+) -> tuple[Thresholds, list[Dimension], list[Dimension], str | None]:
+    """`calibrate --labels`'s fit: the thresholds (those of `start` when the fit lowers the held-out
+    agreement), the held-out agreement before and after, and why the thresholds stayed."""
     before: dict[int, dict[str, bool]] = {}
     after: dict[int, dict[str, bool]] = {}
     for held in _folds(pairs, seed):
@@ -174,21 +182,20 @@ def fit_labels(run_dir: str | Path, labels: str | Path, start: Thresholds, *, se
             before[i] = pairs[i][1].verdict(start)
             after[i] = pairs[i][1].verdict(fitted)
     order = sorted(before)
+    was, now = [], []
     for d in VERDICTS:
         truth = [pairs[i][0].value(d) for i in order]
-        fit_.before.append(Dimension.of(d, truth, [before[i][d] for i in order]))
-        fit_.after.append(Dimension.of(d, truth, [after[i][d] for i in order]))
-    held_before = sum(d.kappa or 0.0 for d in fit_.before if d.name in FITTED)
-    held_after = sum(d.kappa or 0.0 for d in fit_.after if d.name in FITTED)
+        was.append(Dimension.of(d, truth, [before[i][d] for i in order]))
+        now.append(Dimension.of(d, truth, [after[i][d] for i in order]))
+    held_before = sum(d.kappa or 0.0 for d in was if d.name in FITTED)
+    held_after = sum(d.kappa or 0.0 for d in now if d.name in FITTED)
     if held_after < held_before:  # the fit does not carry to runs it was not fitted on: keep what was
-        fit_.kept = (
+        why = (
             f"the fitted thresholds lower the held-out agreement (mean kappa of {', '.join(FITTED)} "
             f"{held_before / len(FITTED):.2f} -> {held_after / len(FITTED):.2f}): the thresholds stay as they were"
         )
-        fit_.thresholds = start
-    else:
-        fit_.thresholds = fit(pairs, start)
-    return fit_
+        return start, was, now, why
+    return fit(pairs, start), was, now, None
 
 
 @dataclass
@@ -201,13 +208,25 @@ class Calibrated:
 
 
 def calibrate_labels(
-    config, labels: str | Path, run: str | Path, *, out: str | Path | None = None, seed: int = 0
+    config,
+    labels: str | Path | None,
+    run: str | Path | None,
+    *,
+    out: str | Path | None = None,
+    seed: int = 0,
+    rate: float | None = None,
 ) -> Calibrated:
     """Fit the claim thresholds of `config` to the labels of `run`'s runs and write the calibration
     file (default: calibration.json beside the config) that `[gate] from` reads: the thresholds and
     the labels' sha256, beside the [gate] thresholds of the calibration the config already reads.
-    Raises InputError when the run was made on another gold set or corpus than the config's."""
+    Raises InputError when the run was made on another gold set or corpus than the config's;
+    UsageError without both the labels and the run (`rate` belongs to the oracle calibration)."""
     from ragaudit import rundir
+    from ragaudit.errors import UsageError
+
+    if labels is None or run is None:
+        raise UsageError("--labels and --run go together: the labels, and the run directory they label")
+    del rate
     from ragaudit.errors import InputError, Problem
     from ragaudit.io.calibration import SCHEMA
     from ragaudit.io.config import load_config

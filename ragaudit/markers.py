@@ -165,8 +165,9 @@ def _fills_line(text: str, start: int, end: int) -> bool:
     head = text.rfind("\n", 0, start) + 1
     tail = text.find("\n", end)
     tail = len(text) if tail < 0 else tail
-    before, after = _BLANKS_OPEN.match(text, head, start), _BLANKS_CLOSE.match(text, end, tail)
-    return before is not None and before.end() == start and after is not None and after.end() == tail
+    return (
+        _BLANKS_OPEN.fullmatch(text, head, start) is not None and _BLANKS_CLOSE.fullmatch(text, end, tail) is not None
+    )
 
 
 def _is_marker(match: re.Match, text: str, names: Collection[str] | None, forms: Collection[str]) -> bool:

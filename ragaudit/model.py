@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from ragaudit.errors import InputError
 from ragaudit.io import shape
-from ragaudit.io.shape import JSON, ShapeError, get, items, numbers, obj
+from ragaudit.io.shape import JSON, LAMBDA_STATES, ShapeError, get, items, numbers, obj
 from ragaudit.means import Means
 
 # ---- the gate ------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class Lambda:
     def from_json(cls, data: Any, where: str) -> "Lambda":
         data = obj(data, where)
         return cls(
-            state=get(data, "state", where, lambda v: isinstance(v, str), "a λ state"),
+            state=get(data, "state", where, shape.is_state, "a λ state (" + ", ".join(LAMBDA_STATES) + ")"),
             symbol=str(data.get("symbol") or ""),
             css=get(data, "css", where, shape.opt_num, "a number or null", None),
             spread=get(data, "spread", where, shape.opt_num, "a number or null", None),
@@ -177,7 +177,7 @@ class QuestionStats:
     @classmethod
     def from_json(cls, data: Any, where: str) -> "QuestionStats":
         data = obj(data, where)
-        counts = {name: get(data, name, where, shape.is_int, "an integer", 0) for name in cls.COUNTS}
+        counts = {name: get(data, name, where, shape.is_count, "a count (an integer >= 0)", 0) for name in cls.COUNTS}
         extremes = {name: get(data, name, where, shape.opt_num, "a number or null", None) for name in cls.EXTREMES}
         return cls(**counts, **extremes)
 
@@ -238,8 +238,8 @@ class Question:
             doc_id=get(data, "doc_id", where, text, "text", None),
             section_id=get(data, "section_id", where, text, "text", None),
             question=get(data, "question", where, text, "text", None),
-            errored=get(data, "errored", where, shape.is_int, "an integer", 0),
-            correct=get(data, "correct", where, shape.is_int, "an integer", 0),
+            errored=get(data, "errored", where, shape.is_count, "a count (an integer >= 0)", 0),
+            correct=get(data, "correct", where, shape.is_count, "a count (an integer >= 0)", 0),
             lam=Lambda.from_json(data.get("lambda"), f"{where}.lambda"),
             metrics=numbers(data, "metrics", where),
             stats=QuestionStats.from_json(data.get("stats"), f"{where}.stats"),

@@ -124,6 +124,37 @@ def _settings(report: Report) -> dict:
     return settings
 
 
+def _foreign_inputs(reports: list[Report], runs: list[Run]) -> list[str]:
+    """A note for a run whose gold set or corpus is not the first run's (their sha256 in its meta):
+    its questions are paired with the first run's by qid all the same."""
+    first = reports[0].inputs or {}
+    notes = []
+    for report, run in zip(reports[1:], runs[1:]):
+        inputs = report.inputs or {}
+        for name, what in (("gold", "gold set"), ("corpus", "corpus")):
+            mine, theirs = first.get(name), inputs.get(name)
+            if mine and theirs and mine != theirs:
+                notes.append(
+                    f"{run.describe()} ran on another {what} than {runs[0].describe()} (sha256 {str(theirs)[:12]}…, "
+                    f"not {str(mine)[:12]}…): questions are paired by qid, and only those both hold are compared"
+                )
+    return notes
+
+
+def _unpaired(pairs: list[tuple[System, System]]) -> list[str]:
+    """A note for each pair whose systems did not score the same questions: those of one only are not compared."""
+    notes = []
+    for a, b in pairs:
+        both = len(a.questions.keys() & b.questions.keys())
+        only_a, only_b = len(a.questions) - both, len(b.questions) - both
+        if only_a or only_b:
+            notes.append(
+                f"{b.name} vs {a.name}: the {both} questions both scored are compared; {only_a} only {a.name} "
+                f"scored and {only_b} only {b.name} scored are not"
+            )
+    return notes
+
+
 def configured_pairs(report: Report) -> list[str]:
     """`[compare] pairs` of the run's config, as recorded in its report, in `A:B` form."""
     return [f"{a}:{b}" for a, b in _settings(report).get("pairs") or []]
@@ -156,6 +187,7 @@ def comparison_of(
     if not specs and len(runs) == 1:
         specs = configured_pairs(reports[0])
     pairs, notes = choose_pairs(runs, specs)
+    notes = _foreign_inputs(reports, runs) + notes + _unpaired(pairs)
     assumptions = Assumptions(
         discordance=settings.get("discordance", Assumptions.discordance), icc=settings.get("icc", Assumptions.icc)
     )

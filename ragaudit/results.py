@@ -41,7 +41,8 @@ def _pandas():
 class Run:
     """A run directory's results; each table is read when first used.
 
-    `run.runs`: one row per run, from `runs.parquet`, in plan order.
+    `run.runs`: one row per run, from `runs.parquet`, in the order of traces.jsonl (plan order; a replay
+        pipeline's runs in its recording's order).
         pipeline, qid, gold_doc_id, gold_section_id (the question's gold section), variant, seed,
         query, answer, error, errored (bool), correct (bool), why (why the run is or is not correct),
         zone (of delta_s_qr), ts, store, index_hash, embed_model, analyzer; every metric as a column
@@ -113,15 +114,13 @@ class Run:
         """Every question row as report.json holds it; those it does not hold (above 2,000 rows)
         read from questions.parquet beside it, a batch at a time."""
         held = self.report.get("questions", [])
-        total = (self.report.get("summary") or {}).get("question_rows")
-        if not isinstance(total, int) or total <= len(held):
+        if (self.report.get("summary") or {}).get("question_rows") is None:
             yield from held
             return
-        from ragaudit.model import Question
-        from ragaudit.questionstore import QUESTIONS, complete
+        from ragaudit.model import Report
+        from ragaudit.questionstore import complete
 
-        rows = [Question.from_json(q, f"$.questions[{i}]") for i, q in enumerate(held)]
-        for row in complete(rows, self.path / QUESTIONS, total):
+        for row in complete(Report.from_json(self.report, str(self.path / REPORT)), self.path / REPORT):
             yield row.to_json()
 
     @cached_property

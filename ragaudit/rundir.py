@@ -20,25 +20,15 @@ from pathlib import Path
 from typing import Iterator
 
 from ragaudit.errors import InputError, Problem
-from ragaudit.io.files import HASH_VERSION, sha256_file, write_atomic
+from ragaudit.io.files import HASH_VERSION, NotAFile, sha256_file, sha256_within, write_atomic
+from ragaudit.io.runfiles import MANIFEST, OUTPUTS, TRACES
 
-MANIFEST = "manifest.json"
-TRACES = "traces.jsonl"
+CALIBRATION = "calibration"  # the input a run has when its [gate] reads one (`[gate] from`)
+# every input a run hashes: the three it always has, then those its config may name (each decides
+# verdicts: the gate's thresholds of `[gate] from`, the support scorer's weights of `[support] params`)
+INPUTS = ("config", "gold", "corpus", CALIBRATION, "support_params")
 LOCK = ".lock"
 OWNER = ".lock.owner"
-OUTPUTS = (
-    "runs.parquet",
-    "issues.jsonl",
-    "report.json",
-    "report.html",
-    "traces.log",
-    "rag_traces.sqlite",
-    "junit.xml",
-    "summary.md",
-    "compare.json",
-    "compare.html",
-    "questions.parquet",
-)
 # what every finished run writes (compare.* only with more than one pipeline); hash version 1
 # manifests did not record runs.parquet, runs before questions.parquet did not write it
 WRITTEN = {
@@ -94,6 +84,14 @@ def read_manifest(run_dir: Path) -> dict:
                     path=f"$.{key}",
                 )
             )
+    for name in INPUTS[3:]:
+        found = [manifest[key].get(name) for key in ("inputs", "paths")]
+        if found != [None, None] and not all(isinstance(v, str) for v in found):
+            raise InputError(
+                Problem(
+                    str(path), f"expected inputs and paths to hold {name} both, as strings", path=f"$.inputs.{name}"
+                )
+            )
     if not isinstance(manifest.get("config_path"), str):
         raise InputError(Problem(str(path), "expected a config_path string, found none", path="$.config_path"))
     for key, kinds in _OPTIONAL.items():
@@ -106,6 +104,15 @@ def read_manifest(run_dir: Path) -> dict:
                     path=f"$.{key}",
                 )
             )
+    strange = [name for name in manifest.get("outputs") or {} if name not in OUTPUTS]
+    if strange:  # verify opens each output by its name: only the run's own files, never a path
+        raise InputError(
+            Problem(
+                str(path),
+                f"expected outputs named among the files a run writes ({', '.join(OUTPUTS)}), found {strange[0]!r}",
+                path="$.outputs",
+            )
+        )
     for key in ("index", "outputs", "documents", "aborted"):
         bad = [
             name
@@ -170,16 +177,23 @@ def document_hashes(corpus) -> dict[str, str]:
     }
 
 
+def input_paths(config) -> dict[str, Path]:
+    """A config's inputs by name (INPUTS): config, gold, corpus, and the files its `[gate] from`
+    and `[support] params` name, when it names them."""
+    calibration = config.calibration.path if config.calibration is not None else None
+    named = (config.path, config.gold, config.corpus, calibration, config.support.params)
+    return {name: Path(path) for name, path in zip(INPUTS, named) if path is not None}
+
+
 def input_hashes(config, *, version: int = HASH_VERSION) -> dict[str, str]:
-    """The sha256 of a config's inputs by name (config, gold, corpus), as a manifest records them:
-    no file is parsed, the corpus is not loaded."""
-    paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
-    return {name: sha256_file(p, version=version) for name, p in paths.items()}
+    """The sha256 of a config's inputs by name (`input_paths`), as a manifest records them: no file
+    is parsed, the corpus is not loaded."""
+    return {name: sha256_file(p, version=version) for name, p in input_paths(config).items()}
 
 
 def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
     """What the manifest records of a run's inputs, hashed as `version` says."""
-    paths = {"config": config.path, "gold": config.gold, "corpus": config.corpus}
+    paths = input_paths(config)
     return {
         "hash_version": version,
         "config_path": str(Path(config.path).resolve()),
@@ -187,6 +201,23 @@ def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
         "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
         "documents": document_hashes(corpus),
     }
+
+
+def gating_changes(manifest: dict, config) -> list[str]:
+    """What decides verdicts besides the traces, changed since the run the manifest records, in
+    words: its config, the support params its `[support] params` names, and the calibration its
+    `[gate] from` names (a run recorded before they were hashed names none). `ragaudit report`
+    says these as it scores and gates again."""
+    from ragaudit.io.calibration import regated
+
+    now, recorded = input_paths(config), manifest["inputs"]
+    found = [
+        f"{name} {now[name]} changed since the run: the report reads it as it is now"
+        for name in ("config", "support_params")
+        if name in now and isinstance(recorded.get(name), str) and sha256_file(now[name]) != recorded[name]
+    ]
+    said = regated(config.calibration, recorded)
+    return found + ([said] if said else [])
 
 
 def older_hashes(path: str | os.PathLike | None, now: str | None) -> list[str]:
@@ -211,8 +242,8 @@ def _corpus_changes(manifest: dict, path: Path) -> str:
     before = manifest.get("documents") or {}
     try:
         now = document_hashes(load_corpus(path))
-    except InputError:
-        return f"corpus: {path} changed and can no longer be read"
+    except InputError as exc:
+        return f"corpus: {path} changed and can no longer be read: {exc.problems[0]}"
     parts = []
     for label, names in (
         ("changed", [d for d in before if d in now and now[d] != before[d]]),
@@ -240,24 +271,23 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
             "was not recorded; a new run records both"
         )
     found = []
-    for name in ("gold", "corpus", "config"):
+    for name in ("gold", "corpus", "config", *(n for n in INPUTS[3:] if n in manifest["inputs"])):
         path, recorded = Path(manifest["paths"][name]), manifest["inputs"][name]
         if not path.exists() and absent is not None:
             absent.append(f"{name}: {path}")
         elif not path.exists():
             found.append(f"{name}: {path} is gone")
-        elif sha256_file(path, version=version) != recorded:
+        elif (now := _digest(found, name, lambda: sha256_file(path, version=version))) and now != recorded:
             found.append(
                 _corpus_changes(manifest, path)
                 if name == "corpus"
                 else f"{name}: {path} changed since the run (sha256 was {recorded[:12]}…)"
             )
     recorded = manifest.get("traces_sha256")
-    traces = run_dir / TRACES
-    if not traces.exists():
-        found.append(f"traces: {traces} is gone")
-    elif sha256_file(traces) != recorded:
-        found.append(f"traces: {traces} changed since the run")
+    if not (run_dir / TRACES).exists():
+        found.append(f"traces: {run_dir / TRACES} is gone")
+    elif (now := _digest(found, "traces", lambda: sha256_within(run_dir, TRACES))) and now != recorded:
+        found.append(f"traces: {run_dir / TRACES} changed since the run")
     outputs = manifest.get("outputs") or {}
     unrecorded = [
         name
@@ -271,9 +301,18 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
             "outputs, or the manifest was edited)"
         )
     for name, digest in sorted(outputs.items()):
-        path = run_dir / name
-        if not path.exists():
+        if not (run_dir / name).exists():
             found.append(f"output: {name} is gone")
-        elif sha256_file(path) != digest:
+        elif (now := _digest(found, "output", lambda: sha256_within(run_dir, name))) and now != digest:
             found.append(f"output: {name} changed since it was written")
     return found
+
+
+def _digest(found: list[str], label: str, digest) -> str | None:
+    """`digest()`; None, with the change noted in `found`, for a path that is no longer a file of
+    the run (a FIFO, a device, a symlink out of the run directory), which is not read."""
+    try:
+        return digest()
+    except NotAFile as exc:
+        found.append(f"{label}: {exc.problems[0]}")
+        return None

@@ -118,11 +118,11 @@ def _check_resume(run_dir: Path, config: Config, inputs: Inputs) -> dict:
     """The manifest of the run to resume; refused (exit 2) when an input changed since."""
     manifest = rundir.read_manifest(run_dir)
     now = rundir.input_record(config, inputs.corpus, version=rundir.hash_version(manifest))["inputs"]
-    changed = [name for name in ("config", "gold", "corpus") if manifest["inputs"].get(name) != now[name]]
+    changed = [name for name in rundir.INPUTS if manifest["inputs"].get(name) != now.get(name)]
     if changed:
         raise UsageError(
             f"{', '.join(changed)} changed since the run in {run_dir}; --resume needs the same "
-            "config, gold set and corpus (start a new run instead)"
+            "config, gold set, corpus, calibration and support params (start a new run instead)"
         )
     return manifest
 

@@ -4,14 +4,17 @@ SIGINT/SIGTERM (progress: `ragaudit.progress`).
 Workers are daemon threads: a user pipeline that hangs in a call can hold a worker, never the
 process's exit. A signal stops new work, gives the runs in flight a short grace to finish (their
 traces are kept), kills the process groups of `command` children, and ends the run with exit
-130 (SIGINT) or 143 (SIGTERM), so `--resume` can finish it.
+130 (SIGINT) or 143 (SIGTERM), so `--resume` can finish it. A python pipeline's call still running
+then (in native code, say, a model's `generate()`) ends with the process (`end_process`).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import queue
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -109,3 +112,21 @@ def run_jobs(
 
 def _put(finished: queue.SimpleQueue, job: Any, task: Any) -> None:
     finished.put((job, task))
+
+
+def end_process(code: int | str | None) -> None:
+    """Before the program exits with `code` (a `SystemExit`'s): when a call into a python pipeline
+    still runs on its thread (abandoned after a timeout or a stop signal), finalising the
+    interpreter would tear the runtime down under it, and native code there aborts the process (a
+    C++ runtime's "terminate called without an active exception": exit 134, not 143). Then what is
+    written is flushed and the process ends at once with `code`; otherwise this returns."""
+    from ragaudit.pipelines.python import calls_left_running
+
+    if not calls_left_running():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can reach it
+            pass
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)

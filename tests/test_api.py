@@ -34,9 +34,9 @@ def test_a_damaged_report_names_where_it_differs(run_dir, tmp_path):
     (tmp_path / "report.json").write_text(json.dumps(damaged))
     with pytest.raises(InputError) as caught:
         api.gate(tmp_path / "report.json", config)
-    assert "$.questions[1].stats.runs: expected an integer, found text" in str(caught.value)
+    assert "$.questions[1].stats.runs: expected a count (an integer >= 0), found text" in str(caught.value)
     result = invoke("gate", tmp_path / "report.json", "--config", config)
-    assert result.exit_code == 3 and "$.questions[1].stats.runs: expected an integer" in result.stderr
+    assert result.exit_code == 3 and "$.questions[1].stats.runs: expected a count (an integer >= 0)" in result.stderr
 
 
 def test_validate_yields_the_issues_the_command_prints(run_dir):

@@ -211,11 +211,75 @@ def test_an_encrypted_key_takes_its_passphrase_from_the_environment(run, tmp_pat
     assert invoke("verify", run, "--attestation", run / "attestation.intoto.jsonl", "--pubkey", public).exit_code == 0
 
 
-def test_a_file_added_after_the_attestation_is_noted_not_failed(run):
+def test_a_file_added_after_the_attestation_is_noted_not_failed(run, tmp_path):
+    """Every file added is named, hidden ones and attestations too: only the run's lock and the
+    attestation checked are not; a symlink out of the run directory is said to be one, unread."""
     assert invoke("attest", run).exit_code == 0
     (run / "notes.txt").write_text("added later\n")
+    (run / ".hidden").write_text("added later\n")
+    (run / "other.intoto.jsonl").write_text("{}\n")
+    (run / "sub").mkdir()
+    (run / "sub" / "more.md").write_text("added later\n")
+    (run / "outside.txt").symlink_to(tmp_path / "audit.toml")
     result = invoke("verify", run, "--attestation", run / "attestation.intoto.jsonl")
-    assert result.exit_code == 0 and "not attested (added since): notes.txt" in result.output
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "note: not attested (added since): .hidden, notes.txt, other.intoto.jsonl, outside.txt (a symlink out of "
+        "the run directory, not read), sub/more.md\n"
+    )
+
+
+def test_attest_never_follows_a_symlink_out_of_the_run_directory(run, tmp_path):
+    private, _ = write_keys(tmp_path, "secret")
+    (run / "link-outside.txt").symlink_to(private)
+    before = {p.name: sha256(p) for p in run.iterdir() if p.is_file() and not p.is_symlink()}
+    result = invoke("attest", run)
+    assert result.exit_code == 3, result.output
+    assert result.stderr == (
+        f"error: {run / 'link-outside.txt'}: expected a file of the run, found a symlink to {private}: not attested "
+        "(remove the link, or put the file itself in the run directory)\n"
+    )
+    assert not (run / "attestation.intoto.jsonl").exists()
+    assert {p.name: sha256(p) for p in run.iterdir() if p.is_file() and not p.is_symlink()} == before
+
+
+def test_an_attested_file_that_became_a_symlink_out_of_the_run_is_a_change_never_read(run, tmp_path):
+    assert invoke("attest", run, "--out", tmp_path / "release.intoto.jsonl").exit_code == 0
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes((run / "summary.md").read_bytes())  # the same bytes: still not the run's file
+    (run / "summary.md").unlink()
+    (run / "summary.md").symlink_to(secret)
+    result = invoke("verify", run, "--attestation", tmp_path / "release.intoto.jsonl")
+    assert result.exit_code == 5
+    assert (
+        f"attested file summary.md is no longer a file of the run: {run / 'summary.md'}: expected a file of {run}, "
+        f"found a symlink to {secret}: not read" in result.stderr
+    )
+
+
+def test_attest_out_onto_a_file_of_the_run_is_refused_and_changes_nothing(run):
+    before = {p.name: sha256(p) for p in run.iterdir() if p.is_file()}
+    for name in ("traces.jsonl", "report.json", "manifest.json", "notes.txt"):
+        result = invoke("attest", run, "--out", run / name)
+        assert result.exit_code == 2, result.output
+        assert result.stderr == (
+            f"error: --out {run / name}: expected an attestation outside the run directory, or named "
+            "*.intoto.jsonl in it; another file there would be, or replace, a file of the run\n"
+        )
+    assert {p.name: sha256(p) for p in run.iterdir() if p.is_file()} == before
+    assert invoke("verify", run).exit_code == 0
+    assert invoke("attest", run, "--out", run / "release.intoto.jsonl").exit_code == 0
+
+
+def test_attest_out_that_cannot_be_written_is_exit_3_and_writes_nothing(run, tmp_path):
+    folder = tmp_path / "attestations"
+    folder.mkdir()
+    result = invoke("attest", run, "--out", folder)
+    assert result.exit_code == 3, result.output
+    assert result.stderr == f"error: {folder}: expected a regular file to write, or none, found a folder\n"
+    missing = invoke("attest", run, "--out", tmp_path / "absent" / "a.intoto.jsonl")
+    assert missing.exit_code == 3 and "expected a folder to write a.intoto.jsonl in, found none" in missing.stderr
+    assert list(folder.iterdir()) == [] and not (run / "attestation.intoto.jsonl").exists()
 
 
 def test_a_release_archive_verifies_on_another_machine(run, keys, tmp_path):

@@ -82,3 +82,34 @@ def test_a_bad_rate_or_an_output_over_an_input_is_a_usage_error(tmp_path):
     assert invoke("calibrate", config, "--rate", "0").exit_code == 2
     assert invoke("calibrate", config, "--out", tmp_path / "gold.jsonl").exit_code == 2
     assert invoke("calibrate", tmp_path / "missing.toml").exit_code in (2, 3)
+
+
+def test_a_gold_set_the_oracle_cannot_cite_is_an_input_error_not_thresholds_of_zero(tmp_path):
+    """Items naming unknown documents gave `citation_match_min 0.0` and `lambda_convergent_min 0.0`
+    with exit 0; one anchor off its text was calibrated on silently. The gold check comes first, as
+    in a run: each error is named, exit 3, and nothing is written."""
+    config = write_config(tmp_path, BM25, items=4, seeds="[1]")
+    items = [json.loads(line) for line in (tmp_path / "gold.jsonl").read_text().splitlines()]
+    cases = {
+        "unknown": [{**item, "doc_id": f"gone-{item['doc_id']}"} for item in items],
+        "off-anchor": [{**items[0], "anchor": {**items[0]["anchor"], "text": "Not what the corpus says."}}, *items[1:]],
+    }
+    for name, gold in cases.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(item) + "\n" for item in gold))
+        own = tmp_path / f"{name}.toml"
+        own.write_text(config.read_text().replace('gold = "gold.jsonl"', f'gold = "{name}.jsonl"'))
+        result = invoke("calibrate", own, "--out", tmp_path / f"{name}.json")
+        assert result.exit_code == 3, result.output
+        assert not (tmp_path / f"{name}.json").exists()
+        errors = result.stderr.splitlines()
+        if name == "unknown":
+            assert errors == [
+                f"error: {tmp_path / 'unknown.jsonl'}:{i}: $.doc_id: gold_unknown_document: expected a doc_id of the "
+                f"corpus, found 'gone-{item['doc_id']}'"
+                for i, item in enumerate(items, 1)
+            ]
+        else:
+            assert len(errors) == 1 and errors[0].startswith(
+                f"error: {tmp_path / 'off-anchor.jsonl'}:1: $.anchor.text: gold_anchor_text_mismatch: expected "
+                "anchor.text == document slice"
+            )

@@ -491,3 +491,51 @@ def test_a_comparison_does_not_import_scipy_stats():
     # scipy.stats takes about a second of CPU to import; the tests and the planned power need none of it
     done = subprocess.run([sys.executable, "-c", COMPARE_ALONE], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
+def test_compare_without_out_writes_nothing_so_the_run_stays_verified_and_attestable(tmp_path):
+    """`compare RUN` used to rewrite the run's stamped compare.json and compare.html: verify then
+    exited 5 and attest refused the run. It prints the comparison and writes nothing; --out writes
+    the files elsewhere, never into a run directory."""
+    from helpers import BM25, TFIDF, invoke, run_dir_of, write_config
+
+    run_dir = run_dir_of(invoke("run", write_config(tmp_path, TFIDF + BM25, items=3, seeds="[1, 2]"), "--no-gate"))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    result = invoke("compare", run_dir, "--pair", "bm25:tfidf", "--margin", "0.1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("tfidf vs bm25 (3 questions)\n") and "wrote" not in result.output
+    as_json = invoke("compare", run_dir, run_dir, "--format", "json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout)["systems"]
+    into = invoke("compare", run_dir, "--out", run_dir)
+    assert into.exit_code == 2
+    assert into.stderr == (
+        f"error: --out {run_dir / 'compare.json'}: expected an output that is not one of a run's own files, found "
+        f"{run_dir.resolve() / 'compare.json'}: only the run {run_dir.resolve()} writes it, and its manifest stamps it\n"
+    )
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+    assert invoke("verify", run_dir).exit_code == 0
+    assert invoke("attest", run_dir).exit_code == 0
+    elsewhere = invoke("compare", run_dir, "--out", tmp_path / "compared")
+    assert elsewhere.exit_code == 0 and (tmp_path / "compared" / "compare.json").is_file()
+    assert f"wrote {tmp_path / 'compared' / 'compare.json'} and" in elsewhere.stdout
+
+
+def test_compare_of_runs_on_two_gold_sets_says_what_it_pairs(tmp_path):
+    from helpers import BM25, invoke, run_dir_of, write_config
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = run_dir_of(invoke("run", write_config(tmp_path / "a", BM25, items=4, seeds="[1]"), "--no-gate"))
+    second = run_dir_of(invoke("run", write_config(tmp_path / "b", BM25, items=3, seeds="[1]"), "--no-gate"))
+    gold = [json.loads((d / "report.json").read_text())["meta"]["inputs"]["gold"] for d in (first, second)]
+    result = invoke("compare", first, second)
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        f"note: run {second.name} ran on another gold set than run {first.name} (sha256 {gold[1][:12]}…, not "
+        f"{gold[0][:12]}…): questions are paired by qid, and only those both hold are compared",
+        f"note: {second.name}/bm25 vs {first.name}/bm25: the 3 questions both scored are compared; 1 only "
+        f"{first.name}/bm25 scored and 0 only {second.name}/bm25 scored are not",
+    ]
+    as_json = invoke("compare", first, second, "--format", "json")
+    assert as_json.stderr.splitlines() == notes

@@ -66,7 +66,6 @@ def test_all_pass():
         "lambda_forbid",
         "hallucination_max",
         "grounded_pass_rate",
-        "labelled_good_min",
         "max_errors",
     }
     assert result.flagged_questions() == {"p": set()}
@@ -247,6 +246,7 @@ def test_the_gate_section_has_a_field_for_every_check_and_nothing_else():
         "lambda_forbid",
         "hallucination_max",
         "grounded_pass_rate",
+        "labelled_good_min",
         "max_errors",
     }
     assert set(CHECK_NAMES) == thresholds

@@ -240,3 +240,18 @@ def test_the_guides_reanchor_example_is_what_the_command_prints(tmp_path):
     assert result.exit_code == 0, result.output
     shown = re.search(r'least 16 characters" in the example\'s `policies.md`:\n\n```\n(.*?)```', guide, re.S).group(1)
     assert result.stdout == shown.replace("gold.v2.jsonl", str(out))
+
+
+def test_anchor_never_finds_an_answer_in_a_file_linked_from_outside_the_corpus(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")
+    (corpus / "notes.txt").symlink_to(secret)
+    result = invoke("gold", "anchor", "--corpus", corpus, "--question", "Who?", "--answer", "root:x:0:0:root")
+    assert result.exit_code == 3, result.output
+    assert result.stderr == (
+        f"error: {corpus / 'notes.txt'}: expected a file inside the corpus folder {corpus}, found a symlink to "
+        f"{secret}: not read (copy the file into the folder, or remove the link)\n"
+    )
+    assert result.stdout == ""

@@ -532,3 +532,56 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/status")
     return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def native(tmp_path, *, timeout_s: float) -> tuple[Path, Path, Path]:
+    """A config of one question whose python pipeline runs in torch until `go` exists."""
+    pytest.importorskip("torch")
+    go, started = tmp_path / "go", tmp_path / "started"
+    pipeline = (
+        '[[pipelines]]\nname = "native"\nkind = "python"\nfactory = "native_rag:make"\n'
+        f"timeout_s = {timeout_s}\noptions = {{go = {json.dumps(str(go))}, started = {json.dumps(str(started))}}}\n"
+    )
+    return write_config(tmp_path, pipeline, items=1, seeds="[1]"), go, started
+
+
+def test_sigterm_while_a_python_pipeline_is_in_native_code_exits_143(tmp_path):
+    """The call's thread is inside torch when the run stops: ending the interpreter under it made
+    the C++ runtime abort ("terminate called without an active exception", exit 134)."""
+    config, go, started = native(tmp_path, timeout_s=3600)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]), "CI": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "run", str(config), "--workers", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120  # a bound for a stalled machine, not a timing
+    while time.monotonic() < deadline and child.poll() is None and not started.exists():
+        time.sleep(0.05)
+    assert started.exists(), child.stderr.read() if child.poll() is not None else "no call started"
+    time.sleep(0.5)  # well inside the matrix products
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=120) == 143, child.stderr.read()
+    stderr = child.stderr.read()
+    assert "interrupted by SIGTERM" in stderr and "--resume" in stderr
+    assert "terminate called" not in stderr and "Traceback" not in stderr
+
+
+def test_a_python_call_left_running_in_native_code_after_its_timeout_keeps_the_exit_code(tmp_path):
+    config, go, started = native(tmp_path, timeout_s=1)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "ragaudit", "run", str(config)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr  # every run timed out: a failed gate, not an abort (134)
+    assert "terminate called" not in done.stderr and "run directory:" in done.stdout
+    traces = [json.loads(line) for line in next(tmp_path.glob("runs/*/traces.jsonl")).read_text().splitlines()]
+    assert len(traces) == 3 and all("timed out" in t["error"] for t in traces)

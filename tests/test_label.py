@@ -249,14 +249,19 @@ def test_the_corrected_rate_is_the_prediction_powered_estimate(run):
         sample.append((Label(*v.key, good, True, True, "", "me", "t", v.digest, "random"), v))
     found = estimate(verdicts, sample)
     rate = 30 / 40
-    d = np.array([float(lab.good) - float(v.good) for lab, v in sample])
+    d = [0.0] * 12
+    d[1] = d[2] = -1.0  # q1 and q2: the label says no where ragaudit says yes
+    mean = sum(d) / 12
+    variance = sum((x - mean) ** 2 for x in d) / 11  # 0.1515…, below the floor of 2.5 in 13 less mean²: 0.1645…
+    variance = max(variance, 2.5 / 13 - mean**2)
+    spread = (variance / 12 * (1 - 12 / 40)) ** 0.5  # a sample of 12 of these 40 runs, drawn without replacement
     assert found.rate == pytest.approx(rate)
-    assert found.corrected == pytest.approx(rate + d.mean())
-    f = np.array([float(v.good) for v in verdicts])
-    spread = np.sqrt(f.var(ddof=1) / 40 + d.var(ddof=1) / 12)
-    assert found.ci == pytest.approx(
-        (rate + d.mean() - 1.959964 * spread, rate + d.mean() + 1.959964 * spread), abs=1e-5
-    )
+    assert found.corrected == pytest.approx(rate + mean)
+    assert found.ci == pytest.approx((rate + mean - 1.959964 * spread, rate + mean + 1.959964 * spread), abs=1e-5)
+    same = [(Label(*v.key, v.good, True, True, "", "me", "t", v.digest, "random"), v) for v in verdicts[:12]]
+    agreeing = estimate(verdicts, same)  # no difference in the sample: the interval keeps the width of 1/2 in 13
+    floor = (0.5 / 13) / 12 * (1 - 12 / 40)
+    assert agreeing.ci == pytest.approx((rate - 1.959964 * floor**0.5, rate + 1.959964 * floor**0.5), abs=1e-5)
     chosen = [
         (Label(*lab.key, lab.correct, True, True, "", "me", "t", lab.digest, "uncertainty"), v) for lab, v in sample
     ]

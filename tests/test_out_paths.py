@@ -67,7 +67,10 @@ def test_a_fifo_a_device_or_a_folder_is_never_replaced(spans, tmp_path):
     folder = tmp_path / "folder"
     folder.mkdir()
     (tmp_path / "to-folder").symlink_to(folder)
-    assert invoke("ingest", "otlp", spans, "--out", tmp_path / "to-folder").exit_code == 2  # click: a file only
+    into = invoke("ingest", "otlp", spans, "--out", tmp_path / "to-folder")
+    assert into.exit_code == 3 and into.stderr.endswith(
+        f"expected a regular file to write (the target of the symlink {tmp_path / 'to-folder'}), or none, found a folder\n"
+    )
     with pytest.raises(InputError, match="found a folder"):
         write_atomic(tmp_path / "to-folder", "x")
     assert folder.is_dir() and not list(folder.iterdir())
@@ -196,3 +199,52 @@ def test_an_output_in_a_folder_that_does_not_exist_names_the_folder(spans, tmp_p
     result = invoke("ingest", "otlp", spans, "--out", tmp_path / "missing" / "traces.jsonl")
     assert result.exit_code == 3
     assert result.stderr == f"error: {tmp_path / 'missing'}: expected a folder to write traces.jsonl in, found none\n"
+
+
+def test_every_output_file_that_is_a_folder_is_exit_3_naming_it(finished, spans, tmp_path):
+    """A folder cannot be written as a file: the output could not be written (exit 3), as the
+    reference says, for every command that writes one file, before it writes anything."""
+    config, run_dir = finished
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    for args in (
+        ("attest", run_dir, "--out", folder),
+        ("calibrate", config, "--out", folder),
+        ("ingest", "otlp", spans, "--out", folder),
+        ("gold", "reanchor", tmp_path / "gold.jsonl", "--corpus", DEMO / "corpus", "--out", folder),
+        ("history", "--store", tmp_path / "runs" / "history.sqlite", "--plot", folder),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 3, (args, result.output)
+        assert f"error: {folder}: expected a regular file to write, or none, found a folder" in result.stderr, args
+    assert list(folder.iterdir()) == []
+
+
+def test_no_command_writes_over_a_file_a_run_stamped(finished, spans, tmp_path):
+    """A run's manifest, traces and outputs are written by its run alone: every other command's
+    output that would replace one (by any path) is a usage error that writes nothing, and the run
+    still verifies."""
+    config, run_dir = finished
+    (tmp_path / "to-report.json").symlink_to(run_dir / "report.json")
+    files = sorted(p for p in run_dir.iterdir() if p.is_file())
+    before = unchanged(run_dir, *files)
+    reanchor = ("gold", "reanchor", tmp_path / "gold.jsonl", "--corpus", DEMO / "corpus")
+    for args, stamped in (
+        (("ingest", "otlp", spans, "--out", run_dir / "traces.jsonl"), "traces.jsonl"),
+        (("calibrate", config, "--out", run_dir / "manifest.json"), "manifest.json"),
+        (("calibrate", config, "--out", tmp_path / "to-report.json"), "report.json"),
+        ((*reanchor, "--out", run_dir / "summary.md"), "summary.md"),
+        (
+            ("history", "--store", tmp_path / "runs" / "history.sqlite", "--plot", run_dir / "report.html"),
+            "report.html",
+        ),
+        (("audit-log", run_dir / "traces.jsonl", "--corpus", DEMO / "corpus", "--out", run_dir), "rag_traces.sqlite"),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert (
+            f"expected an output that is not one of a run's own files, found {run_dir.resolve() / stamped}: only the "
+            f"run {run_dir.resolve()} writes it, and its manifest stamps it" in result.stderr
+        ), (args, result.stderr)
+    assert unchanged(run_dir, *files) == before
+    assert invoke("verify", run_dir).exit_code == 0

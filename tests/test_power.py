@@ -47,11 +47,11 @@ def test_the_exact_sign_test_rejects_where_scipys_binomial_test_does():
 
 def test_the_mde_on_the_demo_gold_set_matches_a_simulation_within_001():
     design = demo_design()
-    assert design.runs == (6,) * 80
+    assert design.counts == ((6, 80),)
     a = Assumptions()
     found = mde(design, a)
     assert found is not None and 0.03 < found < 0.1
-    runs = list(design.runs)
+    runs = [6] * 80
     below, at, above = (
         simulated_power(runs, d, a, 3000, seed) for seed, d in enumerate((found - 0.01, found, found + 0.01))
     )
@@ -69,9 +69,10 @@ def test_power_matches_the_simulation_under_other_assumptions(discordance, icc):
 
 
 def test_questions_with_fewer_variants_are_averaged_in():
-    design = Design((6,) * 60 + (2,) * 20)  # a gold set in which a quarter of the items has no paraphrase
+    runs = [6] * 60 + [2] * 20  # a gold set in which a quarter of the items has no paraphrase
+    design = Design.of(runs)
     a = Assumptions()
-    assert abs(power(design, 0.06, a) - simulated_power(list(design.runs), 0.06, a, 3000, 11)) < 0.03
+    assert abs(power(design, 0.06, a) - simulated_power(runs, 0.06, a, 3000, 11)) < 0.03
 
 
 def test_the_mde_falls_as_questions_grow():
@@ -137,3 +138,44 @@ def test_the_binomial_functions_are_scipy_stats_ones():
             assert Binomial.sf(k, n, p) == pytest.approx(stats.binom.sf(k, n, p), rel=1e-9, abs=1e-12), (n, p)
     m = np.arange(1, 5001)
     assert (Binomial.ppf(0.025, m, 0.5) == stats.binom.ppf(0.025, m, 0.5)).all()
+
+
+def test_the_closed_form_above_the_exact_bound_agrees_with_the_exact_sum(monkeypatch):
+    """Above EXACT_RUNS runs a question, its chance to move is the normal law of ups − downs: at a
+    size the exact sum still reaches, both agree, and the power is continuous across the bound."""
+    from ragaudit import power as module
+
+    for runs in (2_000, 50_000):
+        exact = [power(Design.uniform(40, runs), d) for d in (0.0, 0.002, 0.01, 0.05)]
+        monkeypatch.setattr(module, "EXACT_RUNS", 0)
+        closed = [power(Design.uniform(40, runs), d) for d in (0.0, 0.002, 0.01, 0.05)]
+        monkeypatch.undo()
+        assert closed == pytest.approx(exact, abs=0.005), runs
+    below, above = (power(Design.uniform(40, module.EXACT_RUNS + k), 0.0005) for k in (0, 1))
+    assert above == pytest.approx(below, abs=0.002)
+
+
+def test_a_plan_of_a_billion_variants_and_seeds_takes_the_memory_of_a_small_one():
+    """`plan --variants 1000000000 --seeds 1000000000` allocated 22 GiB (10 GB after 6 minutes): in a
+    process limited to 2 GiB of address space it answers at once, in closed form."""
+    import resource
+    import subprocess
+    import sys
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    args = ["plan", str(GOLD), "--variants", "1000000000", "--seeds", "1000000000", "--effect", "0.001"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ragaudit", *args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limited,
+        env={**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)["correct"]
+    assert plan["questions"] == 80 and plan["runs_per_question"] == 3 * 10**9
+    assert plan["mde"] is not None and plan["mde"] < 0.01  # billions of runs a question pin each one down
+    assert plan["questions_needed"] is not None and plan["questions_needed"] < 80

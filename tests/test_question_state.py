@@ -124,3 +124,31 @@ def test_what_scoring_remembered_per_text_leaves_memory_before_the_question_rows
     recorded(tmp_path, items=3)
     assert [what for what, _ in held] == ["scored", "after scored", "rows", "after rows", "outputs", "after outputs"]
     assert held[0][1] and all(found == [] for _, found in held[2:])
+
+
+def test_a_recording_is_stored_in_its_own_order_as_the_reference_says(tmp_path):
+    """A replay streams its recording: traces.jsonl holds the recorded runs in the recording's
+    order, then the planned runs it lacks (errors) in plan order, and the reference says so."""
+    from helpers import REFERENCE, markdown_table
+
+    run_dir = recorded(tmp_path, items=3)
+    lines = [line for line in (run_dir / "traces.jsonl").read_text().splitlines() if '"config":"bm25"' in line]
+    planned = [(t["qid"], t["variant"], t["seed"]) for t in map(json.loads, lines)]
+    random.Random(3).shuffle(lines)
+    kept = lines[:-2]  # two planned runs the recording lacks
+    (tmp_path / "recorded.jsonl").write_text("".join(line + "\n" for line in kept))
+    config = write_config(
+        tmp_path, '[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "recorded.jsonl"\n', items=3
+    )
+    stored = [json.loads(line) for line in (run_dir_of(invoke("run", config, "--no-gate")) / "traces.jsonl").open()]
+    in_recording = [(t["qid"], t["variant"], t["seed"]) for t in map(json.loads, kept)]
+    lacking = [key for key in planned if key not in in_recording]
+    assert [(t["qid"], t["variant"], t["seed"]) for t in stored] == in_recording + lacking
+    assert all(t.get("error") is None for t in stored[: len(kept)])
+    assert all(t["error"].startswith("no recorded run for qid") for t in stored[len(kept) :])
+    row = next(
+        r for r in markdown_table(REFERENCE.read_text(encoding="utf-8"), "table: outputs") if r[0] == "`traces.jsonl`"
+    )
+    assert (
+        "a `replay` pipeline's runs in its recording's order" in row[1] and "then the planned runs it lacks" in row[1]
+    )

@@ -5,7 +5,9 @@ and corpus it was built on.
 
 A file that cannot be read or is not a calibration is a usage error (exit 2): the config points at
 the wrong file. A calibration of another gold set or corpus is an input error (exit 3), found when
-the run's inputs are hashed.
+the run's inputs are hashed. The calibration decides verdicts, so a run records its sha256 with its
+other inputs (`ragaudit verify` names it when it changed), and gating again with a calibration that
+changed since says so (`regated`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Calibration:
     inputs: dict[str, str] = field(default_factory=dict)  # "gold", "corpus" -> sha256
     claims: dict[str, float] = field(default_factory=dict)  # CLAIMS key -> a threshold fitted to labels
     labels: str | None = None  # the sha256 of the labels they were fitted to
+    sha256: str = ""  # of the file as read
 
 
 def read_calibration(path: Path) -> Calibration:
@@ -79,6 +82,8 @@ def read_calibration(path: Path) -> Calibration:
     not_gated = data.get("not_gated") or {}
     if not isinstance(not_gated, dict) or not all(isinstance(v, str) for v in not_gated.values()):
         raise UsageError(f"[gate] from: {where}: expected 'not_gated' to map keys to reasons")
+    from ragaudit.io.files import sha256_file
+
     claims = data.get("claims") or {}
     if not isinstance(claims, dict):
         raise UsageError(f"[gate] from: {where}: expected 'claims' to map thresholds to numbers")
@@ -96,6 +101,22 @@ def read_calibration(path: Path) -> Calibration:
         {k: str(v) for k, v in inputs.items()},
         {k: float(v) for k, v in claims.items()},
         labels if isinstance(labels, str) else None,
+        sha256_file(path),
+    )
+
+
+def regated(calibration: Calibration | None, recorded: dict | None) -> str | None:
+    """What to tell a user who gates a run again with `calibration` (a config's `[gate] from`, or
+    None) when the run was gated with another one, as its recorded inputs (`recorded`: a manifest's
+    or a report's `inputs`) hash it; None when it is the same, or when the run recorded none."""
+    before = (recorded or {}).get("calibration")
+    if not isinstance(before, str) or (calibration is not None and calibration.sha256 == before):
+        return None
+    if calibration is None:
+        return f"the run was gated with a calibration (sha256 {before[:12]}…); this config's [gate] reads none"
+    return (
+        f"[gate] from {calibration.path} changed since the run (sha256 was {before[:12]}…, now "
+        f"{calibration.sha256[:12]}…): the gate reads the thresholds it holds now"
     )
 
 

@@ -1,5 +1,8 @@
 """Corpus reader: a directory of `.md`/`.rst`/`.txt` files, or a `corpus.jsonl` (docs/reference.md §1.1).
 
+Nothing outside a corpus folder is read: a file that is a symlink leading out of it is an input
+error, and a symlink to a folder is not followed.
+
 Markdown sections come from ATX headings, reStructuredText sections from adorned titles
 (`ragaudit.io.rst`); both get their ids the same way (`sections_of`). A `.txt` file is one section.
 """
@@ -133,13 +136,34 @@ def text_document(
     return Document(doc_id, text, revision(text), title, source_url, sections)
 
 
-def _load_directory(root: Path) -> Corpus:
+def corpus_files(root: Path) -> list[Path]:
+    """The `.md`, `.rst` and `.txt` files below the corpus folder `root`, in order. A symlink to a
+    folder is not followed; a file that is a symlink leading out of the folder is refused, unread
+    (InputError naming each): nothing outside the corpus folder is a document."""
+    from ragaudit.io.files import inside
+
     try:
         files = sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES and p.is_file())
     except OSError as exc:  # a symlink loop, or a folder that cannot be listed
         raise InputError(
             Problem(exc.filename or str(root), f"cannot list the corpus directory: {exc.strerror}")
         ) from None
+    outside = [
+        Problem(
+            str(p),
+            f"expected a file inside the corpus folder {root}, found a symlink to {os.path.realpath(p)}: "
+            "not read (copy the file into the folder, or remove the link)",
+        )
+        for p in files
+        if not inside(root, p)
+    ]
+    if outside:
+        raise InputError(outside)
+    return files
+
+
+def _load_directory(root: Path) -> Corpus:
+    files = corpus_files(root)
     if not files:
         raise InputError(Problem(str(root), "expected .md, .rst or .txt files in the corpus directory, found none"))
     documents: dict[str, Document] = {}

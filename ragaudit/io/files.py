@@ -6,6 +6,11 @@ through: the file it points to is replaced and the link stays. A FIFO, a device,
 folder is refused (InputError, exit 3) before anything is written. The new file gets the mode
 the umask gives a new file (0666 & ~umask), as a shell redirection would. An output that is one
 of the command's inputs (the same file by any path) is refused by `refuse_overwriting`.
+
+What a hash reads: regular files only, each up to the size it has when opened. A FIFO would wait
+for a writer and a device may never end, so `sha256_file` refuses them before opening (`NotAFile`,
+exit 3), and a folder's hash never follows a symlink out of the folder (`sha256_file`,
+`sha256_within`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from ragaudit.errors import InputError, Problem, UsageError
 
@@ -29,6 +34,41 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+class NotAFile(InputError):
+    """A path read as a file that is none: a FIFO, a device, a socket, a folder, or a symlink that
+    leads out of the folder it must stay in. Nothing was opened."""
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this `st_mode` is, in words: `a FIFO (named pipe)`, `a folder`, ..."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def inside(folder: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Whether `path`, its symlinks followed, lies inside the folder `folder` (its own symlinks followed)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """`path` opened for binary reading when it is a regular file (through symlinks); anything else
+    is NotAFile, before it is opened. The open itself cannot wait either (O_NONBLOCK, in case the
+    path became a FIFO meanwhile)."""
+    name = os.fspath(path)
+    mode = os.stat(name).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotAFile(Problem(name, f"expected a regular file, found {kind_of(mode)}: not read"))
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotAFile(Problem(name, f"expected a regular file, found {kind_of(mode)}: not read"))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def umask() -> int:
@@ -55,7 +95,7 @@ def output_target(path: str | os.PathLike) -> Path:
         return real
     if stat.S_ISREG(found):
         return real
-    kind = next((name for test, name in _KINDS if test(found)), "a special file")
+    kind = kind_of(found)
     via = f" (the target of the symlink {os.fspath(path)})" if real != Path(os.path.abspath(path)) else ""
     raise InputError(Problem(str(real), f"expected a regular file to write{via}, or none, found {kind}"))
 
@@ -121,16 +161,25 @@ def refuse_overwriting(
     outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike | None], *, option: str = "--out"
 ) -> None:
     """Raise UsageError (exit 2) when an output is one of the inputs, or lies inside an input
-    folder (writing it would change that input)."""
+    folder (writing it would change that input), or is a file a run directory stamped (its
+    manifest, traces or outputs: only its run writes them)."""
+    from ragaudit.io.runfiles import run_of
+
     named = [Path(i) for i in inputs if i is not None]
     for output in map(Path, outputs):
         for source in named:
-            inside = source.is_dir() and Path(os.path.realpath(output)).is_relative_to(os.path.realpath(source))
-            if inside or same_file(output, source):
+            within = source.is_dir() and inside(source, output)
+            if within or same_file(output, source):
                 raise UsageError(
                     f"{option} {output}: expected an output that is not an input, found "
-                    + (f"it inside the input folder {source}" if inside else f"the input {source}")
+                    + (f"it inside the input folder {source}" if within else f"the input {source}")
                 )
+        run_dir = run_of(output)
+        if run_dir is not None:
+            raise UsageError(
+                f"{option} {output}: expected an output that is not one of a run's own files, found "
+                f"{os.path.realpath(output)}: only the run {run_dir} writes it, and its manifest stamps it"
+            )
 
 
 def _framed(text: str) -> bytes:
@@ -138,42 +187,81 @@ def _framed(text: str) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
 
-def folder_digest(folder: Path, names: Iterable[str]) -> hashlib._Hash:
+def folder_digest(folder: Path, names: Iterable[str], *, follow: bool = True) -> hashlib._Hash:
     """sha256 over the files `names` of `folder` (relative, `/`-separated), in the order given:
     each file as its length-prefixed name and the sha256 of its content, so that no moving of
-    bytes between names and files gives the same digest."""
+    bytes between names and files gives the same digest. Without `follow`, a file that is a
+    symlink leading out of the folder is not opened: its link text stands for its content."""
     digest = hashlib.sha256()
     for name in names:
         inner = hashlib.sha256()
-        with open(folder / name, "rb") as handle:
-            _hash_blocks(inner, handle)
+        _add_content(inner, folder, name, follow)
         digest.update(_framed(name) + inner.digest())
     return digest
 
 
-def _hash_blocks(digest, handle) -> None:
-    """Add what is left of an open binary file to `digest`, a megabyte at a time."""
-    while block := handle.read(1 << 20):
+def _add_content(digest, folder: Path, name: str, follow: bool) -> None:
+    """Add the file `name` of `folder` to `digest`: its bytes, or (without `follow`) the link text
+    of a symlink that leads out of the folder, which is not opened."""
+    path = folder / name
+    if not follow and path.is_symlink() and not inside(folder, path):
+        digest.update(b"symlink out of the folder to " + os.fsencode(os.readlink(path)))
+        return
+    _hash_regular(digest, path)
+
+
+def _hash_blocks(digest, handle, size: int | None = None) -> None:
+    """Add what is left of an open binary file to `digest`, a megabyte at a time: at most `size`
+    bytes when given, so that a file that never ends (a kernel's pseudo-file) is read no further
+    than the size it had when opened."""
+    left = size
+    while left is None or left > 0:
+        block = handle.read(1 << 20 if left is None else min(1 << 20, left))
+        if not block:
+            return
         digest.update(block)
+        if left is not None:
+            left -= len(block)
 
 
-def sha256_file(path: Path, *, version: int = HASH_VERSION) -> str:
-    """sha256 of a file, or of a folder's files in name order (see `folder_digest`; `version` 1
-    hashes a folder the old way, names and contents run together, for manifests that recorded it)."""
+def _hash_regular(digest, path: Path) -> None:
+    """Add a regular file's bytes to `digest`, up to the size it has when opened (NotAFile else)."""
+    with open_regular(path) as handle:
+        _hash_blocks(digest, handle, os.fstat(handle.fileno()).st_size)
+
+
+def sha256_file(path: Path, *, version: int = HASH_VERSION, follow: bool = False) -> str:
+    """sha256 of a regular file, or of a folder's regular files in name order (see `folder_digest`;
+    a symlink out of the folder counts as its link text unless `follow`; `version` 1 hashes a
+    folder the old way, names and contents run together, for manifests that recorded it). A FIFO,
+    a device or a socket is NotAFile, never opened."""
     path = Path(path)
     if not path.is_dir():
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            _hash_blocks(digest, handle)
-        return digest.hexdigest()
+        return _sha256_regular(path)
     names = [p.relative_to(path).as_posix() for p in sorted(p for p in path.rglob("*") if p.is_file())]
     if version >= 2:
-        return folder_digest(path, names).hexdigest()
+        return folder_digest(path, names, follow=follow).hexdigest()
     digest = hashlib.sha256()
     for name in names:
         digest.update(name.encode() + b"\0")
-        with open(path / name, "rb") as handle:
-            _hash_blocks(digest, handle)
+        _add_content(digest, path, name, follow)
+    return digest.hexdigest()
+
+
+def sha256_within(folder: Path, name: str) -> str:
+    """sha256 of the file `name` of `folder`, which must stay inside it: a symlink leading out of
+    the folder is NotAFile, never opened, as is anything but a regular file."""
+    path = Path(folder) / name
+    if not inside(folder, path):
+        raise NotAFile(
+            Problem(str(path), f"expected a file of {folder}, found a symlink to {os.path.realpath(path)}: not read")
+        )
+    return _sha256_regular(path)
+
+
+def _sha256_regular(path: Path) -> str:
+    digest = hashlib.sha256()
+    _hash_regular(digest, path)
     return digest.hexdigest()
 
 

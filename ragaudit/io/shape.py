@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
+from ragaudit.types import LAMBDA_STATES
+
 T = TypeVar("T")
 JSON = dict[str, Any]
 
@@ -36,12 +38,22 @@ def get(data: JSON, key: str, where: str, check: Callable[[Any], bool], expected
         raise ShapeError(f"{where}.{key}: expected {expected}, found none")
     value = data[key]
     if not check(value):
-        raise ShapeError(f"{where}.{key}: expected {expected}, found {kind_of(value)}")
+        shown = f" {value!r}"[:42] if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+        raise ShapeError(f"{where}.{key}: expected {expected}, found {kind_of(value)}{shown}")
     return value
 
 
 def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_count(value: Any) -> bool:
+    return is_int(value) and value >= 0
+
+
+def is_state(value: Any) -> bool:
+    """A λ state: convergent, recursive, chaotic or divergent."""
+    return isinstance(value, str) and value in LAMBDA_STATES
 
 
 def is_num(value: Any) -> bool:

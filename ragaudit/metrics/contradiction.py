@@ -1,6 +1,6 @@
 """A claim that says the opposite of a text it is read against (docs/reference.md §3, *contradicts*).
 
-The claim is aligned with the one statement of the text that says most of what it says: the
+Each clause of the claim is aligned with the one statement of the text that says most of what it says: the
 sentence sharing the most content stems with the claim, at least two and at least half of the
 claim's own (ties go to the shorter), narrowed to its clause that shares the most (`text.clauses`:
 "X; Y" is X and Y) when that clause is aligned too: "Credentials may only be stored in the vault;
@@ -196,7 +196,17 @@ _CONTRADICTIONS: Memo[Contradiction | None] = Memo(SIZE)
 
 
 def contradiction(claim: str, texts: Sequence[str]) -> Contradiction | None:
-    """How the claim contradicts the statement of `texts` it is aligned with, or None."""
+    """How the claim, or one of its clauses, contradicts the statement of `texts` it is aligned
+    with, or None."""
+    whole, *parts = clauses(claim)
+    for part in parts or [whole]:
+        found = _contradiction(part, texts)
+        if found is not None:
+            return found
+    return None
+
+
+def _contradiction(claim: str, texts: Sequence[str]) -> Contradiction | None:
     mine = _statement(claim)
     if len(mine.stems) < 2:
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TAKEN_MARGIN = 0.1  # how much better an uncited passage must support a claim to be where it came from
+ADDS_MAX = 2  # content words a claim may add to its cited texts and the question: a third is something they do not say
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class Evidence:
     said: bool  # one sentence of its cited texts holds its and the question's content words
     other_support: float | None = None  # by the uncited passage holding the words its cited texts lack
     other_missed: bool = False  # that passage lacks one of its quantities
+    adds: int = 0  # its content words that neither its cited texts nor the question hold, nor a word like them
 
     def to_json(self) -> dict:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -60,6 +62,8 @@ def grounding(e: Evidence, t: Thresholds) -> str:
     elsewhere = taken(e)
     if elsewhere and e.other_support is not None and e.other_support >= t.support and not e.other_missed:
         return "misattributed"
+    if e.adds > ADDS_MAX:
+        return "unsupported"
     if not e.missed and not elsewhere and (e.support is not None and e.support >= t.support or e.said):
         return "supported"
     return "unsupported"

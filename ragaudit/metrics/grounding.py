@@ -28,9 +28,11 @@ from ragaudit.metrics.claims import DISCOURSE, Claim, claims_of
 from ragaudit.metrics.contradiction import contradiction_of
 from ragaudit.metrics.decide import AnchorEvidence, Evidence, Thresholds, anchor_verdict, grounding, taken
 from ragaudit.metrics.keycontent import (
+    NOT_KEY,
     KeyContent,
     Stated,
     WordVectors,
+    cited_words,
     closest_to_anchor,
     key_content,
     stated,
@@ -38,7 +40,7 @@ from ragaudit.metrics.keycontent import (
 )
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo, memo_of
 from ragaudit.metrics.quantities import hallucinated
-from ragaudit.text import STOPWORDS, WORD, clean, content_stems, sentences, stem
+from ragaudit.text import STOPWORDS, WORD, clean, content_stems, names, sentences, stem
 
 GROUNDING = ("supported", "unsupported", "contradicted", "misattributed", "uncited")
 ANCHOR = ("states", "conflicts", "other")
@@ -62,6 +64,7 @@ class Judged:
     lacks: tuple[str, ...] = ()  # its words (beyond the question) that its cited texts do not hold
     attributed: tuple[str, ...] = ()  # uncited retrieved snippets that hold them
     unmet: tuple[str, ...] = ()  # why it does not state the anchor: each bar it misses, in words
+    adds: tuple[str, ...] = ()  # its content words that neither its cited texts nor the question hold
     evidence: Evidence | None = None  # what its grounding read
     against: AnchorEvidence | None = None  # what its judgement against the anchor read
 
@@ -84,6 +87,7 @@ class Judged:
             "contradicts": self.contradicts,
             "lacks": list(self.lacks),
             "attributed": list(self.attributed),
+            "adds": list(self.adds),
             "evidence": None if self.evidence is None else self.evidence.to_json(),
             "against": None if self.against is None else self.against.to_json(),
         }
@@ -133,6 +137,8 @@ class _Plan:
     attributed: tuple[str, ...] = ()
     alternative: int | None = None  # its pair with the uncited passage that holds what it lacks
     elsewhere: list[str] = dataclasses.field(default_factory=list)  # that passage and the question
+    novel: tuple[tuple[str, bool], ...] = ()  # (word, is a name) its cited texts and the question lack
+    beside: tuple[str, ...] = ()  # the words of its cited texts, which a novel word may be like
 
 
 def judge_claims(
@@ -168,6 +174,10 @@ def judge_claims(
                     against.append((key, about, pairs.add(claim.text, [anchor]), anchor))
             step = _Plan(claim, [*cited, given], cited, at, against)
             if claim.citations:
+                step.novel = novel(claim.text, cited, given)
+                if any(not is_name for _, is_name in step.novel):
+                    step.beside = tuple(dict.fromkeys(w for t in cited for _, w in cited_words(t)))
+                    words += [w for w, is_name in step.novel if not is_name] + list(step.beside)
                 others = {c: t for c, t in texts[i].items() if c not in claim.citations and c is not None}
                 found = lacking(claim.text, cited, others)
                 if found is not None:
@@ -197,6 +207,8 @@ def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vec
         other_support=other,
         other_missed=bool(step.elsewhere) and bool(_missed(claim.text, step.elsewhere)),
     )
+    adds = tuple(w for w, is_name in step.novel if is_name or not vectors.similar(w, step.beside))
+    evidence = dataclasses.replace(evidence, adds=len(adds))
     elsewhere = taken(evidence)
     judged = Judged(
         claim,
@@ -207,6 +219,7 @@ def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vec
         lacks=step.lacks if elsewhere else (),
         attributed=step.attributed if elsewhere else (),
         evidence=evidence,
+        adds=adds,
     )
     best: tuple[str, tuple[str, ...], AnchorEvidence, Stated] | None = None
     for key, about, pair, anchor in step.against or ():
@@ -268,6 +281,22 @@ def _said_in(claim: str, cited: tuple[str, ...], question: str) -> bool:
 
 _DISCOURSE_STEMS = frozenset(stem(w) for w in DISCOURSE)
 _ASKING = frozenset(stem(w) for w in "many long often soon quickly frequently far old".split())  # "how many"
+
+
+def novel(claim: str, cited: list[str], question: str) -> tuple[tuple[str, bool], ...]:
+    """The claim's content words (lower-cased, each once) whose stems neither its cited texts nor
+    the question hold, each with whether it is a name (a name never passes for a word like it);
+    words that relate a fact rather than carry one ("need", "no later than", "solely") aside."""
+    held = set(content_stems(question)).union(*(content_stems(t) for t in cited))
+    capitalised = names(claim)
+    out: dict[str, bool] = {}
+    for word in WORD.findall(clean(claim)):
+        lower = word.lower()
+        if lower in STOPWORDS or lower in NOT_KEY or any(c.isdigit() for c in lower):
+            continue
+        if stem(lower) not in held and stem(lower) not in _DISCOURSE_STEMS:
+            out.setdefault(lower, lower in capitalised)
+    return tuple(out.items())
 
 
 def lacking(claim: str, cited: list[str], others: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:

@@ -47,10 +47,10 @@ WORD_SIMILARITY = 0.65  # cosine of two single words' embeddings that counts as 
 # Words that relate a fact rather than carry it (modality, bounds, order in time): "must" or "will
 # need to", "within" or "no later than", "at least" or "no fewer than" say the same of "4 hours".
 RELATIONAL = frozenset(
-    """able allowed earlier early fewer following later least less maximum minimum need needed needs prior
-required requires soon sooner""".split()
+    """able allowed earlier early exclusively fewer following later least less maximum merely minimum need needed
+needs prior required requires solely soon sooner""".split()
 )
-_NOT_KEY = DISCOURSE | RELATIONAL
+NOT_KEY = DISCOURSE | RELATIONAL  # words that carry no fact of their own
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,11 @@ def _words(text: str) -> tuple[tuple[str, str], ...]:
         if first is not None:
             out.append((first, lower))
     return tuple(out)
+
+
+def cited_words(text: str) -> tuple[tuple[str, str], ...]:
+    """(stem, lower-cased word) of the content words of a text, names and numbers left out."""
+    return _words(text)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -180,7 +185,7 @@ def _items(text: str, asked: frozenset[str], anchor: str, *, number_words: bool 
     taken = {w.lower() for m in found for w in WORD.findall(text[m.start : m.end])}
     words: dict[str, str] = {}
     for s, surface in _words(text):
-        if s not in asked and s not in words and surface not in taken and surface not in _NOT_KEY:
+        if s not in asked and s not in words and surface not in taken and surface not in NOT_KEY:
             words[s] = surface
     return KeyContent(found, text_names, tuple(words), tuple(words.values()), anchor, asked)
 

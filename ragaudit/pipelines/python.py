@@ -44,6 +44,21 @@ ENTRY_POINT_GROUP = "ragaudit.pipelines"
 INDEX_KEYS = ("index_hash", "analyzer", "embed_model", "store")
 
 
+CALL_THREAD = "ragaudit-python-"  # the name of every thread a call into a user's object runs on, then the pipeline's
+
+
+def calls_left_running(wait_s: float = 0.2) -> bool:
+    """Whether a call into a user's object is still running (one abandoned after a timeout or a stop
+    signal), once the calls that are returning now had `wait_s` to end."""
+    deadline = time.monotonic() + wait_s
+    for thread in threading.enumerate():
+        if thread.name.startswith(CALL_THREAD):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return True
+    return False
+
+
 class CallTimedOut(Exception):
     """A call into the user's object did not return within the timeout."""
 
@@ -80,7 +95,7 @@ class _Calls:
                 done.set()
 
         try:
-            threading.Thread(target=work, name=f"ragaudit-python-{self.name}", daemon=True).start()
+            threading.Thread(target=work, name=f"{CALL_THREAD}{self.name}", daemon=True).start()
         except RuntimeError as exc:  # no thread to be had: this call fails, the object stays usable
             self._idle.release()
             return None, exc

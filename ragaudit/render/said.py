@@ -100,17 +100,15 @@ def gated(found, fmt: str) -> Said:
 # ---- compare, faults, calibrate, verify --------------------------------------------------------
 
 
-def compared(result: dict, notes: list[str], target: Path, fmt: str) -> Said:
-    """`ragaudit compare`: the comparison as JSON (its notes on stderr), or as text and the files written."""
+def compared(result: dict, notes: list[str], target: Path | None, fmt: str) -> Said:
+    """`ragaudit compare`: the comparison as JSON (its notes on stderr), or as text; then the files
+    written, when it wrote some (`--out`)."""
     from ragaudit.render.compare_text import render_text
 
     if fmt == "json":
         return Said().out(as_json(result)).err(notes, "note: ")
-    return (
-        Said()
-        .out(render_text(result, notes), nl=False)
-        .out(f"wrote {target / 'compare.json'} and {target / 'compare.html'}")
-    )
+    said = Said().out(render_text(result, notes), nl=False)
+    return said.out(f"wrote {target / 'compare.json'} and {target / 'compare.html'}") if target else said
 
 
 def faults(done) -> Said:

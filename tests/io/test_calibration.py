@@ -85,3 +85,47 @@ def test_a_calibration_of_other_inputs_is_refused(tmp_path):
         check_inputs(load_config(config).calibration, {"gold": "1" * 64, "corpus": body["inputs"]["corpus"]})
     result = invoke("run", config)
     assert result.exit_code == 3 and "calibration" in result.stderr and "ragaudit calibrate" in result.stderr
+
+
+def test_a_calibration_relaxed_after_the_run_is_a_change_verify_names_and_regating_says(tmp_path):
+    """The calibration decides the verdict: the run hashes it with its inputs, `verify` names it
+    once it changed (exit 5), `report` and `gate` say they gate with it as it is now, and
+    `--resume` and `attest` refuse the run."""
+    calibration(tmp_path, citation_match_min=0.99, hallucination_max=0)
+    config = with_from(tmp_path / "audit.toml")
+    result = invoke("run", config)
+    assert result.exit_code == 1, result.output  # the gate fails at 0.99
+    run_dir = run_dir_of(result)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["paths"]["calibration"] == str(tmp_path / "calibration.json")
+    assert manifest["inputs"]["calibration"] == sha256_file(tmp_path / "calibration.json")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["meta"]["inputs"]["calibration"] == manifest["inputs"]["calibration"]
+    before, kept = manifest["inputs"]["calibration"], (tmp_path / "calibration.json").read_bytes()
+    relaxed = json.loads(kept)
+    relaxed["gate"].update(citation_match_min=0, hallucination_max=1000)  # after the run
+    (tmp_path / "calibration.json").write_text(json.dumps(relaxed))
+    now = sha256_file(tmp_path / "calibration.json")
+    changed = f"calibration: {tmp_path / 'calibration.json'} changed since the run (sha256 was {before[:12]}…)"
+    verified = invoke("verify", run_dir)
+    assert verified.exit_code == 5 and changed in verified.stderr
+    regating = (
+        f"warning: [gate] from {tmp_path / 'calibration.json'} changed since the run (sha256 was {before[:12]}…, "
+        f"now {now[:12]}…): the gate reads the thresholds it holds now\n"
+    )
+    gated = invoke("gate", run_dir / "report.json", "--config", config)
+    assert gated.stderr.startswith(regating), gated.stderr
+    rebuilt = invoke("report", run_dir)
+    assert rebuilt.stderr.startswith(regating), rebuilt.stderr
+    assert invoke("verify", run_dir).exit_code == 5  # the rebuilt report does not make the change disappear
+    resumed = invoke("run", config, "--resume", run_dir)
+    assert resumed.exit_code == 2 and "calibration changed since the run" in resumed.stderr
+    attested = invoke("attest", run_dir)
+    assert attested.exit_code == 5 and changed in attested.stderr
+    (tmp_path / "calibration.json").write_bytes(kept)
+    assert invoke("attest", run_dir).exit_code == 0  # the rebuilt outputs were stamped again
+    statement = json.loads((run_dir / "attestation.intoto.jsonl").read_text())
+    assert statement["predicate"]["inputs"]["calibration"] == {
+        "path": str(tmp_path / "calibration.json"),
+        "sha256": before,
+    }

@@ -238,3 +238,31 @@ def test_a_single_markdown_file_is_not_a_corpus(tmp_path):
         r"\.md file",
     ):
         load_corpus(tmp_path / "a.md")
+
+
+def test_a_symlink_out_of_the_corpus_folder_is_refused_unread(tmp_path):
+    """`ln -s /etc/passwd corpus/notes.txt` and `linked.rst -> ../outside/secret.txt` are not
+    documents: the corpus is an input error naming each link and where it leads. A symlink that
+    stays inside the folder is a document; a symlinked folder is not followed."""
+    corpus, outside = tmp_path / "corpus", tmp_path / "outside"
+    corpus.mkdir()
+    outside.mkdir()
+    (corpus / "real.md").write_text("# Real\n\nKept inside.\n", encoding="utf-8")
+    (corpus / "alias.md").symlink_to("real.md")
+    secret = outside / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")
+    (outside / "deep.md").write_text("# Deep\n", encoding="utf-8")
+    (corpus / "notes.txt").symlink_to(secret)
+    (corpus / "linked.rst").symlink_to("../outside/secret.txt")
+    (corpus / "folder").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(InputError) as refused:
+        load_corpus(corpus)
+    messages = [str(p) for p in refused.value.problems]
+    assert messages == [
+        f"{corpus / name}: expected a file inside the corpus folder {corpus}, found a symlink to {secret}: "
+        "not read (copy the file into the folder, or remove the link)"
+        for name in ("linked.rst", "notes.txt")
+    ]
+    (corpus / "notes.txt").unlink()
+    (corpus / "linked.rst").unlink()
+    assert sorted(load_corpus(corpus).documents) == ["alias", "real"]  # folder/deep is not followed
