@@ -26,7 +26,7 @@ from ragaudit.io.runfiles import MANIFEST, OUTPUTS, TRACES
 CALIBRATION = "calibration"  # the input a run has when its [gate] reads one (`[gate] from`)
 # every input a run hashes: the three it always has, then those its config may name (each decides
 # verdicts: the gate's thresholds of `[gate] from`, the support scorer's weights of `[support] params`)
-INPUTS = ("config", "gold", "corpus", CALIBRATION, "support_params")
+INPUTS = ("config", "gold", "corpus", CALIBRATION, "support_params", "labels")
 LOCK = ".lock"
 OWNER = ".lock.owner"
 # what every finished run writes (compare.* only with more than one pipeline); hash version 1
@@ -178,10 +178,10 @@ def document_hashes(corpus) -> dict[str, str]:
 
 
 def input_paths(config) -> dict[str, Path]:
-    """A config's inputs by name (INPUTS): config, gold, corpus, and the files its `[gate] from`
-    and `[support] params` name, when it names them."""
+    """A config's inputs by name (INPUTS): config, gold, corpus, and the files its `[gate] from`,
+    `[support] params` and `[labels] path` name, when it names them."""
     calibration = config.calibration.path if config.calibration is not None else None
-    named = (config.path, config.gold, config.corpus, calibration, config.support.params)
+    named = (config.path, config.gold, config.corpus, calibration, config.support.params, config.labels)
     return {name: Path(path) for name, path in zip(INPUTS, named) if path is not None}
 
 
@@ -213,7 +213,7 @@ def gating_changes(manifest: dict, config) -> list[str]:
     now, recorded = input_paths(config), manifest["inputs"]
     found = [
         f"{name} {now[name]} changed since the run: the report reads it as it is now"
-        for name in ("config", "support_params")
+        for name in ("config", "support_params", "labels")
         if name in now and isinstance(recorded.get(name), str) and sha256_file(now[name]) != recorded[name]
     ]
     said = regated(config.calibration, recorded)

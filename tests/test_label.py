@@ -286,3 +286,59 @@ def test_label_waits_for_nobody_forever(run, tmp_path):
             served.process.kill()
     assert served.process.returncode == 130
     assert len(labels.read_text().splitlines()) == 1
+
+
+def test_labels_a_config_names_are_hashed_with_the_run_and_gate_the_corrected_rate(run, tmp_path):
+    """[labels] path: the report carries the agreement and the corrected rate, [gate]
+    labelled_good_min gates on its lower end, and verify names the labels once they change."""
+    import shutil
+
+    known = digests(run)
+    keys = sorted(known)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(label_line(k, known[k], sample="random") + "\n" for k in keys[:12]), encoding="utf-8")
+    config = tmp_path / "labelled.toml"
+    source = Path(json.loads((run / "manifest.json").read_text())["config_path"])
+    text = source.read_text(encoding="utf-8")
+    shutil.copy(source.parent / "gold.jsonl", tmp_path / "gold.jsonl")  # the config names it beside itself
+    (tmp_path / "recorded.jsonl").write_text((run / "traces.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    text = text.replace("[embedder]", f'[labels]\npath = "{labels}"\n\n[gate]\nlabelled_good_min = 0.99\n\n[embedder]')
+    text = text.split("[[pipelines]]")[0] + '[[pipelines]]\nname = "bm25"\nkind = "replay"\ntraces = "recorded.jsonl"\n'
+    config.write_text(text, encoding="utf-8")
+    result = invoke("run", config)
+    assert result.exit_code == 1, result.output  # 0.99 is above the lower end of any interval 12 labels give
+    labelled_run = run_dir_of(result)
+    report = json.loads((labelled_run / "report.json").read_text())
+    found = report["meta"]["labels"]
+    assert found["labelled"] == 12 and found["estimates"]["bm25"]["labelled"] == 12
+    [check] = [c for c in report["gate"]["checks"] if c["name"] == "labelled_good_min"]
+    rate = found["estimates"]["bm25"]
+    assert check["value"] == pytest.approx(rate["ci"][0]) and (check["value"] >= 0.99) == check["passed"]
+    assert "corrected by 12 labels on a random sample" in check["detail"]
+    assert invoke("verify", labelled_run).exit_code == 0
+    with labels.open("a", encoding="utf-8") as more:
+        more.write(label_line(keys[12], known[keys[12]], correct=False, sample="random") + "\n")
+    changed = invoke("verify", labelled_run)
+    assert changed.exit_code == 5 and "labels" in changed.output
+
+
+def test_report_html_shows_the_agreement_and_the_corrected_rates(run):
+    from ragaudit.render.html import render_html
+
+    agreement = [
+        {"dimension": "good", "runs": 12, "kappa": 0.5, "kappa_ci": [0.1, 0.9], "precision": 0.75, "recall": 0.6,
+         "matrix": {"label_yes_verdict_yes": 3, "label_yes_verdict_no": 1, "label_no_verdict_yes": 2,
+                    "label_no_verdict_no": 6}},
+    ]  # fmt: skip
+    estimates = {"bm25": {"rate": 0.75, "corrected": 0.5833, "ci": [0.39, 0.78], "labelled": 12, "runs": 40,
+                          "why_not": None}}  # fmt: skip
+    report = json.loads((run / "report.json").read_text())
+    report["meta"]["labels"] = {"path": "labels.jsonl", "sha256": "sha256:" + "a" * 64, "labelled": 12, "stale": 1,
+                                "unknown": 0, "agreement": agreement, "estimates": estimates}  # fmt: skip
+    page = render_html(report)
+    section = page.split('<section id="labels">')[1].split("</section>")[0]
+    assert "12 labelled runs" in section and "1 labels of runs that changed since" in section
+    assert '<td>good</td><td class="num">12</td><td class="num">3</td><td class="num">1</td>' in section
+    assert "[0.10, 0.90]" in section and "58.3%" in section and "[39.0%, 78.0%]" in section
+    del report["meta"]["labels"]
+    assert '<section id="labels">' not in render_html(report)

@@ -323,6 +323,52 @@ def _issues(report: dict) -> dict:
     return {"groups": shown, "unmatched": len(unmatched), "unmatched_shown": ", ".join(map(str, unmatched[:50]))}
 
 
+def _labels(report: dict) -> dict | None:
+    """The agreement with the labels of `[labels] path`, and each pipeline's corrected good-run rate."""
+    found = (report.get("meta") or {}).get("labels")
+    if not found:
+        return None
+
+    def pct(value) -> str:
+        return "–" if value is None else f"{100 * value:.1f}%"
+
+    rows = []
+    for d in found.get("agreement") or []:
+        m = d.get("matrix") or {}
+        ci = d.get("kappa_ci")
+        rows.append(
+            {
+                "dimension": d["dimension"],
+                "runs": d["runs"],
+                "cells": [m.get(k, 0) for k in ("label_yes_verdict_yes", "label_yes_verdict_no",
+                                                 "label_no_verdict_yes", "label_no_verdict_no")],
+                "kappa": "–" if d.get("kappa") is None else f"{d['kappa']:.2f}",
+                "ci": f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "–",
+                "precision": "–" if d.get("precision") is None else f"{d['precision']:.2f}",
+                "recall": "–" if d.get("recall") is None else f"{d['recall']:.2f}",
+            }
+        )  # fmt: skip
+    estimates = [
+        {
+            "pipeline": name,
+            "rate": pct(e.get("rate")),
+            "corrected": pct(e.get("corrected")),
+            "ci": f"[{pct(e['ci'][0])}, {pct(e['ci'][1])}]" if e.get("ci") else "–",
+            "labelled": e.get("labelled", 0),
+            "why_not": e.get("why_not") or "",
+        }
+        for name, e in sorted((found.get("estimates") or {}).items())
+    ]
+    return {
+        "path": found.get("path"),
+        "sha256": str(found.get("sha256") or "")[:19],
+        "labelled": found.get("labelled", 0),
+        "stale": found.get("stale", 0),
+        "rows": rows,
+        "estimates": estimates,
+    }
+
+
 def _footer(report: dict) -> dict:
     meta = report.get("meta") or {}
     inputs = meta.get("inputs") or {}
@@ -403,6 +449,7 @@ def _page(report: dict, trend: str) -> dict:
         charts=_charts(report, t),
         sections=_sections(report, t),
         gate=_gate(report),
+        labelled=_labels(report),
         trend=trusted(trend),
         questions=_questions(report, t),
         issues=_issues(report),
