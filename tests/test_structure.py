@@ -116,10 +116,10 @@ def _imports_click(path: Path) -> bool:
     return False
 
 
-def test_the_cli_layer_is_at_most_400_lines():
-    """The command line only parses, calls the library and prints: 400 lines in all, as `wc -l` counts them."""
+def test_the_cli_layer_is_at_most_450_lines():
+    """The command line only parses, calls the library and prints: 450 lines in all (21 commands), as `wc -l` counts them."""
     lines = {name: (PACKAGE / name).read_bytes().count(b"\n") for name in CLI_LAYER}
-    assert sum(lines.values()) <= 400, lines
+    assert sum(lines.values()) <= 450, lines
 
 
 def test_only_the_cli_layer_imports_click():
