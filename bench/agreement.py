@@ -126,6 +126,23 @@ def rows(name: str, labels: list[Label], verdicts: list[dict[str, bool]]) -> lis
     return out
 
 
+def second_labeller(corpus: str, pairs: list[tuple[Label, RunVerdict]]) -> list[str]:
+    """Where a second person labelled some runs blind (`labels-<corpus>-second.jsonl`): per dimension
+    the kappa between the two people beside each person's kappa with ragaudit, on those runs."""
+    path = DATA / f"labels-{corpus}-second.jsonl"
+    if not path.exists():
+        return []
+    first = {(lab.pipeline, lab.qid, lab.variant, lab.seed): (lab, v) for lab, v in pairs}
+    both = [(first[k][0], lab, first[k][1]) for lab in read_labels(path).labels.values() if (k := lab.key) in first]
+    out = [f"\n{corpus}: {len(both)} runs labelled by two people ({path.name}); kappa between them and with ragaudit"]
+    out.append(f"{'dimension':<10} {'person-person':>13} {'first-ragaudit':>15} {'second-ragaudit':>16}")
+    for d in VERDICTS:
+        a, b, v = ([x.value(d) for x in col] for col in zip(*both, strict=True))
+        kappas = [Dimension.of(d, x, y).kappa for x, y in ((a, b), (a, v), (b, v))]
+        out.append(f"{d:<10} {_f(kappas[0]):>13} {_f(kappas[1]):>15} {_f(kappas[2]):>16}")
+    return out
+
+
 def as_shown(v: RunVerdict) -> dict[str, bool]:
     return {d: v.value(d) for d in VERDICTS}
 
@@ -195,8 +212,11 @@ def expertqa_rows() -> list[str]:
     if not EXPERTQA.exists():
         return [f"expertqa: {EXPERTQA} is absent"]
     claims = load_claims(EXPERTQA)
-    scores = support_scores([(c.claim, [c.evidence]) for c in claims])
-    verdict = [s >= Thresholds().support and not hallucinated(c.claim, [c.evidence]) for c, s in zip(claims, scores)]
+    scores = support_scores([(c.text, list(c.passages)) for c in claims])
+    verdict = [
+        s >= Thresholds().support and not hallucinated(c.text, list(c.passages))
+        for c, s in zip(claims, scores, strict=True)
+    ]
     found = Dimension.of("supported", [c.label == 1 for c in claims], verdict)
     yy, yn, ny, nn = found.matrix
     return [
@@ -264,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table))
     for note in notes:
         print(f"note: {note}")
+    for corpus, pairs in found.items():
+        for line in second_labeller(corpus, pairs):
+            print(line)
     if len(found) > 1:
         print("\nfit across corpora: the claim thresholds fitted to one corpus's labels, judged on the other's")
         print(f"{'fitted on':<10} {'judged on':<10} {'thresholds':<44} {'mean kappa':>10}   " + "  ".join(FITTED))

@@ -274,6 +274,21 @@ _NEGATION = re.compile(
 _CLAUSE = re.compile(r"\s*(?:;|,\s+(?:and|but|while|whereas|so|which means)\s+|\s+[—–]\s+)\s*", re.IGNORECASE)
 
 
+_UNDERLINE = re.compile(r"[=\-~^*#+`'\".:_]{3,}\Z")  # a reStructuredText heading's under- or overline
+HEADING_WORDS = 12  # a line longer than this is a statement, however it ends
+
+
+def heading_only(text: str) -> bool:
+    """Is `text` a heading and nothing else: one line (besides reStructuredText's under- and
+    overlines) of at most `HEADING_WORDS` words that ends with no sentence's punctuation? A heading
+    names what follows it and states nothing."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not _UNDERLINE.match(line.strip())]
+    if len(lines) != 1:
+        return False
+    line = lines[0].lstrip("#").strip()
+    return 0 < len(WORD.findall(line)) <= HEADING_WORDS and not line.endswith((".", "!", "?", ":", ";", ","))
+
+
 def negated(text: str) -> bool:
     """Does the text hold a negation (`not`, `no`, `never`, `cannot`, `n't`; not "no later than")?"""
     return _NEGATION.search(text) is not None

@@ -11,7 +11,16 @@ from helpers import ROOT, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragaudit.text import BLOCK, _line_sentences, _plain_sentences, _pysbd_pieces, _split, sentence_spans, sentences
+from ragaudit.text import (
+    BLOCK,
+    _line_sentences,
+    _plain_sentences,
+    _pysbd_pieces,
+    _split,
+    heading_only,
+    sentence_spans,
+    sentences,
+)
 
 
 def test_abbreviations_decimals_and_ellipses_keep_a_sentence_whole():
@@ -374,3 +383,20 @@ def test_content_stems_are_remembered_for_texts_up_to_a_length():
     assert len(long) > text._LONGEST_REMEMBERED
     assert text.content_stems(long) == stems * 200
     assert text._content_stems.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("# Computational complexity theory", True),
+        ("Backup policy\n=============\n", True),
+        ("Incident response", True),
+        ("Backups are kept for 13 months.", False),  # a sentence
+        ("Backups are kept for:", False),  # a sentence running on into a list
+        ("Retention\nBackups are kept for 13 months.", False),  # a heading and its text
+        ("one two three four five six seven eight nine ten eleven twelve thirteen", False),  # too long
+        ("", False),
+    ],
+)
+def test_a_heading_is_one_short_line_that_ends_no_sentence(text, expected):
+    assert heading_only(text) is expected

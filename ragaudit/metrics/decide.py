@@ -39,13 +39,14 @@ class Evidence:
     other_support: float | None = None  # by the uncited passage holding the words its cited texts lack
     other_missed: bool = False  # that passage lacks one of its quantities
     adds: int = 0  # its content words that neither its cited texts nor the question hold, nor a word like them
+    heading: bool = False  # its cited texts are headings only, which state nothing
 
     def to_json(self) -> dict:
         return {f: getattr(self, f) for f in self.__slots__}
 
     @classmethod
     def from_json(cls, value: dict) -> Evidence:
-        return cls(**{f: value[f] for f in cls.__slots__})
+        return cls(**{f: value[f] for f in cls.__slots__ if f in value})  # a field added later takes its default
 
 
 def taken(e: Evidence) -> bool:
@@ -62,7 +63,7 @@ def grounding(e: Evidence, t: Thresholds) -> str:
     elsewhere = taken(e)
     if elsewhere and e.other_support is not None and e.other_support >= t.support and not e.other_missed:
         return "misattributed"
-    if e.adds > ADDS_MAX:
+    if e.adds > ADDS_MAX or (e.heading and e.adds):  # a heading supports no word it does not hold
         return "unsupported"
     if not e.missed and not elsewhere and (e.support is not None and e.support >= t.support or e.said):
         return "supported"

@@ -40,7 +40,7 @@ from ragaudit.metrics.keycontent import (
 )
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo, memo_of
 from ragaudit.metrics.quantities import hallucinated
-from ragaudit.text import STOPWORDS, WORD, clean, content_stems, names, sentences, stem
+from ragaudit.text import STOPWORDS, WORD, clean, content_stems, heading_only, names, sentences, stem
 
 GROUNDING = ("supported", "unsupported", "contradicted", "misattributed", "uncited")
 ANCHOR = ("states", "conflicts", "other")
@@ -175,8 +175,10 @@ def judge_claims(
             step = _Plan(claim, [*cited, given], cited, at, against)
             if claim.citations:
                 step.novel = novel(claim.text, cited, given)
-                if any(not is_name for _, is_name in step.novel):
-                    step.beside = tuple(dict.fromkeys(w for t in cited for _, w in cited_words(t)))
+                if any(not is_name for _, is_name in step.novel):  # a word like a heading's is no word it states
+                    step.beside = tuple(
+                        dict.fromkeys(w for t in cited if not heading_only(t) for _, w in cited_words(t))
+                    )
                     words += [w for w, is_name in step.novel if not is_name] + list(step.beside)
                 others = {c: t for c, t in texts[i].items() if c not in claim.citations and c is not None}
                 found = lacking(claim.text, cited, others)
@@ -206,6 +208,7 @@ def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vec
         said=bool(claim.citations) and not missed and said_in(claim.text, step.cited, step.covering[-1]),
         other_support=other,
         other_missed=bool(step.elsewhere) and bool(_missed(claim.text, step.elsewhere)),
+        heading=bool(step.cited) and all(heading_only(t) for t in step.cited),
     )
     adds = tuple(w for w, is_name in step.novel if is_name or not vectors.similar(w, step.beside))
     evidence = dataclasses.replace(evidence, adds=len(adds))
