@@ -12,7 +12,7 @@ as a trace file, so absent payload fields are reported by the usual `missing_<fi
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
@@ -41,6 +41,7 @@ class Ingest:
         config_name: str | None = None,
         window: int = DEFAULT_WINDOW,
         markers: frozenset[str] = ALL_FORMS,
+        period: Callable[[str | None], str] | None = None,
     ):
         from ragaudit.errors import UsageError
 
@@ -49,7 +50,7 @@ class Ingest:
         if type(window) is not int or window < 1:
             raise UsageError(f"The 'window' parameter must be an int in [1, inf). Got {window!r} instead.")
         self.format, self.paths, self.config_name = format, [os.fspath(p) for p in paths], config_name
-        self.window, self.markers = window, markers
+        self.window, self.markers, self.period = window, markers, period
         self.spans = self.traces = self.bad = 0
         self.unreadable: list[Problem | str] = []
         self._joiner: TraceJoiner | None = None
@@ -91,7 +92,9 @@ class Ingest:
         for path in self.paths:  # a missing input stops the reading before it starts
             open_input(path).close()
         read = _reader(self.format)
-        joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window, markers=self.markers)
+        joiner = self._joiner = TraceJoiner(
+            config_name=self.config_name, window=self.window, markers=self.markers, period=self.period
+        )
         for path in self.paths:
             try:
                 for record in read(path):
@@ -129,16 +132,18 @@ def read_traces(
     config_name: str | None = None,
     window: int = DEFAULT_WINDOW,
     markers: frozenset[str] = ALL_FORMS,
+    period: Callable[[str | None], str] | None = None,
 ) -> Ingest:
     """The traces of `paths` in `format` ("traces": ragaudit's own JSONL; "otlp", "phoenix",
     "langfuse": production spans joined per docs/reference.md §10, see `ragaudit.spans.join`), one at a time,
     with a BadLine for each defective line. For spans, `config_name` replaces the service name as
     each trace's `config`, and at most `window` spans of unfinished traces are held; `markers`: the
-    marker forms answers cite with. The iterator counts
+    marker forms answers cite with; `period`, given, names the period of a trace's time that its
+    run key holds besides (pipeline, qid, variant, seed), as audit-log's window. The iterator counts
     what it read (`Ingest`), and keeps what it could not use: `unreadable` files and `late` spans.
     Raises UsageError for an unknown format and InputError when an input does not open (before
     anything is read)."""
-    return Ingest(format, paths, config_name=config_name, window=window, markers=markers)
+    return Ingest(format, paths, config_name=config_name, window=window, markers=markers, period=period)
 
 
 __all__ = ["FORMATS", "LATE_SHOWN", "SPAN_FORMATS", "Ingest", "read_traces"]
