@@ -182,7 +182,9 @@ def run_audit_log(
             if isinstance(item, BadLine):
                 problems.append(item.problem)
             audit.add(item)
-        model = audit.finish(thresholds, earlier if earlier is not None else (None if baseline is None else str(baseline)))
+        model = audit.finish(
+            thresholds, earlier if earlier is not None else (None if baseline is None else str(baseline))
+        )
     except BaseException:
         table.abandon()
         raise

@@ -41,6 +41,7 @@ HEALTH: dict[str, HealthMetric] = {
         HealthMetric("support", "distribution", "higher", False, "mean support of a trace's answer segments"),
         HealthMetric("delta_s", "distribution", "lower", False, "ΔS(query, cited text)"),
         HealthMetric("retrieval_score", "distribution", "higher", True, "score of the first retrieved document"),
+        HealthMetric("retrieved", "distribution", "higher", True, "documents retrieved: fewer is less context"),
         HealthMetric("answer_length", "distribution", None, True, "words in the answer"),
     )
 }
@@ -83,6 +84,7 @@ def observe(trace: Trace, issues: list[Issue], score: TraceScore) -> dict[str, f
         out["support"] = round(sum(supports) / len(supports), 4)
     if score.delta_s is not None:
         out["delta_s"] = round(score.delta_s, 4)
+    out["retrieved"] = float(len(trace.retrieved))
     first = min(trace.retrieved, key=lambda p: p.k_pos or 0, default=None)
     if first is not None and isinstance(first.score_raw, (int, float)) and not isinstance(first.score_raw, bool):
         out["retrieval_score"] = float(f"{float(first.score_raw):.4g}")
@@ -112,6 +114,8 @@ class QueryTally:
             if better is None:
                 continue
             badness = -value if better == "higher" else value
+            if HEALTH[name].kind == "rate" and badness <= 0:
+                continue  # a run on the good side of a rate is none of its worst
             kept = self.worst.setdefault(name, [])
             kept.append((badness, {**run, "value": value}))
             kept.sort(key=lambda item: -item[0])  # stable: of equal badness, the earlier run first

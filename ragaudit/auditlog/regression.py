@@ -83,8 +83,9 @@ def compare_tallies(before: Tally, after: Tally, floors: dict[str, float | None]
 
 
 def _moved(name: str, before: Tally, after: Tally) -> list[dict]:
-    """The queries of `after` that pulled `name` the worse way most: runs × (their mean − their
-    mean before, or the window's mean before for a query not seen then), each with its worst runs."""
+    """The queries of `after` that pulled `name` the worse way most, each with its worst runs: the
+    queries seen in both windows first, by runs × their change, then the new ones, by runs × how
+    far their mean lies from the window's mean before."""
     sign = 1.0 if HEALTH[name].better == "lower" else -1.0
     overall = before.mean(name)
     rows = []
@@ -102,7 +103,7 @@ def _moved(name: str, before: Tally, after: Tally) -> list[dict]:
             rows.append(
                 {"query": q.text, "runs": count, "before": reference, "after": mean, "pull": pull, "worst": worst}
             )
-    rows.sort(key=lambda r: -r["pull"])
+    rows.sort(key=lambda r: (r["before"] is None, -r["pull"]))
     return rows[:QUERIES_SHOWN]
 
 
@@ -131,7 +132,13 @@ def regressions(
                 for name, m in metrics.items():
                     m["floor_pairs"] = pairs[name]
                 comparisons.append(
-                    {"pipeline": pipeline, "window": window, "against": kind, "reference": reference, "metrics": metrics}
+                    {
+                        "pipeline": pipeline,
+                        "window": window,
+                        "against": kind,
+                        "reference": reference,
+                        "metrics": metrics,
+                    }
                 )
                 for name, m in metrics.items():
                     if m["verdict"] == "regression":

@@ -39,7 +39,8 @@ def describe(r: dict, metrics: dict) -> list[str]:
     ]
     for q in r["queries"]:
         runs = "; ".join(
-            f"{w['file']}:{w['line']} trace {w['trace']} {_level(kind, w['value'])}" for w in q["worst"]
+            f"{w['file']}:{w['line']} trace {w['trace']}" + ("" if kind == "rate" else f" {w['value']:.3g}")
+            for w in q["worst"]
         )
         lines.append(
             f"  query {q['query'][:80]!r}: {q['runs']} runs, {_level(kind, q['before'])} → {_level(kind, q['after'])}"
@@ -71,7 +72,9 @@ def render_windows(model: dict) -> str:
     for r in health.get("regressions", []):
         lines += describe(r, health["metrics"])
     noise = sum(
-        m["verdict"] == "noise" and m.get("size") not in (None, 0) for c in health.get("comparisons", []) for m in c["metrics"].values()
+        m["verdict"] == "noise" and m.get("size") not in (None, 0)
+        for c in health.get("comparisons", [])
+        for m in c["metrics"].values()
     )
     if health.get("comparisons"):
         lines.append(
@@ -81,5 +84,7 @@ def render_windows(model: dict) -> str:
     summary = model["summary"]
     if summary["issues"]:
         lines.append("issues: " + ", ".join(f"{code} {n}" for code, n in summary["issues"].items()))
-    lines.append(f"{summary['verdict'].upper()}: " + ("; ".join(summary["why"]) or "no error issue, no drift and no regression"))
+    lines.append(
+        f"{summary['verdict'].upper()}: " + ("; ".join(summary["why"]) or "no error issue, no drift and no regression")
+    )
     return "\n".join(lines) + "\n"

@@ -154,7 +154,11 @@ class TraceJoiner:
             self._keys[key] = trace.file if trace.line is None else f"{trace.file}:{trace.line}"
             return trace
         pipeline = repr(trace.config) if trace.config else "(unnamed)"
-        fields, within = ("pipeline, qid, variant, seed", "") if period is None else ("pipeline, qid, variant, seed, window", f" in window {period}")
+        fields, within = (
+            ("pipeline, qid, variant, seed", "")
+            if period is None
+            else ("pipeline, qid, variant, seed, window", f" in window {period}")
+        )
         return BadLine(
             trace.file or "",
             trace.line or 0,
