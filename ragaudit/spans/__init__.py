@@ -52,6 +52,7 @@ class Ingest:
         self.format, self.paths, self.config_name = format, [os.fspath(p) for p in paths], config_name
         self.window, self.markers, self.period = window, markers, period
         self.spans = self.traces = self.bad = 0
+        self.with_documents = self.with_answer = 0  # traces whose retrieval holds documents, that answer
         self.unreadable: list[Problem | str] = []
         self._joiner: TraceJoiner | None = None
         self._items = self._generate()
@@ -77,6 +78,8 @@ class Ingest:
             self.bad += 1
         else:
             self.traces += 1
+            self.with_documents += bool(item.retrieved)
+            self.with_answer += bool(item.answer is not None and item.answer.text)
         return item
 
     def _generate(self) -> Iterator[Trace | BadLine]:
@@ -108,6 +111,35 @@ class Ingest:
             except InputError as exc:  # this file as a whole; the traces of the others still join
                 self.unreadable.extend(exc.problems)
         yield from joiner.finish()
+        missing = self._nothing_usable()
+        if missing:
+            self.unreadable.append(Problem(", ".join(self.paths), missing))
+
+    def _nothing_usable(self) -> str | None:
+        """What the spans lack when no trace can be audited: no span at all, no retrieval, no
+        retrieved document, or no answer in any trace (None when some trace has them)."""
+        if self.unreadable or self.bad and not self.traces:
+            return None  # already reported, line by line
+        if not self.spans:
+            return f"expected {self.format} spans, found none"
+        if not self.traces:
+            return (
+                f"expected spans of a retrieval, found {self.spans} spans in {self.skipped} traces and none retrieves "
+                "(an OpenInference RETRIEVER span, a GenAI retrieval span, a Haystack retriever component, a "
+                "Langfuse RETRIEVER observation)"
+            )
+        if not self.with_documents:
+            return (
+                f"expected retrieved documents, found {self.traces} traces whose retrieval holds none (Haystack: "
+                "content tracing off, set HAYSTACK_CONTENT_TRACING_ENABLED=true; GenAI: gen_ai.retrieval.documents is "
+                "opt-in; Langfuse: the observations' output left out of the export)"
+            )
+        if not self.with_answer:
+            return (
+                f"expected an answer, found {self.traces} traces and none answers (no output.value, LLM output "
+                "message, Haystack pipeline output_data or Langfuse output)"
+            )
+        return None
 
 
 def _reader(format: str):
