@@ -88,7 +88,7 @@ def _moved(name: str, before: Tally, after: Tally) -> list[dict]:
     far their mean lies from the window's mean before."""
     sign = 1.0 if HEALTH[name].better == "lower" else -1.0
     overall = before.mean(name)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, q in after.queries.items():
         mean = q.mean(name)
         if mean is None or overall is None:

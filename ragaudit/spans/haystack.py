@@ -32,8 +32,10 @@ _DOCUMENT_FIELDS = frozenset({"id", "content", "score", "blob", "embedding", "sp
 
 
 def is_haystack(attributes: dict[str, Any], name: str | None) -> bool:
-    return COMPONENT_TYPE in attributes or (name or "").startswith(PIPELINE) or any(
-        key.startswith(PIPELINE) for key in attributes
+    return (
+        COMPONENT_TYPE in attributes
+        or (name or "").startswith(PIPELINE)
+        or any(key.startswith(PIPELINE) for key in attributes)
     )
 
 
@@ -59,7 +61,10 @@ def read_haystack(attributes: dict[str, Any], name: str | None) -> dict[str, Any
         if isinstance(outputs, dict):
             out["output"] = next((a for sockets in outputs.values() if (a := answer_of(sockets)) is not None), None)
         return out
-    inputs, outputs = _json(attributes.get("haystack.component.input")), _json(attributes.get("haystack.component.output"))
+    inputs, outputs = (
+        _json(attributes.get("haystack.component.input")),
+        _json(attributes.get("haystack.component.output")),
+    )
     query = _query(inputs)
     documents = outputs.get("documents") if isinstance(outputs, dict) else None
     if "Ranker" in component:
@@ -84,7 +89,12 @@ def answer_of(sockets: Any) -> str | None:
     if not isinstance(sockets, dict):
         return None
     answers = sockets.get("answers")
-    if isinstance(answers, list) and answers and isinstance(answers[0], dict) and isinstance(answers[0].get("data"), str):
+    if (
+        isinstance(answers, list)
+        and answers
+        and isinstance(answers[0], dict)
+        and isinstance(answers[0].get("data"), str)
+    ):
         return answers[0]["data"]
     replies = sockets.get("replies")
     if isinstance(replies, list) and replies:
@@ -101,7 +111,11 @@ def _text(reply: Any) -> str | None:
     parts = reply.get("content", reply.get("_content"))
     if isinstance(parts, str):
         return parts
-    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)] if isinstance(parts, list) else []
+    texts = (
+        [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if isinstance(parts, list)
+        else []
+    )
     return "".join(texts) if texts else None
 
 

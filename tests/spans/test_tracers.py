@@ -13,7 +13,6 @@ first document as [1]), asked a dozen gold questions, no network. It is recorded
   (`langfuse.api.ObservationsV2Response`), input and output as the raw JSON text that API returns.
 """
 
-
 import json
 from datetime import datetime, timezone
 
@@ -81,7 +80,9 @@ def app():
 
 
 def ask(pipeline, question: str) -> tuple[list, str]:
-    out = pipeline.run({"retriever": {"query": question}, "answer": {"query": question}}, include_outputs_from={"retriever"})
+    out = pipeline.run(
+        {"retriever": {"query": question}, "answer": {"query": question}}, include_outputs_from={"retriever"}
+    )
     return out["retriever"]["documents"], out["answer"]["answer"]
 
 
@@ -114,7 +115,9 @@ def exports(app, tmp_path_factory):
     tracer = provider.get_tracer("handbook-rag")
     try:
         for q in QUESTIONS:
-            with tracer.start_as_current_span("rag", attributes={"openinference.span.kind": "CHAIN", "input.value": q}) as span:
+            with tracer.start_as_current_span(
+                "rag", attributes={"openinference.span.kind": "CHAIN", "input.value": q}
+            ) as span:
                 span.set_attribute("output.value", ask(app, q)[1])
     finally:
         instrumentor.uninstrument()
@@ -155,11 +158,21 @@ def langfuse_page(results) -> dict:
         data += [
             ObservationV2(**common, id=root, type="SPAN", name="rag", input=json.dumps(q), output=json.dumps(answer)),
             ObservationV2(
-                **common, id=f"ret{i}", parent_observation_id=root, type="RETRIEVER", name="retriever",
-                input=json.dumps({"query": q}), output=retrieved,
+                **common,
+                id=f"ret{i}",
+                parent_observation_id=root,
+                type="RETRIEVER",
+                name="retriever",
+                input=json.dumps({"query": q}),
+                output=retrieved,
             ),  # fmt: skip
             ObservationV2(
-                **common, id=f"gen{i}", parent_observation_id=root, type="GENERATION", name="llm", output=json.dumps(answer)
+                **common,
+                id=f"gen{i}",
+                parent_observation_id=root,
+                type="GENERATION",
+                name="llm",
+                output=json.dumps(answer),
             ),
         ]
     return json.loads(ObservationsV2Response(data=data, meta=ObservationsV2Meta(cursor=None)).json())
@@ -170,7 +183,20 @@ def runs(path, fmt) -> dict[str, tuple]:
     items = list(read_traces(fmt, [path]))
     traces = [t for t in items if isinstance(t, Trace)]
     assert len(traces) == len(items) == len(QUESTIONS)
-    fields = ("snippet_id", "text", "doc_id", "section_id", "offsets", "rev", "source_url", "tokens", "index_hash", "analyzer", "embed_model", "k_pos")
+    fields = (
+        "snippet_id",
+        "text",
+        "doc_id",
+        "section_id",
+        "offsets",
+        "rev",
+        "source_url",
+        "tokens",
+        "index_hash",
+        "analyzer",
+        "embed_model",
+        "k_pos",
+    )
     return {
         t.query: (
             tuple(tuple(getattr(p, f) for f in fields) + (round(p.score_raw, 9),) for p in t.retrieved),
@@ -200,7 +226,9 @@ def test_each_tracer_gives_the_verdict_of_the_openinference_export(exports, tmp_
     for which in ("openinference", name):
         fmt, path = formats[which]
         out = tmp_path / which
-        result = invoke("audit-log", path, "--from", fmt, "--corpus", CORPUS, "--config", tmp_path / "audit.toml", "--out", out)
+        result = invoke(
+            "audit-log", path, "--from", fmt, "--corpus", CORPUS, "--config", tmp_path / "audit.toml", "--out", out
+        )
         assert result.exit_code in (0, 1) and "error:" not in result.stderr, result.output
         model = json.loads((out / "audit_log.json").read_text())
         keep = ("verdict", "traces", "errors", "warnings", "segments", "grounded", "issues", "hallucinations", "zones")
@@ -235,7 +263,16 @@ def test_haystack_without_content_tracing_is_an_error_naming_what_is_missing(app
         ([], "expected otlp spans, found none"),
         ([("chat", {"gen_ai.operation.name": "chat"})], "expected spans of a retrieval, found 1 spans in 1 traces"),
         (
-            [("retrieve", {"openinference.span.kind": "RETRIEVER", "input.value": "q", "retrieval.documents.0.document.id": "d"})],
+            [
+                (
+                    "retrieve",
+                    {
+                        "openinference.span.kind": "RETRIEVER",
+                        "input.value": "q",
+                        "retrieval.documents.0.document.id": "d",
+                    },
+                )
+            ],
             "expected an answer, found 1 traces and none answers",
         ),
     ],
