@@ -275,10 +275,12 @@ def metrics_command(fmt, config_path):
 @shared("--from", "--live-index")
 @opt("--window", "window length: 30m, 1h, 1d, 7d, 2w", default="1d", show_default=True)
 @opt("--out", "default: reports/audit-log-<stamp>", DIR)
-@opt("--config", "model, support, section policy, corpus", PATH)
+@opt("--config", "model, support, section policy, corpus, [audit_log] thresholds", PATH)
+@opt("--baseline", "a window of this log (2026-11-20) or an earlier audit_log.json that every window is compared with")
 def audit_log_command(traces, source, **options):
     """Audit production traces without a gold set, per time window: payloads against the corpus snapshot, ΔS, support,
-    hallucinations, index drift, the worst examples. Exit 0: no error issue, no drift; 1: some; 3: bad input."""
+    hallucinations, index drift, regressions window over window, the worst examples. Exit 0: no error issue, no drift,
+    no regression; 1: some; 3: bad input."""
     return said.audit_log(ragaudit.audit_log(traces, fmt=source, **options))
 
 

@@ -443,12 +443,15 @@ def rag_spans(
     *,
     genai: bool = False,
     root_attributes: dict | None = None,
+    start_ns: int | None = None,
 ):
     """One request of a RAG application as spans made by the OpenTelemetry SDK: a root CHAIN
     (question in, answer out) over a RETRIEVER span holding `documents` ({id, content, score,
     metadata}) and an LLM span. With `genai`, the OpenTelemetry GenAI conventions instead
     (`gen_ai.operation.name`, `gen_ai.retrieval.documents` as a JSON string,
-    `gen_ai.output.messages`) and a root span of no declared kind."""
+    `gen_ai.output.messages`) and a root span of no declared kind. `start_ns`: when the request
+    starts (the SDK's clock otherwise)."""
+    at = (lambda offset: None) if start_ns is None else (lambda offset: start_ns + offset)
     if genai:
         root = dict(root_attributes or {})
         retriever = {
@@ -472,13 +475,43 @@ def rag_spans(
             if d.get("metadata") is not None:
                 retriever[f"retrieval.documents.{i}.document.metadata"] = json.dumps(d["metadata"])
         llm = {"openinference.span.kind": "LLM", "output.value": answer}
-    with tracer.start_as_current_span("rag", attributes=root) as span:
-        with tracer.start_as_current_span("retrieve", attributes=retriever):
+    with tracer.start_as_current_span("rag", attributes=root, start_time=at(0)) as span:
+        with tracer.start_as_current_span("retrieve", attributes=retriever, start_time=at(1_000)):
             pass
-        with tracer.start_as_current_span("llm", attributes=llm):
+        with tracer.start_as_current_span("llm", attributes=llm, start_time=at(2_000)):
             pass
         if not genai:
             span.set_attribute("output.value", answer)
+
+
+def trace_documents(trace) -> list[dict]:
+    """The retrieved payloads of a ragaudit Trace as span documents ({id, content, score, metadata}),
+    every payload field in the metadata, as docs/production.md puts them there."""
+    return [
+        {
+            "id": p.snippet_id,
+            "content": p.text,
+            "score": p.score_raw,
+            "metadata": {
+                "doc_id": p.doc_id,
+                "section_id": p.section_id,
+                "start_char_idx": p.offsets.start,
+                "end_char_idx": p.offsets.end,
+                "rev": p.rev,
+                "source_url": p.source_url,
+                "tokens": p.tokens,
+                "index_hash": p.index_hash,
+                "analyzer": p.analyzer,
+                "embed_model": p.embed_model,
+            },
+        }
+        for p in trace.retrieved
+    ]
+
+
+def marked_answer(trace) -> str:
+    """A reference answer as an LLM app writes it: each sentence followed by its `[snippet_id]` markers."""
+    return " ".join(s.text.rstrip(".") + "".join(f" [{c}]" for c in s.citations) + "." for s in trace.answer.segments)
 
 
 def write_demo_config(folder: Path, *, extra: str = "") -> Path:

@@ -386,14 +386,14 @@ def test_an_answer_without_citations_is_held_to_its_context(recorded, tmp_path):
 def test_json_structure(production):
     model = production["model"]
     assert model["schema"] == "ragaudit.audit_log/1"
-    assert set(model) == {"schema", "meta", "summary", "windows", "drift", "worst", "examples"}
+    assert set(model) == {"schema", "meta", "summary", "windows", "drift", "health", "worst", "examples"}
     assert set(model["worst"]) == set(KINDS)
     assert model["meta"]["window"] == "1d" and model["meta"]["window_seconds"] == 86_400
     assert model["meta"]["inputs"] == [str(production["path"])]
     window_keys = {
         "window", "start", "end", "first_seen", "last_seen", "traces", "malformed", "errored", "issues",
         "errors", "warnings", "index", "index_values_dropped", "segments", "grounded", "grounded_rate",
-        "zones", "unscored", "delta_s_mean", "hallucinations", "hallucinating_traces",
+        "zones", "unscored", "delta_s_mean", "hallucinations", "hallucinating_traces", "health",
     }  # fmt: skip
     for window in model["windows"]:
         assert set(window) == window_keys

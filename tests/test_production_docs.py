@@ -180,11 +180,17 @@ def test_langchain_example(workdir):
     assert all(p.snippet_id == f"{p.doc_id}:{p.span.start}" for p in trace.retrieved if p.span)
 
 
+def cite_rotation(question, found) -> str:
+    """The answer an LLM would give, citing the retrieved chunk of the key-rotation section by its number."""
+    n = 1 + [d.meta["section_id"] for d in found].index(ROTATION)
+    return f"{ANSWER[:-1]} [{n}]."
+
+
 def test_haystack_example(workdir):
     from openinference.instrumentation.haystack import HaystackInstrumentor
 
     try:
-        namespace = run("Export the spans", "Haystack")
+        namespace = run("Export the spans", "Haystack", generate=cite_rotation)
     finally:
         HaystackInstrumentor().uninstrument()
     corpus = load_corpus(DEMO / "corpus")
@@ -197,7 +203,7 @@ def test_haystack_example(workdir):
         section = corpus.section(doc.doc_id, meta["section_id"])
         assert section is not None and section.start <= offsets["start"] < offsets["end"] <= section.end
     trace = audited(workdir)
-    assert trace.query == QUERY and trace.answer is None
+    assert trace.query == QUERY and trace.answer.text == namespace["answer"]
     assert [p.snippet_id for p in trace.retrieved] == [d.id for d in namespace["found"]]
     assert ROTATION in {p.section_id for p in trace.retrieved}
 

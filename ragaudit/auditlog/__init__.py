@@ -15,9 +15,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from ragaudit.auditlog.health import Tally
+from ragaudit.auditlog.regression import Thresholds
 from ragaudit.auditlog.scoring import Scoring
 from ragaudit.auditlog.stream import BATCH, LogAudit
-from ragaudit.auditlog.windows import parse_window
+from ragaudit.auditlog.windows import parse_window, window_of
 from ragaudit.auditlog.worst import KINDS, LIMIT
 from ragaudit.errors import InputError, Problem, UsageError
 from ragaudit.io.jsonl import BadLine
@@ -57,14 +59,16 @@ def read_records(
     markers: frozenset[str] = ALL_FORMS,
     problems: list,
     warnings: list | None = None,
+    window: int | None = None,
 ) -> Iterator[Trace | BadLine]:
     """The records of the inputs: ragaudit's own trace files one by one (a file that cannot be
     read goes to `problems` and the others are still read), or production spans joined into
-    traces across every file (`ragaudit.spans`; late spans go to `warnings`)."""
+    traces across every file (`ragaudit.spans`; late spans go to `warnings`), whose run keys hold
+    the `window` (seconds) a trace falls in: gold-tagged traffic of two days is two sets of runs."""
     if fmt != "traces":
         from ragaudit.spans import read_traces as read_spans
 
-        reader = read_spans(fmt, paths, markers=markers)
+        reader = read_spans(fmt, paths, markers=markers, period=None if window is None else window_of(window))
         try:
             yield from reader
         except InputError as exc:  # the traces joined so far are kept
@@ -84,6 +88,30 @@ def read_records(
             problems.extend(exc.problems)
 
 
+def read_baseline(path: Path) -> tuple[str, dict[str, Tally]]:
+    """An earlier audit_log.json as a baseline: its dated windows' health pooled per pipeline."""
+    from ragaudit.io.jsonfiles import read_json_file
+
+    model = read_json_file(path, what="baseline audit log")
+    try:
+        if model.get("schema") != SCHEMA:
+            raise ValueError(f"expected a {SCHEMA} file")
+        pooled: dict[str, Tally] = {}
+        for i, window in enumerate(model.get("windows") or []):
+            if window.get("start") is None:
+                continue
+            for pipeline, data in (window.get("health") or {}).items():
+                try:
+                    pooled.setdefault(pipeline, Tally()).merge(Tally.from_dict(data))
+                except ValueError as exc:
+                    raise ValueError(f"$.windows[{i}].health[{pipeline!r}]: {exc}") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputError([Problem(str(path), f"--baseline: {exc}")]) from None
+    if not pooled:
+        raise InputError([Problem(str(path), "--baseline: expected an audit log with dated windows, found none")])
+    return str(path), pooled
+
+
 def run_audit_log(
     paths: Sequence[str | os.PathLike],
     *,
@@ -96,12 +124,15 @@ def run_audit_log(
     batch: int = BATCH,
     encoder=None,
     live_index: bool = False,
+    baseline: str | os.PathLike | None = None,
 ) -> AuditLogResult:
     """Audit production traces in `paths` and write the three outputs to `out`. `config` supplies
     the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
     policy, `offset_unit` and (without `corpus`) the corpus. `encoder` replaces the configured one.
     Spans (`fmt` other than traces) are asked for the live index only with `live_index` or the
-    config's [audit] live_index."""
+    config's [audit] live_index. `baseline`: a window of this log (`2026-11-20`) or an earlier
+    audit_log.json that every window is compared with, besides the window before it; the config's
+    [audit_log] sets what a regression must reach."""
     from ragaudit._version import __version__
     from ragaudit.inputs import Inputs
     from ragaudit.io.config import default_config, load_config
@@ -119,6 +150,8 @@ def run_audit_log(
     refuse_overwriting(
         [target / JSON_NAME, target / HTML_NAME, target / TABLE_NAME], [*paths, corpus_path, config], option="--out"
     )
+    thresholds = Thresholds(settings.audit_log.alpha, settings.audit_log.min_effect, settings.audit_log.min_traces)
+    earlier = read_baseline(Path(baseline)) if baseline is not None and Path(baseline).is_file() else None
     snapshot = load_corpus(corpus_path)
     inputs = Inputs(settings, [], snapshot, encoder=encoder, memory=ENCODER_MEMORY, memo=SUPPORT_MEMO)
     scoring = Scoring(
@@ -143,12 +176,15 @@ def run_audit_log(
             markers=settings.markers,
             problems=problems,
             warnings=warnings,
+            window=length,
         )
         for item in records:
             if isinstance(item, BadLine):
                 problems.append(item.problem)
             audit.add(item)
-        model = audit.finish()
+        model = audit.finish(
+            thresholds, earlier if earlier is not None else (None if baseline is None else str(baseline))
+        )
     except BaseException:
         table.abandon()
         raise
@@ -173,6 +209,7 @@ def run_audit_log(
             "k": settings.metrics.k,
             "examples_per_list": limit,
             "lists": KINDS,
+            "baseline": None if baseline is None else str(baseline),
         },
         **model,
     }

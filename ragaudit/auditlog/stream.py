@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
+from ragaudit.auditlog.health import Tally, observe
+from ragaudit.auditlog.regression import UNNAMED, Thresholds, regressions
 from ragaudit.auditlog.scoring import Scoring, SegmentScore, TraceScore, score_traces
 from ragaudit.auditlog.windows import (
     INDEX_FIELDS,
@@ -138,6 +140,8 @@ class LogAudit:
             window.delta_s_count += 1
         window.hallucinations += score.hallucinations
         window.hallucinating_traces += score.hallucinations > 0
+        run = {"file": trace.file, "line": trace.line, "trace": trace.qid, "retrieved_at": trace.retrieved_at}
+        window.health.setdefault(trace.config or UNNAMED, Tally()).add(trace, observe(trace, issues, score), run)
         self._offer(record, trace, issues, errors, score, window.key)
         return _rows(record, trace, issues, score, window.key, values)
 
@@ -158,18 +162,30 @@ class LogAudit:
             candidates.append(("errors", (len(errors), -record, 0), {"errors": len(errors), "codes": codes}))
         self.worst.offer(candidates, lambda: _example(record, trace, issues, score, window, self.corpus))
 
-    def finish(self) -> dict:
-        """The audit's model: summary, windows (in time order, undated last), drift, worst lists
-        and their examples."""
+    def finish(
+        self, thresholds: Thresholds = Thresholds(), baseline: str | tuple[str, dict[str, Tally]] | None = None
+    ) -> dict:
+        """The audit's model: summary, windows (in time order, undated last), drift, health (window
+        over window, and against `baseline`: a window's name, or (what, per pipeline its tally) of
+        an earlier audit), worst lists and their examples."""
         if self._pending:
             self._flush()
         windows = sorted(self.windows.values(), key=lambda w: (w.start is None, w.start or 0))
         changes = drift(windows)
         lists, examples = self.worst.to_dict()
+        dated = [w for w in windows if w.start is not None]
+        series: dict[str, list[tuple[str, Tally]]] = {}
+        for w in dated:
+            for pipeline, tally in w.health.items():
+                series.setdefault(pipeline, []).append((w.key, tally))
+        if isinstance(baseline, str):
+            baseline = baseline_window(dated, baseline)
+        health = regressions(series, thresholds, baseline)
         return {
-            "summary": _summary(windows, changes, self.records),
+            "summary": _summary(windows, changes, self.records, health["regressions"]),
             "windows": [w.to_dict() for w in windows],
             "drift": changes,
+            "health": health,
             "worst": lists,
             "examples": examples,
         }
@@ -193,14 +209,29 @@ def _count(n: int, thing: str) -> str:
     return f"{n} {thing}" + ("" if n == 1 else "s")
 
 
-def _summary(windows: list[Window], changes: list[dict], records: int) -> dict:
+def baseline_window(dated: list[Window], name: str) -> tuple[str, dict[str, Tally]]:
+    """The dated window `name` names (its start, or a prefix of it such as 2026-11-20), as a baseline."""
+    from ragaudit.errors import UsageError
+
+    found = [w for w in dated if w.key == name or w.key.startswith(name)]
+    if len(found) != 1:
+        known = ", ".join(w.key for w in dated) or "none"
+        raise UsageError(
+            f"--baseline: expected one window of this log or an earlier audit_log.json, found "
+            f"{len(found)} windows named {name!r} (windows: {known})"
+        )
+    return found[0].key, found[0].health
+
+
+def _summary(windows: list[Window], changes: list[dict], records: int, regressed: list[dict]) -> dict:
     total = {key: sum(getattr(w, key) for w in windows) for key in COUNTS}
     issues: Counter = sum((w.issues for w in windows), Counter())
     zones: Counter = sum((w.zones for w in windows), Counter())
     measured = sum(w.delta_s_count for w in windows)
     why = []
     if total["errors"]:
-        why.append(_count(total["errors"], "error-severity issue"))
+        where = ", ".join(f"{w.key} {w.errors}" for w in windows if w.errors)
+        why.append(f"{_count(total['errors'], 'error-severity issue')} (by window: {where})")
     if changes:
         fields = ", ".join(sorted({c["field"] for c in changes}))
         inside = sum(c["within_window"] for c in changes)
@@ -209,9 +240,17 @@ def _summary(windows: list[Window], changes: list[dict], records: int) -> dict:
             + (f"; {inside} within a window" if inside else "")
             + ")"
         )
+    if regressed:
+        named = "; ".join(
+            f"{r['metric']} of {r['pipeline']} in {r['window']} against "
+            + ("the window before" if r["against"] == "previous" else f"the baseline {r['reference']}")
+            for r in regressed
+        )
+        why.append(f"{_count(len(regressed), 'regression')} ({named})")
     return {
         "verdict": "fail" if why else "pass",
         "why": why,
+        "regressions": len(regressed),
         "records": records,
         **total,
         "issues": dict(sorted(issues.items())),

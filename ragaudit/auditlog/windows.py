@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ragaudit.auditlog.health import Tally
 from ragaudit.errors import UsageError
 from ragaudit.metrics.delta_s import ZONES
 
@@ -83,6 +84,17 @@ def window_start(seconds: float, length: int) -> int:
     return ORIGIN + math.floor((seconds - ORIGIN) / length) * length
 
 
+def window_of(length: int):
+    """The name of the window of `length` seconds that a trace's `retrieved_at` falls in (`undated`
+    when it has none): the part of a span run key that keeps one day's runs apart from another's."""
+
+    def name(retrieved_at: str | None) -> str:
+        at = parse_time(retrieved_at, length)
+        return UNDATED if at is None else iso(window_start(at, length))
+
+    return name
+
+
 @dataclass
 class Window:
     """What one window of traces adds up to. `start` is None for the undated window."""
@@ -107,6 +119,7 @@ class Window:
     hallucinating_traces: int = 0
     first: float | None = None
     last: float | None = None
+    health: dict[str, Tally] = field(default_factory=dict)  # per pipeline (`health.py`)
 
     @property
     def key(self) -> str:
@@ -154,6 +167,7 @@ class Window:
             "delta_s_mean": self.delta_s_total / self.delta_s_count if self.delta_s_count else None,
             "hallucinations": self.hallucinations,
             "hallucinating_traces": self.hallucinating_traces,
+            "health": {pipeline: tally.to_dict() for pipeline, tally in sorted(self.health.items())},
         }
 
 

@@ -38,6 +38,7 @@ from pydantic import (
 
 from ragaudit.errors import InputError, Problem, UsageError, describe
 from ragaudit.io.config_schema import (
+    AuditLogSection,
     CompareSection,
     ExecutorSection,
     GateSection,
@@ -88,6 +89,7 @@ class Config:
     live_index: bool = False  # [audit] live_index: span-derived traces must carry the live index
     calibration: Calibration | None = None  # the calibration named by [gate] from
     compare: CompareSection = field(default_factory=CompareSection)
+    audit_log: AuditLogSection = field(default_factory=AuditLogSection)  # [audit_log]: regression thresholds
     labels: Path | None = None  # [labels] path: a person's labels of runs
 
 
@@ -290,6 +292,7 @@ def load_config(path: str | Path) -> Config:
         gold_check=root.gold,
         live_index=audit.live_index,
         compare=root.compare,
+        audit_log=root.audit_log,
         labels=root.labels.path,
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})

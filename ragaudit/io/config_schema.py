@@ -244,6 +244,14 @@ class _Compare(_Table):
         return pairs
 
 
+class _AuditLog(_Table):
+    """`audit-log` window over window: what a regression must reach (ragaudit.auditlog.regression)."""
+
+    alpha: _OpenRate = 0.05  # Holm-adjusted p-value below which a movement is significant
+    min_effect: _OpenRate = 0.02  # smallest movement that counts: a rate or score difference, or a share
+    min_traces: _Positive = 20  # traces a window needs on a metric to be compared on it
+
+
 class _Gold(_Table):
     """What the gold check reports: warning codes left out, and another severity per warning code
     ("info" is shown and counts as neither error nor warning). The codes are checked by the loader."""
@@ -350,6 +358,7 @@ class _Root(_Table):
     executor: _Executor
     history: _History
     compare: _Compare
+    audit_log: _AuditLog
     gold: _Gold
     labels: _Labels
     pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
@@ -365,6 +374,7 @@ _SECTIONS: dict[str, type[_Table]] = {
     "executor": _Executor,
     "history": _History,
     "compare": _Compare,
+    "audit_log": _AuditLog,
     "gold": _Gold,
     "labels": _Labels,
 }
@@ -420,4 +430,5 @@ ExecutorSection = _Executor
 HistorySection = _History
 GoldSection = _Gold
 CompareSection = _Compare
+AuditLogSection = _AuditLog
 # and the gate's thresholds in force: `GateSection`

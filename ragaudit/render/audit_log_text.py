@@ -12,6 +12,43 @@ def _cell(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def _level(kind: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.1%}" if kind == "rate" else f"{value:.3f}"
+
+
+def _size(kind: str, relative: bool, value: float) -> str:
+    if kind == "rate":
+        return f"{value * 100:+.1f} points"
+    return f"{value:+.3f}"
+
+
+def describe(r: dict, metrics: dict) -> list[str]:
+    """A regression: metric, levels, size with its CI, p, noise floor and windows; then the queries
+    that moved most, each with its worst runs."""
+    kind, relative = metrics[r["metric"]]["kind"], metrics[r["metric"]]["relative"]
+    floor = "unknown (no earlier window pair)" if r["floor"] is None else f"{r['floor']:.3g} ({r['floor_pairs']} pairs)"
+    share = f", {r['effect']:+.1%} of before" if relative and r["effect"] is not None else ""
+    against = "the window before" if r["against"] == "previous" else "the baseline"
+    lines = [
+        f"regression: {r['metric']} of {r['pipeline']} {_level(kind, r['before'])} → {_level(kind, r['after'])} "
+        f"({_size(kind, relative, r['size'])}{share}, 95% CI {_size(kind, relative, r['low'])} to "
+        f"{_size(kind, relative, r['high'])}, Holm p {r['p_holm']:.2g}, noise floor {floor}) in window "
+        f"{r['window']} against {against} {r['reference']}"
+    ]
+    for q in r["queries"]:
+        runs = "; ".join(
+            f"{w['file']}:{w['line']} trace {w['trace']}" + ("" if kind == "rate" else f" {w['value']:.3g}")
+            for w in q["worst"]
+        )
+        lines.append(
+            f"  query {q['query'][:80]!r}: {q['runs']} runs, {_level(kind, q['before'])} → {_level(kind, q['after'])}"
+            + (f"; worst: {runs}" if runs else "")
+        )
+    return lines
+
+
 def render_windows(model: dict) -> str:
     zones = [name for name, _ in ZONES]
     lines = [
@@ -31,8 +68,23 @@ def render_windows(model: dict) -> str:
             f"drift: {d['field']} {d['value']!r} first seen {d['first_seen'] or d['window']} "
             f"{where} {d['window']} (before: {before})"
         )
+    health = model.get("health") or {}
+    for r in health.get("regressions", []):
+        lines += describe(r, health["metrics"])
+    noise = sum(
+        m["verdict"] == "noise" and m.get("size") not in (None, 0)
+        for c in health.get("comparisons", [])
+        for m in c["metrics"].values()
+    )
+    if health.get("comparisons"):
+        lines.append(
+            f"health: {len(health['comparisons'])} window comparisons, {len(health['regressions'])} regressions, "
+            f"{noise} movements named noise (not significant, below min_effect or within the noise floor)"
+        )
     summary = model["summary"]
     if summary["issues"]:
         lines.append("issues: " + ", ".join(f"{code} {n}" for code, n in summary["issues"].items()))
-    lines.append(f"{summary['verdict'].upper()}: " + ("; ".join(summary["why"]) or "no error issue and no drift"))
+    lines.append(
+        f"{summary['verdict'].upper()}: " + ("; ".join(summary["why"]) or "no error issue, no drift and no regression")
+    )
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ as a trace file, so absent payload fields are reported by the usual `missing_<fi
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
@@ -41,6 +41,7 @@ class Ingest:
         config_name: str | None = None,
         window: int = DEFAULT_WINDOW,
         markers: frozenset[str] = ALL_FORMS,
+        period: Callable[[str | None], str] | None = None,
     ):
         from ragaudit.errors import UsageError
 
@@ -49,8 +50,9 @@ class Ingest:
         if type(window) is not int or window < 1:
             raise UsageError(f"The 'window' parameter must be an int in [1, inf). Got {window!r} instead.")
         self.format, self.paths, self.config_name = format, [os.fspath(p) for p in paths], config_name
-        self.window, self.markers = window, markers
+        self.window, self.markers, self.period = window, markers, period
         self.spans = self.traces = self.bad = 0
+        self.with_documents = self.with_answer = 0  # traces whose retrieval holds documents, that answer
         self.unreadable: list[Problem | str] = []
         self._joiner: TraceJoiner | None = None
         self._items = self._generate()
@@ -76,6 +78,8 @@ class Ingest:
             self.bad += 1
         else:
             self.traces += 1
+            self.with_documents += bool(item.retrieved)
+            self.with_answer += bool(item.answer is not None and item.answer.text)
         return item
 
     def _generate(self) -> Iterator[Trace | BadLine]:
@@ -91,7 +95,9 @@ class Ingest:
         for path in self.paths:  # a missing input stops the reading before it starts
             open_input(path).close()
         read = _reader(self.format)
-        joiner = self._joiner = TraceJoiner(config_name=self.config_name, window=self.window, markers=self.markers)
+        joiner = self._joiner = TraceJoiner(
+            config_name=self.config_name, window=self.window, markers=self.markers, period=self.period
+        )
         for path in self.paths:
             try:
                 for record in read(path):
@@ -105,6 +111,35 @@ class Ingest:
             except InputError as exc:  # this file as a whole; the traces of the others still join
                 self.unreadable.extend(exc.problems)
         yield from joiner.finish()
+        missing = self._nothing_usable()
+        if missing:
+            self.unreadable.append(Problem(", ".join(self.paths), missing))
+
+    def _nothing_usable(self) -> str | None:
+        """What the spans lack when no trace can be audited: no span at all, no retrieval, no
+        retrieved document, or no answer in any trace (None when some trace has them)."""
+        if self.unreadable or self.bad and not self.traces:
+            return None  # already reported, line by line
+        if not self.spans:
+            return f"expected {self.format} spans, found none"
+        if not self.traces:
+            return (
+                f"expected spans of a retrieval, found {self.spans} spans in {self.skipped} traces and none retrieves "
+                "(an OpenInference RETRIEVER span, a GenAI retrieval span, a Haystack retriever component, a "
+                "Langfuse RETRIEVER observation)"
+            )
+        if not self.with_documents:
+            return (
+                f"expected retrieved documents, found {self.traces} traces whose retrieval holds none (Haystack: "
+                "content tracing off, set HAYSTACK_CONTENT_TRACING_ENABLED=true; GenAI: gen_ai.retrieval.documents is "
+                "opt-in; Langfuse: the observations' output left out of the export)"
+            )
+        if not self.with_answer:
+            return (
+                f"expected an answer, found {self.traces} traces and none answers (no output.value, LLM output "
+                "message, Haystack pipeline output_data or Langfuse output)"
+            )
+        return None
 
 
 def _reader(format: str):
@@ -129,16 +164,18 @@ def read_traces(
     config_name: str | None = None,
     window: int = DEFAULT_WINDOW,
     markers: frozenset[str] = ALL_FORMS,
+    period: Callable[[str | None], str] | None = None,
 ) -> Ingest:
     """The traces of `paths` in `format` ("traces": ragaudit's own JSONL; "otlp", "phoenix",
     "langfuse": production spans joined per docs/reference.md §10, see `ragaudit.spans.join`), one at a time,
     with a BadLine for each defective line. For spans, `config_name` replaces the service name as
     each trace's `config`, and at most `window` spans of unfinished traces are held; `markers`: the
-    marker forms answers cite with. The iterator counts
+    marker forms answers cite with; `period`, given, names the period of a trace's time that its
+    run key holds besides (pipeline, qid, variant, seed), as audit-log's window. The iterator counts
     what it read (`Ingest`), and keeps what it could not use: `unreadable` files and `late` spans.
     Raises UsageError for an unknown format and InputError when an input does not open (before
     anything is read)."""
-    return Ingest(format, paths, config_name=config_name, window=window, markers=markers)
+    return Ingest(format, paths, config_name=config_name, window=window, markers=markers, period=period)
 
 
 __all__ = ["FORMATS", "LATE_SHOWN", "SPAN_FORMATS", "Ingest", "read_traces"]

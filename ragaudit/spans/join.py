@@ -18,7 +18,9 @@ Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
   key value that is not one (`record.run_key_of`) is not joined: each such value is a located
   BadLine instead, since a default key would file the run under another run's key. A second
   trace keyed by attributes under a run key (config, qid, variant, seed) already written is a
-  BadLine naming both, never a run that replaces or shadows the first.
+  BadLine naming both, never a run that replaces or shadows the first. Given a `period` (as
+  `audit-log` gives its time window), the key also holds the period of the trace's
+  `retrieved_at`: the same gold-tagged questions asked on two days are two sets of runs.
 
 "Outermost" means fewest ancestors among the trace's spans (a span whose parent is not among
 them counts as a root); of equal depth, the query comes from the earliest and the answer from the
@@ -38,6 +40,7 @@ already joined is a late span, reported (`late`, located) and left out, never a 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Callable
 
 from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
@@ -57,11 +60,16 @@ class TraceJoiner:
     counts the spans that came after their trace was joined, left out."""
 
     def __init__(
-        self, *, config_name: str | None = None, window: int = DEFAULT_WINDOW, markers: frozenset[str] = ALL_FORMS
+        self,
+        *,
+        config_name: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        markers: frozenset[str] = ALL_FORMS,
+        period: Callable[[str | None], str] | None = None,
     ):
         if window < 1:
             raise ValueError(f"The 'window' parameter must be an int in [1, inf). Got {window} instead.")
-        self.config_name, self.window, self.markers = config_name, window, markers
+        self.config_name, self.window, self.markers, self.period = config_name, window, markers, period
         self.skipped = self.late_spans = 0
         self.late: list[Problem] = []
         self._held: OrderedDict[str, list[SpanRecord]] = OrderedDict()  # least recently active first
@@ -139,17 +147,23 @@ class TraceJoiner:
 
     def _keyed(self, trace: Trace) -> Trace | BadLine:
         """The trace, or a BadLine naming both when another trace already had its run key."""
-        key = (trace.config, trace.qid, trace.variant, trace.seed)
+        period = None if self.period is None else self.period(trace.retrieved_at)
+        key = (trace.config, trace.qid, trace.variant, trace.seed, period)
         first = self._keys.get(key)
         if first is None:
             self._keys[key] = trace.file if trace.line is None else f"{trace.file}:{trace.line}"
             return trace
         pipeline = repr(trace.config) if trace.config else "(unnamed)"
+        fields, within = (
+            ("pipeline, qid, variant, seed", "")
+            if period is None
+            else ("pipeline, qid, variant, seed, window", f" in window {period}")
+        )
         return BadLine(
             trace.file or "",
             trace.line or 0,
-            f"expected one trace per run key (pipeline, qid, variant, seed), found pipeline {pipeline} "
-            f"qid {trace.qid!r} variant {trace.variant} seed {trace.seed} again (first at {first}); "
+            f"expected one trace per run key ({fields}), found pipeline {pipeline} "
+            f"qid {trace.qid!r} variant {trace.variant} seed {trace.seed} again{within} (first at {first}); "
             "this trace is left out",
         )
 

@@ -1,5 +1,7 @@
 """Langfuse observation exports: JSON lines of observations, or one JSON document holding an
-array of them (the UI export) or `{"data": [...]}` (a page of `GET /api/public/observations`).
+array of them (the UI export) or `{"data": [...], "meta": {...}}` (a page of `GET
+/api/public/observations`, or of the v2 `GET /api/public/v2/observations` with `fields=core,basic,io,metadata`,
+whose `input` and `output` are raw JSON text: read as the values they hold).
 
 An observation: `id`, `traceId`, `parentObservationId`, `type`, `name`, `startTime`, `input`,
 `output`, `metadata`, `level`, `statusMessage`. Its kind: `GENERATION` is an LLM span;
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import os
 from typing import Any, Iterator
+
+import orjson
 
 from ragaudit.errors import describe
 from ragaudit.io.jsonl import BadLine, member_path
@@ -72,7 +76,7 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
     metadata = obs.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {}
-    output = obs.get("output")
+    output = _io(obs.get("output"))
     documents = _documents(output)
     kind = _kind(obs.get("type"), metadata, documents)
     observation_name = obs.get("name")
@@ -85,7 +89,7 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
         name=observation_name if isinstance(observation_name, str) else None,
         kind=kind,
         start_ns=start_ns,
-        query=_text_of(obs.get("input"), _QUERY_KEYS),
+        query=_text_of(_io(obs.get("input")), _QUERY_KEYS),
         output=None if kind == RETRIEVER else _text_of(output, _ANSWER_KEYS),
         llm_output=_text_of(output, _ANSWER_KEYS) if kind == LLM else None,
         documents=documents if kind == RETRIEVER else None,
@@ -96,6 +100,17 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
         line=line,
         key_problems=tuple((member_path(key, f"{at}.metadata"), found) for key, found in problems),
     )
+
+
+def _io(value: Any) -> Any:
+    """An input or output as the v2 observations API returns it, raw JSON text (`"[{...}]"`,
+    `"{\"query\": ...}"`, `"\"text\""`), read as its value; text that is no JSON is text."""
+    if isinstance(value, str) and value[:1] in ('"', "[", "{"):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
 
 
 def _kind(kind: Any, metadata: dict, documents: list[dict] | None) -> str | None:

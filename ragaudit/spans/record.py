@@ -16,6 +16,7 @@ import orjson
 
 from ragaudit.errors import describe
 from ragaudit.spans.documents import documents_of
+from ragaudit.spans.haystack import is_haystack, read_haystack
 
 # OpenInference span kinds; GenAI `gen_ai.operation.name` values map onto them.
 RETRIEVER, LLM, CHAIN = "RETRIEVER", "LLM", "CHAIN"
@@ -82,9 +83,25 @@ def from_attributes(
     locate: Callable[[str], str] | None = None,
 ) -> SpanRecord:
     """A span from its OpenInference / GenAI attributes (flat dotted keys; document lists may be
-    flat `retrieval.documents.{i}.document.*` keys or one list, as Phoenix stores them). `locate`
+    flat `retrieval.documents.{i}.document.*` keys or one list, as Phoenix stores them), or from
+    the `haystack.*` tags of Haystack's own tracer (`ragaudit.spans.haystack`). `locate`
     says where in the input an attribute is, for the run key's problems ("attribute <name>")."""
     get = attributes.get
+    run_key, problems = run_key_of(attributes)
+    located = tuple((locate(name) if locate else f"attribute {name}", message) for name, message in problems)
+    common = dict(trace_id=trace_id, span_id=span_id, parent_id=parent_id, name=name, start_ns=start_ns)
+    service = service if service is not None else get("service.name")
+    if get("openinference.span.kind") is None and is_haystack(attributes, name):
+        return SpanRecord(
+            **common,  # type: ignore[arg-type]
+            **read_haystack(attributes, name),
+            service=service,
+            error=error,
+            run_key=run_key,
+            file=file,
+            line=line,
+            key_problems=located,
+        )
     kind, operation = get("openinference.span.kind"), get("gen_ai.operation.name")
     if isinstance(kind, str):
         kind = kind.upper()
@@ -98,24 +115,19 @@ def from_attributes(
     if query is None:
         query = get("gen_ai.retrieval.query.text")
     output = get("output.value") if get("output.mime_type") in _TEXT_MIME and kind not in NOT_ANSWERS else None
-    run_key, problems = run_key_of(attributes)
     return SpanRecord(
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_id=parent_id,
-        name=name,
+        **common,  # type: ignore[arg-type]
         kind=kind,
-        start_ns=start_ns,
         query=query,
         output=output,
         llm_output=_llm_output(attributes) if kind == LLM else None,
         documents=documents,
-        service=service if service is not None else get("service.name"),
+        service=service,
         error=error,
         run_key=run_key,
         file=file,
         line=line,
-        key_problems=tuple((locate(name) if locate else f"attribute {name}", message) for name, message in problems),
+        key_problems=located,
     )
 
 

@@ -466,13 +466,13 @@ MISSING_LINES = [
         "[audit]\nseeds = [1]\n\n[colour]\nred = 1\n",
         4,
         "$.colour",
-        "expected one of audit, compare, embedder, executor, gate, gold, history, labels, lambda, metrics, pipelines, support, found unknown table [colour]",
+        "expected one of audit, audit_log, compare, embedder, executor, gate, gold, history, labels, lambda, metrics, pipelines, support, found unknown table [colour]",
     ),
     (
         'title = "x"\n',
         1,
         "$.title",
-        "expected one of audit, compare, embedder, executor, gate, gold, history, labels, lambda, metrics, pipelines, support, found unknown key 'title'",
+        "expected one of audit, audit_log, compare, embedder, executor, gate, gold, history, labels, lambda, metrics, pipelines, support, found unknown key 'title'",
     ),
     (
         '[audit]\nseeds = [1]\n\n[pipelines]\nname = "p"\n',
