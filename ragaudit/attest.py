@@ -11,8 +11,8 @@ and every check with its threshold and where the threshold came from, the versio
 command that made the run. With an ed25519 key each statement is wrapped in a DSSE envelope
 (payloadType `application/vnd.in-toto+json`) signed over DSSE's pre-authentication encoding.
 
-`check` reads an attestation back, refuses a damaged or foreign one (InputError, exit 3), and
-returns every mismatch: a subject whose file is gone, differs or is no longer a regular file of the
+`ragaudit.attestcheck` reads an attestation back, refuses a damaged or foreign one (InputError,
+exit 3), and returns every mismatch: a subject whose file is gone, differs or is no longer a regular file of the
 run directory (never read then), a signature that does not verify with the given public key, or an
 eval-result statement that says what the run directory does not (exit 5, each named); anything
 the run directory holds that the attestation does not list is noted, as is a statement of another
