@@ -404,18 +404,24 @@ def verify(run_dir: Path, *, attestation: Path | None = None, pubkey: Path | Non
     from ragaudit import rundir
 
     if attestation or pubkey:
-        from ragaudit import attest
+        from ragaudit import attestcheck
 
-        attest.check_options(attestation, pubkey)
+        attestcheck.check_options(attestation, pubkey)
         assert attestation is not None  # check_options refuses --pubkey without --attestation
-        found = attest.verify(run_dir, attestation, pubkey)
+        found = attestcheck.verify(run_dir, attestation, pubkey)
         signed = f", signature verified with key {found.verified_with[:16]}…" if found.verified_with else ""
         what = "traces and outputs" if found.absent else "gold, corpus, config, traces and outputs"
         return Verified(
             list(found.mismatches),
             [
                 f"unchanged: {what} of {run_dir}",
-                f"attested: {len(found.statement['subject'])} files match {attestation}{signed}",
+                f"attested: {len(found.statement['subject'])} files match {attestation}"
+                + (
+                    f", {found.results} eval-result statement{'s' if found.results != 1 else ''}"
+                    if found.results
+                    else ""
+                )
+                + signed,
             ],
             list(found.notes),
         )

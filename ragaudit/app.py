@@ -49,7 +49,7 @@ def audit_config(
     `command`, the command line that asked for it, goes into the manifest."""
     from ragaudit import history, rundir, runner
     from ragaudit.auditing import StreamingAudit
-    from ragaudit.execution import worker_count
+    from ragaudit.execution import ClusterLost, worker_count
     from ragaudit.executors import make_executor
     from ragaudit.outputs import write_outputs
 
@@ -68,6 +68,7 @@ def audit_config(
         scheduler or config.executor.scheduler,
         config.path,
         workers=workers,
+        worker_wait_s=config.executor.worker_wait_s,
     )
     audit: dict = {}
 
@@ -88,7 +89,13 @@ def audit_config(
             on_start=start_audit,
             executor=cluster,
         )
-        finished = audit["auditor"].finish()
+        try:
+            finished = audit["auditor"].finish()
+        except ClusterLost as lost:  # every run is in traces.jsonl: this process can score them
+            raise ClusterLost(
+                f"{lost}, while it scored the last runs; every run is kept in {result.run_dir}: "
+                f"ragaudit report {result.run_dir} scores them here"
+            ) from None
         with rundir.locked(result.run_dir):
             rundir.update_manifest(
                 result.run_dir,

@@ -1,18 +1,22 @@
 """Release attestations of a run directory: `ragaudit attest` and `ragaudit verify --attestation`.
 
-An attestation is an in-toto Statement v1 (https://in-toto.io/Statement/v1). Its `subject` lists
+An attestation is a bundle of in-toto Statements v1 (https://in-toto.io/Statement/v1), one a line
+(JSON Lines, `*.intoto.jsonl`): the statement of the run, then the gate's checks as `eval-result`
+statements, one per gated pipeline (`ragaudit.evalresult`). The run's statement's `subject` lists
 every file of the run directory (hidden files and attestations aside) with its sha256, and nothing
 outside it: a symlink that leads out of the run directory stops `attest` (exit 3), unread. Its
 predicate holds what the run was: the inputs' hashes (gold set, corpus, config, traces), the
 models' ids and the hashes of their folders, each pipeline's index identity, the gate's verdict
 and every check with its threshold and where the threshold came from, the versions, and the
-command that made the run. With an ed25519 key it is wrapped in a DSSE envelope (payloadType
-`application/vnd.in-toto+json`) signed over DSSE's pre-authentication encoding.
+command that made the run. With an ed25519 key each statement is wrapped in a DSSE envelope
+(payloadType `application/vnd.in-toto+json`) signed over DSSE's pre-authentication encoding.
 
-`check` reads an attestation back, refuses a damaged or foreign one (InputError, exit 3), and
-returns every mismatch: a subject whose file is gone, differs or is no longer a regular file of the
-run directory (never read then), or a signature that does not verify with the given public key
-(exit 5, each named); anything the run directory holds that the attestation does not list is noted.
+`ragaudit.attestcheck` reads an attestation back, refuses a damaged or foreign one (InputError,
+exit 3), and returns every mismatch: a subject whose file is gone, differs or is no longer a regular file of the
+run directory (never read then), a signature that does not verify with the given public key, or an
+eval-result statement that says what the run directory does not (exit 5, each named); anything
+the run directory holds that the attestation does not list is noted, as is a statement of another
+predicate type (in-toto's bundles may hold any: it is not checked).
 """
 
 from __future__ import annotations
@@ -22,17 +26,17 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragaudit.errors import InputError, Problem, UsageError, describe
-from ragaudit.io.files import NotAFile, inside, output_target, same_file, sha256_file, sha256_within, write_atomic
-from ragaudit.rundir import INPUTS, LOCK, OWNER
+from ragaudit import evalresult
+from ragaudit.errors import InputError, Problem, UsageError
+from ragaudit.evalresult import STATEMENT_TYPE
+from ragaudit.io.files import inside, output_target, sha256_file, sha256_within, write_atomic
+from ragaudit.rundir import INPUTS
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://ragaudit.dev/attestation/audit-run/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
-DEFAULT_NAME = "attestation.intoto.jsonl"  # one line: the in-toto bundle convention, one envelope a line
+DEFAULT_NAME = "attestation.intoto.jsonl"  # in-toto's bundle: JSON Lines, one statement or envelope a line
 PASSWORD_ENV = "RAGAUDIT_KEY_PASSWORD"  # the passphrase of an encrypted private key, if any
 _ATTESTATION = re.compile(r".*\.intoto\.jsonl?$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -84,18 +88,6 @@ def subject_files(run_dir: Path) -> list[str]:
     if outside:
         raise InputError(outside)
     return names
-
-
-def _added(run_dir: Path, attested: set[str], attestation: Path) -> list[str]:
-    """What the run directory holds that the attestation does not list (its lock and the
-    attestation itself aside), a symlink out of the run directory said to be one (not read)."""
-    run_dir = Path(run_dir)
-    found = []
-    for name, path in _entries(run_dir):
-        if name in attested or name in (LOCK, OWNER) or same_file(path, attestation):
-            continue
-        found.append(name if inside(run_dir, path) else f"{name} (a symlink out of the run directory, not read)")
-    return found
 
 
 def _source(check: dict, configured: set[str], keys: set[str]) -> str:
@@ -189,13 +181,10 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
 def statement(run_dir: Path) -> dict:
     """The in-toto Statement of a run directory whose files are unchanged since the run."""
     from ragaudit import rundir
-    from ragaudit.io.jsonfiles import read_json_file
 
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
-    report = read_json_file(run_dir / "report.json", what="report")
-    if not isinstance(report.get("gate"), dict) or not isinstance(report["gate"].get("checks"), list):
-        raise InputError(Problem(str(run_dir / "report.json"), "expected a report with a gate and its checks"))
+    report = _report(run_dir)
     return {
         "_type": STATEMENT_TYPE,
         "subject": [
@@ -204,6 +193,20 @@ def statement(run_dir: Path) -> dict:
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate(run_dir, manifest, report),
     }
+
+
+def _report(run_dir: Path) -> dict:
+    from ragaudit.io.jsonfiles import read_json_file
+
+    report = read_json_file(run_dir / "report.json", what="report")
+    gate = report.get("gate")
+    if (
+        not isinstance(gate, dict)
+        or not isinstance(gate.get("checks"), list)
+        or not isinstance(gate.get("pipelines"), list)
+    ):
+        raise InputError(Problem(str(run_dir / "report.json"), "expected a report with a gate and its checks"))
+    return report
 
 
 def _serialize(value: dict) -> bytes:
@@ -294,168 +297,9 @@ def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -
         if changed:
             raise InputsChangedError("cannot attest a run that changed since it ran: " + "; ".join(changed))
         body = statement(run_dir)
-    document = envelope(body, private_key) if private_key else body
-    write_atomic(target, json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
+        results = evalresult.statements(run_dir, rundir.read_manifest(run_dir), _report(run_dir))
+    lines = [envelope(b, private_key) if private_key else b for b in (body, *results)]
+    write_atomic(
+        target, "".join(json.dumps(d, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for d in lines)
+    )
     return target, body
-
-
-@dataclass
-class Checked:
-    """What `check` found: the mismatches (exit 5), and notes that are not failures."""
-
-    statement: dict
-    signed: bool
-    verified_with: str | None = None
-    mismatches: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    absent: list[str] = field(default_factory=list)  # inputs not on this machine
-
-
-def _foreign(path: Path, message: str, where: str = "$") -> InputError:
-    return InputError(Problem(str(path), message, path=where))
-
-
-def _decode(path: Path, text: str, where: str) -> bytes:
-    try:  # DSSE readers accept the standard and the URL-safe alphabet, padded or not
-        standard = text.replace("-", "+").replace("_", "/")
-        return base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
-    except (ValueError, TypeError):
-        raise _foreign(path, "expected base64, found other characters", where) from None
-
-
-def read_attestation(path: Path) -> tuple[dict, dict | None]:
-    """The statement of an attestation file, and its DSSE envelope when it has one. A damaged or
-    foreign file is an InputError naming what is wrong."""
-    from ragaudit.io.jsonfiles import read_json_file
-    from ragaudit.io.jsonl import JsonDefect
-    from ragaudit.io.jsonl import decode as decode_json
-
-    document = read_json_file(path, what="attestation")
-    envelope_doc = None
-    if "payloadType" in document or "signatures" in document:
-        envelope_doc = document
-        if document.get("payloadType") != PAYLOAD_TYPE:
-            raise _foreign(
-                path,
-                f"expected payloadType {PAYLOAD_TYPE}, found {describe(document.get('payloadType'))}",
-                "$.payloadType",
-            )
-        if not isinstance(document.get("payload"), str):
-            raise _foreign(path, f"expected a base64 payload, found {describe(document.get('payload'))}", "$.payload")
-        signatures = document.get("signatures")
-        if not isinstance(signatures, list) or not all(
-            isinstance(s, dict) and isinstance(s.get("sig"), str) for s in signatures
-        ):
-            raise _foreign(path, "expected signatures as an array of {keyid, sig}", "$.signatures")
-        payload = _decode(path, document["payload"], "$.payload")
-        try:
-            document, _ = decode_json(payload)
-        except JsonDefect as defect:  # not UTF-8, not JSON
-            raise _foreign(
-                path, f"expected an in-toto statement as the payload: {defect.message}", "$.payload"
-            ) from None
-        if not isinstance(document, dict):
-            raise _foreign(
-                path, f"expected an in-toto statement as the payload, found {describe(document)}", "$.payload"
-            )
-    if document.get("_type") != STATEMENT_TYPE:
-        raise _foreign(
-            path,
-            f"expected an in-toto statement ({STATEMENT_TYPE}), found _type {describe(document.get('_type'))}",
-            "$._type",
-        )
-    if document.get("predicateType") != PREDICATE_TYPE:
-        raise _foreign(
-            path,
-            f"expected a ragaudit attestation ({PREDICATE_TYPE}), found predicateType {describe(document.get('predicateType'))}",
-            "$.predicateType",
-        )
-    subjects = document.get("subject")
-    if not isinstance(subjects, list) or not subjects:
-        raise _foreign(path, f"expected subject as a non-empty array, found {describe(subjects)}", "$.subject")
-    for i, s in enumerate(subjects):
-        name, digest = (s.get("name"), s.get("digest")) if isinstance(s, dict) else (None, None)
-        if not isinstance(name, str) or not name or name.startswith("/") or ".." in name.split("/"):
-            raise _foreign(
-                path, f"expected a file name inside the run directory, found {describe(name)}", f"$.subject[{i}].name"
-            )
-        if (
-            not isinstance(digest, dict)
-            or not isinstance(digest.get("sha256"), str)
-            or not _HEX.match(digest["sha256"])
-        ):
-            raise _foreign(path, "expected a sha256 digest of 64 lowercase hex digits", f"$.subject[{i}].digest")
-    return document, envelope_doc
-
-
-def check(run_dir: Path, path: Path, pubkey: Path | None = None) -> Checked:
-    """Every mismatch between a run directory and its attestation (and the signature, with `pubkey`)."""
-    body, envelope_doc = read_attestation(path)
-    public_key = load_public_key(pubkey) if pubkey else None
-    found = Checked(body, signed=envelope_doc is not None)
-    if public_key is not None:
-        if envelope_doc is None:
-            found.mismatches.append(f"signature: {path} is not signed (a bare statement); expected a DSSE envelope")
-        else:
-            from cryptography.exceptions import InvalidSignature
-
-            message = pae(PAYLOAD_TYPE, _decode(path, envelope_doc["payload"], "$.payload"))
-            verified = False
-            for i, signature in enumerate(envelope_doc["signatures"]):
-                try:
-                    public_key.verify(_decode(path, signature["sig"], f"$.signatures[{i}].sig"), message)
-                    verified = True
-                except InvalidSignature:
-                    continue
-            if verified:
-                found.verified_with = keyid(public_key)
-            else:
-                found.mismatches.append(
-                    f"signature: no signature of {path} verifies with {pubkey} (another key, or the attestation "
-                    "changed after it was signed)"
-                )
-    elif envelope_doc is not None:
-        found.notes.append(f"signature not checked: give --pubkey to check the signature of {path}")
-    run_dir = Path(run_dir)
-    attested = set()
-    for s in body["subject"]:
-        name, digest = s["name"], s["digest"]["sha256"]
-        attested.add(name)
-        if not (run_dir / name).exists():
-            found.mismatches.append(f"attested file {name} is gone")
-            continue
-        try:
-            now = sha256_within(run_dir, name)
-        except NotAFile as exc:
-            found.mismatches.append(f"attested file {name} is no longer a file of the run: {exc.problems[0]}")
-            continue
-        if now != digest:
-            found.mismatches.append(f"attested file {name} changed (sha256 was {digest[:12]}…)")
-    extra = _added(run_dir, attested, Path(path))
-    if extra:
-        found.notes.append(f"not attested (added since): {', '.join(extra[:10])}{' …' if len(extra) > 10 else ''}")
-    return found
-
-
-def verify(run_dir: Path, path: Path, pubkey: Path | None = None) -> Checked:
-    """`ragaudit verify --attestation`: the run directory against its manifest, as `verify` checks it,
-    and against the attestation. Inputs missing from their recorded paths (the run directory
-    checked on another machine) are noted, not failed: the attestation holds their hashes."""
-    from ragaudit import rundir
-
-    found = check(run_dir, path, pubkey)
-    try:
-        changed = rundir.changes(run_dir, absent=found.absent)
-    except InputError as exc:  # a damaged manifest: when the attestation names it, that is the answer
-        if not found.mismatches:
-            raise
-        changed = [f"manifest: {problem}" for problem in exc.problems]
-    found.mismatches = changed + found.mismatches
-    if found.absent:
-        found.notes.append(f"inputs not on this machine, not checked: {'; '.join(found.absent)}")
-    return found
-
-
-def check_options(attestation: Path | None, pubkey: Path | None) -> None:
-    if pubkey is not None and attestation is None:
-        raise UsageError("--pubkey checks the signature of an attestation: give --attestation FILE too")

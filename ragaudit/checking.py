@@ -122,9 +122,9 @@ def validate(
     validator = Validator(ctx, offset_unit=offset_unit)  # and the config's marker forms, in ctx
     cluster = None
     if executor == "dask":
-        from ragaudit.executors import DaskClient
+        from ragaudit.executors import WORKER_WAIT_S, DaskClient
 
-        cluster = DaskClient(scheduler)
+        cluster = DaskClient(scheduler, worker_wait_s=loaded.executor.worker_wait_s if loaded else WORKER_WAIT_S)
     readers: list = []
     issues = (
         check_paths(validator, paths, workers=worker_count(workers, loaded), executor=cluster)

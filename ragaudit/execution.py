@@ -35,6 +35,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
+from ragaudit.errors import PipelineStartError
 from ragaudit.wire import dumps, received
 
 if TYPE_CHECKING:
@@ -64,6 +65,11 @@ class WorkerDied(RuntimeError):
         times = f" {deaths} times, on as many workers" if deaths else ""
         super().__init__(f"the worker process running this task died{times}")
         self.deaths = deaths
+
+
+class ClusterLost(PipelineStartError):
+    """Every worker of a cluster is gone and none came back within the bound the run allows: what
+    was out on it is given up on, and a run on it stops (exit 4) once what it had is recorded."""
 
 
 class RemoteTraceback(Exception):

@@ -208,6 +208,32 @@ STRUCTURAL: tuple[str, ...] = ("pipeline_ran", "analyzer_parity", "baseline_miss
 STRUCTURAL += ("drift_coverage", "drift_citation_match", "regressions")
 
 
+_RULES = {rule.name: rule for rule in CHECKS}
+# the bar of each check that reads no [gate] threshold, as `bar` states it
+_STRUCTURAL_BARS = {
+    "pipeline_ran": (">", lambda threshold: 0.0),  # runs > 0
+    "analyzer_parity": (AT_MOST, lambda threshold: threshold),  # analyzer_mismatch count <= 0
+    "drift_delta_s_mean": (AT_MOST, lambda threshold: threshold),  # rise <= DRIFT
+    "drift_coverage": (AT_LEAST, lambda threshold: -threshold),  # fall <= DRIFT: change >= -DRIFT
+    "drift_citation_match": (AT_LEAST, lambda threshold: -threshold),
+    "regressions": (AT_MOST, lambda threshold: threshold),  # questions that lost <= 0
+}
+if set(_STRUCTURAL_BARS) | {"baseline_missing"} != set(STRUCTURAL):
+    raise ImportError("every structural gate check needs its bar (ragaudit.gating._STRUCTURAL_BARS)")
+
+
+def bar(name: str, threshold: float | None) -> tuple[str, float] | None:
+    """The bar a check held its value to, as `value comparator threshold` (`>=`, `<=`, `>`): a
+    drift check's fall of at most 0.05 is a change >= -0.05. None for a check not gated, which
+    holds the value to no bar (`baseline_missing`, a threshold left unset)."""
+    if name in _RULES:
+        return (_RULES[name].op, threshold) if threshold is not None else None
+    if name not in _STRUCTURAL_BARS or (threshold is None and name != "pipeline_ran"):
+        return None
+    comparator, limit = _STRUCTURAL_BARS[name]
+    return comparator, limit(threshold)
+
+
 # the checks that count what a claim's judgement decides (correct, grounded): a fit to labels moves them
 READS_CLAIMS = ("lambda_convergent_min", "lambda_forbid", "grounded_pass_rate", "regressions")
 

@@ -13,6 +13,7 @@ manifest without it (version 1, older ragaudit) still verifies, the old way, wit
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -229,11 +230,33 @@ def older_hashes(path: str | os.PathLike | None, now: str | None) -> list[str]:
 
 
 def stamp_outputs(run_dir: Path) -> dict:
-    """Record the sha256 of every output present."""
+    """Record the sha256 of every output present, and the ragaudit that wrote them (`harness`)."""
     run_dir = Path(run_dir)
     return update_manifest(
-        run_dir, outputs={name: sha256_file(run_dir / name) for name in OUTPUTS if (run_dir / name).exists()}
+        run_dir,
+        outputs={name: sha256_file(run_dir / name) for name in OUTPUTS if (run_dir / name).exists()},
+        harness=harness_record(),
     )
+
+
+def harness_record() -> dict:
+    """ragaudit as it runs: its version and the sha256 of its package's files (by the framing of
+    `folder_digest`; compiled files aside), which a release attestation names as the harness."""
+    return dict(_harness())
+
+
+@functools.cache
+def _harness() -> tuple:
+    from ragaudit._version import __version__
+    from ragaudit.io.files import folder_digest
+
+    package = Path(__file__).resolve().parent
+    names = sorted(
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and "__pycache__" not in path.relative_to(package).parts and path.suffix != ".pyc"
+    )
+    return (("name", "ragaudit"), ("version", __version__), ("sha256", folder_digest(package, names).hexdigest()))
 
 
 def _corpus_changes(manifest: dict, path: Path) -> str:

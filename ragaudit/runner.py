@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 from ragaudit import rundir
 from ragaudit._version import __version__
 from ragaudit.errors import InputError, PipelineStartError, Problem, UsageError
-from ragaudit.execution import worker_count
+from ragaudit.execution import ClusterLost, worker_count
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import Config
 from ragaudit.io.files import DigestedAppend, sha256_file
@@ -216,7 +216,7 @@ class _Run:
             self.out = out
             try:
                 for spec in self.config.pipelines:
-                    if stopper.stopped or spec.name in self.cuts or not any(self.plan.missing([spec.name])):
+                    if self._halted(stopper) or spec.name in self.cuts or not any(self.plan.missing([spec.name])):
                         continue
                     if self.executor is not None and spec.kind != "replay":
                         pool = PipelinePool(spec, None, 1, instance=self.executor.pipeline(spec.name))
@@ -255,6 +255,13 @@ class _Run:
                 f"kept in {self.run_dir}; finish with: ragaudit run {self.config.path} "
                 f"--resume {self.run_dir}",
             )
+        lost = self.executor.lost if self.executor is not None else None
+        if lost is not None:  # the calls that were out on it are written, as errors naming its workers
+            raise ClusterLost(
+                f"{lost}; the run stopped: {self.resumed + self.written} finished runs kept in {self.run_dir} "
+                "(a call that was out on the cluster is its run's error); finish on a cluster with workers: "
+                f"ragaudit run {self.config.path} --resume {self.run_dir}"
+            )
         # every pipeline keeps its identity: as its instance reports it now, else as the run (or the
         # run it resumes) last recorded it, else from its latest trace that names one
         names = {p.name for p in self.config.pipelines}
@@ -274,6 +281,10 @@ class _Run:
             },
         )
         return RunResult(self.run_dir, self.plan.size, self.written, self.resumed, seconds, aborted, warnings)
+
+    def _halted(self, stopper: Stopper) -> bool:
+        """A stop signal came, or the cluster the run is on lost every worker: nothing new is asked."""
+        return stopper.stopped or (self.executor is not None and self.executor.lost is not None)
 
     def _saw_index(self, trace: Trace) -> None:
         if trace.index is not None and trace.config:
@@ -323,7 +334,7 @@ class _Run:
 
         def skip(job: Job) -> bool:
             cut = self.cuts.get(name)
-            if cut is not None and job.position > cut[0]:
+            if (cut is not None and job.position > cut[0]) or self._halted(stopper):
                 return True
             order.append(job.position)
             return False
@@ -331,6 +342,8 @@ class _Run:
         for job, outcome in run_jobs(
             self._jobs(name), lambda j: pool.run(j.request), workers=slots, stopper=stopper, skip=skip
         ):
+            if isinstance(outcome, ClusterLost):
+                continue  # asked once the cluster was lost, never sent: --resume asks it
             if isinstance(outcome, BaseException):
                 raise outcome
             if stopper.stopped and outcome.error is not None:
@@ -346,11 +359,14 @@ class _Run:
         chunks of CALLS_PER_TASK, one task each, and come back written chunk by chunk in order."""
         jobs = self._jobs(name)
         pending: deque = deque()
-        while not stopper.stopped and name not in self.cuts:
+        while not self._halted(stopper) and name not in self.cuts:
             chunk = list(islice(jobs, CALLS_PER_TASK))
             if not chunk:
                 break
-            pending.append(remote.submit_many([job.request for job in chunk]))
+            try:
+                pending.append(remote.submit_many([job.request for job in chunk]))
+            except ClusterLost:  # never sent: --resume asks them; the chunks out on it are written as errors
+                break
             while pending and (pending[0].done() or len(pending) >= self.executor.in_flight):
                 for trace in remote.results(pending.popleft()):
                     self._write(trace)

@@ -709,3 +709,18 @@ class RegexReads:
                 return pattern.split(string, maxsplit)
 
         return Counted()
+
+
+def write_keys(folder: Path, name: str, password: bytes | None = None) -> tuple[Path, Path]:
+    """An ed25519 key pair in PEM, as `ragaudit attest --key` and `verify --pubkey` read them."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private, public = folder / f"{name}.pem", folder / f"{name}.pub.pem"
+    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
+    public.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return private, public

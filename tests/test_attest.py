@@ -8,21 +8,9 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers import BM25, TFIDF, invoke, run_dir_of, write_config
+from helpers import BM25, TFIDF, invoke, run_dir_of, write_config, write_keys
 
 from ragaudit.attest import pae
-
-
-def write_keys(folder: Path, name: str, password: bytes | None = None) -> tuple[Path, Path]:
-    key = Ed25519PrivateKey.generate()
-    private, public = folder / f"{name}.pem", folder / f"{name}.pub.pem"
-    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
-    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
-    public.write_bytes(
-        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
-    return private, public
 
 
 @pytest.fixture
@@ -41,6 +29,11 @@ def statement_of(envelope: dict) -> dict:
     return json.loads(base64.b64decode(envelope["payload"]))
 
 
+def lines_of(path: Path) -> list[dict]:
+    """The documents of an attestation bundle, one a line."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -57,7 +50,7 @@ def test_a_signed_attestation_lists_every_file_and_verifies(run, keys, tmp_path)
     result = invoke("attest", run, "--key", private)
     assert result.exit_code == 0, result.output
     path = run / "attestation.intoto.jsonl"
-    envelope = json.loads(path.read_text())
+    envelope = lines_of(path)[0]  # the run's statement; the gate's checks as eval-result statements follow
     assert envelope["payloadType"] == "application/vnd.in-toto+json" and len(envelope["signatures"]) == 1
     # the signature covers DSSE's encoding of the payload, checked here with the public key alone
     payload = base64.b64decode(envelope["payload"])
@@ -81,7 +74,7 @@ def test_a_signed_attestation_lists_every_file_and_verifies(run, keys, tmp_path)
 def test_the_predicate_holds_inputs_verdict_checks_and_command(run, tmp_path):
     result = invoke("attest", run, "--out", tmp_path / "release.intoto.json")
     assert result.exit_code == 0 and "not signed" in result.stdout
-    statement = json.loads((tmp_path / "release.intoto.json").read_text())  # no key: the bare statement
+    statement = lines_of(tmp_path / "release.intoto.json")[0]  # no key: the bare statement
     predicate = statement["predicate"]
     assert predicate["inputs"]["gold"]["sha256"] == sha256(tmp_path / "gold.jsonl")
     assert predicate["inputs"]["config"]["sha256"] == sha256(tmp_path / "audit.toml")
@@ -109,7 +102,7 @@ def test_a_configured_threshold_says_so(tmp_path):
     config.write_text(config.read_text() + "[gate]\ncitation_match_min = 0.5\n")
     run = run_dir_of(invoke("run", config, "--no-gate"))
     assert invoke("attest", run).exit_code == 0
-    checks = json.loads((run / "attestation.intoto.jsonl").read_text())["predicate"]["checks"]
+    checks = lines_of(run / "attestation.intoto.jsonl")[0]["predicate"]["checks"]
     sources = {c["name"]: c["source"] for c in checks}
     assert sources["citation_match_min"] == "config" and sources["delta_s_excess_max"] == "default"
 
@@ -147,11 +140,11 @@ def test_a_changed_payload_no_longer_verifies(run, keys):
     private, public = keys
     assert invoke("attest", run, "--key", private).exit_code == 0
     path = run / "attestation.intoto.jsonl"
-    envelope = json.loads(path.read_text())
+    envelope, *results = lines_of(path)
     statement = statement_of(envelope)
     statement["predicate"]["verdict"] = "pass" if statement["predicate"]["verdict"] == "fail" else "fail"
     envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
-    path.write_text(json.dumps(envelope))
+    path.write_text("".join(json.dumps(d) + "\n" for d in (envelope, *results)))
     result = invoke("verify", run, "--attestation", path, "--pubkey", public)
     assert result.exit_code == 5 and "signature: no signature" in result.output
 

@@ -161,11 +161,23 @@ def test_close_ends_a_worker_held_by_a_task_that_hangs_and_cancels_the_waiting_o
 
 
 def test_threads_that_hang_never_hold_a_close():
+    """close() returns while a call still holds its thread, which is a daemon (it never holds the
+    process's exit either) and ends once the call returns."""
     threads = Threads(1)
     release = threading.Event()
-    threads.submit(release.wait)
-    threads.close()  # returns at once; the thread is a daemon
-    release.set()
+    held = threads.submit(release.wait)
+    closing = threading.Thread(target=threads.close, daemon=True)
+    closing.start()
+    closing.join(30)
+    try:
+        assert not closing.is_alive()  # close() came back while the call hangs
+        assert not held.done() and all(t.daemon and t.is_alive() for t in threads._threads)
+    finally:
+        release.set()
+    assert held.result(timeout=30) is True
+    for thread in threads._threads:
+        thread.join(30)
+        assert not thread.is_alive()  # told to end once idle, it did
 
 
 def test_one_default_worker_count(tmp_path):

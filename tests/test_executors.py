@@ -206,17 +206,17 @@ def test_retries_of_a_service_pipeline_apply_on_the_cluster(tmp_path, cluster):
     assert all(t.attempts >= 2 and t.retried[0].startswith("ConnectionError") for t in traces)
 
 
-def fatal_config(tmp_path, how: str, *, policy: str = "", items: int = 3):
+def fatal_config(tmp_path, how: str, *, policy: str = "", items: int = 3, extra: str = "", **options):
     """A python pipeline that ends its worker process whenever it is asked the query of one
     paraphrase; the config, and the (qid, variant) of the runs that kill their worker."""
     beside(tmp_path, "slow_rag", "fatal_rag")
-    config = write_config(tmp_path, "", items=items, seeds="[1]")
+    config = write_config(tmp_path, "", items=items, seeds="[1]", extra=extra)
     gold = [json.loads(line) for line in (tmp_path / "gold.jsonl").read_text().splitlines()]
     fatal = gold[1]["paraphrases"][0]
     config.write_text(
         config.read_text()
         + f'[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "fatal_rag:make"\n{policy}'
-        + f"options = {{fatal = {json.dumps(fatal)}, how = {json.dumps(how)}}}\n"
+        + f"options = {{fatal = {json.dumps(fatal)}, how = {json.dumps(how)}{''.join(f', {k} = {v}' for k, v in options.items())}}}\n"
     )
     killers = {
         (item["qid"], variant)
@@ -251,6 +251,70 @@ def test_a_segfault_on_the_cluster_is_that_runs_error(tmp_path, breakable_cluste
     result = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", cluster.scheduler_address)
     assert result.exit_code == 0, result.output
     died_and_answered(run_dir_of(result), killers, 3 * 3)
+
+
+HOLD_RESTARTS = """import os, time
+
+def dask_setup(worker):  # a worker (re)started while the file is there waits here, never joining
+    while os.path.exists({hold!r}):
+        time.sleep(0.1)
+"""
+
+
+def test_a_cluster_whose_workers_never_come_back_ends_the_run_with_its_runs_kept(tmp_path):
+    """Every worker of the cluster dies (a call kills each worker it is given) and none comes back
+    (their nannies' restarts are held): within [executor] worker_wait_s the run stops with exit 4,
+    the call that was out on the cluster is its run's error naming the lost workers, and the runs
+    finished before are kept; once the cluster has workers again, --resume finishes the run."""
+    hold = tmp_path / "hold"
+    preload = tmp_path / "hold_restarts.py"
+    preload.write_text(HOLD_RESTARTS.format(hold=str(hold)))
+    local = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=2,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=50,
+        preload=[str(preload)],
+    )
+    try:
+        workers = sorted(local.scheduler_info["workers"])
+        assert len(workers) == 2
+        hold.write_text("")
+        wait = "[executor]\nworker_wait_s = 3\n"
+        config, killers = fatal_config(
+            tmp_path, "exit", policy="max_in_flight = 2\n", items=6, extra=wait, delay=0.3, after=0.1
+        )
+        scheduler = local.scheduler_address
+        started = time.monotonic()
+        cut = invoke("run", config, "--no-gate", "--executor", "dask", "--scheduler", scheduler)
+        took = time.monotonic() - started
+        hold.unlink()  # the nannies' restarts go on: the cluster has workers again
+        with distributed.Client(scheduler) as client:
+            client.wait_for_workers(2, timeout=120)
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        kept = list(read_traces(run_dir / "traces.jsonl"))
+        resumed = invoke(
+            "run", config, "--resume", run_dir, "--no-gate", "--executor", "dask", "--scheduler", scheduler
+        )
+    finally:
+        hold.unlink(missing_ok=True)
+        with contextlib.suppress(KeyError, OSError, TimeoutError):
+            local.close(timeout=60)
+    assert cut.exit_code == 4, cut.output
+    assert took < 120  # without the bound, it waits for the workers forever
+    lost = f"every worker of the Dask cluster at {scheduler} is gone ({', '.join(workers)}"
+    assert lost in cut.stderr and "worker_wait_s" in cut.stderr and f"--resume {run_dir}" in cut.stderr
+    assert "Traceback" not in cut.output
+    errors = {(t.qid, t.variant): t.error for t in kept if t.error is not None}
+    assert killers <= set(errors)  # the call that was out on the cluster when it was lost
+    assert all(e.startswith(f"ClusterLost: {lost}") for e in errors.values()), errors
+    gold = [json.loads(line) for line in (tmp_path / "gold.jsonl").read_text().splitlines()]
+    assert {(gold[0]["qid"], v) for v in range(3)} <= {(t.qid, t.variant) for t in kept if t.error is None}
+    assert resumed.exit_code == 0, resumed.output
+    final = list(read_traces(run_dir / "traces.jsonl"))
+    assert len(final) == 6 * 3 and final[: len(kept)] == kept
+    assert {(t.qid, t.variant) for t in final if t.error is not None} == set(errors)
 
 
 def test_a_run_with_a_call_that_kills_its_worker_resumes(tmp_path):

@@ -271,6 +271,8 @@ class _History(_Table):
 class _Executor(_Table):
     kind: Literal["local", "processes", "dask"] = "local"
     scheduler: _Text | None = None  # a Dask scheduler address, such as "tcp://10.0.0.5:8786"
+    # how long a run waits for a cluster left without a worker to have one again (then exit 4)
+    worker_wait_s: float = Field(default=120.0, gt=0.0, le=86_400.0)
 
 
 class _Pipeline(_Table):
