@@ -99,12 +99,6 @@ _TABLE = [
     ),
     ("score_out_of_range", ERROR, "`score_norm` outside [0, 1]", "normalise scores to [0, 1]"),
     (
-        "tiebreak_violation",
-        ERROR,
-        "two adjacent payloads with equal primary score are not in (section_id asc, snippet_id asc) order",
-        "break score ties by section_id, then snippet_id, ascending",
-    ),
-    (
         "rank_mismatch",
         ERROR,
         "`k_final` values are not 1..n in list order",
@@ -176,6 +170,14 @@ _TABLE = [
         WARNING,
         "an answer segment carries no citation",
         "cite a retrieved snippet in every answer segment",
+    ),
+    (
+        "tiebreak_violation",
+        WARNING,
+        "two adjacent payloads with equal primary score are not in (section_id asc, snippet_id asc) order; "
+        "they are read in the order given, the order `[n]` markers count in",
+        "none when the retriever orders ties the same way on every call; else break score ties by "
+        "section_id, then snippet_id, ascending",
     ),
     (
         "cross_section_reuse",
