@@ -324,6 +324,8 @@ class _Python(_Remote):
     kind: Literal["python"]
     factory: _Text
     options: dict[str, Any] = Field(default_factory=dict)
+    # "process": each instance in a worker process of its own, for libraries with process-wide state
+    isolation: Literal["thread", "process"] = "thread"
 
 
 class _Command(_Remote):

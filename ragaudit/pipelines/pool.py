@@ -37,12 +37,14 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
             raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
         return ReplayPipeline(spec.name, o["traces"], offset_unit=unit, markers=markers, format=o["format"])
     if spec.kind == "python":
+        from ragaudit.pipelines.isolated import IsolatedPythonPipeline
         from ragaudit.pipelines.python import PythonPipeline
 
         if not o["factory"]:
             raise UsageError(f'pipeline {spec.name!r}: a python pipeline needs `factory = "module:callable"`')
         folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
-        return PythonPipeline(
+        built = IsolatedPythonPipeline if o.get("isolation") == "process" else PythonPipeline
+        return built(
             spec.name,
             o["factory"],
             o["options"],

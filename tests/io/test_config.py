@@ -79,6 +79,7 @@ OPTION_DEFAULTS = {
     "command": None,
     "timeout_s": 30.0,
     "options": {},
+    "isolation": "thread",
     "max_in_flight": None,
     "rate_limit": None,
     "retries": 0,
@@ -384,7 +385,7 @@ PER_KIND = [
         '[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\ntemperature = 0.2\n',
         5,
         "$.pipelines[0].temperature",
-        "expected one of cache, factory, history_key, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
+        "expected one of cache, factory, history_key, isolation, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
         "which only reference pipelines take",
     ),
     (
