@@ -15,7 +15,8 @@ Each `[[pipelines]]` entry takes the keys of its kind and no others:
 |             | "process"; default "thread")                                                                         |
 | `command`   | command (required: a non-empty array of strings)                                                     |
 | both above  | max_in_flight (>= 1), rate_limit (calls/s, 0.0001 to 1e6), retries (0 to 20), retry_backoff_s (> 0, at |
-|             | most 3600), cache (bool): bounded so that every wait they make is one a clock can time               |
+|             | most 3600), cache (bool): bounded so that every wait they make is one a clock can time; code        |
+|             | (existing files and folders whose contents key the answer cache)                                     |
 
 `PipelineConfig.options` holds every pipeline key, those the kind does not take at their
 defaults, so every kind has one shape. `[gate] pipelines` must name configured pipelines; a

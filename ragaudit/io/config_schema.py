@@ -318,6 +318,16 @@ class _Remote(_Pipeline):
     retries: _Count = Field(0, le=20)
     retry_backoff_s: float = Field(0.5, gt=0.0, le=3_600.0)
     cache: bool = False
+    # files and folders of the pipeline's code whose contents key the answer cache, beside its module or command
+    code: list[_ConfigPath] = Field(default_factory=list)
+
+    @field_validator("code")
+    @classmethod
+    def _existing(cls, paths: list[Path]) -> list[Path]:
+        for at, path in enumerate(paths):
+            if not path.exists():
+                raise _fail("an existing file or folder", f"{str(path)!r}, which does not exist", at)
+        return paths
 
 
 class _Python(_Remote):

@@ -9,7 +9,7 @@ from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import PipelineConfig
 from ragaudit.pipelines.base import Pipeline, Request, error_trace
-from ragaudit.pipelines.calls import CallPolicy
+from ragaudit.pipelines.calls import CallPolicy, code_digests
 from ragaudit.types import Trace
 
 
@@ -78,7 +78,12 @@ class PipelinePool:
         """Build the pipeline's instances, or serve one given `instance` to every worker (a
         pipeline that runs elsewhere, such as on a Dask cluster)."""
         self.spec = spec
-        self.policy = CallPolicy(spec.name, spec.kind, spec.options if spec.kind in REMOTE_KINDS else {})
+        remote = spec.kind in REMOTE_KINDS
+        code = None
+        if remote and spec.options.get("cache"):  # the answer cache keys on the pipeline's code
+            folder = Path(inputs.config.path).parent.resolve() if inputs is not None and inputs.config.path else None
+            code = code_digests(spec.kind, spec.options, folder)
+        self.policy = CallPolicy(spec.name, spec.kind, spec.options if remote else {}, code=code)
         self.free: queue.Queue = queue.Queue()
         self.instances: list[Pipeline] = []
         if instance is not None:
