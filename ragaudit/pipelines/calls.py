@@ -99,7 +99,7 @@ def config_key(kind: str, options: dict, *, code: dict[str, str] | None = None) 
 
 def code_digests(kind: str, options: dict, folder: Path | None = None) -> dict[str, str]:
     """The sha256 of each part of a pipeline's code, by what names it: a python pipeline's factory
-    module (its folder's .py files for a package), the arguments of a command that name files
+    module (its folder's files for a package), the arguments of a command that name files
     (beside the config: `folder`), and every file or folder of `code`."""
     from ragaudit.pipelines.python import module_file
 
@@ -124,11 +124,8 @@ def _digest(path: Path) -> str:
 
     if not path.is_dir():
         return sha256_file(path)
-    names = sorted(
-        p.relative_to(path).as_posix()
-        for p in path.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    )
+    inside = (p.relative_to(path) for p in path.rglob("*") if p.is_file())
+    names = sorted(n.as_posix() for n in inside if "__pycache__" not in n.parts and n.suffix != ".pyc")
     return folder_digest(path, names).hexdigest()
 
 

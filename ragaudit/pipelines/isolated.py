@@ -8,7 +8,9 @@ PIPELINE_JSON`, which imports the factory as the python pipeline does (`load_fac
 with the options, and answers requests as a command pipeline does: one JSON request per line on stdin, one
 trace per line on stdout. What the user's code prints goes to stderr, so it cannot corrupt the
 answers. The first line the process writes says whether the factory gave a pipeline
-(`{"ready": true, "index": ...}`) or not (`{"start_error": "..."}`: exit 4 as in-process).
+(`{"ready": true, "index": ...}`) or not (`{"start_error": "..."}`: exit 4 as in-process); after
+the last request it calls the object's `close()`, and what that raises is its last line
+(`{"close_error": "..."}`), the warning `close()` gives as in-process.
 
 The parent is a `CommandPipeline`, so the process is its own process group, ended with ragaudit
 however ragaudit ends, and a run that times out kills it (unlike a thread, which Python cannot
@@ -33,8 +35,6 @@ from ragaudit.pipelines.base import Request, error_trace, without_surrogates
 from ragaudit.pipelines.command import _EOF, WAKE_S, CommandPipeline, _Child
 from ragaudit.pipelines.python import INDEX_KEYS, PythonPipeline, as_live_index, exception_text
 from ragaudit.types import LiveIndex, Trace
-
-ISOLATIONS = ("thread", "process")
 
 
 class IsolatedPythonPipeline(CommandPipeline):
@@ -87,6 +87,27 @@ class IsolatedPythonPipeline(CommandPipeline):
                 raise PipelineStartError(str(hello["start_error"]))
             self._index = hello.get("index") or self._index
             return child
+
+    def close(self) -> str | None:
+        """End the worker as a command pipeline ends; the warning is also what the object's own
+        `close()` raised in it, as in-process."""
+        child = self._child
+        warning = super().close()
+        if warning is not None or child is None:
+            return warning
+        while True:  # the worker's last lines, read to the end now that it has ended
+            try:
+                item = child.lines.get_nowait()
+            except queue.Empty:
+                return None
+            if item is _EOF:
+                return None
+            try:
+                said = json.loads(item)
+            except ValueError:
+                continue
+            if isinstance(said, dict) and isinstance(said.get("close_error"), str):
+                return said["close_error"]
 
     def _timed_out(self, request: Request) -> Trace:
         self._discard_child(kill=True)
@@ -183,7 +204,10 @@ def serve(spec: dict, stdin, out) -> int:
             say(answer(target, json.loads(line)))
     close = getattr(target, "close", None)
     if callable(close):
-        close()
+        try:
+            close()
+        except BaseException as exc:  # noqa: BLE001 - every run has answered: the parent warns, as in-process
+            say({"close_error": f"pipeline {spec['name']!r}: close() raised {exception_text(exc)}"})
     return 0
 
 

@@ -134,3 +134,19 @@ def test_a_run_that_times_out_kills_its_process_and_the_next_gets_a_new_one(work
     assert slow.error.startswith("run() timed out after 1 s; its process was killed")
     after = p.run(request("fine", qid="NEXT"))
     assert after.error is None and after.answer.text == "fine" and p.pid != first
+
+
+@pytest.mark.parametrize(
+    "raises, warning",
+    [
+        ("exit", "pipeline 'mine': close() raised SystemExit: 3"),
+        ("error", "pipeline 'mine': close() raised OSError: index file is locked"),
+        (None, None),
+    ],
+)
+def test_what_close_raises_in_the_process_is_the_warning_it_is_in_process(worker, raises, warning):
+    p = worker("hostile_rag:make", options={"close_raises": raises})
+    assert p.run(request("fine")).error is None
+    assert p.close() == warning
+    assert p.close() is None
+    assert p.run(request("late")).error == "pipeline 'mine' is closed"
