@@ -37,13 +37,24 @@ class MissingExtraError(UsageError):
     """A feature whose optional dependencies this install lacks; the message names the extra that adds them."""
 
 
+# PyPI's torch for Linux is the CUDA build, some 4.5 GB of GPU libraries; ragaudit runs its models on the
+# CPU, so the install it names takes PyTorch's CPU build first, which `ragaudit[model]` then keeps.
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+def install_command(extra: str) -> str:
+    """The one command that installs `extra` (the README's): for `model`, the CPU build of PyTorch first."""
+    command = f"pip install 'ragaudit[{extra}]'"
+    return f"{CPU_TORCH} && {command}" if extra == "model" else command
+
+
 def require(module: str, *, extra: str, purpose: str, error: type[RagauditError] = MissingExtraError) -> None:
-    """Raise `error` naming `pip install 'ragaudit[extra]'` when the optional `module` is not installed.
+    """Raise `error` naming the command that installs `extra` when the optional `module` is not installed.
     Checks without importing it: the import itself stays where the work is."""
     from importlib.util import find_spec
 
     if find_spec(module) is None:
-        raise error(f"{purpose} needs {module}, which is not installed: pip install 'ragaudit[{extra}]'")
+        raise error(f"{purpose} needs {module}, which is not installed: {install_command(extra)}")
 
 
 class InputError(RagauditError):

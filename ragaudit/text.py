@@ -19,6 +19,9 @@ Spans = tuple[tuple[int, int], ...]  # (start, end) of each sentence
 BLOCK = 500
 _SURE_END = re.compile(r"(?<=[a-z0-9]{3}[.!?])\s+(?=[A-Z])")
 _SPACE = re.compile(r"\s+")
+# A stop right after a closing bracket ("… 12 months [1]. they …", "… [^2]. also …") is no
+# abbreviation's: the piece after it opens a sentence of its own, even in lower case.
+_BRACKET_STOP = re.compile(r"[\]】][ \t]*[.!?][\"')]*\Z")
 
 
 @lru_cache(maxsize=1)
@@ -153,8 +156,9 @@ def _plain_sentences(line: str) -> Spans | None:
 def _line_sentences(line: str) -> Spans:
     """Char spans of the sentences of one line, by pysbd (which keeps "e.g.", "Dr.", "U.S.", "3.5"
     and ellipses inside their sentence), whitespace trimmed; a piece that opens in lower case
-    continues the sentence before it. Linear in the line's length (see BLOCK); a block of plain
-    prose never reaches pysbd (see _PLAIN)."""
+    continues the sentence before it, unless that one ends in a closing bracket and its stop
+    ("… [1]. then …"). Linear in the line's length (see BLOCK); a block of plain prose never
+    reaches pysbd (see _PLAIN)."""
     return _split(line, _pieces)
 
 
@@ -163,7 +167,11 @@ def _split(line: str, pieces: Callable[[str], Spans]) -> Spans:
     spans: list[tuple[int, int]] = []
     for first, last in _blocks(line):
         for start, end in pieces(line[first:last]):
-            if spans and line[first + start].islower():  # "approx. five dollars": no sentence opens in lower case
+            if (
+                spans
+                and line[first + start].islower()  # "approx. five dollars": no sentence opens in lower case
+                and not _BRACKET_STOP.search(line, spans[-1][0], spans[-1][1])
+            ):
                 spans[-1] = (spans[-1][0], first + end)
             else:
                 spans.append((first + start, first + end))

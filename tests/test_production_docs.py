@@ -20,6 +20,7 @@ import pytest
 from helpers import DEMO, invoke
 
 from ragaudit.io.corpus import load_corpus
+from ragaudit.io.traces import parse_trace
 from ragaudit.spans import read_traces
 from ragaudit.types import Trace
 from ragaudit.validation import Context, validate_trace
@@ -95,6 +96,7 @@ def test_every_example_is_there():
         "LangChain",
         "The same chain under `ragaudit run`",
         "Haystack",
+        "The same Haystack pipeline under `ragaudit run`",
     }
 
 
@@ -180,17 +182,44 @@ def test_langchain_example(workdir):
     assert all(p.snippet_id == f"{p.doc_id}:{p.span.start}" for p in trace.retrieved if p.span)
 
 
-def cite_rotation(question, found) -> str:
-    """The answer an LLM would give, citing the retrieved chunk of the key-rotation section by its number."""
-    n = 1 + [d.meta["section_id"] for d in found].index(ROTATION)
-    return f"{ANSWER[:-1]} [{n}]."
+def extractive(context: str, question: str) -> str:
+    """What a model answering from its numbered context alone writes: the context sentence sharing
+    most words with the question (the first such), its source's `[n]` after the full stop."""
+    asked = set(re.findall(r"\w+", question.lower()))
+    best = max(
+        (
+            (len(asked & set(re.findall(r"\w+", sentence.lower()))), -int(n), sentence, n)
+            for n, chunk in re.findall(
+                r"^\[(\d+)\] (.*?)(?=\n+\[\d+\] |\n+Question: |\Z)", context, re.DOTALL | re.MULTILINE
+            )
+            for sentence in re.split(r"(?<=[.!?])\s+", " ".join(chunk.split()))
+        ),
+        default=(0, 0, "I do not know.", None),
+    )
+    _, _, sentence, n = best
+    return f"{sentence} [{n}]" if n else sentence
+
+
+def haystack_llm():
+    """A Haystack generator component that answers as `extractive` does, from the prompt alone."""
+    from haystack import component
+
+    @component
+    class Extractive:
+        @component.output_types(replies=list[str])
+        def run(self, prompt: str):
+            context, question = prompt.rsplit("Question: ", 1)
+            return {"replies": [extractive(context, question.strip())]}
+
+    globals()["Extractive"] = Extractive  # the instrumentation finds a component's class by its module and name
+    return Extractive()
 
 
 def test_haystack_example(workdir):
     from openinference.instrumentation.haystack import HaystackInstrumentor
 
     try:
-        namespace = run("Export the spans", "Haystack", generate=cite_rotation)
+        namespace = run("Export the spans", "Haystack", llm=haystack_llm())
     finally:
         HaystackInstrumentor().uninstrument()
     corpus = load_corpus(DEMO / "corpus")
@@ -203,9 +232,13 @@ def test_haystack_example(workdir):
         section = corpus.section(doc.doc_id, meta["section_id"])
         assert section is not None and section.start <= offsets["start"] < offsets["end"] <= section.end
     trace = audited(workdir)
-    assert trace.query == QUERY and trace.answer.text == namespace["answer"]
+    assert trace.query == QUERY and trace.answer is not None and trace.answer.text == namespace["answer"]
     assert [p.snippet_id for p in trace.retrieved] == [d.id for d in namespace["found"]]
     assert ROTATION in {p.section_id for p in trace.retrieved}
+    assert (
+        trace.answer.citations
+        and {p.snippet_id: p.section_id for p in trace.retrieved}[trace.answer.citations[0]] == ROTATION
+    )
 
 
 def langchain_models():
@@ -229,30 +262,19 @@ def langchain_models():
             return "extractive"
 
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-            prompt = messages[-1].content
-            context, question = prompt.rsplit("\n\nQuestion: ", 1)
-            asked = set(re.findall(r"\w+", question.lower()))
-            best = max(
-                (
-                    (len(asked & set(re.findall(r"\w+", sentence.lower()))), -int(n), sentence, n)
-                    for n, chunk in re.findall(
-                        r"^\[(\d+)\] (.*?)(?=\n\n\[\d+\] |\Z)", context, re.DOTALL | re.MULTILINE
-                    )
-                    for sentence in re.split(r"(?<=[.!?])\s+", " ".join(chunk.split()))
-                ),
-                default=(0, 0, "I do not know.", None),
-            )
-            _, _, sentence, n = best
-            text = f"{sentence} [{n}]" if n else sentence
+            context, question = messages[-1].content.rsplit("\n\nQuestion: ", 1)
+            text = extractive(context, question)
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
 
     return Hashing(), Extractive()
 
 
-def gold_config(folder: Path, name: str, pipeline: str) -> Path:
-    """The first 8 handbook questions in 3 variants, one seed, with the fast hashing encoder."""
+def gold_config(folder: Path, name: str, pipeline: str, items: tuple[int, ...] = tuple(range(8))) -> Path:
+    """Handbook questions (by line, the first 8 by default) in 3 variants, one seed, with the fast
+    hashing encoder."""
     gold = folder / "gold.jsonl"
-    gold.write_text("".join((DEMO / "gold.jsonl").read_text().splitlines(keepends=True)[:8]), encoding="utf-8")
+    lines = (DEMO / "gold.jsonl").read_text().splitlines(keepends=True)
+    gold.write_text("".join(lines[i] for i in items), encoding="utf-8")
     corpus = DEMO / "corpus"
     config = folder / f"{name}.toml"
     config.write_text(
@@ -322,3 +344,73 @@ def test_the_langchain_chain_run_live_and_its_spans_replayed_agree(workdir, monk
         LangChainInstrumentor().uninstrument()
     spans = gold_config(workdir, "spans", 'kind = "replay"\nformat = "otlp"\ntraces = "spans.jsonl"')
     assert correct_by_question(spans) == (verdict, live_correct, 24)
+
+
+def runs_of(folder: Path) -> dict[tuple, dict]:
+    """The traces of the one run directory under `folder`, by run key."""
+    [traces] = folder.glob("*/traces.jsonl")
+    return {
+        (t["qid"], t["variant"], t["seed"]): t
+        for t in (json.loads(line) for line in traces.read_text(encoding="utf-8").splitlines())
+    }
+
+
+def test_the_haystack_pipeline_run_live_and_its_spans_replayed_validate_clean_and_agree(workdir, monkeypatch):
+    """The docs' Haystack pipeline (sections split on their own, whole-document offsets, BM25 with
+    its ties, a model citing its numbered context as `[n]`) run over the gold set live through
+    `from_haystack`, and replayed from the OTLP spans of the same calls: both validate without an
+    error, every payload's offsets hold its text, and the two give the same documents in the
+    retriever's order (ties too: a re-sort renumbers what the prompt numbered), the same citations
+    and the same verdict."""
+    import sys
+    import types
+
+    from openinference.instrumentation.haystack import HaystackInstrumentor
+
+    app = types.ModuleType("handbook_app")
+    try:
+        app.__dict__.update(
+            run("Export the spans", "Haystack", "The same Haystack pipeline under `ragaudit run`", llm=haystack_llm())
+        )
+    finally:
+        HaystackInstrumentor().uninstrument()
+    monkeypatch.setitem(sys.modules, "handbook_app", app)
+    (workdir / "spans.jsonl").unlink()  # the example's own question, not a gold run
+    items = (*range(6), 51, 52)  # 51, 52: BK-RET-1 and -2, whose BM25 scores tie
+    live = gold_config(workdir, "haystack", 'kind = "python"\nfactory = "handbook_app:make_pipeline"', items)
+    verdict, live_correct, answered = correct_by_question(live)
+    assert answered == 24 and sum(c for c, _ in live_correct.values()) > 0
+    live_runs = runs_of(workdir / "runs-haystack")
+
+    tracer = app.tracer_provider.get_tracer("gold-runs")
+    HaystackInstrumentor().instrument(tracer_provider=app.tracer_provider)
+    try:
+        for (qid, variant, seed), t in sorted(live_runs.items()):
+            key = {"ragaudit.qid": qid, "ragaudit.variant": variant, "ragaudit.seed": seed}
+            with tracer.start_as_current_span("gold run", attributes=key):
+                app.ask(t["query"])
+    finally:
+        HaystackInstrumentor().uninstrument()
+    spans = gold_config(workdir, "spans", 'kind = "replay"\nformat = "otlp"\ntraces = "spans.jsonl"', items)
+    assert correct_by_question(spans) == (verdict, live_correct, 24)
+    replayed = runs_of(workdir / "runs-spans")
+
+    corpus = load_corpus(DEMO / "corpus")
+    for name in ("haystack", "spans"):
+        [report] = (workdir / f"runs-{name}").glob("*/report.json")
+        issues = json.loads(report.read_text(encoding="utf-8"))["summary"]["issues"]
+        assert issues["errors"] == 0, (name, issues)
+    tied = 0
+    for key, t in live_runs.items():
+        mine, theirs = t["retrieved"], replayed[key]["retrieved"]
+        assert [(p["snippet_id"], p["k_pos"], p["offsets"]) for p in mine] == [
+            (p["snippet_id"], p["k_pos"], p["offsets"]) for p in theirs
+        ]
+        for p in mine:
+            assert corpus[p["doc_id"]].text[p["offsets"]["start"] : p["offsets"]["end"]] == p["text"]
+        assert parse_trace(t).answer.citations == parse_trace(replayed[key]).answer.citations != ()
+        if any(a["score_raw"] == b["score_raw"] for a, b in zip(mine, mine[1:])):
+            tied += 1  # the retriever's order of equal scores is kept, not re-sorted
+            documents, _ = app.ask(t["query"])  # Haystack's own order
+            assert [p["snippet_id"] for p in mine] == [d.id for d in documents]
+    assert tied > 0

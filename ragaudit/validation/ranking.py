@@ -9,16 +9,8 @@ SCORE_ORDER = ("rerank_score", "score_norm", "score_raw")
 
 
 def field(payload, name: str):
-    """A field of a parsed Payload or of a payload dict as written (the adapters build dicts)."""
+    """A field of a parsed Payload or of a payload dict as written (the pipelines build dicts)."""
     return payload.get(name) if isinstance(payload, dict) else getattr(payload, name)
-
-
-def primary_score(payloads) -> str | None:
-    """The score a ranking is ordered by: the first of SCORE_ORDER that every payload carries."""
-    for name in SCORE_ORDER:
-        if all(field(p, name) is not None for p in payloads):
-            return name
-    return None
 
 
 def tiebreak_key(payload) -> tuple[str, str]:
@@ -27,7 +19,8 @@ def tiebreak_key(payload) -> tuple[str, str]:
 
 
 def _primary_of_payloads(payloads) -> str | None:
-    """primary_score for parsed payloads, with attribute reads the interpreter can specialise."""
+    """The score a ranking is ordered by: the first of SCORE_ORDER that every payload carries
+    (written out, with attribute reads the interpreter can specialise)."""
     for p in payloads:
         if p.rerank_score is None:
             break

@@ -63,7 +63,8 @@ def test_locate_finds_only_a_single_occurrence():
     assert locate("beta", text, within=(12, 23)) == (18, 22)
 
 
-def test_ties_follow_the_spec_tiebreak_and_k_pos_counts_from_one():
+def test_ties_keep_the_library_order_and_k_pos_counts_from_one():
+    """The library's order is the order a prompt numbered the contexts in: `[2]` must stay `z`."""
     payloads = [
         {"snippet_id": "b", "section_id": "s2", "score_norm": 0.9},
         {"snippet_id": "z", "section_id": "s1", "score_norm": 0.5},
@@ -71,7 +72,7 @@ def test_ties_follow_the_spec_tiebreak_and_k_pos_counts_from_one():
         {"snippet_id": "c", "section_id": "s0", "score_norm": 0.7},
     ]
     out = rank(payloads)
-    assert [p["snippet_id"] for p in out] == ["b", "a", "z", "c"]  # only the tied run moves
+    assert [p["snippet_id"] for p in out] == ["b", "z", "a", "c"]
     assert [p["k_pos"] for p in out] == [1, 2, 3, 4]
 
 

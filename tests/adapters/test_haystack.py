@@ -45,6 +45,47 @@ def test_every_split_maps_to_its_corpus_span():
         assert (p["snippet_id"], p["offsets"]["start"], p["page"]) == (d.id, d.meta["split_idx_start"], 1)
 
 
+def test_section_splits_take_their_whole_document_offsets_from_meta():
+    """Split section by section as docs/production.md does, `split_idx_start` counts from the
+    section's start; the whole-document `meta["offsets"]` the recipe stores are what count."""
+    corpus = handbook()
+    sections = [
+        Document(
+            content=doc.text[s.start : s.end],
+            meta={"doc_id": doc.doc_id, "section_id": s.section_id, "section_start": s.start},
+        )
+        for doc in corpus.documents.values()
+        for s in doc.sections
+    ]
+    splits = DocumentSplitter(split_by="passage", split_length=1).run(documents=sections)["documents"]
+    for d in splits:
+        start = d.meta.pop("section_start") + d.meta["split_idx_start"]
+        d.meta["offsets"] = {"start": start, "end": start + len(d.content), "unit": "char"}
+    payloads = from_haystack(splits, index=INDEX, sources=corpus)
+    assert_spans_match(payloads)
+    assert [p["offsets"] for p in payloads] == [d.meta["offsets"] for d in splits]
+    assert sum(d.meta["split_idx_start"] != d.meta["offsets"]["start"] for d in splits) > len(splits) / 2
+    assert errors(audit(make_trace("HS-0", "q", payloads, index=INDEX))) == [
+        ("missing_score", p["snippet_id"]) for p in payloads
+    ]
+    tokens = Document(
+        content="Backups.", meta={"doc_id": "backups", "offsets": {"start": 0, "end": 2, "unit": "token"}}
+    )
+    with pytest.raises(ValueError, match=r"expected meta\['offsets'\] as \{start, end, unit: 'char'\}, found"):
+        from_haystack([tokens], index=INDEX)
+
+
+def test_equal_bm25_scores_keep_the_retriever_order():
+    """The order the retriever gives, ties included, is the order a prompt numbers `[1]`, `[2]`, …"""
+    store = InMemoryDocumentStore()
+    store.write_documents(passages())
+    results = InMemoryBM25Retriever(store, top_k=5).run(query="How long are weekly database backups retained?")
+    found = results["documents"]
+    assert any(a.score == b.score for a, b in zip(found, found[1:]))  # the query ties
+    payloads = from_haystack(found, index=INDEX, sources=handbook(), score_kind="raw")
+    assert [(p["snippet_id"], p["k_pos"]) for p in payloads] == [(d.id, k) for k, d in enumerate(found, start=1)]
+
+
 @pytest.mark.parametrize("scale, kind", [(True, "similarity"), (False, "raw")])
 def test_bm25_results_audit_clean(scale, kind):
     store = InMemoryDocumentStore()

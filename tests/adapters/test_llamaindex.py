@@ -86,16 +86,18 @@ def test_sentence_splitter_nodes_keep_their_offsets():
     assert {code for code, _ in errors(audit(make_trace("LI-1", "q", payloads, index=INDEX)))} <= {"section_mismatch"}
 
 
-def test_vector_index_results_with_tied_scores_follow_the_tiebreak():
+def test_vector_index_results_with_tied_scores_keep_the_retriever_order():
     nodes = MarkdownNodeParser().get_nodes_from_documents(documents())
     index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
     results = index.as_retriever(similarity_top_k=6).retrieve("How often are backups tested?")
     assert len({round(r.score, 9) for r in results}) == 1  # a constant embedding ties every score
     payloads = from_llamaindex(results, index=INDEX, sources=handbook(), score_kind="cosine")
-    keys = [(p["section_id"], p["snippet_id"]) for p in payloads]
-    assert keys == sorted(keys)
+    assert [p["snippet_id"] for p in payloads] == [r.node.node_id for r in results]
     assert [p["k_pos"] for p in payloads] == list(range(1, 7))
-    assert audit(make_trace("LI-2", "q", payloads, index=INDEX)) == []
+    issues = audit(make_trace("LI-2", "q", payloads, index=INDEX))
+    keys = [(p["section_id"], p["snippet_id"]) for p in payloads]
+    assert errors(issues) == []
+    assert [i.code for i in issues] == ["tiebreak_violation"] * sum(a > b for a, b in zip(keys, keys[1:]))
 
 
 def citation_engine(nodes, answer: str) -> CitationQueryEngine:
@@ -217,7 +219,10 @@ def test_legacy_source_nodes_get_their_own_ids_and_offsets():
         p["offsets"] != {"start": n.node.start_char_idx, "end": n.node.end_char_idx, "unit": "char"}
         for p, n in zip(payloads, legacy)
     )
-    assert audit(make_trace("LI-3", "q", payloads, index=INDEX)) == []
+    assert errors(audit(make_trace("LI-3", "q", payloads, index=INDEX))) == []
+    assert [f"Source {k}:\n{p['text']}\n" for k, p in enumerate(payloads, start=1)] == [  # Source k stays k
+        n.node.get_content() for n in legacy
+    ]
 
     # without the source text the parent's offsets are not passed off as the chunk's
     blind = from_llamaindex(legacy, index=INDEX, score_kind="cosine")

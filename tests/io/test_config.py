@@ -79,11 +79,13 @@ OPTION_DEFAULTS = {
     "command": None,
     "timeout_s": 30.0,
     "options": {},
+    "isolation": "thread",
     "max_in_flight": None,
     "rate_limit": None,
     "retries": 0,
     "retry_backoff_s": 0.5,
     "cache": False,
+    "code": [],
     "history_key": None,
 }
 
@@ -377,14 +379,14 @@ PER_KIND = [
         '[[pipelines]]\nname = "p"\nkind = "command"\ncommand = ["rag"]\nfactory = "m:f"\n',
         5,
         "$.pipelines[0].factory",
-        "expected one of cache, command, history_key, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
+        "expected one of cache, code, command, history_key, k, kind, max_in_flight, name, rate_limit, retries, retry_backoff_s, timeout_s (a command pipeline), found key 'factory', "
         "which only python pipelines take",
     ),
     (
         '[[pipelines]]\nname = "p"\nkind = "python"\nfactory = "m:f"\ntemperature = 0.2\n',
         5,
         "$.pipelines[0].temperature",
-        "expected one of cache, factory, history_key, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
+        "expected one of cache, code, factory, history_key, isolation, k, kind, max_in_flight, name, options, rate_limit, retries, retry_backoff_s, timeout_s (a python pipeline), found key 'temperature', "
         "which only reference pipelines take",
     ),
     (

@@ -255,3 +255,75 @@ def test_a_cache_damaged_while_in_use_is_set_aside_and_the_lookups_miss(tmp_path
     db.write("INSERT INTO answers VALUES (?, ?)", [("c", "3")])
     assert db.read("SELECT key, trace FROM answers", ()) == [("c", "3")]
     db.close()
+
+
+RAG = """
+from pathlib import Path
+
+ANSWER = {answer!r}
+
+
+class Rag:
+    def index_info(self):
+        return {{"index_hash": "sha256:same", "analyzer": "lowercase", "embed_model": "none", "store": "x"}}
+
+    def run(self, query, *, seed, k):
+        here = Path(__file__).parent
+        with open(here / "calls.tsv", "a") as out:
+            out.write(query + "\\n")
+        prompt = (here / "prompts" / "answer.txt").read_text().strip()
+        return {{"retrieved": [], "answer": {{"text": prompt + " " + ANSWER}}}}
+
+
+def make():
+    return Rag()
+"""
+
+
+def test_the_answer_cache_keys_on_the_pipelines_code(tmp_path, cache, monkeypatch):
+    """Answers given by buggy code are not replayed once the code is fixed: the key holds the
+    digest of the factory's module and of the files and folders the config lists under `code`."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "answer.txt").write_text("Answer:")
+    module = tmp_path / "code_rag.py"
+    pipeline = (
+        '[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "code_rag:make"\ncache = true\ncode = ["prompts"]\n'
+    )
+    config = write_config(tmp_path, pipeline, items=2, seeds="[1]")
+    log = tmp_path / "calls.tsv"
+
+    def run(answer: str) -> list:
+        module.write_text(RAG.format(answer=answer))
+        monkeypatch.delitem(sys.modules, "code_rag", raising=False)  # a new ragaudit process imports it anew
+        return [text for _, _, text in answers(invoke("run", config, "--no-gate"))]
+
+    assert run("The fluctuation reservoir.") == ["Answer: The fluctuation reservoir."] * RUNS
+    assert calls(log) == RUNS
+    assert run("The fluctuation reservoir.") == ["Answer: The fluctuation reservoir."] * RUNS
+    assert calls(log) == RUNS  # unchanged: every answer from the cache
+    assert run("Every 12 months.") == ["Answer: Every 12 months."] * RUNS  # the fix is called, not replayed
+    assert calls(log) == 2 * RUNS
+    (tmp_path / "prompts" / "answer.txt").write_text("In short:")
+    assert run("Every 12 months.") == ["In short: Every 12 months."] * RUNS  # a listed file changed
+    assert calls(log) == 3 * RUNS
+    (tmp_path / "prompts" / "__pycache__").mkdir()
+    (tmp_path / "prompts" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert run("Every 12 months.") == ["In short: Every 12 months."] * RUNS  # bytecode is not code
+    assert calls(log) == 3 * RUNS
+
+
+def test_code_names_existing_files_and_a_command_keys_on_the_files_it_names(tmp_path):
+    from ragaudit.pipelines.calls import code_digests
+
+    (tmp_path / "serve.py").write_text("print('v1')\n")
+    command = {"command": ["python", "serve.py", "--fast"]}
+    first = code_digests("command", command, tmp_path)
+    assert list(first) == ["command serve.py"]  # `python` and `--fast` name no file beside the config
+    (tmp_path / "serve.py").write_text("print('v2')\n")
+    assert code_digests("command", command, tmp_path) != first
+
+    pipeline = '[[pipelines]]\nname = "svc"\nkind = "python"\nfactory = "code_rag:make"\ncode = ["prompts", "x.txt"]\n'
+    result = invoke("run", write_config(tmp_path, pipeline, items=1, seeds="[1]"))
+    assert result.exit_code == 3
+    assert "$.pipelines[0].code[0]: expected an existing file or folder, found" in result.output
+    assert "prompts" in result.output and "which does not exist" in result.output
