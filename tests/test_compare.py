@@ -565,3 +565,33 @@ def test_a_ci_that_excludes_0_beside_a_tie_says_why():
     )
     assert any(sentence.endswith(f"; {why}.") for sentence in compare_text.sentences(pair))
     assert compare_text.ci_note(pair, "delta_s_qr") is None  # no difference at all: its CI is [0, 0]
+
+
+def test_compare_html_fits_a_1280_px_window(tmp_path):
+    """Every metric of every pair of three pipelines, across two runs (systems named run/pipeline):
+    no part of compare.html is wider than a 1280 px window."""
+    from helpers import BM25, TFIDF, chromium, invoke, run_dir_of, write_config
+
+    dense = '[[pipelines]]\nname = "dense-hybrid-mmr-k5"\nkind = "reference"\nretriever = "hybrid"\nrerank = "mmr"\n'
+    pipelines = BM25 + TFIDF + dense
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = run_dir_of(invoke("run", write_config(tmp_path / "a", pipelines, items=4, seeds="[1]"), "--no-gate"))
+    second = run_dir_of(invoke("run", write_config(tmp_path / "b", pipelines, items=4, seeds="[1]"), "--no-gate"))
+    done = invoke("compare", first, second, "--out", tmp_path / "out")
+    assert done.exit_code == 0, done.output
+    with chromium(1280, 900) as browser:
+        browser.get((tmp_path / "out" / "compare.html").as_uri())
+        wide = browser.execute_script(
+            "const w = document.documentElement.clientWidth;"
+            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 0.5)"
+            ".map(e => e.tagName + ' ' + (e.textContent || '').slice(0, 40));"
+        )
+        assert wide == []
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 1280
+        header = browser.execute_script(
+            "return [...document.querySelector('table tr').children].map(c => c.textContent)"
+        )
+        names = ("bm25", "tfidf", "dense-hybrid-mmr-k5")
+        assert header[0] == "metric"
+        assert sorted(header[1:]) == sorted(f"{d.name}/{p}" for d in (first, second) for p in names)
