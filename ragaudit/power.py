@@ -354,7 +354,11 @@ def render_text(result: dict) -> str:
             f"–: no change reaches {first['power']:.0%} power: even a change of {first['discordance']:g} (the assumed "
             f"discordance, the largest change the model allows) is detected with {first['power_at_discordance']:.0%} "
             f"power on {first['questions']} questions × {first['runs_per_question']:g} runs; "
-            + (f"{needed:,} questions reach {first['power']:.0%}" if needed is not None else "no number of questions does")
+            + (
+                f"{needed:,} questions reach {first['power']:.0%}"
+                if needed is not None
+                else "no number of questions does"
+            )
             + " (more variants or seeds help too; raise --discordance if more runs differ between the configurations)"
         )
     if effect is not None and first["questions_needed"] is None:
