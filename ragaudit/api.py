@@ -337,9 +337,11 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     """Propose [gate] thresholds for the gold set and corpus of `config` (module
     `ragaudit.calibrating`); writes calibration.json (default: beside the config) and returns its
     content and path."""
+    from ragaudit.calibrating import AUDITS
     from ragaudit.calibrating import calibrate as propose
     from ragaudit.inputs import Inputs
     from ragaudit.io.files import output_target, refuse_overwriting, write_json
+    from ragaudit.progress import phase
 
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
@@ -347,7 +349,10 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     target = Path(out) if out else Path(loaded.path).parent / "calibration.json"
     refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
     output_target(target)  # a folder, a FIFO or a device is refused before the oracle runs
-    result = propose(Inputs.from_config(loaded), rate=rate, seed=seed)
+    # one phase from the first second to the last audit: a first calibration embeds every text it
+    # audits, minutes on a busy machine, and counts its audits meanwhile
+    with phase("calibrate", AUDITS, unit="audits", counts_as="calibrate") as audits:
+        result = propose(Inputs.from_config(loaded), rate=rate, seed=seed, done=audits.advance)
     write_json(target, result)
     return result, target
 

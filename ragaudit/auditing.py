@@ -72,12 +72,15 @@ class Scoring:
     warnings: list[str] = field(default_factory=list)  # what went wrong with a cache where it was scored
 
 
-def score_batch(subject: Inputs, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False) -> Scoring:
+def score_batch(
+    subject: Inputs, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False, remembered=None
+) -> Scoring:
     """Validate and score one batch of runs: a pure function of its inputs, so a batch can be
-    scored anywhere (this process, another one, another machine) and folded in later."""
+    scored anywhere (this process, another one, another machine) and folded in later.
+    `remembered`: the runs scored before with these inputs (`score_runs`), scored once."""
     ctx = subject.context
     issues = validate_traces(batch, ctx)
-    scored = score_runs(batch, gold, subject.corpus, subject.encoder, settings, subject.support)
+    scored = score_runs(batch, gold, subject.corpus, subject.encoder, settings, subject.support, remembered=remembered)
     issues += scored.notes
     by_key = {(t.config, t.qid, t.variant, t.seed): t for t in batch}
     snippets: dict[str, runstore.Snippet] = {}
@@ -118,9 +121,12 @@ class StreamingAudit:
         issues: bool = True,
         keep: bool = False,
         remote=None,
+        remembered: dict | None = None,
     ):
-        """`remote`, when given, scores batches elsewhere (`ragaudit.executors.RemoteScoring`)."""
-        self.remote = remote
+        """`remote`, when given, scores batches elsewhere (`ragaudit.executors.RemoteScoring`);
+        `remembered`, runs scored before with the same inputs, which are not scored again here
+        (`score_runs`: the faulty copies of one run that calibration audits)."""
+        self.remote, self.remembered = remote, remembered
         self.subject, self.out, self.baseline, self.batch, self.keep = subject, Path(out), baseline, batch, keep
         self.gold: dict[str, GoldItem] = {}
         for item in subject.items:
@@ -217,7 +223,9 @@ class StreamingAudit:
             for part in self.remote.submit(batch):
                 self._merge(part)
         else:
-            self._merge(score_batch(self.subject, self.settings, self.gold, batch, keep=self.keep))
+            self._merge(
+                score_batch(self.subject, self.settings, self.gold, batch, keep=self.keep, remembered=self.remembered)
+            )
 
     def _merge(self, part: "Scoring") -> None:
         for found in part.issues:
@@ -333,11 +341,17 @@ def as_baseline(result: Audit) -> Baseline:
     return Baseline(result.evaluation.pipelines, result.evaluation.questions)
 
 
-def audit(traces: Iterable[Trace], subject: Inputs, *, baseline: Baseline | None = None) -> Audit:
+def audit(
+    traces: Iterable[Trace], subject: Inputs, *, baseline: Baseline | None = None, remembered: dict | None = None
+) -> Audit:
     """Audit traces held in memory (fault injection, tests), keeping every run and trace in the
-    result; its runs file is gone when this returns, so the result answers from memory."""
+    result; its runs file is gone when this returns, so the result answers from memory.
+    `remembered` as for `StreamingAudit`."""
     with tempfile.TemporaryDirectory(prefix="ragaudit-audit-") as out:
-        result = StreamingAudit(subject, Path(out), baseline=baseline, issues=False, keep=True).extend(traces).finish()
+        streaming = StreamingAudit(
+            subject, Path(out), baseline=baseline, issues=False, keep=True, remembered=remembered
+        )
+        result = streaming.extend(traces).finish()
     result.evaluation.coverage_share = None
     result.runs_path = None
     return result

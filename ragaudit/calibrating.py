@@ -93,19 +93,29 @@ class Scored:
     faults: dict[str, tuple[Audit, list[str]]]
 
 
-def score(traces: list[Trace], subject: Inputs, *, rate: float = 0.2, seed: int = 0) -> Scored:
+AUDITS = 1 + len(FAULTS)  # the oracle, then each fault class (controls included)
+
+
+def score(traces: list[Trace], subject: Inputs, *, rate: float = 0.2, seed: int = 0, done=None) -> Scored:
     """Audit the oracle, its LLM-style rewrite (every question) and each fault class (a seeded `rate`
-    share of the questions)."""
+    share of the questions). A fault leaves most runs as the oracle ran them: each distinct run is
+    scored once, in the first audit that holds it, and its record is read back in the others.
+    `done`, when given, is called after each audit (progress)."""
     subject = subject.replace(support=Memoized(subject.support, size=1 << 20))
     traces = sorted(traces, key=run_order)
     controls: dict[str, Audit] = {}
     faults: dict[str, tuple[Audit, list[str]]] = {}
+    remembered: dict = {}
     with phase("oracle", counts_as="calibrate"):
-        controls[ORACLE] = audit(traces, subject)
+        controls[ORACLE] = audit(traces, subject, remembered=remembered)
+    if done is not None:
+        done()
     for n, (name, fault) in enumerate(FAULTS.items(), start=1):
         with phase(f"{n}/{len(FAULTS)}: {name}", counts_as="calibrate"):
             injection = inject(fault, traces, subject, rate=1.0 if fault.control else rate, seed=seed)
-            result = audit(injection.traces, subject)
+            result = audit(injection.traces, subject, remembered=remembered)
+        if done is not None:
+            done()
         if fault.control:
             controls[name] = result
         elif injection.affected:
@@ -222,8 +232,11 @@ def calibration(checks: dict, inputs: dict, *, model: str, support_model: str | 
     }
 
 
-def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None) -> dict:
-    """The calibration of `inputs` (config, gold set, corpus, models)."""
+def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None, done=None) -> dict:
+    """The calibration of `inputs` (config, gold set, corpus, models); `done` is called after each
+    of its AUDITS audits (progress)."""
+    from ragaudit.io.config import PipelineConfig
+    from ragaudit.io.config_schema import GateSection
     from ragaudit.io.files import sha256_file
 
     config = inputs.config
@@ -238,12 +251,13 @@ def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None
         seeds=tuple(config.seeds),
         k=k or config.metrics.k,
     )
-    from ragaudit.io.config_schema import GateSection
-
-    # every tuned check at its default, so that each has a value to compare, whatever the config gates
-    gated = dataclasses.replace(config, gate=GateSection(pipelines=[ORACLE]))
+    # every tuned check at its default, so that each has a value to compare, whatever the config
+    # gates; the oracle is the one pipeline audited (each audit counts its runs)
+    gated = dataclasses.replace(
+        config, gate=GateSection(pipelines=[ORACLE]), pipelines=(PipelineConfig(ORACLE, "reference"),)
+    )
     subject = inputs.replace(config=gated)
-    checks = propose(score(traces, subject, rate=rate, seed=seed))
+    checks = propose(score(traces, subject, rate=rate, seed=seed, done=done))
     if config.gold is None or config.corpus is None:  # Inputs.from_config refuses such a config
         raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
     hashes = {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)}

@@ -96,11 +96,10 @@ def validate(
 ) -> Validation:
     """Check every citation payload of trace files (`source` "traces") or of production spans
     joined into traces (`source` one of the span formats) against the rules of `ragaudit codes`.
-    `config` gives the section policy, offset unit and corpus; `workers` processes (default:
-    `ragaudit.execution.default_workers`, the config's `[audit] workers`, else 1) or a Dask cluster
+    `config` gives the section policy, offset unit and corpus; `workers` processes (default: the
+    config's `[audit] workers` when above 1, else the CPUs this process may use) or a Dask cluster
     (`executor="dask"`) share large inputs. Spans seldom record the live index: they are asked for
     it (missing_live_index) only with `live_index` or the config's [audit] live_index."""
-    from ragaudit.execution import worker_count
     from ragaudit.io.corpus import load_corpus
     from ragaudit.progress import phase
     from ragaudit.validation import Context, Validator
@@ -127,11 +126,21 @@ def validate(
         cluster = DaskClient(scheduler, worker_wait_s=loaded.executor.worker_wait_s if loaded else WORKER_WAIT_S)
     readers: list = []
     issues = (
-        check_paths(validator, paths, workers=worker_count(workers, loaded), executor=cluster)
+        check_paths(validator, paths, workers=_workers(workers, loaded), executor=cluster)
         if source == TRACES
         else _span_issues(validator, source, paths, readers)
     )
     return Validation(validator, issues, readers, cluster)
+
+
+def _workers(requested: int | None, config) -> int:
+    """`--workers`, else the config's `[audit] workers` when above 1, else the CPUs this process may
+    use: validating calls no pipeline, so the cores are its own."""
+    from ragaudit.execution import cpu_workers, worker_count
+
+    if requested or (config is not None and config.workers > 1):
+        return worker_count(requested, config)
+    return cpu_workers()
 
 
 def _span_issues(validator, source: str, paths, readers: list) -> Iterator[Issue]:

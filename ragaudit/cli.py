@@ -158,7 +158,7 @@ def verify(run_dir, **options):
 @arg("traces", nargs=-1, required=True)
 @opt("--corpus", "corpus directory or corpus.jsonl (enables corpus rules)", PATH)
 @opt("--config", "config: section policy, offset_unit, corpus", PATH)
-@opt("--workers", "processes that share large inputs (default: [audit] workers of --config, else 1: this process alone)", COUNT)  # fmt: skip
+@opt("--workers", "processes that share large inputs, this one included (default: [audit] workers of --config when above 1, else the CPUs)", COUNT)  # fmt: skip
 @opt("--executor", "dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)", click.Choice(["local", "dask"]), default="local", show_default=True)  # fmt: skip
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @shared("--from", "--live-index", "--format")

@@ -16,7 +16,7 @@ items and gives the results in the order of the items, a bounded number ahead; `
   for a task whose workers die.
 
 The worker count, when none is asked for, is `default_workers`: `[audit] workers` of the config,
-else DEFAULT_WORKERS.
+else DEFAULT_WORKERS; a command that calls no pipeline takes `cpu_workers`, the CPUs it may use.
 """
 
 from __future__ import annotations
@@ -51,6 +51,19 @@ def default_workers(config: Config | None = None) -> int:
     """The worker count of a command given no --workers: the config's `[audit] workers`, else
     DEFAULT_WORKERS. Every command counts its threads or processes this way."""
     return max(1, config.workers) if config is not None else DEFAULT_WORKERS
+
+
+MAX_CPU_WORKERS = 8
+
+
+def cpu_workers() -> int:
+    """The CPUs this process may run on, at most MAX_CPU_WORKERS: the worker count of a command
+    that calls no pipeline (`validate`), whose work is this machine's alone."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_CPU_WORKERS))
 
 
 def worker_count(requested: int | None, config: Config | None = None) -> int:
@@ -207,10 +220,15 @@ class Processes:
         setup: tuple[Callable[..., Any], tuple] | None = None,
         tries: int = TRIES,
         name: str = "ragaudit-worker",
+        when_ready: bool = False,
     ):
+        """`when_ready`: a task goes to a worker only once it has started (else at once, to wait in
+        its pipe); until then it stays here, where `cancel` takes it back, for a caller that does
+        the work itself meanwhile (`validate`)."""
         import multiprocessing
 
         self.workers, self.tries, self._setup, self._name = workers, tries, setup, name
+        self.when_ready = when_ready
         self._mp = multiprocessing.get_context("spawn")
         self._queue: deque[_Job] = deque()
         self._lock = threading.Lock()
@@ -267,7 +285,7 @@ class Processes:
     def _hand_out(self) -> None:
         with self._lock:
             for slot in self._slots:
-                while slot.job is None and self._queue:
+                while slot.job is None and (slot.ready or not self.when_ready) and self._queue:
                     job = self._queue.popleft()
                     if not job.running and not job.future.set_running_or_notify_cancel():
                         continue  # cancelled while it waited

@@ -430,6 +430,15 @@ def _n(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.3g}"
 
 
+def _beyond(value: float | None, sign: str, bar: float | None) -> str:
+    """`0.3862 > 0.3856`: a question's figure against the bar it crossed, each with as many digits
+    beyond three as it takes to tell them apart (rounded alike, never `0.386 > 0.386`)."""
+    if value is None or bar is None or value == bar:
+        return f"{_n(value)} {sign} {_n(bar)}"
+    digits = next((d for d in range(3, 17) if f"{value:.{d}g}" != f"{bar:.{d}g}"), 17)
+    return f"{value:.{digits}g} {sign} {bar:.{digits}g}"
+
+
 def _runs(count: int, q: Question, what: str) -> str:
     return f"{count} of {q.stats.runs} runs {what}"
 
@@ -438,12 +447,12 @@ def _runs(count: int, q: Question, what: str) -> str:
 # threshold and settings: a pipeline-wide value says how the pipeline did, this says what to look at.
 _WHY: dict[str, Callable[[Check, Question], str]] = {
     "delta_s_excess_max": lambda c, q: (
-        f"its worst run's ΔS excess {_n(q.stats.max_delta_s_excess)} > {_n(c.threshold)}"
+        f"its worst run's ΔS excess {_beyond(q.stats.max_delta_s_excess, '>', c.threshold)}"
     ),
-    "delta_s_max": lambda c, q: f"its worst run's ΔS {_n(q.stats.max_delta_s)} > {_n(c.threshold)}",
-    "delta_s_mean_max": lambda c, q: f"its mean ΔS {_n(q.metrics.get('delta_s_qr'))} > {_n(c.threshold)}",
+    "delta_s_max": lambda c, q: f"its worst run's ΔS {_beyond(q.stats.max_delta_s, '>', c.threshold)}",
+    "delta_s_mean_max": lambda c, q: f"its mean ΔS {_beyond(q.metrics.get('delta_s_qr'), '>', c.threshold)}",
     "coverage_pass_rate": lambda c, q: (
-        f"its lowest coverage {_n(q.stats.min_coverage)} < coverage_min {_n(c.settings.get('coverage_min'))}"
+        f"its lowest coverage {_beyond(q.stats.min_coverage, '< coverage_min', c.settings.get('coverage_min'))}"
         + (f", {_runs(q.stats.coverage_missing, q, 'without a coverage')}" if q.stats.coverage_missing else "")
     ),
     "citation_match_min": lambda c, q: _runs(q.stats.unmatched, q, "cite no span that matches the gold"),

@@ -280,6 +280,9 @@ def rate_plan(design: Design, assumptions: Assumptions, effect: float | None) ->
         "test": "exact two-sided sign test on per-question differences",
         **asdict(assumptions),
     }
+    if found is None:  # why: even the largest change the model allows is missed too often
+        out["power_at_discordance"] = round(power(design, assumptions.discordance, assumptions), 4)
+        out["questions_for_discordance"] = questions_needed(design, assumptions.discordance, assumptions)
     if effect is not None:
         out["effect"] = effect
         out["questions_needed"] = questions_needed(design, effect, assumptions)
@@ -345,6 +348,19 @@ def render_text(result: dict) -> str:
             line += f"  {'not reachable' if needed is None else format(needed, ','):>20}"
         lines.append(line)
     lines.append("MDE: the smallest change in the rate detected with that power; the model is the same for every rate")
+    if first["mde"] is None:
+        needed = first["questions_for_discordance"]
+        lines.append(
+            f"–: no change reaches {first['power']:.0%} power: even a change of {first['discordance']:g} (the assumed "
+            f"discordance, the largest change the model allows) is detected with {first['power_at_discordance']:.0%} "
+            f"power on {first['questions']} questions × {first['runs_per_question']:g} runs; "
+            + (
+                f"{needed:,} questions reach {first['power']:.0%}"
+                if needed is not None
+                else "no number of questions does"
+            )
+            + " (more variants or seeds help too; raise --discordance if more runs differ between the configurations)"
+        )
     if effect is not None and first["questions_needed"] is None:
         lines.append(
             f"a change of {effect:g} needs at least that share of runs to differ: raise --discordance if yours do"

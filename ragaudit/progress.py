@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterator
 
+from ragaudit.progress_rate import Eta, rate_text
+
 PERIOD_S = 5.0  # between two progress lines of one phase, when not on a terminal
 SHOWN_AFTER_S = 1.0  # a phase shorter than this shows only with verbose
 TICK_S = 0.25  # how often running phases are looked at
@@ -167,6 +169,8 @@ class Phase:
         self.said = 0.0  # when it last wrote a line (0: not yet)
         self.said_count = 0
         self.due = math.inf  # when advance() should have the display look at it again
+        self.eta = Eta()
+        self.moved = self.started  # when `advance` last counted
         self.task: Any = None  # its row in the live display
 
     @property
@@ -175,7 +179,8 @@ class Phase:
 
     def advance(self, n: int = 1) -> None:
         self.done += n
-        if time.monotonic() >= self.due:
+        self.moved = now = time.monotonic()
+        if now >= self.due:
             with _lock:
                 if _display is not None:
                     _display.look(self, time.monotonic())
@@ -226,21 +231,26 @@ class Phase:
         """Work a second: while open, over its life so far; once ended, over its timed slices;
         either way without the time of nested phases of other categories."""
         running = self.seconds if self.ended else now - self.started
-        running -= self.paused + (now - self.pausing_since if self.pausing_since is not None else 0.0)
+        running -= self.paused + (max(0.0, now - self.pausing_since) if self.pausing_since is not None else 0.0)
         moved = self.count - self.first
         return moved / running if moved > 0 and running > 0 else None
 
     def counted(self, now: float) -> str:
-        """`1,200/3,400 texts, 240 texts/s, ETA 9 s`; "" when nothing was counted."""
+        """`1,200/3,400 texts, 240 texts/s, ETA 9 s` (`ragaudit.progress_rate`: a slow phase's rate per
+        minute or hour, its ETA smoothed across the steps of its count); "" when nothing was counted."""
         count, unit = self.count, self.unit or "items"
         if not count and not self.total:
             return ""
         parts = [f"{count:,}/{self.total:,} {unit}" if self.total else f"{count:,} {unit}"]
         rate = self.rate(now)
         if rate is not None:
-            parts.append(f"{rate:,.1f} {unit}/s" if rate < 100 else f"{rate:,.0f} {unit}/s")
-            if self.total and count < self.total and not self.ended:
-                parts.append(f"ETA {_duration((self.total - count) / rate)}")
+            parts.append(rate_text(rate, unit))
+            step = self.moved if self._count is None else now  # when the count last moved, as near as known
+            left = None
+            if self.total and not self.ended:
+                left = self.eta.seconds(now, count, self.total, rate, step, self.rate(step) or rate)
+            if left is not None:
+                parts.append(f"ETA {_duration(left)}")
         return ", ".join(parts)
 
 

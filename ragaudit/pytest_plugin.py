@@ -130,6 +130,13 @@ def _mapping(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _against(check: dict) -> str:
+    """`value 0.627, threshold 0.9`: rounded as the reports round them, never 0.6266666666666667."""
+    from ragaudit.render.formatting import against, limit
+
+    return f"value {against(check.get('value'), check.get('threshold'))}, threshold {limit(check.get('threshold'))}"
+
+
 class QuestionItem(pytest.Item):
     def __init__(self, *, question: dict, failing: list[dict], **kwargs: Any):
         super().__init__(**kwargs)
@@ -139,14 +146,15 @@ class QuestionItem(pytest.Item):
         if self.failing:
             from ragaudit.gating import question_why
             from ragaudit.model import Check, Question
+            from ragaudit.render.formatting import num
 
             lam, question = _mapping(self.question.get("lambda")), Question.from_json(self.question, "question")
             lines = [
-                f"{c['name']}: value {c.get('value')}, threshold {c.get('threshold')}"
+                f"{c['name']}: {_against(c)}"
                 + (f"; this question: {why}" if (why := question_why(Check.from_json(c, "check"), question)) else "")
                 for c in self.failing
             ]
-            lines.append(f"lambda {lam.get('state')} (css {lam.get('css')})")
+            lines.append(f"lambda {lam.get('state')} (css {num(lam.get('css'))})")
             for run in self.question.get("runs") or []:
                 verdict = "correct" if run.get("correct") else "not correct"
                 lines.append(f"  v{run.get('variant')} s{run.get('seed')}: {verdict}: {run.get('why')}")
@@ -176,7 +184,7 @@ class CheckItem(pytest.Item):
             c = self.check
             named = ", ".join(c.get("questions") or []) or "none"
             detail = f" ({c['detail']})" if c.get("detail") else ""
-            raise AuditFailure(f"value {c.get('value')}, threshold {c.get('threshold')}{detail}; questions: {named}")
+            raise AuditFailure(f"{_against(c)}{detail}; questions: {named}")
 
     def repr_failure(self, excinfo, style=None) -> str:
         if isinstance(excinfo.value, AuditFailure):

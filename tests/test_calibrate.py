@@ -113,3 +113,51 @@ def test_a_gold_set_the_oracle_cannot_cite_is_an_input_error_not_thresholds_of_z
                 f"error: {tmp_path / 'off-anchor.jsonl'}:1: $.anchor.text: gold_anchor_text_mismatch: expected "
                 "anchor.text == document slice"
             )
+
+
+def test_calibrate_shows_its_progress_by_phase_from_its_start(tmp_path):
+    """The first phase shown is calibrate itself, counting its audits (the oracle, then each fault
+    class), so a calibration that takes minutes says so from its first second; each audit counts the
+    oracle's runs, not those of the config's pipelines."""
+    import re
+
+    from helpers import STAMP, TFIDF
+
+    config = write_config(tmp_path, BM25 + TFIDF, items=2, seeds="[1, 2]")
+    result = invoke("--verbose", "calibrate", config, "--out", tmp_path / "calibration.json")
+    assert result.exit_code == 0, result.output
+    lines = [line[22:] for line in result.stderr.splitlines() if re.match(STAMP + "  ", line)]
+    audits = len(FAULTS) + 1
+    assert lines[0] == f"calibrate: started ({audits} audits)", lines[:3]
+    assert re.fullmatch(rf"calibrate: done in \d+\.\d s \({audits}/{audits} audits, .*\)", lines[-1]), lines[-1]
+    assert any(line.startswith("calibrate › gold check") for line in lines)
+    scored = [line for line in lines if line.startswith("scoring: done in")]
+    assert len(scored) == audits and all("(12/12 runs" in line for line in scored), scored  # 2 × 3 × 2
+    names = [re.match(r"calibrate › (\d+/\d+: \w+): started", line) for line in lines]
+    assert [m.group(1) for m in names if m] == [f"{n}/{len(FAULTS)}: {name}" for n, name in enumerate(FAULTS, 1)]
+
+
+def test_faulty_copies_scored_from_the_runs_they_share_calibrate_as_audited_from_scratch(tmp_path, monkeypatch):
+    """Each distinct run is scored once across the audits, far fewer runs than the audits hold: the
+    calibration is the one of every copy audited from scratch, figure for figure."""
+    import ragaudit.calibrating as calibrating
+    import ragaudit.metrics.evaluate as evaluate
+
+    viewed: list = []  # what each run scored reads (`same_scores`), one per RunView
+
+    class Counted(evaluate.RunView):
+        def __init__(self, trace, *args, **kw):
+            viewed.append(evaluate.same_scores(trace))
+            super().__init__(trace, *args, **kw)
+
+    monkeypatch.setattr(evaluate, "RunView", Counted)
+    config = load_config(write_config(tmp_path, BM25, items=4, seeds="[1, 2]"))
+    shared = calibrating.calibrate(runner.Inputs.from_config(config), rate=0.5)
+    once = len(viewed)
+    audited = calibrating.audit
+    monkeypatch.setattr(calibrating, "audit", lambda traces, subject, remembered=None: audited(traces, subject))
+    alone = calibrating.calibrate(runner.Inputs.from_config(config), rate=0.5)
+    assert json.dumps(shared, sort_keys=True) == json.dumps(alone, sort_keys=True)
+    # from scratch each audit scores the 4 × 3 runs of its seed 1 at least (seed 2 repeats them);
+    # shared, no run is scored twice
+    assert len(viewed) - once >= len(FAULTS) * 4 * 3 > once == len(set(viewed[:once])), (once, len(viewed) - once)

@@ -329,3 +329,25 @@ def test_a_command_takes_jemalloc_for_arrow_unless_the_variable_chooses():
     assert arrow_backend(command, ARROW_DEFAULT_MEMORY_POOL="system") == "system"
     from_the_command = "import os\n" + command + "\nassert os.environ['ARROW_DEFAULT_MEMORY_POOL'] == 'jemalloc'"
     assert arrow_backend(from_the_command) == "jemalloc"  # the worker processes a run starts inherit it
+
+
+def test_readme_layout_names_only_folders_and_files_that_exist():
+    """Every folder the README's Layout names (`ragaudit/`, and `io/` within it) and every doc it
+    names (`reference.md`) is in the repository."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    layout = re.search(r"## Layout\n\n```\n(.*?)```", readme, re.S).group(1)
+    named: list[Path] = []
+    parent = root
+    for line in layout.splitlines():
+        top = re.match(r"(\S+/)\s", line)
+        if top:
+            parent = root / top.group(1)
+            named.append(parent)
+        named += [parent / name for name in re.findall(r"(?<![\w/.-])([a-z_]+/)(?=[\s,)]|$)", line[17:])]
+        named += [parent / name for name in re.findall(r"\b([a-z_]+\.(?:md|py))\b", line[17:])]
+    assert len(named) > 10, layout
+    assert [str(p.relative_to(root)) for p in named if not p.exists()] == []

@@ -539,3 +539,59 @@ def test_compare_of_runs_on_two_gold_sets_says_what_it_pairs(tmp_path):
     ]
     as_json = invoke("compare", first, second, "--format", "json")
     assert as_json.stderr.splitlines() == notes
+
+
+def test_a_ci_that_excludes_0_beside_a_tie_says_why():
+    """3 of 80 questions up, none down: the exact sign test gives p = 2/8 (Holm: 0.75 across the three metrics),
+    while the bootstrap CI excludes 0 (a resample misses all three with probability (77/80)^80, under
+    2.5%). The tie stands (the exact test decides) and every view says why the two differ."""
+    from ragaudit.render import compare_text
+
+    a = system("a", [0.0] * 3 + [1.0] * 77)
+    b = system("b", [1.0] * 80)
+    assert (77 / 80) ** 80 < 0.05
+    result = compare([(a, b)])
+    pair = result["pairs"][0]
+    m = pair["metrics"]["citation_match"]
+    assert m["ci95"][0] > 0 and m["p_value"] == 0.25 and m["p_holm"] == 0.75 and m["verdict"] == "tie"  # 3 metrics
+    why = (
+        f"the CI excludes 0 but the exact test does not (p = 0.2500 before Holm's adjustment across the "
+        f"{len(pair['metrics'])} metrics): 3 of 80 questions better and 0 worse, too few moves for a bootstrap CI to "
+        "hold its level"
+    )
+    assert compare_text.ci_note(pair, "citation_match") == why
+    assert f"citation_match, coverage: {why}" in compare_text.render_text(result) or (
+        f"coverage, citation_match: {why}" in compare_text.render_text(result)
+    )
+    assert any(sentence.endswith(f"; {why}.") for sentence in compare_text.sentences(pair))
+    assert compare_text.ci_note(pair, "delta_s_qr") is None  # no difference at all: its CI is [0, 0]
+
+
+def test_compare_html_fits_a_1280_px_window(tmp_path):
+    """Every metric of every pair of three pipelines, across two runs (systems named run/pipeline):
+    no part of compare.html is wider than a 1280 px window."""
+    from helpers import BM25, TFIDF, chromium, invoke, run_dir_of, write_config
+
+    dense = '[[pipelines]]\nname = "dense-hybrid-mmr-k5"\nkind = "reference"\nretriever = "hybrid"\nrerank = "mmr"\n'
+    pipelines = BM25 + TFIDF + dense
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = run_dir_of(invoke("run", write_config(tmp_path / "a", pipelines, items=4, seeds="[1]"), "--no-gate"))
+    second = run_dir_of(invoke("run", write_config(tmp_path / "b", pipelines, items=4, seeds="[1]"), "--no-gate"))
+    done = invoke("compare", first, second, "--out", tmp_path / "out")
+    assert done.exit_code == 0, done.output
+    with chromium(1280, 900) as browser:
+        browser.get((tmp_path / "out" / "compare.html").as_uri())
+        wide = browser.execute_script(
+            "const w = document.documentElement.clientWidth;"
+            "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 0.5)"
+            ".map(e => e.tagName + ' ' + (e.textContent || '').slice(0, 40));"
+        )
+        assert wide == []
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 1280
+        header = browser.execute_script(
+            "return [...document.querySelector('table tr').children].map(c => c.textContent)"
+        )
+        names = ("bm25", "tfidf", "dense-hybrid-mmr-k5")
+        assert header[0] == "metric"
+        assert sorted(header[1:]) == sorted(f"{d.name}/{p}" for d in (first, second) for p in names)

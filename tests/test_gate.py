@@ -2,6 +2,8 @@
 
 from types import SimpleNamespace
 
+import pytest
+
 from ragaudit.gating import CHECK_NAMES, CHECKS, evaluate_gate
 from ragaudit.io.config_schema import GateSection
 from ragaudit.metrics.aggregate import Aggregates
@@ -266,3 +268,32 @@ def test_a_check_a_calibration_leaves_ungated_says_why():
     assert c["detail"] == "not gated: does not separate here"
     plain = checks(evaluate_gate(ev, GateSection(delta_s_excess_max=None), error_counts={}, aborted={}))
     assert plain["delta_s_excess_max"]["detail"] == "not gated: no threshold set"
+
+
+@pytest.mark.parametrize(
+    ("worst", "threshold", "said"),
+    [
+        (0.38627, 0.3856, "its worst run's ΔS excess 0.3863 > 0.3856"),
+        (0.386, 0.25, "its worst run's ΔS excess 0.386 > 0.25"),
+        (0.25000001, 0.25, "its worst run's ΔS excess 0.25000001 > 0.25"),
+    ],
+)
+def test_a_question_s_figure_and_the_bar_it_crossed_read_apart(worst, threshold, said):
+    """Rounded alike, a figure and its bar never read as equal (0.386 > 0.386)."""
+    from ragaudit.gating import question_why
+    from ragaudit.model import Check, Lambda, Question, QuestionStats
+
+    check = Check("p", "delta_s_excess_max", threshold, worst, False, f"<= {threshold}", ["q"])
+    question = Question(
+        pipeline="p",
+        qid="q",
+        doc_id=None,
+        section_id=None,
+        question=None,
+        errored=0,
+        correct=0,
+        lam=Lambda("convergent", "→", 0.9, 0.0),
+        metrics={},
+        stats=QuestionStats(runs=1, max_delta_s_excess=worst),
+    )
+    assert question_why(check, question) == said

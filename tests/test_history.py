@@ -537,3 +537,25 @@ def old_folder_hash(folder) -> str:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def test_the_readme_says_what_last_pass_does_before_any_run_passed(tmp_path):
+    """The first `run` and `gate` with --baseline last-pass warn and gate without a baseline, as the
+    README says (it once promised exit 3, which would leave CI with no passing run, ever)."""
+    from pathlib import Path
+
+    config = write_config(tmp_path, BM25, items=2, seeds="[1]", extra=LENIENT)
+    first = invoke("run", config, "--baseline", "last-pass")
+    assert first.exit_code == 0 and "warning: no baseline, so no regression checks" in first.stderr
+    report = run_dir_of(first) / "report.json"
+    (tmp_path / STORE).unlink()  # no history at all
+    gated = invoke("gate", report, "--config", config, "--baseline", "last-pass")
+    assert gated.exit_code == 0 and "warning: no baseline, so no regression checks" in gated.stderr
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"### `--baseline last-pass`\n(.*?)\n### ", readme, re.S).group(1)
+    said = " ".join(section.split())
+    assert (
+        "While no run has passed yet (CI's first job), the run or gate goes on without a baseline, with a warning"
+        in said
+    )
+    assert not re.search(r"[Nn]o passing run yet is an input error", said)

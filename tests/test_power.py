@@ -179,3 +179,24 @@ def test_a_plan_of_a_billion_variants_and_seeds_takes_the_memory_of_a_small_one(
     assert plan["questions"] == 80 and plan["runs_per_question"] == 3 * 10**9
     assert plan["mde"] is not None and plan["mde"] < 0.01  # billions of runs a question pin each one down
     assert plan["questions_needed"] is not None and plan["questions_needed"] < 80
+
+
+def test_a_plan_that_detects_nothing_says_why_and_what_would(tmp_path):
+    """25 questions of 3 runs: no change up to the discordance reaches 80% power; the plan says the
+    power it gets for the largest change and how many questions reach 80% for it."""
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(GOLD.read_text(encoding="utf-8").splitlines(keepends=True)[:25]), encoding="utf-8")
+    items, _ = read_gold(gold)
+    design = Design.of_gold((len(item.variants) for item in items), 3, 1)
+    assert mde(design) is None
+    reached = power(design, 0.1)
+    needed = next(n for n in range(25, 1000) if power(design.scaled(n), 0.1) >= 0.8)
+    text = invoke("plan", gold, "--variants", 3, "--seeds", 1)
+    assert text.exit_code == 0 and "correct                –" in text.stdout
+    assert (
+        f"–: no change reaches 80% power: even a change of 0.1 (the assumed discordance, the largest change the model "
+        f"allows) is detected with {reached:.0%} power on 25 questions × 3 runs; {needed} questions reach 80%"
+    ) in text.stdout
+    figures = json.loads(invoke("plan", gold, "--format", "json").stdout)["grounded"]
+    assert figures["mde"] is None and figures["questions_for_discordance"] == needed
+    assert figures["power_at_discordance"] == round(reached, 4)

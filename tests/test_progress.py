@@ -319,3 +319,55 @@ def test_a_command_leaves_the_runs_in_flight_to_reference_counting():
         gc.set_threshold(*threshold)
         progress.close()
     assert collected == []
+
+
+def test_a_slow_phase_shows_its_rate_per_minute_and_an_eta_that_does_not_jump(shown_progress, monkeypatch, clock):
+    """A slow pipeline: four runs end together every two minutes, 40 in all. Its rate reads per
+    minute, never 0.0 runs/s, and its ETA counts down to the same end from step to step; the rate
+    over the phase so far would swing it between 16 and 35 minutes with each step."""
+    monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
+    shown_progress(io.StringIO())
+    seen: list[tuple[float, str]] = []
+    with progress.phase("runs", total=40, unit="runs") as shown:
+        for burst in range(9):
+            for _ in range(12):  # 10 s apart, within the two minutes of a burst
+                clock.sleep(10.0)
+                seen.append((clock.monotonic(), shown.counted(clock.monotonic())))
+            shown.advance(4)
+        clock.sleep(120.0)
+        shown.advance(4)
+    texts = [text for _, text in seen if "runs/" in text]
+    assert len(texts) == 8 * 12 and not any("runs/s" in text for text in texts), texts
+    # 10 s after the first step: 4 runs in 130 s so far, the end estimated at the step, 20 min from the start
+    assert texts[0] == "4/40 runs, 1.8 runs/min, ETA 17 min 50 s", texts[0]
+    ends = [at + _seconds(re.search(r"ETA (.*)$", text).group(1)) for at, text in seen if "ETA" in text]
+    started = seen[0][0] - 10.0
+    assert all(abs(end - (started + 1200.0)) <= 1.0 for end in ends), ends  # the phase ends at 20 minutes
+    assert shown.counted(clock.monotonic()) == "40/40 runs, 2.0 runs/min"
+
+
+def _seconds(eta: str) -> float:
+    """`18 min 00 s`, `1 h 05 min`, `45 s` in seconds."""
+    words = eta.split()
+    return sum(int(n) * {"h": 3600, "min": 60, "s": 1}[unit] for n, unit in zip(words[::2], words[1::2]))
+
+
+def test_rates_read_per_second_minute_or_hour():
+    from ragaudit.progress_rate import rate_text
+
+    assert rate_text(240.4, "texts") == "240 texts/s"
+    assert rate_text(1.25, "runs") == "1.2 runs/s"
+    assert rate_text(0.05, "runs") == "3.0 runs/min"
+    assert rate_text(1 / 1800, "runs") == "2.0 runs/h"
+    assert rate_text(0.0, "runs") == "0 runs/s"
+
+
+def test_the_run_summary_of_a_slow_run_says_runs_per_minute():
+    from types import SimpleNamespace
+
+    from ragaudit.render.run_text import throughput
+
+    result = SimpleNamespace(total=5, executed=3, resumed=2)
+    assert throughput(result, 90.0, "runs 90.0 s") == (
+        "5 runs (3 run now, 2 resumed) in 90.0 s, 2.0 runs/min (runs 90.0 s)"
+    )

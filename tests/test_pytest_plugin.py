@@ -6,6 +6,7 @@ config's run; and loading the plugin imports nothing heavy."""
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,15 @@ def set_aside(config) -> list:
     return sorted(p for p in cache_folder(config).iterdir() if ".damaged-" in p.name)
 
 
+def shown(value, threshold) -> str:
+    """A check's value as the reports show it: three decimals, more when it takes more to tell it
+    from its threshold; a count whole."""
+    if not isinstance(value, float):
+        return str(value)
+    digits = next((d for d in range(3, 16) if f"{value:.{d}f}" != f"{float(threshold):.{d}f}"), 3)
+    return f"{value:.{digits}f}"
+
+
 def test_a_failing_audit_fails_exactly_the_flagged_questions_and_checks(pytester):
     config = make_config(pytester, "strict", items=6)
     report, flagged, failing_checks = expected_outcome(config)
@@ -108,14 +118,15 @@ def test_a_failing_audit_fails_exactly_the_flagged_questions_and_checks(pytester
             assert f"{name.replace('::', ' · ')} is flagged by the gate" in text
             for check in report["gate"]["checks"]:
                 named = not check["passed"] and q["qid"] in check["questions"]
-                assert (f"{check['name']}: value {check['value']}" in text) == named
+                assert (f"{check['name']}: value {shown(check['value'], check['threshold'])}, " in text) == named
                 if named and check["name"] == "lambda_convergent_min":
                     lam = q["lambda"]
                     assert f"this question: its λ is {lam['state']} (css {lam['css']:.3g}, spread" in text
                 elif named and check["name"] == "citation_match_min":
                     unmatched = q["stats"]["unmatched"]
                     assert f"this question: {unmatched} of {q['stats']['runs']} runs cite no span" in text
-            assert f"lambda {q['lambda']['state']} (css {q['lambda']['css']})" in text
+            css = q["lambda"]["css"]
+            assert f"lambda {q['lambda']['state']} (css {'–' if css is None else f'{css:.3f}'})" in text
             for run in q["runs"]:
                 assert f"v{run['variant']} s{run['seed']}: " in text and run["why"] in text
                 for claim in run["claims"]:
@@ -124,7 +135,10 @@ def test_a_failing_audit_fails_exactly_the_flagged_questions_and_checks(pytester
     for check in report["gate"]["checks"]:
         if not check["passed"]:
             text = messages[f"gate::{check['pipeline']}::{check['name']}"]
-            assert f"value {check['value']}, threshold {check['threshold']}" in text
+            threshold = check["threshold"]
+            bar = f"{threshold:g}" if isinstance(threshold, float) else str(threshold)
+            assert f"value {shown(check['value'], threshold)}, threshold {bar}" in text
+            assert not re.search(r"\d\.\d{7}", text), text  # no float as Python writes it (0.6266666666666667)
             assert text.endswith("questions: " + ", ".join(check["questions"]))
     result.stdout.fnmatch_lines([f"FAILED strict/audit.toml::{sorted(flagged)[0]} - *"])
 

@@ -9,6 +9,7 @@ the rest of the trace valid, so the fault is the only defect a gate could catch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -34,7 +35,7 @@ class Scene:
     k: int = 5
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
-    @property
+    @functools.cached_property  # asked for each payload a mutation looks at: worked out once a scene
     def gold_sections(self) -> set[tuple[str, str | None]]:
         return {(g.doc_id, g.section_id) for g in self.item.gold_citations}
 

@@ -64,6 +64,22 @@ def _clash(claim: Judged) -> str:
     return f"says {', '.join(claim.conflicts[:3])} where it says {', '.join((replaced or list(claim.missing))[:3])}"
 
 
+DANGLING_SHOWN = 3  # snippet ids a verdict names; it counts the others
+
+
+def dangling(ids) -> str:
+    """`the answer cites S1, which was not retrieved`; `cites S1 and S2, which were`; with more than
+    DANGLING_SHOWN, the first of them and how many more."""
+    ids = list(dict.fromkeys(ids))
+    shown = ids[:DANGLING_SHOWN]
+    more = len(ids) - len(shown)
+    if more:
+        listed = f"{', '.join(shown)} and {more} more"
+    else:
+        listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return f"the answer cites {listed}, which {'was' if len(ids) == 1 else 'were'} not retrieved"
+
+
 def judge(view: RunView, claims: list[Judged], *, scored: bool = True) -> Verdict:
     """The verdict on one run from its judged claims. `scored` says whether claims were judged
     against the anchor at all (a support scorer ran)."""
@@ -73,7 +89,7 @@ def judge(view: RunView, claims: list[Judged], *, scored: bool = True) -> Verdic
     if not trace.retrieved and not (trace.answer and trace.answer.citations):
         return Verdict(False, "no citations: nothing retrieved and nothing cited")
     if view.dangling:
-        return Verdict(False, f"the answer cites {', '.join(view.dangling[:3])}, which was not retrieved")
+        return Verdict(False, dangling(view.dangling))
     if not view.cited:
         answer = trace.answer
         if answer is not None and answer.text and not answer.segments and not answer.raw_citations:

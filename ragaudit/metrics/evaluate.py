@@ -108,24 +108,32 @@ def score_runs(
     encoder,
     settings: Settings = Settings(),
     support=None,
+    *,
+    remembered: dict | None = None,
 ) -> Scored:
     """Every per-run metric of a batch of runs. `support`, when given, scores many (segment, texts)
     pairs at once (a support scorer); it gives segment support and the anchor agreement that
-    decides whether a run is correct."""
+    decides whether a run is correct. `remembered`, when given, holds the record of each run
+    scored before with these gold items, corpus, encoder, settings and support (`same_scores` key
+    -> (record, the gold unit of its unit_mismatch note or None)): such a run is not scored again,
+    and each run scored now is added."""
     result = Scored()
-    views: list[RunView] = []  # one per distinct scored content (`same_scores`)
+    views: list[RunView] = []  # one per distinct scored content (`same_scores`) not remembered
     matched: list[Trace] = []  # the runs of a gold question
-    alike: list[int] = []  # and the view each is scored by
+    alike: list[int | tuple] = []  # and the view each is scored by, or its key in `remembered`
     firsts: dict = {}
     for trace in traces:
         if trace.qid not in gold:
             result.unmatched.append(f"{trace.config} {trace.qid} v{trace.variant} s{trace.seed}")
             continue
         key = same_scores(trace)
+        matched.append(trace)
+        if remembered is not None and key is not None and key in remembered:
+            alike.append(key)
+            continue
         at = len(views) if key is None else firsts.setdefault(key, len(views))
         if at == len(views):
             views.append(RunView(trace, gold[trace.qid], corpus, settings.k, settings.match_tolerance, settings.ndcg_k))
-        matched.append(trace)
         alike.append(at)
     texts = [{p.snippet_id: scored_text(p, corpus) for p in v.trace.retrieved} for v in views]
     queries = [v.trace.query or v.item.variants[min(v.trace.variant, len(v.item.variants) - 1)] for v in views]
@@ -151,15 +159,23 @@ def score_runs(
         verdict = judge(view, claims[i], scored=support is not None)
         run = ScoredRun(view, {name: distances[name][i] for name in DISTANCES}, tuple(claims[i]), verdict)
         records.append(_run_record(run, chains[i]))
+    # the gold unit a run's cited spans could not be read in (a unit_mismatch note), per view
+    mismatched = [view.gold[0].span.unit if view.unreconciled else None for view in views]
+    if remembered is not None:
+        remembered.update((key, (records[at], mismatched[at])) for key, at in firsts.items())
     for trace, at in zip(matched, alike):
-        view = views[at]
-        result.runs.append(records[at] if view.trace is trace else {**records[at], "seed": trace.seed})
-        if view.unreconciled and not errored(trace):
+        if isinstance(at, tuple):  # scored before
+            record, unit = remembered[at]  # type: ignore[index]  # a key only when remembered
+            result.runs.append(record if record["seed"] == trace.seed else {**record, "seed": trace.seed})
+        else:
+            record, unit = records[at], mismatched[at]
+            result.runs.append(record if views[at].trace is trace else {**record, "seed": trace.seed})
+        if unit is not None and not errored(trace):
             result.notes.append(
                 issue(
                     "unit_mismatch",
                     "expected cited spans in the gold unit "
-                    f"({view.gold[0].span.unit}) or convertible to it, found a span that is not "
+                    f"({unit}) or convertible to it, found a span that is not "
                     "(token offsets need the corpus and an analyzer ragaudit reproduces)",
                     **where(trace, "$.retrieved"),
                 )

@@ -1,5 +1,6 @@
 """`compare.html`: the comparison as one self-contained page (tables only, no script), laid out by
-`templates/compare.html`."""
+`templates/compare.html`: metrics down the page, so that no table is wider than a 1280 px window
+(a long name breaks within its cell rather than push a table past the edge)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from ragaudit.render.templating import render, trusted
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d2433}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}table{border-collapse:collapse;width:100%;margin:.5rem 0}
-th,td{padding:.35rem .6rem;border-bottom:1px solid #e3e6ec;text-align:right}th:first-child,td:first-child{text-align:left}
+th,td{padding:.35rem .45rem;border-bottom:1px solid #e3e6ec;text-align:right;overflow-wrap:anywhere}
+th:first-child,td:first-child{text-align:left}
 th{background:#f4f6f9}.better{background:#e3f6e8}.worse{background:#fde7e7}.tie,.noise{color:#5b6475}
 .note{color:#5b6475}"""
 

@@ -31,8 +31,35 @@ def difference(pair: dict, name: str) -> str:
     if m["verdict"] == "noise":
         return f"the difference {m['difference']:+.3f} is inside the noise floor {m['noise_floor']:.3f}: noise"
     if m["verdict"] == "tie":
-        return f"no significant difference: {interval}, {p_text(m['p_holm'])} (Holm)"
+        why = ci_note(pair, name)
+        return f"no significant difference: {interval}, {p_text(m['p_holm'])} (Holm)" + (f"; {why}" if why else "")
     return f"it is {m['verdict']}: {interval}, {p_text(m['p_holm'])} (Holm)"
+
+
+def ci_note(pair: dict, name: str) -> str | None:
+    """Why a metric whose 95% CI excludes 0 is a tie, or None when its CI and its verdict agree.
+
+    The verdict is the test's: exact (the sign test; the sign-flip test up to 16 moves) and adjusted
+    for the metrics tested beside it (Holm). The CI is a bootstrap interval of this metric alone:
+    when few questions move, most resamples hold some of them, so it can exclude 0 where the exact
+    test finds nothing (3 of 80 questions up: 95% of resamples hold one or more, p = 0.25)."""
+    m = pair["metrics"][name]
+    low, high = m["ci95"]
+    if m["verdict"] != "tie" or low <= 0 <= high:
+        return None
+    from ragaudit.comparison import ALPHA
+
+    tested = len(pair["metrics"])
+    if m["p_value"] < ALPHA:
+        return (
+            f"the CI, of this metric alone, excludes 0, as the test does before Holm's adjustment across the {tested} "
+            f"metrics ({p_text(m['p_value'])}), not after it"
+        )
+    return (
+        f"the CI excludes 0 but the exact test does not ({p_text(m['p_value'])} before Holm's adjustment across the "
+        f"{tested} metrics): {m['wins']} of {m['questions']} questions better and {m['losses']} worse, too few moves "
+        "for a bootstrap CI to hold its level"
+    )
 
 
 def sentences(pair: dict) -> list[str]:
@@ -82,6 +109,11 @@ def render_text(result: dict, notes: list[str] | tuple[str, ...] = ()) -> str:
     for pair in result["pairs"]:
         lines.append(f"{pair['b']} vs {pair['a']} ({pair['questions']} questions)")
         lines += [metric_line(name, m) for name, m in pair["metrics"].items()]
+        differing: dict[str, list[str]] = {}  # why a CI and a verdict differ: the metrics it holds for
+        for name in pair["metrics"]:
+            if why := ci_note(pair, name):
+                differing.setdefault(why, []).append(name)
+        lines += [f"  {', '.join(names)}: {why}" for why, names in differing.items()]
         lines += [f"  {noise_line(result, pair)}", f"  {mde_line(pair)}"]
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines) + "\n"

@@ -22,9 +22,23 @@ def md(text) -> str:
     """Text from traces and configs as inert markdown: markup characters backslash-escaped, HTML
     special characters as entities, line breaks as spaces (a table row stays one row), control
     characters as U+FFFD."""
-    text = " ".join(_CONTROL.sub("\ufffd", str(text)).split())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = plain(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MARKDOWN.sub(r"\\\1", text)
+
+
+def plain(text) -> str:
+    """Text as a terminal shows it: line breaks as spaces, control characters as U+FFFD, nothing escaped."""
+    return " ".join(_CONTROL.sub("\ufffd", str(text)).split())
+
+
+class _Marks:
+    """How the summary marks its text up: markdown for summary.md, none on a terminal."""
+
+    def __init__(self, terminal: bool):
+        self.text = plain if terminal else md
+        self.strong = "" if terminal else "**"
+        self.head = "" if terminal else "# "
+        self.sub = "" if terminal else "## "
 
 
 def _fmt(value) -> str:
@@ -33,9 +47,12 @@ def _fmt(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def render_summary(report: Report, comparison: dict | None = None) -> str:
+def render_summary(report: Report, comparison: dict | None = None, *, terminal: bool = False) -> str:
+    """summary.md; with `terminal`, the same for a terminal: no markdown escapes, no emphasis marks."""
+    m = _Marks(terminal)
+    md = m.text
     gate = report.gate
-    lines = [f"# ragaudit: gate {'passed ✅' if gate.passed else 'FAILED ❌'}", ""]
+    lines = [f"{m.head}ragaudit: gate {'passed ✅' if gate.passed else 'FAILED ❌'}", ""]
     s = report.summary
     lines.append(
         f"{s.runs} runs over {s.questions} questions; {s.issues.errors} validation errors, {s.issues.warnings} warnings."
@@ -60,7 +77,7 @@ def render_summary(report: Report, comparison: dict | None = None) -> str:
         )
     failed = gate.failed()
     if failed:
-        lines += ["", "## Failing checks", ""]
+        lines += ["", f"{m.sub}Failing checks", ""]
         questions = {q.key: q for q in report.questions}
         for c in failed:
             qs = c.questions
@@ -70,33 +87,35 @@ def render_summary(report: Report, comparison: dict | None = None) -> str:
                 for qid in qs[:10]
             ) + (f" and {len(qs) - 10} more" if len(qs) > 10 else "")
             lines.append(
-                f"- **{md(c.pipeline)} · {md(c.name)}**: value {md(against(c.value, c.threshold))}, threshold {md(c.bound)}"
+                f"- {m.strong}{md(c.pipeline)} · {md(c.name)}{m.strong}: value {md(against(c.value, c.threshold))}, "
+                f"threshold {md(c.bound)}"
                 + (f"; questions: {shown}" if qs else "")
                 + (f" ({md(c.detail)})" if c.detail else "")
             )
-    lines += _regressions(gate) + _unsupported(report)
+    lines += _regressions(gate, m) + _unsupported(report, m)
     missing = gate.missing_from_baseline()
     if missing:
         lines += ["", f"Not in the baseline (no drift checks): {', '.join(md(p) for p in missing)}."]
     if comparison:
-        lines += decisions(comparison)
+        lines += decisions(comparison, m)
     return "\n".join(lines) + "\n"
 
 
 CLAIMS_SHOWN = 20
 
 
-def _regressions(gate: Gate) -> list[str]:
+def _regressions(gate: Gate, m: _Marks) -> list[str]:
     """Each question that lost correct or grounded runs since the baseline, with what it lost."""
     lost = [(c.pipeline, qid, why) for c in gate.checks for qid, why in c.reasons.items()]
     if not lost:
         return []
-    return ["", "## Regressions since the baseline", ""] + [
-        f"- **{md(pipeline)} · {md(qid)}**: {md(why)}" for pipeline, qid, why in lost
+    md = m.text
+    return ["", f"{m.sub}Regressions since the baseline", ""] + [
+        f"- {m.strong}{md(pipeline)} · {md(qid)}{m.strong}: {md(why)}" for pipeline, qid, why in lost
     ]
 
 
-def _unsupported(report: Report) -> list[str]:
+def _unsupported(report: Report, m: _Marks) -> list[str]:
     """The claims their cited texts do not support, or that cite nothing, of the runs the report carries."""
     found = [
         (q.pipeline, q.qid, r, c)
@@ -107,7 +126,8 @@ def _unsupported(report: Report) -> list[str]:
     ]
     if not found:
         return []
-    lines = ["", "## Claims their cited texts do not support", ""]
+    md = m.text
+    lines = ["", f"{m.sub}Claims their cited texts do not support", ""]
     for pipeline, qid, r, c in found[:CLAIMS_SHOWN]:
         how = "cites nothing" if c["grounding"] == "uncited" else f"support {_fmt(c.get('support'))}"
         if c.get("hallucinated"):
@@ -122,13 +142,15 @@ def _unsupported(report: Report) -> list[str]:
     return lines
 
 
-def decisions(comparison: dict) -> list[str]:
+def decisions(comparison: dict, m: _Marks | None = None) -> list[str]:
     """Each compared pair in words (compare.json has the figures)."""
     from ragaudit.render import compare_text
 
-    lines = ["", "## Decisions between pipelines"]
+    m = m or _Marks(False)
+    md = m.text
+    lines = ["", f"{m.sub}Decisions between pipelines"]
     for pair in comparison["pairs"]:
-        lines += ["", f"**{md(pair['b'])} vs {md(pair['a'])}** ({pair['questions']} questions)", ""]
+        lines += ["", f"{m.strong}{md(pair['b'])} vs {md(pair['a'])}{m.strong} ({pair['questions']} questions)", ""]
         lines += [f"- {md(sentence)}" for sentence in compare_text.sentences(pair)]
         lines += [f"- {md(compare_text.noise_line(comparison, pair))}", f"- {md(compare_text.mde_line(pair))}"]
     return lines

@@ -3,6 +3,8 @@ throughput, and the pipelines a baseline lacks."""
 
 from __future__ import annotations
 
+from ragaudit.progress_rate import rate_text
+
 
 def notices(result, findings) -> list[str]:
     """The run's warnings, its aborted pipelines and the gold check's counts, one line each (stderr)."""
@@ -18,7 +20,7 @@ def throughput(result, took: float, breakdown: str) -> str:
     """How many runs, run now or resumed, in how long, and where the time went."""
     return (
         f"{result.total:,} runs ({result.executed:,} run now, {result.resumed:,} resumed) in {took:.1f} s, "
-        f"{result.executed / took if took > 0 else 0.0:.1f} runs/s ({breakdown})"
+        f"{rate_text(result.executed / took if took > 0 else 0.0, 'runs')} ({breakdown})"
     )
 
 

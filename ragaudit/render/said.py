@@ -49,6 +49,14 @@ def as_json(result: object) -> str:
     return json.dumps(result, indent=1, sort_keys=True)
 
 
+def _terminal() -> bool:
+    """Whether stdout is a terminal: the summary is then shown as text, not as markdown source
+    (summary.md keeps the markdown)."""
+    import sys
+
+    return bool(getattr(sys.stdout, "isatty", None) and sys.stdout.isatty())
+
+
 def gated_code(passed: bool, no_gate: bool = False) -> int:
     """0: the gate passed (or is not to decide the exit code); 1: it failed."""
     return 0 if no_gate or passed else 1
@@ -67,7 +75,7 @@ def finished(report: Report, run_dir: Path, no_gate: bool, said: Said | None = N
     from ragaudit.render.markdown import render_summary
     from ragaudit.render.run_text import baseline_gaps
 
-    said = (said or Said()).err(baseline_gaps(report.gate)).out(render_summary(report), nl=False)
+    said = (said or Said()).err(baseline_gaps(report.gate)).out(render_summary(report, terminal=_terminal()), nl=False)
     return said.out(f"\nrun directory: {run_dir}").ends(gated_code(report.gate.passed, no_gate))
 
 
@@ -93,7 +101,10 @@ def gated(found, fmt: str) -> Said:
     from ragaudit.render.run_text import baseline_gaps
 
     said = Said().err(found.warnings, "warning: ").err(found.notes).err(baseline_gaps(found.gate))
-    said.out(as_json(found.gate.to_json())) if fmt == "json" else said.out(render_summary(found.report), nl=False)
+    if fmt == "json":
+        said.out(as_json(found.gate.to_json()))
+    else:
+        said.out(render_summary(found.report, terminal=_terminal()), nl=False)
     return said.ends(gated_code(found.gate.passed))
 
 

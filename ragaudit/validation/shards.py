@@ -21,13 +21,15 @@ import pickle
 import shutil
 import stat
 import tempfile
+import traceback
+from concurrent.futures import Future
 from dataclasses import dataclass, fields, replace
 from itertools import islice
 from operator import attrgetter
-from typing import Callable, Generator, Iterator
+from typing import Generator, Iterator
 
 from ragaudit.errors import InputError, Problem, RagauditError
-from ragaudit.execution import ClusterExecutor, Executor, Processes, WorkerDied, map_ordered, remote_traceback
+from ragaudit.execution import ClusterExecutor, Processes, RemoteTraceback, WorkerDied, map_ordered, remote_traceback
 from ragaudit.io.jsonfiles import no_records
 from ragaudit.io.traces import trace_lines, traces_in
 from ragaudit.types import Issue
@@ -151,8 +153,8 @@ def check_sharded(
     job_bytes: int | None = None,
     executor: ClusterExecutor | None = None,
 ) -> Iterator[Issue]:
-    """`validator.check_paths(paths)` on `workers` processes of this machine
-    (`ragaudit.execution.Processes`), updating `validator` as it would; `min_bytes` and
+    """`validator.check_paths(paths)` on `workers` processes of this machine, this one and
+    `workers` - 1 of `ragaudit.execution.Processes` (`_sharing`), updating `validator` as it would; `min_bytes` and
     `job_bytes` as in `plan`. With a cluster's `executor`, the jobs run on its cluster instead
     (the inputs must be readable at the same paths there), however small they are. A job whose
     worker dies is given to another worker; one that ends every worker it is given, or a worker
@@ -167,8 +169,6 @@ def check_sharded(
         return
     spool_dir = tempfile.mkdtemp(prefix="ragaudit-validate-")
     pool: Processes | None = None
-    work: Callable[..., tuple[list[PieceResult], list[tuple] | None]]
-    runner: Executor
     try:
         remote = [job for job in jobs if not job.local]
         if executor is None:
@@ -180,13 +180,17 @@ def check_sharded(
             except (pickle.PicklingError, TypeError, AttributeError):  # a context built of objects pickle refuses
                 yield from validator.check_paths(names)
                 return
+            # this process is one of the `workers`: it validates the jobs no worker has taken yet
             pool = Processes(
-                min(workers, len(remote)) or 1, setup=(_load_context, (context_file,)), name="ragaudit-validate"
+                max(1, min(workers - 1, len(remote) - 1)),
+                setup=(_load_context, (context_file,)),
+                name="ragaudit-validate",
+                when_ready=True,
             )
-            runner, work, args = pool, _run_job_spooled, (validator.offset_unit, spool_dir)
+            done: Iterator = _sharing(pool, remote, validator, spool_dir, ahead=workers * AHEAD_PER_WORKER)
         else:
-            runner, work, args = executor, _run_job_returning, (executor.scatter(validator.ctx), validator.offset_unit)
-        done = map_ordered(runner, work, remote, *args, ahead=workers * AHEAD_PER_WORKER)
+            args = (executor.scatter(validator.ctx), validator.offset_unit)
+            done = map_ordered(executor, _run_job_returning, remote, *args, ahead=workers * AHEAD_PER_WORKER)
         files: dict[int, _FileState] = {}
         for job in jobs:
             if job.local:
@@ -204,6 +208,44 @@ def check_sharded(
         if pool is not None:
             pool.close()
         shutil.rmtree(spool_dir, ignore_errors=True)
+
+
+def _sharing(
+    pool: Processes, jobs: list[Job], validator: Validator, spool_dir: str, *, ahead: int
+) -> Iterator[tuple[list[PieceResult], None]]:
+    """Each job's results, in order: the worker processes take jobs as they come free, and this
+    process, rather than wait for the next result, validates the next job no worker has taken yet
+    (its task cancelled, so that no worker takes it after). Workers that start slowly, or a core
+    busy elsewhere, then cost little: what they do not take, this process does."""
+    tasks: dict[int, Future] = {}
+    here: dict[int, list[PieceResult]] = {}
+    submitted = 0
+    for at, job in enumerate(jobs):
+        while submitted < len(jobs) and submitted <= at + ahead:
+            tasks[submitted] = pool.submit(_run_job_spooled, jobs[submitted], validator.offset_unit, spool_dir)
+            submitted += 1
+        task = tasks.pop(at, None)
+        while at not in here and task is not None and not task.done():
+            waiting = next((i for i in sorted(tasks) if tasks[i].cancel()), None) if not task.cancel() else at
+            if waiting is None:
+                break  # every job submitted is taken: wait for this one
+            if waiting != at:
+                tasks.pop(waiting)
+            here[waiting] = _here(jobs[waiting], validator, spool_dir)
+        if at in here:
+            yield here.pop(at), None
+        else:
+            assert task is not None  # submitted above, and not validated here
+            yield task.result()
+
+
+def _here(job: Job, validator: Validator, spool_dir: str) -> list[PieceResult]:
+    """A job validated by this process, as a worker would: a failure stops the run the same way."""
+    try:
+        return run_job(job, validator.ctx, validator.offset_unit, os.path.join(spool_dir, f"{job.index}.issues"))
+    except Exception as exc:  # noqa: BLE001 - a bug in a rule, say: shown as a worker's would be
+        exc.__cause__ = RemoteTraceback("".join(traceback.format_exception(exc)))
+        raise
 
 
 def _outcome(done: Iterator) -> tuple[list[PieceResult], list[tuple] | None]:

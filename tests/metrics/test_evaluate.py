@@ -381,3 +381,24 @@ def test_a_run_with_a_value_that_cannot_be_compared_is_scored_alone(valid_trace,
     )
     scored = score_runs(traces, {ITEM.qid: ITEM}, corpus, ENCODER, Settings(), SupportScorer(ENCODER))
     assert judged == traces and [r["seed"] for r in scored.runs] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("cited", "why"),
+    [
+        (["ghost-1"], "the answer cites ghost-1, which was not retrieved"),
+        (["ghost-1", "ghost-2"], "the answer cites ghost-1 and ghost-2, which were not retrieved"),
+        (
+            [f"ghost-{i}" for i in range(1, 11)],
+            "the answer cites ghost-1, ghost-2, ghost-3 and 7 more, which were not retrieved",
+        ),
+    ],
+)
+def test_a_run_citing_what_it_did_not_retrieve_names_a_few_and_counts_the_rest(valid_trace, corpus, cited, why):
+    trace = copy.deepcopy(valid_trace)
+    trace["answer"] = {
+        "text": " ".join(f"{KEYS_SENTENCE} [{c}]" for c in cited),
+        "segments": [{"seg": i, "text": KEYS_SENTENCE, "citations": [c]} for i, c in enumerate(cited, start=1)],
+    }
+    ev = evaluated([run(trace)], corpus)
+    assert not ev.runs[0]["correct"] and ev.runs[0]["why"] == why

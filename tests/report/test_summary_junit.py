@@ -245,3 +245,46 @@ def test_a_testcase_is_escaped_as_elementtree_escapes_it(message):
             ET.indent(case, level=2)
             expected = ET.tostring(case, encoding="unicode")
             assert junit._case(f"ragaudit.{detail}", name, message, detail) == expected
+
+
+def test_run_on_a_terminal_shows_the_summary_as_text_and_summary_md_keeps_the_markdown(tmp_path):
+    """`ragaudit run` with a terminal for stdout: no markdown escapes (delta\\_s\\_excess\\_max) or
+    entities (&gt;); summary.md, for a pull request, stays markdown."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from helpers import BM25, ROOT, write_config
+
+    config = write_config(tmp_path, BM25, items=6, extra="[gate]\ncoverage_min = 0.99\ncoverage_pass_rate = 1.0\n")
+    ours, theirs = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "RAGAUDIT_CACHE": str(tmp_path / "cache")}
+    env.pop("CI", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "--quiet", "run", str(config)],
+        stdout=theirs,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    os.close(theirs)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(ours, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    proc.wait(timeout=300)
+    os.close(ours)
+    text = shown.decode("utf-8").replace("\r\n", "\n")
+    assert proc.returncode == 1, (text, proc.stderr.read())
+    assert "\nragaudit: gate FAILED ❌\n" in text and "\n- bm25 · citation_match_min: value 0.944," in text
+    assert re.search(r"its lowest coverage [\d.]+ < coverage_min 0.99", text) and "(its λ is recursive (css" in text
+    assert "\\" not in text and "&lt;" not in text and "**" not in text and "\n#" not in text, text
+    run_dir = tmp_path / re.search(r"run directory: (\S+)", text).group(1)
+    summary = (run_dir / "summary.md").read_text(encoding="utf-8")
+    assert "\n- **bm25 · citation\\_match\\_min**: value 0.944," in summary and "&lt; coverage\\_min 0.99" in summary

@@ -280,6 +280,10 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path, valid_trace):
 
 
 def test_validate_takes_its_worker_count_from_the_config(tmp_path, valid_trace, corpus_dir, small_jobs, monkeypatch):
+    """--workers N, else [audit] workers when above 1, else the CPUs: this process and N - 1 others."""
+    from ragaudit import execution
+
+    monkeypatch.setattr(execution, "cpu_workers", lambda: 4)
     started: list[int] = []
 
     class Counted(shards.Processes):
@@ -293,11 +297,29 @@ def test_validate_takes_its_worker_count_from_the_config(tmp_path, valid_trace, 
     config.write_text(f'[audit]\ncorpus = "{corpus_dir}"\nworkers = 3\n')
     args = ["--quiet", "validate", str(path), "--format", "json"]
     alone = CliRunner().invoke(main, args)
-    assert started == []  # without a config, one process: this one
+    assert started == [3]  # without a config, the CPUs: this process and three others
     configured = CliRunner().invoke(main, [*args, "--config", str(config)])
-    assert started == [3]
-    asked = CliRunner().invoke(main, [*args, "--config", str(config), "--workers", "2"])
     assert started == [3, 2]
+    asked = CliRunner().invoke(main, [*args, "--config", str(config), "--workers", "2"])
+    assert started == [3, 2, 1]
     with_corpus = CliRunner().invoke(main, [*args, "--corpus", str(corpus_dir), "--workers", "1"])
+    assert started == [3, 2, 1]  # one: this process alone
     assert alone.exit_code == 3 and configured.exit_code == asked.exit_code == with_corpus.exit_code == 3
     assert configured.stdout == asked.stdout == with_corpus.stdout != alone.stdout  # the corpus rules ran
+
+
+def test_this_process_validates_what_no_worker_takes(tmp_path, valid_trace, monkeypatch):
+    """A worker that has not started (a busy core, a slow start) costs nothing but its start: this
+    process, one of the workers asked for, validates every job no worker has taken, in order."""
+    started: list[float] = []
+
+    class Asleep(shards.Processes):
+        def __init__(self, workers, **kw):
+            started.append(time.monotonic())
+            super().__init__(workers, **{**kw, "setup": (time.sleep, (120,))})  # never ready in this test
+
+    monkeypatch.setattr(shards, "Processes", Asleep)
+    path = write(tmp_path / "t.jsonl", trace_lines(valid_trace, 60, seed=5), torn=True)
+    got = sharded([path], job_bytes=2_000)
+    assert started and time.monotonic() - started[0] < 60  # the 120 s start was never waited for
+    assert got == sequential([path])
