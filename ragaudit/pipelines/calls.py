@@ -4,7 +4,8 @@ after an exponential backoff with jitter (each attempt's error kept in the trace
 (`cache = true`), answers kept across runs so an unchanged pipeline costs nothing the second time.
 
 The answer cache is keyed by the pipeline's configuration (kind, factory or command, options),
-the live index it reports (so a rebuilt index misses), the query, the seed and k. It lives in
+the digest of the corpus it answers from (so a probe's edited copy misses), the live index it
+reports (so a rebuilt index misses), the query, the seed and k. It lives in
 `answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`); a damaged
 one is set aside and rebuilt, a locked or read-only one is left alone, and the run goes on either
 way (the warnings say what happened).
@@ -46,15 +47,22 @@ class AnswerCache:
     """Traces of successful calls by (pipeline config, live index, query, seed, k). A damaged file
     is set aside and rebuilt, and a row that is not such a trace is a miss (`CacheDB`)."""
 
-    def __init__(self, path: Path, config_key: str):
+    def __init__(self, path: Path, config_key: str, corpus: str | None = None):
         from ragaudit.io.cachedb import CacheDB
 
-        self.config_key = config_key
+        self.config_key, self.corpus = config_key, corpus
         self.db = CacheDB(path, {"answers": "key TEXT PRIMARY KEY, trace TEXT"}, what="answer cache")
 
     def key(self, request: Request, index: LiveIndex | None) -> str:
         body = json.dumps(
-            [self.config_key, index and dataclasses.astuple(index), request.query, request.seed, request.k],
+            [
+                self.config_key,
+                self.corpus,
+                index and dataclasses.astuple(index),
+                request.query,
+                request.seed,
+                request.k,
+            ],
             sort_keys=True,
             default=str,
         )
@@ -87,6 +95,16 @@ class AnswerCache:
         return list(self.db.warnings)
 
 
+def corpus_digest(corpus) -> str:
+    """The sha256 of a corpus's documents (ids and texts): an answer given on one corpus is never
+    served for another, such as a probe's copy with one fact edited."""
+    digest = hashlib.sha256()
+    for doc_id in sorted(corpus.documents):
+        text = corpus.documents[doc_id].text.encode("utf-8", "surrogatepass")
+        digest.update(hashlib.sha256(doc_id.encode("utf-8", "surrogatepass")).digest() + hashlib.sha256(text).digest())
+    return digest.hexdigest()
+
+
 def config_key(kind: str, options: dict) -> str:
     """The part of a pipeline's configuration that decides its answers."""
     kept = {k: v for k, v in sorted(options.items()) if k not in POLICY_KEYS and v is not None}
@@ -96,7 +114,10 @@ def config_key(kind: str, options: dict) -> str:
 class CallPolicy:
     """Wraps one pipeline's `run` with the configured limits, retries and cache."""
 
-    def __init__(self, name: str, kind: str, options: dict, *, cache_folder: Path | None = None):
+    def __init__(
+        self, name: str, kind: str, options: dict, *, cache_folder: Path | None = None, corpus: str | None = None
+    ):
+        """`corpus`: the digest of the corpus the pipeline answers from (`corpus_digest`), part of every answer's key."""
         self.name = name
         self.retries = int(options.get("retries") or 0)
         self.backoff = float(options.get("retry_backoff_s") or 0.5)
@@ -107,7 +128,9 @@ class CallPolicy:
         if options.get("cache"):
             from ragaudit.metrics.embed import cache_dir
 
-            self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", config_key(kind, options))
+            self.cache = AnswerCache(
+                (cache_folder or cache_dir()) / "answers.sqlite", config_key(kind, options), corpus
+            )
         self._jitter = random.Random(f"{name}:backoff")
         self.active = bool(self.retries or self.slots or self.limiter or self.cache)
 
