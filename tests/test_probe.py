@@ -24,9 +24,9 @@ from ragaudit.probing.classify import classify, still_states
 from ragaudit.probing.edits import KINDS, Cannot, catalog, make_edit
 from ragaudit.types import Answer, Offsets, Payload, Segment, Trace
 
-# PWD-REQ-1: a number and a verb; MFA-1: no quantity; MFA-2: names; KEYS-ENC-2: a team's name;
-# MON-ALERT-1: no auxiliary verb to negate
-QIDS = ["PWD-REQ-1", "MFA-1", "MFA-2", "KEYS-ENC-2", "MON-ALERT-1"]
+# PWD-REQ-1: a number and a verb; MFA-1: no quantity; MFA-2: a name and a negation; INC-SEV1-1: a
+# number and a name; MON-ALERT-1: no auxiliary verb to negate
+QIDS = ["PWD-REQ-1", "MFA-1", "MFA-2", "INC-SEV1-1", "MON-ALERT-1"]
 GOLD = {json.loads(line)["qid"]: line for line in (DEMO / "gold.jsonl").read_text(encoding="utf-8").splitlines()}
 
 
@@ -86,14 +86,14 @@ def test_the_extractive_pipeline_follows_every_edit_and_the_parametric_one_none(
     probe = report["meta"]["probe"]
     found = {name: p["faithful"] for name, p in probe["pipelines"].items()}
     # edits that can be made on these anchors, counted by hand: PWD-REQ-1 number + negation, MFA-1
-    # negation, MFA-2 entity + negation (it drops "not"), KEYS-ENC-2 number, entity, negation,
+    # negation, MFA-2 entity + negation (it drops "not"), INC-SEV1-1 number + entity (PagerDuty),
     # MON-ALERT-1 number
-    assert found["bm25"]["units"] == 9 and found["bm25"]["rate"] == 1.0
-    assert found["bm25"]["counts"] == {"follows": 9}
-    assert found["parametric"]["rate"] == 0.0 and found["parametric"]["counts"] == {"keeps_old": 9}
+    assert found["bm25"]["units"] == 8 and found["bm25"]["rate"] == 1.0
+    assert found["bm25"]["counts"] == {"follows": 8} and found["bm25"]["left_out"] == 0
+    assert found["parametric"]["rate"] == 0.0 and found["parametric"]["counts"] == {"keeps_old": 8}
     low, high = found["bm25"]["ci95"]
     assert 0.6 < low < 1.0 == high and found["parametric"]["ci95"][0] == 0.0
-    assert found["crashing"]["counts"] == {"other": 9}
+    assert found["crashing"]["counts"] == {"other": 8}
     assert probe["pipelines"]["unpointed"]["skipped"].startswith(
         "its factory 'probe_rag:unpointed' declares no corpus_path"
     )
@@ -122,7 +122,7 @@ def test_the_extractive_pipeline_follows_every_edit_and_the_parametric_one_none(
     cost = probe["pipelines"]["bm25"]["cost"]
     exclusions = len([e for e in probe["exclusions"] if e["pipeline"] == "bm25"])
     assert exclusions == 4  # the anchors with a quantity or a name: all but MFA-1
-    assert cost == {"index_builds": 1 + 9 + exclusions, "calls": 5 + 9 + exclusions}
+    assert cost == {"index_builds": 1 + 8 + exclusions, "calls": 5 + 8 + exclusions}
     # the exclusion probe: without its section, the extractive answer no longer states the fact;
     # the parametric one still does
     assert probe["pipelines"]["bm25"]["necessary"]["rate"] == 1.0
@@ -286,12 +286,11 @@ def test_each_edit_changes_the_key_fact(handbook):
     assert dropped.edited.endswith("SMS codes are accepted as a second factor.")
     relative = make_edit("negation", items["AR-PRIV-3"], corpus, names)  # not the relative clause's "is"
     assert relative.edited == "Privileged access that is unused for 30 days is not revoked automatically."
-    entity = make_edit("entity", items["KEYS-ENC-2"], corpus, names)
-    assert (
-        entity.old == "Platform Security"
-        and len(entity.new.split()) == 2
-        and entity.new not in corpus["key-management"].text
-    )
+    entity = make_edit("entity", items["INC-SEV1-1"], corpus, names)
+    assert entity.old == "PagerDuty" and entity.new[0].isupper() and " " not in entity.new
+    assert entity.new.lower() not in corpus["incident-response"].text.lower()
+    # a name its document writes elsewhere too would leave the old fact in the copy: not edited
+    assert isinstance(make_edit("entity", items["KEYS-ENC-2"], corpus, names), Cannot)
     assert isinstance(make_edit("entity", items["PWD-REQ-1"], corpus, names), Cannot)
     assert isinstance(make_edit("number", items["MFA-1"], corpus, names), Cannot)
 

@@ -202,7 +202,8 @@ METRICS: dict[str, Metric] = {
             "probe",
             "share of probe runs whose answer follows its source: asked again on a copy of the corpus with the "
             "gold anchor's key fact edited (a quantity, a name, a negation), it states the edited fact and cites "
-            "the edited passage; an answer keeping the old fact, or neither, counts 0 (ragaudit probe)",
+            "the edited passage; an answer keeping the old fact, or neither, counts 0; over the runs whose answer "
+            "on the real corpus stated the fact (ragaudit probe)",
             faithful.faithful,
             outcome=True,
             gated_by=("faithful_min",),

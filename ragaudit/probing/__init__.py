@@ -283,10 +283,12 @@ class _Work:
                         {"record": "skip", "pipeline": spec.name, "why": why, "builds": 1, "calls": target.calls}
                     )
                     continue
+                stated = self._stated_before(spec, item, edit)
                 runs = []
                 for seed, trace in zip(self.config.seeds, traces):
                     found = classify(edit, trace, variant.corpus)
-                    runs.append({"seed": seed, "answer": _answer(trace), "outcome": found.outcome, "why": found.why})
+                    said = {"answer": _answer(trace), "outcome": found.outcome, "why": found.why}
+                    runs.append({"seed": seed, **said, "stated_before": stated.get(seed, False)})
                 record = {
                     "record": "edit",
                     "pipeline": spec.name,
@@ -312,6 +314,13 @@ class _Work:
             "the program does not read `corpus` from its requests, so it cannot be pointed at an edited copy"
         )
 
+    def _stated_before(self, spec: PipelineConfig, item: GoldItem, fact: Edit) -> dict[int, bool]:
+        """Per seed, whether the pipeline's answer on the real corpus stated the fact as it is."""
+        before: list[dict] = next(
+            (r["traces"] for r in self.ledger.of("before", spec.name) if r["qid"] == item.qid), []
+        )
+        return {t["seed"]: states_fact(fact, _parsed(t, self.config)) for t in before}
+
     def _excluded(self, spec: PipelineConfig, item: GoldItem) -> None:
         if self._skipped(spec) or self.ledger.has("exclude", spec.name, item.qid) or self._stopped():
             return
@@ -322,10 +331,7 @@ class _Work:
         fact = next((e for k in ("number", "entity") if isinstance(e := self.edits[(item.qid, k)], Edit)), None)
         if fact is None:
             return  # the anchor states no quantity or name to look for
-        before: list[dict] = next(
-            (r["traces"] for r in self.ledger.of("before", spec.name) if r["qid"] == item.qid), []
-        )
-        stated = {t["seed"]: states_fact(fact, _parsed(t, self.config)) for t in before}
+        stated = self._stated_before(spec, item, fact)
         target = Target(spec, self.inputs, self.real, [(item.doc_id, item.section_id)])
         try:
             traces = self._ask(target, item)

@@ -4,7 +4,7 @@
   quantity the reference answer states, else the first with a unit, else the first; the new value
   is one that no number of the document already has, so an answer stating it can only have read it
   from the edited passage.
-* `entity`: a name of the anchor (not one the question asks about) is swapped for another of the
+* `entity`: a name its document writes only in the anchor (not one the question asks about) is swapped for another of the
   same shape from the corpus that its document never mentions: a weekday for a weekday, a month for
   a month, an acronym for an acronym, a code with digits for a code, a capitalised name for a name
   of as many words (`Vault` → `PagerDuty`).
@@ -176,18 +176,28 @@ def catalog(corpus: Corpus) -> dict[str, list[str]]:
     return {kind: sorted(names) for kind, names in found.items()}
 
 
+def _pattern(name: str) -> re.Pattern:
+    return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])", re.IGNORECASE)
+
+
 def _mentions(name: str, text: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+    return _pattern(name).search(text) is not None
+
+
+def _count(name: str, text: str) -> int:
+    return len(_pattern(name).findall(text))
 
 
 def _entity(item: GoldItem, corpus: Corpus, names: dict[str, list[str]]) -> Edit | Cannot:
     asked = " ".join(item.variants)
-    found = [(at, name) for at, name in names_in(item.anchor.text) if not _mentions(name, asked)]
+    document = corpus[item.doc_id].text
+    # a name its document writes once: once it is edited, the old fact is nowhere in the document
+    found = [(at, name) for at, name in names_in(item.anchor.text) if _count(name, document) == 1]
+    found = [(at, name) for at, name in found if not _mentions(name, asked)]
     if not found:
-        return Cannot("entity", "the anchor names nothing the question does not already name")
+        return Cannot("entity", "the anchor names nothing its document names only there and the question does not")
     said = item.reference_answer or ""
     at, name = next(((a, n) for a, n in found if _mentions(n, said)), found[0])
-    document = corpus[item.doc_id].text
     others = [n for n in names.get(_kind(name), []) if not _mentions(n, document) and not _mentions(n, asked)]
     if not others:
         return Cannot("entity", f"no other {_kind(name).split('/')[0]} in the corpus that {item.doc_id} never mentions")

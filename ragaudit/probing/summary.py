@@ -13,12 +13,14 @@ from ragaudit.probing.ledger import Ledger
 @dataclass
 class Rate:
     """A share over `units` (edits, or questions for the exclusion probe) holding `runs` runs, with
-    its 95% Wilson interval over the units."""
+    its 95% Wilson interval over the units. Only runs whose answer on the real corpus stated the fact
+    count: of one that did not, the probe cannot tell whether it follows its source (`left_out`)."""
 
     value: float | None
     units: int
     runs: int
     counts: dict[str, int] = field(default_factory=dict)
+    left_out: int = 0
 
     @property
     def ci(self) -> tuple[float, float] | None:
@@ -32,15 +34,19 @@ class Rate:
             "units": self.units,
             "runs": self.runs,
             "counts": dict(sorted(self.counts.items())),
+            "left_out": self.left_out,
         }
 
 
-def _rate(units: list[list[str]], measure) -> Rate:
+def _rate(records: list[dict], measure) -> Rate:
+    """The rate over the records' runs whose answer on the real corpus stated the fact."""
+    units = [[run["outcome"] for run in r["runs"] if run.get("stated_before")] for r in records]
     outcomes = [o for unit in units for o in unit]
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o] = counts.get(o, 0) + 1
-    return Rate(measure(probe=outcomes), sum(1 for u in units if u), len(outcomes), counts)
+    left_out = sum(len(r["runs"]) for r in records) - len(outcomes)
+    return Rate(measure(probe=outcomes), sum(1 for u in units if u), len(outcomes), counts, left_out)
 
 
 @dataclass
@@ -126,20 +132,15 @@ def summarize(ledger: Ledger, names: list[str], kinds: list[str]) -> ProbeSummar
             edits.append(
                 {"pipeline": name, "qid": record["qid"], "kind": record["kind"], "edit": record["edit"], "runs": runs}
             )
-            by_question.setdefault((name, record["qid"]), []).extend(run["outcome"] for run in runs)
-        units = [[run["outcome"] for run in r["runs"]] for r in done]
-        found.faithful = _rate(units, faithful)
-        found.by_kind = {
-            kind: _rate([[run["outcome"] for run in r["runs"]] for r in done if r["kind"] == kind], faithful)
-            for kind in kinds
-        }
+            kept = [run["outcome"] for run in runs if run.get("stated_before")]
+            by_question.setdefault((name, record["qid"]), []).extend(kept)
+        found.faithful = _rate(done, faithful)
+        found.by_kind = {kind: _rate([r for r in done if r["kind"] == kind], faithful) for kind in kinds}
         excluded = ledger.of("exclude", name)
         exclusions += [
             {"pipeline": name, **{k: v for k, v in r.items() if k not in ("record", "pipeline")}} for r in excluded
         ]
-        found.necessary = _rate(
-            [[run["outcome"] for run in r["runs"] if run.get("stated_before")] for r in excluded], necessary
-        )
+        found.necessary = _rate(excluded, necessary)
         if found.skipped is not None:  # what it answered before it showed it cannot be re-pointed does not count
             found.faithful, found.by_kind = Rate(None, 0, 0), {}
     cannot = [{"qid": r["qid"], "kind": r["kind"], "why": r["why"]} for r in ledger.of("cannot")]

@@ -32,6 +32,8 @@ def render_probe(probe: dict, gate: dict) -> str:
             f"({counts.get('follows', 0)} follow, {counts.get('keeps_old', 0)} keep the old fact, "
             f"{counts.get('other', 0)} other); {spent}"
         )
+        if f["left_out"]:
+            lines.append(f"  {f['left_out']} runs left out: their answer on the real corpus did not state the fact")
         kinds = [_rate(r, kind) + f" ({r['units']})" for kind, r in p["by_kind"].items()]
         lines.append("  by kind: " + "; ".join(kinds))
         n = p["necessary"]
@@ -41,7 +43,11 @@ def render_probe(probe: dict, gate: dict) -> str:
             else f"  exclusion probe not run: {p['no_exclusion']}"
         )
         missed = [
-            (e, r) for e in probe["edits"] if e["pipeline"] == name for r in e["runs"] if r["outcome"] != "follows"
+            (e, r)
+            for e in probe["edits"]
+            if e["pipeline"] == name
+            for r in e["runs"]
+            if r["outcome"] != "follows" and r["stated_before"]
         ]
         for e, r in missed[:SHOWN]:
             lines.append(
