@@ -252,6 +252,102 @@ def test_a_killed_probe_resumes_and_loses_nothing(tmp_path):
     )  # not what it started with
 
 
+def test_a_pipeline_failing_on_the_copies_is_reported_per_question_and_fails_the_gate(tmp_path):
+    corpus = user_corpus(tmp_path)
+    pipelines = "".join(
+        f'[[pipelines]]\nname = "{name}"\nkind = "python"\nfactory = "probe_rag:{name}"\noptions = {{ real = "{corpus}" }}\n'
+        for name in ("crashing", "breaking")
+    )
+    qids = ["PWD-REQ-1", "INC-SEV1-1"]  # edits by hand: PWD-REQ-1 number + negation, INC-SEV1-1 number + entity
+    config = probe_config(tmp_path, pipelines, qids=qids, gate="[gate]\nfaithful_min = 0.5\n", corpus=corpus)
+    result = invoke("probe", config)
+    assert result.exit_code == 1, result.output  # every run on a copy failed: faithful 0 < 0.5
+    _, report = report_of(tmp_path)
+    probe = report["meta"]["probe"]
+    for name, why in (
+        ("crashing", "it could not start on the edited copy: "),
+        ("breaking", "errored: "),
+    ):
+        found = probe["pipelines"][name]
+        assert found["skipped"] is None and found["faithful"]["rate"] == 0.0
+        assert found["faithful"]["counts"] == {"other": 4} and found["faithful"]["left_out"] == 0
+        edits = [e for e in probe["edits"] if e["pipeline"] == name]
+        assert sorted((e["qid"], e["kind"]) for e in edits) == [
+            ("INC-SEV1-1", "entity"),
+            ("INC-SEV1-1", "number"),
+            ("PWD-REQ-1", "negation"),
+            ("PWD-REQ-1", "number"),
+        ]
+        for e in edits:
+            [run] = e["runs"]
+            assert run["outcome"] == "other" and why in run["why"] and run["answer"] is None
+            assert run["before"] and run["stated_before"]  # its answers on the real corpus are kept
+    causes = {e["pipeline"]: e["runs"][0]["why"] for e in probe["edits"]}
+    assert "RuntimeError: cannot open the vector store for " in causes["crashing"]  # the cause, not cut off
+    assert causes["breaking"].endswith("ConnectionError: the vector store closed the connection")
+    checks = {c["pipeline"]: c for c in report["gate"]["checks"]}
+    assert not checks["crashing"]["passed"] and not checks["breaking"]["passed"]
+    assert "[gate] breaking faithful_min FAIL: 0.000 >= 0.5" in result.output
+    assert "breaking: faithful 0.000" in result.output and "other: errored: " in result.output
+    # no gate: reported the same, exit 0
+    config.write_text(config.read_text(encoding="utf-8").replace("faithful_min = 0.5", ""), encoding="utf-8")
+    again = invoke("probe", config, "--only", "breaking")
+    assert again.exit_code == 0, again.output
+    assert "breaking: faithful 0.000" in again.output and "[gate] faithful_min not set" in again.output
+
+
+def test_a_pipeline_that_cannot_start_on_the_real_corpus_exits_4(tmp_path):
+    pipeline = '[[pipelines]]\nname = "broken"\nkind = "python"\nfactory = "probe_rag:broken"\n'
+    result = invoke("probe", probe_config(tmp_path, pipeline, qids=["PWD-REQ-1"]))
+    assert result.exit_code == 4, result.output
+    assert "broken" in result.output and "no vector store for" in result.output
+    [folder] = sorted((tmp_path / "runs").glob("probe-*"))
+    assert not (folder / "report.json").exists()
+
+
+def test_a_probe_killed_with_sigkill_resumes_from_its_ledger(tmp_path):
+    """No handler runs on SIGKILL: the ledger's finished lines are all there is, a copy is left
+    behind, and the last line may be torn. Resumed, the probe finds what a whole probe finds."""
+    pipeline = (
+        '[[pipelines]]\nname = "slow"\nkind = "python"\nfactory = "probe_rag:reading"\noptions = { delay = 0.3 }\n'
+    )
+    config = probe_config(tmp_path, pipeline)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]), "HF_HUB_OFFLINE": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ragaudit", "-q", "probe", str(config)], cwd=tmp_path, env=env, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    ledger = None
+    while time.monotonic() < deadline:  # the runs on the real corpus (5) and some edits done
+        found = sorted((tmp_path / "runs").glob("probe-*/probe.jsonl"))
+        if found and len(found[0].read_text(encoding="utf-8").splitlines()) >= 16:
+            ledger = found[0]
+            break
+        time.sleep(0.05)
+    assert ledger is not None, "the probe wrote no work"
+    child.kill()
+    child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    kept = ledger.read_text(encoding="utf-8").splitlines()
+    with open(ledger, "a", encoding="utf-8") as torn:
+        torn.write('{"record": "edit", "pipeline": "slow", "qid": "MF')  # a line cut off mid-write
+    resumed = invoke("probe", config, "--resume", ledger.parent)
+    assert resumed.exit_code == 0, resumed.output
+    lines = ledger.read_text(encoding="utf-8").splitlines()
+    assert lines[: len(kept)] == kept and len(lines) > len(kept)
+    records = [json.loads(line) for line in lines[1:]]
+    keys = [(r["record"], r.get("pipeline"), r.get("qid"), r.get("kind")) for r in records]
+    assert len(keys) == len(set(keys))  # nothing done twice
+    # counted by hand (as in the first test): 5 questions asked on the real corpus, 8 edits made,
+    # 7 that cannot be, 4 anchors with a quantity or a name to leave out
+    kinds = [k[0] for k in keys]
+    assert (kinds.count("before"), kinds.count("edit"), kinds.count("cannot"), kinds.count("exclude")) == (5, 8, 7, 4)
+    probe = json.loads((ledger.parent / "report.json").read_text(encoding="utf-8"))["meta"]["probe"]
+    assert probe["pipelines"]["slow"]["faithful"]["counts"] == {"follows": 8}
+    assert probe["pipelines"]["slow"]["necessary"]["units"] == 4
+    assert not list(ledger.parent.glob(".copy-*"))  # the copy the killed probe left is removed
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

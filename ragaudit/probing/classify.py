@@ -122,7 +122,7 @@ def _closest(claims: list[Claim], anchor: str) -> list[Claim]:
 
 def _unanswered(trace: Trace) -> Outcome | None:
     if trace.error is not None:
-        return Outcome(OTHER, f"errored: {clip(trace.error, 160)}")
+        return Outcome(OTHER, f"errored: {clip(trace.error, 400)}")  # the cause comes last
     if trace.answer is None:
         return Outcome(OTHER, "no answer: only retrieved passages")
     if not claims_of(trace.answer):
