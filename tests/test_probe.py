@@ -18,9 +18,10 @@ from helpers import DEMO, FIXTURES, REFERENCE, ROOT, backticked, invoke, markdow
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 from ragaudit.metrics import faithful as outcomes
+from ragaudit.metrics.keycontent import key_content
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.calls import AnswerCache, corpus_digest
-from ragaudit.probing.classify import classify, still_states
+from ragaudit.probing.classify import classify, states_fact, still_states
 from ragaudit.probing.edits import KINDS, Cannot, catalog, make_edit
 from ragaudit.types import Answer, Offsets, Payload, Segment, Trace
 
@@ -440,6 +441,28 @@ def test_the_edited_fact_citing_another_passage_does_not_follow(handbook):
     assert (errored.outcome, errored.why) == ("other", "errored: boom")
     gone = still_states(edit, run_of("Monthly backups are kept for 13 months.", "backups:0001", 0, 10))
     assert gone.outcome == "unnecessary"
+
+
+@pytest.mark.parametrize(
+    ("answer", "stated"),
+    [
+        ("Hardware keys are shipped only to the employee's registered home address.", True),
+        ("Only to the employee's registered home address.", True),
+        # the statement's subject, verb and polarity, not its fact: of such an answer the probe cannot
+        # tell whether it follows its source, and it is left out
+        ("Hardware keys are shipped to the IT help desk.", False),
+        ("Hardware keys are not shipped to the employee's registered home address.", False),
+    ],
+)
+def test_a_negation_counts_only_answers_that_stated_the_fact_before(handbook, answer, stated):
+    corpus, items, names = handbook
+    item = items["KEYS-HW-5"]
+    edit = make_edit("negation", item, corpus, names)
+    assert edit.edited == "Hardware keys are not shipped only to the employee's registered home address."
+    key = key_content(item.anchor.text, item.question, item.reference_answer)
+    start, end = item.anchor.span.start, item.anchor.span.end
+    run = run_of(f"{answer[:-1]} [key-management:0003].", "key-management:0003", start, end, "key-management")
+    assert states_fact(edit, run, key) is stated
 
 
 def test_the_rates_and_their_interval():

@@ -319,7 +319,11 @@ class _Work:
         before: list[dict] = next(
             (r["traces"] for r in self.ledger.of("before", spec.name) if r["qid"] == item.qid), []
         )
-        return {t["seed"]: states_fact(fact, _parsed(t, self.config)) for t in before}
+        from ragaudit.metrics.keycontent import key_content
+
+        key = key_content(item.anchor.text, item.question, item.reference_answer)
+        bars = {"recall": self.config.lambda_.key_recall_min, "precision": self.config.lambda_.key_precision_min}
+        return {t["seed"]: states_fact(fact, _parsed(t, self.config), key, **bars) for t in before}
 
     def _excluded(self, spec: PipelineConfig, item: GoldItem) -> None:
         if self._skipped(spec) or self.ledger.has("exclude", spec.name, item.qid) or self._stopped():

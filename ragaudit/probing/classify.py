@@ -27,6 +27,7 @@ from ragaudit.errors import clip
 from ragaudit.metrics.claims import Claim, claims_of
 from ragaudit.metrics.contradiction import contradiction
 from ragaudit.metrics.faithful import FOLLOWS, KEEPS_OLD, NECESSARY, OTHER, UNNECESSARY
+from ragaudit.metrics.keycontent import KeyContent, stated
 from ragaudit.metrics.quantities import Mention, holds, mentions
 from ragaudit.metrics.spans import in_unit
 from ragaudit.probing.edits import Edit
@@ -145,6 +146,12 @@ def classify(edit: Edit, trace: Trace, corpus: Corpus | None) -> Outcome:
         ids = ", ".join(citing[0].citations)
         return Outcome(FOLLOWS, f"claim {citing[0].n} states {_said(edit, True)} citing the edited passage ({ids})")
     if old and not new:
+        if edit.kind == "negation":  # a negation's side is a polarity: quote the claim that keeps it
+            return Outcome(
+                KEEPS_OLD,
+                f"claim {old[0].n} says “{clip(clean(old[0].text), 70)}” as the statement did before the edit, "
+                f"not {_said(edit, True)}",
+            )
         return Outcome(KEEPS_OLD, f"claim {old[0].n} states {_said(edit, False)}, the fact before the edit")
     if new and old:
         return Outcome(OTHER, f"states both {_said(edit, True)} and the old {_said(edit, False)}")
@@ -168,7 +175,25 @@ def still_states(fact: Edit, trace: Trace) -> Outcome:
     return Outcome(NECESSARY, f"no claim states {_said(fact, False)} once its passage is gone")
 
 
-def states_fact(fact: Edit, trace: Trace) -> bool:
-    """Does the run (on the real corpus) state the anchor's quantity or name?"""
+def states_fact(fact: Edit, trace: Trace, key: KeyContent | None = None, *, recall=0.3, precision=0.5) -> bool:
+    """Does the run (on the real corpus) state the anchor's fact: its quantity or name, or for a
+    negation its statement? A negation's side is only the statement's polarity, so the claim must
+    also state the anchor's `key` content as a run's `correct` reads it (at least `recall` of it,
+    `precision` of its own content the anchor's): "Hardware keys are shipped to the IT help desk"
+    shares the subject and verb of "… are shipped only to the employee's registered home address",
+    not its fact."""
     answer = trace.answer if trace.error is None else None
-    return any(states(fact, clean(c.text), edited=False) for c in _closest(claims_of(answer), fact.anchor))
+    for claim in _closest(claims_of(answer), fact.anchor):
+        text = clean(claim.text)
+        if states(fact, text, edited=False) and (
+            fact.kind != "negation" or key is None or _holds(text, key, recall, precision)
+        ):
+            return True
+    return False
+
+
+def _holds(claim: str, key: KeyContent, recall: float, precision: float) -> bool:
+    found = stated(claim, key)
+    return (found.share is None or found.share >= recall or found.answers) and (
+        found.drawn is None or found.drawn >= precision
+    )
