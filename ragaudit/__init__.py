@@ -14,11 +14,12 @@ As a library (each function is documented in `ragaudit.api`; the report it retur
     ragaudit.ingest("otlp", ["spans.jsonl"], "traces.jsonl")
     ragaudit.verify("reports/RUN").changed
     ragaudit.faults("reports/RUN"), ragaudit.calibrate("configs/default.toml")
+    ragaudit.probe("configs/default.toml", sample=20)     # does each answer follow its source?
     ragaudit.load_run("reports/RUN").runs                # pandas DataFrames
     ragaudit.support_scores([("Keys rotate yearly.", ["Keys are rotated every 12 months."])])
 
 Every `ragaudit` command is one of these calls (`ragaudit.plan_gold`, `ragaudit.audit_log`, `ragaudit.reanchor`,
-`ragaudit.cite` and `ragaudit.attest_run` too, each documented in the module it names below).
+`ragaudit.cite`, `ragaudit.attest_run` and `ragaudit.probe` too, each documented in the module it names below).
 
 Nothing heavy is imported until a function is called.
 """
@@ -40,6 +41,7 @@ _LAZY |= {
     "audit_log": ("ragaudit.auditlog", "run_audit_log"),
     "cite": ("ragaudit.citations", "render_traces"),
     "plan_gold": ("ragaudit.power", "plan_gold"),
+    "probe": ("ragaudit.probing", "probe"),
     "reanchor": ("ragaudit.goldtools.reanchor", "reanchor_file"),
     "support_score": ("ragaudit.metrics.support", "support_score"),
 }

@@ -95,6 +95,19 @@ def faults(run_dir, config_path, **options):
     return said.faults(ragaudit.faults(run_dir, config=config_path, **options))
 
 
+@main.command()
+@arg("config_path", FILE, metavar="CONFIG")
+@opt("--only", "comma-separated pipeline names (default: every pipeline)")
+@opt("--sample", "probe N gold questions, a seeded sample (default: all)", COUNT)
+@opt("--edits", "comma-separated edit kinds: number, entity, negation (default: all)")
+@opt("--resume", "finish an interrupted probe in PROBE_DIR (the probe directory goes to [audit] out)", DIR)
+def probe(config_path, **options):
+    """Does each pipeline's answer follow its source? Asks each question again on a corpus copy with its anchor's key
+    fact edited, and with the anchor's section left out of retrieval; writes a probe directory with report.json.
+    Exit 0: faithful_min passes or is not set; 1: it fails; 2: usage; 3: bad input; 4: a pipeline could not start."""
+    return said.probed(ragaudit.probe(config_path, **options))
+
+
 @main.command("calibrate")
 @arg("config_path", FILE, metavar="CONFIG")
 @opt("--out", "where to write the proposal (default: calibration.json beside the config)", PATH)

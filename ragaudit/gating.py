@@ -53,6 +53,11 @@ def _above(value: float | None, limit: float) -> bool:
     return value is None or value > limit
 
 
+def _below(value: float | None, limit: float) -> bool:
+    """A value known and below the limit."""
+    return value is not None and value < limit
+
+
 def _by_stats(failing: Callable[[QuestionStats, float], bool]) -> Callable[[Scope, float], list[str]]:
     return lambda scope, limit: sorted(q.qid for q in scope.questions if failing(q.stats, limit))
 
@@ -189,6 +194,14 @@ CHECKS: tuple[Rule, ...] = (
         lambda s: s.labelled.ci[0] if s.labelled is not None and s.labelled.ci is not None else None,
         lambda s, _: [],
         explain=lambda s: _labelled_detail(s.labelled),
+    ),
+    Rule(
+        "faithful_min",
+        AT_LEAST,
+        lambda s: s.summary.metrics.get("faithful"),
+        lambda s, t: sorted(q.qid for q in s.questions if _below(q.metrics.get("faithful"), t)),
+        "share of probe runs whose answer follows its edited source (ragaudit probe)",
+        missing="omit",  # a run measures no faithfulness: only a probe's report has it
     ),
     Rule(
         "max_errors",
@@ -464,6 +477,9 @@ _WHY: dict[str, Callable[[Check, Question], str]] = {
         q.stats.hallucinating, q, "state a quantity or identifier no cited text holds"
     ),
     "grounded_pass_rate": lambda c, q: _runs(q.stats.ungrounded, q, "have a claim their cited texts do not support"),
+    "faithful_min": lambda c, q: (
+        f"its probe runs follow their edited source at a rate of {_n(q.metrics.get('faithful'))} < {_n(c.threshold)}"
+    ),
     "max_errors": lambda c, q: "its runs have validator issues of severity error (issues.jsonl lists them)",
     "analyzer_parity": lambda c, q: c.detail,
     "drift_delta_s_mean": lambda c, q: f"its mean ΔS rose by more than {_n(c.threshold)} since the baseline",

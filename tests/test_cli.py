@@ -141,14 +141,19 @@ def test_usage_error_exit_2(cli):
 def test_config_section_policy(cli, tmp_path, traces_file, valid_trace, corpus_dir):
     valid_trace["answer"]["segments"][0]["citations"] = ["pol-keys-1", "pol-pw-1"]
     path = traces_file(valid_trace)
-    assert cli("validate", path, "--corpus", corpus_dir).exit_code == 1
+    reused = cli("validate", path, "--corpus", corpus_dir, "--format", "json")
+    assert reused.exit_code == 0  # a sentence citing two sections is a warning: each claim is judged on its own
+    assert [(i["code"], i["severity"]) for i in json.loads(reused.output)["issues"]] == [
+        ("cross_section_reuse", "warning")
+    ]
     config = tmp_path / "c.toml"
     config.write_text(
         f'[audit]\ncorpus = "{corpus_dir}"\ncross_section_whitelist = '
         '[["policies/security/keys", "policies/security/passwords"]]\n',
         encoding="utf-8",
     )
-    assert cli("validate", path, "--config", config).exit_code == 0
+    whitelisted = cli("validate", path, "--config", config, "--format", "json")
+    assert whitelisted.exit_code == 0 and json.loads(whitelisted.output)["issues"] == []
 
 
 def test_codes_lists_every_code(cli):

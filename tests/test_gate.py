@@ -220,7 +220,11 @@ def test_every_check_of_the_table_has_one_threshold_shape():
         error_counts={},
         aborted={"p": Aborted("a", 0, 1, "analyzer")},
     )
-    assert {rule.name for rule in CHECKS} <= {c.name for c in result.checks} | {"delta_s_mean_max", "labelled_good_min"}
+    assert {rule.name for rule in CHECKS} <= {c.name for c in result.checks} | {
+        "delta_s_mean_max",
+        "labelled_good_min",
+        "faithful_min",  # a probe's: a run measures no faithfulness
+    }
     for check in result.checks:
         assert check.threshold is None or isinstance(check.threshold, (int, float)), check.name
         assert isinstance(check.bound, str) and check.bound, check.name
@@ -249,6 +253,7 @@ def test_the_gate_section_has_a_field_for_every_check_and_nothing_else():
         "hallucination_max",
         "grounded_pass_rate",
         "labelled_good_min",
+        "faithful_min",
         "max_errors",
     }
     assert set(CHECK_NAMES) == thresholds

@@ -46,6 +46,7 @@ KINDS = {
     "index-info",
     "traces-log",
     "compare",
+    "probe",
     "layout",
 }
 DATA_LANGUAGES = {"json", "jsonl", "toml", "python"}
@@ -123,6 +124,7 @@ class Run:
     dir: Path
     config: Path
     cache: Path
+    bin: Path  # where `python` is this interpreter
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +147,7 @@ def run(example, tmp_path_factory) -> Run:
         patch.chdir(example)  # as the guide runs it: `ragaudit run ragaudit.toml` in the example folder
         result = invoke("run", config.name)
     assert result.exit_code == 1, result.output  # the recording lacks runs: the gate fails, as the guide says
-    return Run(example / run_dir_of(result), config, cache)
+    return Run(example / run_dir_of(result), config, cache, bin_dir)
 
 
 # ---- the guide's own shape ---------------------------------------------------------------------
@@ -261,13 +263,14 @@ def test_every_config_example_loads(example, tmp_path):
     ]
     assert loaded.gold == example / "gold.jsonl" and loaded.corpus == example / "handbook"
     snippets = blocks("config")
-    assert len(snippets) == 4
+    assert len(snippets) == 5
     loaded_snippets = []
     for i, (_, body) in enumerate(snippets):
         (tmp_path / f"snippet{i}.toml").write_text(body, encoding="utf-8")
         loaded_snippets.append(load_config(tmp_path / f"snippet{i}.toml"))
     assert loaded_snippets[0].markers == {"number"}  # the marker forms an app cites with
     assert loaded_snippets[3].gate.labelled_good_min == 0.80 and loaded_snippets[3].labels.name == "labels.jsonl"
+    assert loaded_snippets[4].gate.faithful_min == 0.90  # ragaudit probe's gate
 
 
 # ---- a run's outputs ---------------------------------------------------------------------------
@@ -397,6 +400,21 @@ def test_the_comparison_line_is_that_of_the_run(run, tmp_path):
     found = next(x for x in metric if x.split()[0] == line.split()[0])
     # p_holm is adjusted across every metric of the pair, some of which depend on the encoder
     assert re.sub(r"p_holm \S+", "p_holm ?", found) == re.sub(r"p_holm \S+", "p_holm ?", line)
+
+
+def test_the_probe_lines_are_those_of_a_probe_of_the_example(run):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAGAUDIT_CACHE", str(run.cache))
+        patch.setenv("PATH", f"{run.bin}{os.pathsep}{os.environ.get('PATH', '')}")
+        patch.chdir(run.config.parent)
+        probed = invoke("probe", run.config.name)
+    assert probed.exit_code == 0, probed.output
+
+    def shown(text: str) -> list[str]:  # the guide shortens the index hash and names another time
+        text = re.sub(r"(sha256:[0-9a-f]{4})[0-9a-f]{56}([0-9a-f]{4})", r"\1…\2", text)
+        return [line for line in text.strip().splitlines() if not line.startswith("probe directory: ")]
+
+    assert shown(probed.output) == shown(only("probe"))
 
 
 # ---- caches ------------------------------------------------------------------------------------

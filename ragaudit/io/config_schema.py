@@ -135,6 +135,8 @@ class _Gate(_Table):
     max_errors: _Count | None = 0
     # the lower end of the good-run rate's 95% interval corrected by labels on a random sample ([labels])
     labelled_good_min: _Rate | None = None
+    # the share of probe runs whose answer follows its edited source (`ragaudit probe`)
+    faithful_min: _Rate | None = None
     pipelines: list[_Text] = Field(default_factory=list)
     from_: _ConfigPath | None = Field(default=None, alias="from")  # thresholds proposed by `ragaudit calibrate`
 

@@ -16,16 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ragaudit.metrics import aggregate, computes
+from ragaudit.metrics import aggregate, computes, faithful
 from ragaudit.metrics.lam import STATES
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    level: str  # "run", "claim" or "question"
+    level: str  # "run", "claim", "question", or "probe" (measured by `ragaudit probe`, not by a run)
     description: str
-    compute: Callable[..., Any]  # keyword-only: run= a ScoredRun (run, claim), question= a QuestionRuns
+    compute: Callable[
+        ..., Any
+    ]  # keyword-only: run= a ScoredRun (run, claim), question= a QuestionRuns, probe= outcomes
     higher_is_better: bool = True
     bounds: tuple[float, float] = (0.0, 1.0)
     compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
@@ -196,6 +198,17 @@ METRICS: dict[str, Metric] = {
             gated_by=("hallucination_max",),
         ),
         Metric(
+            "faithful",
+            "probe",
+            "share of probe runs whose answer follows its source: asked again on a copy of the corpus with the "
+            "gold anchor's key fact edited (a quantity, a name, a negation), it states the edited fact and cites "
+            "the edited passage; an answer keeping the old fact, or neither, counts 0; over the runs whose answer "
+            "on the real corpus stated the fact (ragaudit probe)",
+            faithful.faithful,
+            outcome=True,
+            gated_by=("faithful_min",),
+        ),
+        Metric(
             "css",
             "question",
             "|∩ S_r| / |∪ S_r| over the question's runs, S_r = the (doc_id, section_id) pairs "
@@ -221,7 +234,7 @@ METRICS: dict[str, Metric] = {
     )
 }
 
-RUN_METRICS = tuple(m for m in METRICS.values() if m.level != "question")  # computed per run
+RUN_METRICS = tuple(m for m in METRICS.values() if m.level in ("run", "claim"))  # computed per run
 QUESTION_METRICS = tuple(m for m in METRICS.values() if m.level == "question")
 
 
@@ -285,7 +298,7 @@ TRENDED = {
     "lambda": "convergent_share",
 }
 _LISTED = {*AVERAGED, *TRENDED, *(name for view in VIEWS.values() for name in view)}
-if not _LISTED <= set(METRICS) or set(AVERAGED) != {m.name for m in METRICS.values() if m.level != "question"}:
+if not _LISTED <= set(METRICS) or set(AVERAGED) != {m.name for m in RUN_METRICS}:
     raise ImportError(f"metric lists out of step with the registry: {sorted(_LISTED ^ set(METRICS))}")
 
 # Which ΔS the gate reads, and why: the figures `bench/faults.py` prints (AUROC for runs citing a wrong

@@ -21,14 +21,29 @@ REPLACEMENT = "\ufffd"
 
 @dataclass(frozen=True, slots=True)
 class Request:
+    """One run to answer. `corpus` and `exclude` are set by a probe only (docs/guide.md §3.6): the
+    corpus to answer from (a copy with one fact edited) and the sections to leave out of retrieval,
+    each `(doc_id, section_id)`, a section_id of None leaving out the whole document."""
+
     qid: str
     variant: int
     seed: int
     query: str
     k: int
+    corpus: str | None = None
+    exclude: tuple[tuple[str, str | None], ...] = ()
 
     def to_dict(self) -> dict:
-        return {"qid": self.qid, "variant": self.variant, "seed": self.seed, "query": self.query, "k": self.k}
+        out = {"qid": self.qid, "variant": self.variant, "seed": self.seed, "query": self.query, "k": self.k}
+        if self.corpus is not None:  # a probe's request: a command pipeline reads where to answer from
+            out |= {"corpus": self.corpus, "exclude": exclusions(self.exclude)}
+        return out
+
+
+def exclusions(exclude) -> list[dict]:
+    """Excluded sections as a pipeline is given them: `[{"doc_id", "section_id"}]`, a section_id of
+    null meaning the whole document."""
+    return [{"doc_id": doc_id, "section_id": section_id} for doc_id, section_id in exclude]
 
 
 class Pipeline(Protocol):
@@ -123,7 +138,8 @@ def trace_from_output(
         output = trace_to_dict(output)
     if not isinstance(output, dict):
         return error_trace(name, request, f"expected a trace object, found {describe(output)}", index)
-    merged = without_surrogates({**output, **request.to_dict(), "config": name})
+    asked = {"qid": request.qid, "variant": request.variant, "seed": request.seed, "query": request.query}
+    merged = without_surrogates({**output, **asked, "config": name})
     merged.pop("k", None)
     if merged.get("retrieved_at") is None:
         merged["retrieved_at"] = now()

@@ -5,8 +5,9 @@ after an exponential backoff with jitter (each attempt's error kept in the trace
 
 The answer cache is keyed by the pipeline's configuration (kind, factory or command, options),
 its code (the content of the factory's module, of the files the command names and of the files
-and folders of `code`: a fixed bug misses), the live index it reports (so a rebuilt index
-misses), the query, the seed and k. It lives in
+and folders of `code`: a fixed bug misses), the digest of the corpus it answers from (so a probe's
+edited copy misses), the live index it reports (so a rebuilt index misses), the query, the seed
+and k. It lives in
 `answers.sqlite` in ragaudit's cache folder (`RAGAUDIT_CACHE`, else `~/.cache/ragaudit`); a damaged
 one is set aside and rebuilt, a locked or read-only one is left alone, and the run goes on either
 way (the warnings say what happened).
@@ -48,15 +49,22 @@ class AnswerCache:
     """Traces of successful calls by (pipeline config, live index, query, seed, k). A damaged file
     is set aside and rebuilt, and a row that is not such a trace is a miss (`CacheDB`)."""
 
-    def __init__(self, path: Path, config_key: str):
+    def __init__(self, path: Path, config_key: str, corpus: str | None = None):
         from ragaudit.io.cachedb import CacheDB
 
-        self.config_key = config_key
+        self.config_key, self.corpus = config_key, corpus
         self.db = CacheDB(path, {"answers": "key TEXT PRIMARY KEY, trace TEXT"}, what="answer cache")
 
     def key(self, request: Request, index: LiveIndex | None) -> str:
         body = json.dumps(
-            [self.config_key, index and dataclasses.astuple(index), request.query, request.seed, request.k],
+            [
+                self.config_key,
+                self.corpus,
+                index and dataclasses.astuple(index),
+                request.query,
+                request.seed,
+                request.k,
+            ],
             sort_keys=True,
             default=str,
         )
@@ -87,6 +95,16 @@ class AnswerCache:
 
     def warnings(self) -> list[str]:
         return list(self.db.warnings)
+
+
+def corpus_digest(corpus) -> str:
+    """The sha256 of a corpus's documents (ids and texts): an answer given on one corpus is never
+    served for another, such as a probe's copy with one fact edited."""
+    digest = hashlib.sha256()
+    for doc_id in sorted(corpus.documents):
+        text = corpus.documents[doc_id].text.encode("utf-8", "surrogatepass")
+        digest.update(hashlib.sha256(doc_id.encode("utf-8", "surrogatepass")).digest() + hashlib.sha256(text).digest())
+    return digest.hexdigest()
 
 
 def config_key(kind: str, options: dict, *, code: dict[str, str] | None = None) -> str:
@@ -140,7 +158,10 @@ class CallPolicy:
         *,
         cache_folder: Path | None = None,
         code: dict[str, str] | None = None,
+        corpus: str | None = None,
     ):
+        """`code`: the digests of the pipeline's code (`code_digests`); `corpus`: the digest of the
+        corpus it answers from (`corpus_digest`); both part of every answer's key."""
         self.name = name
         self.retries = int(options.get("retries") or 0)
         self.backoff = float(options.get("retry_backoff_s") or 0.5)
@@ -152,7 +173,7 @@ class CallPolicy:
             from ragaudit.metrics.embed import cache_dir
 
             key = config_key(kind, options, code=code)
-            self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", key)
+            self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", key, corpus)
         self._jitter = random.Random(f"{name}:backoff")
         self.active = bool(self.retries or self.slots or self.limiter or self.cache)
 

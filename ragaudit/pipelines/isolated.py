@@ -50,8 +50,18 @@ class IsolatedPythonPipeline(CommandPipeline):
         markers: frozenset[str] = ALL_FORMS,
         timeout_s: float = 30.0,
         search_path: str | None = None,
+        corpus_path: str | None = None,
+        exclude: tuple[tuple[str, str | None], ...] = (),
     ):
-        spec = {"name": name, "factory": factory, "options": options or {}, "search_path": search_path}
+        """`corpus_path` and `exclude` reach the factory in the process as they do in-process."""
+        spec = {
+            "name": name,
+            "factory": factory,
+            "options": options or {},
+            "search_path": search_path,
+            "corpus_path": corpus_path,
+            "exclude": [list(e) for e in exclude],
+        }
         try:
             encoded = json.dumps(spec, sort_keys=True)
         except (TypeError, ValueError) as exc:  # TOML gives only JSON's types; a Python caller may not
@@ -187,7 +197,13 @@ def serve(spec: dict, stdin, out) -> int:
 
     try:
         built = PythonPipeline(
-            spec["name"], spec["factory"], spec["options"], search_path=spec["search_path"], timeout_s=86_400.0
+            spec["name"],
+            spec["factory"],
+            spec["options"],
+            search_path=spec["search_path"],
+            timeout_s=86_400.0,
+            corpus_path=spec.get("corpus_path"),
+            exclude=tuple((doc, section) for doc, section in spec.get("exclude") or ()),
         )
     except PipelineStartError as exc:
         say({"start_error": str(exc)})

@@ -9,11 +9,15 @@ from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import PipelineConfig
 from ragaudit.pipelines.base import Pipeline, Request, error_trace
-from ragaudit.pipelines.calls import CallPolicy, code_digests
+from ragaudit.pipelines.calls import CallPolicy, code_digests, corpus_digest
 from ragaudit.types import Trace
 
 
-def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
+def build_pipeline(
+    spec: PipelineConfig, inputs: Inputs, *, exclude: tuple[tuple[str, str | None], ...] = ()
+) -> Pipeline:
+    """The pipeline of `spec` over the corpus of `inputs`, leaving the sections of `exclude` out of
+    what it retrieves (a reference pipeline; a python factory that declares `exclude`)."""
     o, unit, markers = spec.options, inputs.config.offset_unit, inputs.config.markers
     if spec.kind == "reference":
         from ragaudit.pipelines.reference import ReferencePipeline
@@ -29,6 +33,7 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
             rerank=o["rerank"],
             temperature=o["temperature"],
             encoder=inputs.encoder,
+            exclude=exclude,
         )
     if spec.kind == "replay":
         from ragaudit.pipelines.replay import ReplayPipeline
@@ -52,6 +57,8 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs) -> Pipeline:
             markers=markers,
             timeout_s=o["timeout_s"],
             search_path=folder,
+            corpus_path=str(Path(inputs.config.corpus).resolve()) if inputs.config.corpus else None,
+            exclude=exclude,
         )
     if spec.kind == "command":
         from ragaudit.pipelines.command import CommandPipeline
@@ -74,16 +81,20 @@ class PipelinePool:
     (a factory that calls sys.exit, a close() that raises) becomes a start error or a warning,
     never ragaudit's own exit."""
 
-    def __init__(self, spec: PipelineConfig, inputs: Inputs | None, workers: int, *, instance: Pipeline | None = None):
-        """Build the pipeline's instances, or serve one given `instance` to every worker (a
-        pipeline that runs elsewhere, such as on a Dask cluster)."""
+    def __init__(
+        self, spec: PipelineConfig, inputs: Inputs | None, workers: int, *, instance: Pipeline | None = None, exclude=()
+    ):
+        """Build the pipeline's instances (leaving the sections of `exclude` out of what they retrieve),
+        or serve one given `instance` to every worker (a pipeline that runs elsewhere, such as on a
+        Dask cluster)."""
         self.spec = spec
         remote = spec.kind in REMOTE_KINDS
         code = None
         if remote and spec.options.get("cache"):  # the answer cache keys on the pipeline's code
             folder = Path(inputs.config.path).parent.resolve() if inputs is not None and inputs.config.path else None
             code = code_digests(spec.kind, spec.options, folder)
-        self.policy = CallPolicy(spec.name, spec.kind, spec.options if remote else {}, code=code)
+        corpus = corpus_digest(inputs.corpus) if inputs is not None and remote else None
+        self.policy = CallPolicy(spec.name, spec.kind, spec.options if remote else {}, code=code, corpus=corpus)
         self.free: queue.Queue = queue.Queue()
         self.instances: list[Pipeline] = []
         if instance is not None:
@@ -95,7 +106,7 @@ class PipelinePool:
         self.shared = spec.kind in SHARED_KINDS
         for _ in range(size):
             try:
-                self.instances.append(build_pipeline(spec, inputs))
+                self.instances.append(build_pipeline(spec, inputs, exclude=exclude))
             except (SystemExit, KeyboardInterrupt) as exc:
                 self.close()
                 raise PipelineStartError(

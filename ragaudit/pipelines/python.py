@@ -37,6 +37,7 @@ from ragaudit.pipelines.base import (
     Request,
     check_timeout,
     error_trace,
+    exclusions,
     trace_from_output,
     without_surrogates,
 )
@@ -128,11 +129,16 @@ class PythonPipeline:
         markers: frozenset[str] = ALL_FORMS,
         timeout_s: float = 30.0,
         search_path: str | None = None,
+        corpus_path: str | None = None,
+        exclude: tuple[tuple[str, str | None], ...] = (),
     ):
+        """`corpus_path` and `exclude` reach the factory when it declares parameters of those names
+        (docs/guide.md §3.3): the corpus it must index, and the sections to leave out of retrieval."""
         self.name, self.factory, self.offset_unit, self.markers = name, factory, offset_unit, markers
         self.timeout_s = check_timeout(name, timeout_s)
         make = load_factory(name, factory, search_path=search_path)
-        options = dict(options or {})
+        given = {"corpus_path": corpus_path, "exclude": exclusions(exclude)}
+        options = {**(options or {}), **{key: given[key] for key in takes(make) if corpus_path is not None}}
         try:
             self.target = make(**options)
         except (Exception, SystemExit) as exc:  # a factory calling sys.exit() must not end ragaudit
@@ -210,6 +216,21 @@ class PythonPipeline:
     def _read_index(self) -> LiveIndex | None:
         read = getattr(self.target, "index_info", None)
         return as_live_index(read()) if callable(read) else None
+
+
+REPOINTED = ("corpus_path", "exclude")  # the factory parameters a probe re-points a pipeline with
+
+
+def takes(make: Callable) -> tuple[str, ...]:
+    """Which of REPOINTED the factory declares by name: what ragaudit can tell it about the corpus."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(make).parameters
+    except (TypeError, ValueError):  # a builtin or a C callable without a signature
+        return ()
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(key for key in REPOINTED if key in parameters and parameters[key].kind in named)
 
 
 def as_live_index(value: Any) -> LiveIndex | None:

@@ -130,6 +130,17 @@ def faults(done) -> Said:
     return said.err(done.warnings, "warning: ").ends(gated_code(done.passed))
 
 
+def probed(done) -> Said:
+    """`ragaudit probe`: what each pipeline's answers did on the edited copies (a `probing.Probed`),
+    the probe directory; exit 0 when faithful_min passes (or is not set), 1 when it fails."""
+    from ragaudit.render.probe_text import render_probe
+
+    report = done.report
+    said = Said().err([f"resumed: {done.resumed} finished pieces of work kept"] if done.resumed else [])
+    said.out(render_probe(report.meta["probe"], report.gate.to_json()), nl=False).out(f"probe directory: {done.folder}")
+    return said.err(done.warnings, "warning: ").ends(gated_code(done.passed))
+
+
 def calibrated(result: dict, target: Path, fmt: str) -> Said:
     """`ragaudit calibrate`: the proposal as JSON, or as text and where it was written."""
     from ragaudit.render.calibration_text import render_calibration

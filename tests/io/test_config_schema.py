@@ -30,6 +30,7 @@ GATE = {
     "grounded_pass_rate": 0.90,
     "max_errors": 0,
     "labelled_good_min": None,
+    "faithful_min": None,
     "pipelines": [],
 }
 
@@ -197,6 +198,6 @@ def test_waits_are_bounded_so_no_clock_overflows(tmp_path, key, value, expected)
 def test_what_a_calibration_brings_to_the_gate_is_not_a_config_key(tmp_path):
     assert problems(tmp_path, '[gate]\ncoverage_min = 0.5\nnot_gated = { coverage_min = "why" }\n') == [
         "3: $.gate.not_gated: expected one of citation_match_min, coverage_min, coverage_pass_rate, "
-        "delta_s_excess_max, delta_s_max, delta_s_mean_max, from, grounded_pass_rate, hallucination_max, "
+        "delta_s_excess_max, delta_s_max, delta_s_mean_max, faithful_min, from, grounded_pass_rate, hallucination_max, "
         "labelled_good_min, lambda_convergent_min, lambda_forbid, max_errors, pipelines, found unknown key 'not_gated'"
     ]

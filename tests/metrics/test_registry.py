@@ -74,7 +74,19 @@ def worse_question() -> QuestionRuns:
 def value(metric, subject):
     if metric.level == "question":
         return metric.compute(question=subject)
+    if metric.level == "probe":  # a probe's outcomes: follows / keeps_old / other (ragaudit probe)
+        return metric.compute(probe=subject)
     return metric.compute(run=subject)
+
+
+def better_probe() -> list[str]:
+    """Every probe run follows its edited source."""
+    return ["follows", "follows", "follows"]
+
+
+def worse_probe() -> list[str]:
+    """The probe runs keep the old fact, or state neither."""
+    return ["keeps_old", "other", "follows"]
 
 
 def variants(valid_trace):
@@ -99,6 +111,8 @@ def variants(valid_trace):
 
 
 def subjects(metric, valid_trace):
+    if metric.level == "probe":
+        return [better_probe(), worse_probe(), ["keeps_old"], ["other"], []]
     if metric.level == "question":
         return [better_question(), worse_question(), QuestionRuns()]
     spread = [run_of(t, distances=dict.fromkeys(DISTANCES, 0.5)) for t in variants(valid_trace)]
@@ -122,6 +136,8 @@ def test_value_lies_in_its_range(metric, valid_trace):
 def test_direction_holds_on_a_better_and_a_worse_input(metric, valid_trace):
     if metric.level == "question":
         better, worse = value(metric, better_question()), value(metric, worse_question())
+    elif metric.level == "probe":
+        better, worse = value(metric, better_probe()), value(metric, worse_probe())
     else:
         better, worse = value(metric, better_run(valid_trace)), value(metric, worse_run(valid_trace))
     if metric.states:
@@ -135,7 +151,7 @@ def test_direction_holds_on_a_better_and_a_worse_input(metric, valid_trace):
 @pytest.mark.parametrize("metric", METRICS.values(), ids=str)
 def test_is_documented(metric):
     reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
-    assert metric.description and metric.level in ("run", "claim", "question")
+    assert metric.description and metric.level in ("run", "claim", "question", "probe")
     assert re.search(rf"^\| `{re.escape(metric.name)}` \|", reference, re.M), metric.name
 
 

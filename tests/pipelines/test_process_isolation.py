@@ -150,3 +150,18 @@ def test_what_close_raises_in_the_process_is_the_warning_it_is_in_process(worker
     assert p.close() == warning
     assert p.close() is None
     assert p.run(request("late")).error == "pipeline 'mine' is closed"
+
+
+def test_the_corpus_a_probe_points_at_reaches_the_factory_in_its_process(monkeypatch, tmp_path):
+    # probe_rag:crashing opens only the corpus it was told is real: the path must cross the process
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
+    real, copy = DEMO / "corpus", tmp_path / "copy"
+    shutil.copytree(real, copy)
+    options = {"real": str(real)}
+    same = IsolatedPythonPipeline("p", "probe_rag:crashing", options, timeout_s=60, corpus_path=str(real))
+    try:
+        assert same.run(request("How often are administrator hardware keys rotated?")).error is None
+    finally:
+        same.close()
+    with pytest.raises(PipelineStartError, match=f"cannot open the vector store for {copy}"):
+        IsolatedPythonPipeline("p", "probe_rag:crashing", options, timeout_s=60, corpus_path=str(copy))

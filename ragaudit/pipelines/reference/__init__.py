@@ -42,9 +42,11 @@ class ReferencePipeline:
         rerank: str | None = None,
         temperature: float = 0.0,
         encoder=None,
+        exclude: tuple[tuple[str, str | None], ...] = (),
     ):
         """`encoder` embeds the index of a dense or hybrid retriever, and for every retriever lets the
-        answerer compare the query with the retrieved sentences."""
+        answerer compare the query with the retrieved sentences. The sections of `exclude` (`(doc_id,
+        section_id)`, None for the whole document) are left out of the index."""
         if retriever not in RETRIEVERS:
             raise UsageError(
                 f"pipeline {name!r}: expected retriever one of {', '.join(RETRIEVERS)}, found {retriever!r}"
@@ -58,7 +60,11 @@ class ReferencePipeline:
         self.name, self.k, self.rerank, self.temperature = name, k, rerank, temperature
         self.analyzer = ANALYZERS[analyzer]
         with phase("chunking", unit="chunks") as chunking:
-            self.chunks: list[Chunk] = chunk_corpus(corpus, self.analyzer, chunk_size=chunk_size, overlap=chunk_overlap)
+            self.chunks: list[Chunk] = [
+                c
+                for c in chunk_corpus(corpus, self.analyzer, chunk_size=chunk_size, overlap=chunk_overlap)
+                if (c.doc_id, c.section_id) not in exclude and (c.doc_id, None) not in exclude
+            ]
             chunking.advance(len(self.chunks))
         dense = retriever in ("dense", "hybrid")
         self.embed_model = encoder.model_id if dense else SPARSE_MODEL
