@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -149,6 +150,26 @@ def resolve(ids: tuple[str, ...], retrieved: tuple[Payload, ...]) -> tuple[str, 
         number = int(i) if i.isdecimal() and len(i) < 6 else None
         out.append(numbered.get(number, named.get(i, i)) if number is not None else named.get(i, i))
     return tuple(dict.fromkeys(out))
+
+
+def numbered_segments(
+    text: str, numbered: Mapping[int, str], named: Mapping[str, str], forms: frozenset[str] = ALL_FORMS
+) -> list[dict]:
+    """One segment per sentence of `text`, citing what its markers name when the context was
+    numbered otherwise than by rank (a LlamaIndex CitationQueryEngine's "Source k" chunks): a number
+    through `numbered`, any other id through `named` (`names`); an id that names nothing stays as
+    written. The sentences and the markers that bind to each are read as for any marked answer."""
+    sentences = list(bound_sentences(text, frozenset(named), frozenset(forms)))
+    return [
+        {
+            "seg": n,
+            "text": s.text,
+            "citations": list(
+                dict.fromkeys(numbered.get(int(i), i) if i.isdecimal() else named.get(i, i) for i in ids)
+            ),
+        }
+        for n, (s, (ids, _)) in enumerate(zip(sentences, inherit(sentences)), start=1)
+    ]
 
 
 def retrieved_names(retrieved: tuple[Payload, ...]) -> frozenset[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DEMO, invoke
+from helpers import DEMO, invoke, otlp_line, span_recorder
 
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.traces import parse_trace
@@ -97,7 +97,37 @@ def test_every_example_is_there():
         "The same chain under `ragaudit run`",
         "Haystack",
         "The same Haystack pipeline under `ragaudit run`",
+        "Citations in spans",
     }
+
+
+def test_citations_example(tmp_path):
+    """The app's `ragaudit.answer.segments` attribute, written by the page's function on a real
+    span, gives the trace's segments, in the app's order, not the retrieval's."""
+    record_citations = run("Citations in spans")["record_citations"]
+    provider, exporter = span_recorder()
+    tracer = provider.get_tracer("handbook-app")
+    retrieved = {
+        "openinference.span.kind": "RETRIEVER",
+        "retrieval.documents.0.document.id": "keys",
+        "retrieval.documents.0.document.content": ANSWER,
+        "retrieval.documents.1.document.id": "backups",
+        "retrieval.documents.1.document.content": "Daily backups are kept for 35 days.",
+    }
+    with tracer.start_as_current_span(
+        "rag", attributes={"openinference.span.kind": "CHAIN", "input.value": QUERY}
+    ) as span:
+        with tracer.start_as_current_span("retrieve", attributes=retrieved):
+            pass
+        record_citations(span, [("Daily backups are kept for 35 days.", ["backups"]), (ANSWER, ["keys", "backups"])])
+    path = tmp_path / "spans.jsonl"
+    path.write_text(otlp_line(exporter.get_finished_spans()) + "\n")
+    (trace,) = read_traces("otlp", [path])
+    assert trace.answer.text == "Daily backups are kept for 35 days. " + ANSWER
+    assert [(s.text, s.citations) for s in trace.answer.segments] == [
+        ("Daily backups are kept for 35 days.", ("backups",)),
+        (ANSWER, ("keys", "backups")),
+    ]
 
 
 def test_llamaindex_example(workdir, monkeypatch, caplog):

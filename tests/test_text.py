@@ -292,8 +292,8 @@ def test_the_support_scorer_reads_whole_sentences():
 
 
 def test_adapters_make_one_segment_per_whole_sentence():
-    from ragaudit.adapters.common import segments
     from ragaudit.adapters.graphrag.cite import split_claims
+    from ragaudit.llm_citations import segments
 
     assert [s["text"] for s in segments(TRAPS, [])] == WHOLE
     cited = TRAPS.replace("it.", "it [Data: Sources (1)].")

@@ -22,7 +22,7 @@ are not projected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +35,11 @@ from ragaudit.adapters.common import (
     make_trace,
     payloads_in_order,
     rank,
-    segments,
     source_document,
 )
 from ragaudit.io.corpus import text_document
+from ragaudit.llm_citations import anthropic_marks, field, segments
 from ragaudit.types import Document
-
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
 
 
 @dataclass
@@ -56,15 +52,15 @@ class _Sent:
 
 
 def _sent(document: Any, doc_id: str | None) -> _Sent:
-    source = _get(document, "source") or {}
-    kind = _get(source, "type")
+    source = field(document, "source") or {}
+    kind = field(source, "type")
     if kind == "text":
-        return _Sent(doc_id, text=_get(source, "data"))
+        return _Sent(doc_id, text=field(source, "data"))
     if kind == "content":
-        content = _get(source, "content")
+        content = field(source, "content")
         if isinstance(content, str):
             return _Sent(doc_id, blocks=(content,))
-        return _Sent(doc_id, blocks=tuple(_get(b, "text") or "" for b in content or ()))
+        return _Sent(doc_id, blocks=tuple(field(b, "text") or "" for b in content or ()))
     return _Sent(doc_id)
 
 
@@ -139,14 +135,13 @@ def from_anthropic(
     arguments (`variant`, `seed`, `config`, …) go to `make_trace`.
     """
     corpus = as_corpus(sources)
-    sent = [_sent(d, doc_ids[i] if doc_ids is not None else _get(d, "title")) for i, d in enumerate(documents)]
+    sent = [_sent(d, doc_ids[i] if doc_ids is not None else field(d, "title")) for i, d in enumerate(documents)]
     hits: dict[tuple, tuple[int, Hit]] = {}
-    text, marks = "", []
-    for block in message.content:
-        if _get(block, "type") != "text":
-            continue
+    text, blocks = anthropic_marks(message)
+    marks = []
+    for start, end, citations in blocks:
         keys = []
-        for c in _get(block, "citations") or ():
+        for c in citations:
             project = _LOCATIONS.get(c.type)
             if project is None or not 0 <= c.document_index < len(sent):
                 continue
@@ -158,8 +153,7 @@ def from_anthropic(
                     hit.score = scores[c.document_index]
                 hits[key] = (c.document_index, hit)
             keys.append(key)
-        marks.append((len(text), len(text) + len(block.text), keys))
-        text += block.text
+        marks.append((start, end, keys))
     order = sorted(hits, key=lambda k: (k[0], hits[k][1].start if hits[k][1].start is not None else -1, k))
     unranked = payloads_in_order((hits[k][1] for k in order), index=index, sources=corpus, score_kind=score_kind)
     snippet = {k: p["snippet_id"] for k, p in zip(order, unranked)}

@@ -35,7 +35,6 @@ from urllib.parse import quote
 from ragaudit.analyzers import get_analyzer
 from ragaudit.io.corpus import PREAMBLE, revision, text_document
 from ragaudit.pipelines.base import now
-from ragaudit.text import sentence_spans
 from ragaudit.types import TRACE_SCHEMA, Corpus, Document
 
 
@@ -264,28 +263,6 @@ def build_payloads(
     hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None, score_kind: str | None = None
 ) -> list[dict]:
     return rank(payloads_in_order(hits, index=index, sources=sources, score_kind=score_kind))
-
-
-def segments(text: str, marks: Iterable[tuple[int, int, Sequence[str]]]) -> list[dict]:
-    """Answer segments: one per sentence of `text`, citing the snippets of the marks it holds.
-
-    A mark `(start, end, snippet_ids)` with start < end belongs to every sentence it overlaps;
-    a point mark (start == end, e.g. an OpenAI annotation index) to the last sentence starting at
-    or before it, so a citation placed after a full stop stays with its sentence.
-    """
-    spans = sentence_spans(text)
-    cites: list[dict[str, None]] = [{} for _ in spans]
-    for start, end, ids in marks:
-        if start < end:
-            hit = [k for k, (a, b) in enumerate(spans) if a < end and start < b]
-        else:
-            before = [k for k, (a, _) in enumerate(spans) if a <= start]
-            hit = [before[-1] if before else 0] if spans else []
-        for k in hit:
-            cites[k].update(dict.fromkeys(ids))
-    return [
-        {"seg": n, "text": text[a:b], "citations": list(c)} for n, ((a, b), c) in enumerate(zip(spans, cites), start=1)
-    ]
 
 
 def make_trace(

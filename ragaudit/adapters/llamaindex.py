@@ -30,7 +30,7 @@ from ragaudit.adapters.common import (
     rank,
     url_of,
 )
-from ragaudit.citing import bound_sentences, inherit, names
+from ragaudit.citing import names, numbered_segments
 
 _SOURCE = re.compile(r"\ASource (\d+):\n(.*?)\n?\Z", re.DOTALL)
 
@@ -131,13 +131,5 @@ def from_llamaindex_response(
     if answer is None or not cited:
         return make_trace(qid, query, payloads, answer_text=answer, index=index, **trace)
     named = names([(p.get("snippet_id"), p.get("doc_id")) for p in payloads])
-    sentences = list(bound_sentences(answer, frozenset(named)))
-    marked = [
-        {
-            "seg": n,
-            "text": s.text,
-            "citations": list(dict.fromkeys(cited.get(int(i), i) if i.isdecimal() else named.get(i, i) for i in ids)),
-        }
-        for n, (s, (ids, _)) in enumerate(zip(sentences, inherit(sentences)), start=1)
-    ]
+    marked = numbered_segments(answer, cited, named)
     return make_trace(qid, query, payloads, answer_text=answer, segments=marked, index=index, **trace)

@@ -21,8 +21,8 @@ from ragaudit.adapters.common import (
     make_trace,
     payloads_in_order,
     rank,
-    segments,
 )
+from ragaudit.llm_citations import openai_marks, segments
 
 
 def default_doc_id(result: Any) -> str | None:
@@ -65,18 +65,12 @@ def from_openai(
     for r, p in zip(results, unranked):
         by_file.setdefault(r.file_id, []).append(p["snippet_id"])
 
-    text, marks = "", []
-    for item in response.output:
-        if item.type != "message":
-            continue
-        for part in item.content:
-            if part.type != "output_text":
-                continue
-            for note in part.annotations or ():
-                if note.type == "file_citation":
-                    at = len(text) + note.index
-                    marks.append((at, at, by_file.get(note.file_id, [note.file_id])))
-            text += part.text
+    text, notes = openai_marks(response)
+    marks = [
+        (start, end, by_file.get(note.file_id, [note.file_id]))
+        for start, end, (note,) in notes
+        if note.type == "file_citation"
+    ]
     return make_trace(
         qid, query, rank(unranked), answer_text=text, segments=segments(text, marks), index=index, **trace
     )

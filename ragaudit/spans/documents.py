@@ -155,6 +155,11 @@ def payload_of(document: dict, index: int, notes: list[FieldError]) -> dict:
     return payload
 
 
+def metadata_of(document: dict) -> dict:
+    """A document's metadata as an object ({} when it is none), its problems left to `payload_of`."""
+    return _metadata(document.get("metadata"), 0, [])
+
+
 def _metadata(raw: Any, index: int, notes: list[FieldError]) -> dict:
     if type(raw) is str:
         try:

@@ -6,10 +6,13 @@ Joining, per OpenTelemetry trace id that holds a RETRIEVER span:
   RETRIEVER span (GenAI: `gen_ai.retrieval.query.text`);
 * `retrieved`: the documents of the last RETRIEVER span (by start time) that carries documents
   and starts before the last LLM span (the one that answers); with no such span, the last
-  RETRIEVER span itself (which may hold no documents: an empty retrieval stays empty);
+  RETRIEVER span itself (which may hold no documents: an empty retrieval stays empty). An LLM
+  span whose response holds an OpenAI file search's results counts as a RETRIEVER span;
 * `answer.text`: the text `output.value` of the outermost span that has one (RETRIEVER,
   EMBEDDING and RERANKER spans output documents, vectors and scores, and JSON outputs are
   structures, not answers), else the last LLM span's output message;
+* `answer.segments`: from citations that travel as data (`ragaudit.spans.cited`), else none, and
+  the answer's markers say what it cites when the trace is parsed;
 * `retrieved_at`: that RETRIEVER span's start time; `retriever_name`: its name;
 * `config`: the given name, else the service name; `error`: the outermost span's error status;
 * run key: `qid` = the trace id, `variant` 0, `seed` 0, unless a span carries the attributes
@@ -46,7 +49,8 @@ from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import parse_trace
 from ragaudit.markers import ALL_FORMS
-from ragaudit.spans.documents import payload_of
+from ragaudit.spans.cited import Retrieved, cited_segments, source_segments
+from ragaudit.spans.documents import metadata_of, payload_of
 from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, SpanRecord, iso_time
 from ragaudit.types import TRACE_SCHEMA, FieldError, Trace
 
@@ -183,7 +187,8 @@ def join_spans(
     trace_id: str, spans: list[SpanRecord], *, config_name: str | None = None, markers: frozenset[str] = ALL_FORMS
 ) -> Trace | BadLine | None:
     """The trace of one trace id's spans, or None when none of them is a RETRIEVER span."""
-    retrievers = [s for s in spans if s.kind == RETRIEVER]
+    # a RETRIEVER span, or an LLM span whose response holds what it retrieved (an OpenAI file search)
+    retrievers = [s for s in spans if s.kind == RETRIEVER or s.documents is not None]
     if not retrievers:
         return None
     llms = [s for s in spans if s.kind == LLM]
@@ -210,6 +215,7 @@ def join_spans(
 
     notes: list[FieldError] = []
     retrieved = [payload_of(d, i, notes) for i, d in enumerate(retriever.documents or ())]
+    answer, segments = _cited(order, llms, answering, answer, retriever, retrieved, notes, markers)
     obj = {
         "schema": TRACE_SCHEMA,
         "qid": run_key.get("ragaudit.qid", trace_id),
@@ -220,12 +226,45 @@ def join_spans(
         "retriever_name": retriever.name,
         "retrieved_at": iso_time(retriever.start_ns),
         "retrieved": retrieved,
-        "answer": None if answer is None else {"text": answer},
+        "answer": None if answer is None else {"text": answer, "segments": segments},
         "error": error,
         "source": "spans",
     }
     # every value came through a reader that replaced what JSON cannot hold, so no scrub here
     return parse_trace(obj, file=retriever.file, line=retriever.line, markers=markers, notes=tuple(notes))
+
+
+def _cited(
+    order: list[SpanRecord],
+    llms: list[SpanRecord],
+    answering: SpanRecord | None,
+    answer: str | None,
+    retriever: SpanRecord,
+    retrieved: list[dict],
+    notes: list[FieldError],
+    markers: frozenset[str],
+) -> tuple[str | None, list[dict] | None]:
+    """The answer and its segments from structured citations (`ragaudit.spans.cited`): the app's
+    attributes (the outermost span's), else the answering LLM's response's (else the last LLM
+    span's that has some), else the "Source k:" chunks of the LLM prompts; None: the answer's
+    markers say what it cites, when the trace is parsed."""
+    notes.extend(s.cited_problem for s in order if s.cited_problem is not None)
+    cited = next((s.cited for s in order if s.cited is not None), None)
+    if cited is None and answering is not None:
+        cited = answering.llm_cited or next(
+            (s.llm_cited for s in sorted(llms, key=_start, reverse=True) if s.llm_cited is not None), None
+        )
+    if cited is None and not any(s.sources for s in llms):
+        return answer, None
+    table = Retrieved(retrieved, list(retriever.documents or ()), metadata_of)
+    if cited is not None:
+        text = answer if answer is not None else cited.text
+        return text, cited_segments(cited, text, table)
+    sources: dict[int, str] = {}
+    for span in sorted(llms, key=_start):
+        for k, chunk in span.sources:
+            sources.setdefault(k, chunk)
+    return answer, source_segments(sources, answer, table, markers) if answer else None
 
 
 def _start(span: SpanRecord) -> int:

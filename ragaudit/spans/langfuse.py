@@ -16,6 +16,9 @@ OpenInference `document.*` keys. `input` and `output` are text, or an object who
 `answer` (output) is text. The service name comes from `metadata.resourceAttributes`, and the
 run key from `ragaudit.qid` / `ragaudit.variant` / `ragaudit.seed` in the metadata, read as
 pandas writes them (an integral float is an integer, null or NaN is absent; `record.run_key_of`).
+Citations (`ragaudit.spans.cited`): the `ragaudit.answer.*` attributes in the metadata (top level or
+under `attributes`), a GENERATION's output that is an Anthropic `Message` or an OpenAI `Response`,
+and the "Source k:" chunks of a GENERATION's input.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import orjson
 
 from ragaudit.errors import describe
 from ragaudit.io.jsonl import BadLine, member_path
+from ragaudit.spans.cited import from_app, from_output, prompt_sources
 from ragaudit.spans.documents import openinference_document, plain_document
 from ragaudit.spans.lines import json_values
 from ragaudit.spans.record import CHAIN, LLM, RETRIEVER, RUN_KEY_ATTRIBUTES, SpanRecord, ns_of_iso, run_key_of
@@ -82,6 +86,10 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
     observation_name = obs.get("name")
     level, message = obs.get("level"), obs.get("statusMessage")
     run_key, problems = run_key_of(metadata)
+    attributes = metadata.get("attributes")
+    cited, cited_problem = from_app(_either(metadata, attributes if isinstance(attributes, dict) else {}))
+    response = from_output(output) if kind == LLM else None
+    llm_output = response.text if response is not None else _text_of(output, _ANSWER_KEYS) if kind == LLM else None
     yield SpanRecord(
         trace_id=trace_id,
         span_id=_text(obs.get("id")),
@@ -91,8 +99,13 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
         start_ns=start_ns,
         query=_text_of(_io(obs.get("input")), _QUERY_KEYS),
         output=None if kind == RETRIEVER else _text_of(output, _ANSWER_KEYS),
-        llm_output=_text_of(output, _ANSWER_KEYS) if kind == LLM else None,
-        documents=documents if kind == RETRIEVER else None,
+        llm_output=llm_output,
+        # an OpenAI file search's results are the documents its LLM observation retrieved
+        documents=documents if kind == RETRIEVER else response.documents if response is not None else None,
+        cited=cited,
+        cited_problem=cited_problem,
+        llm_cited=response.cited if response is not None else None,
+        sources=prompt_sources({"input.value": obs.get("input")}) if kind == LLM else (),
         service=_service(metadata),
         error=((message or f"observation {observation_name!r} ended at level ERROR") if level == "ERROR" else None),
         run_key=run_key,
@@ -100,6 +113,11 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
         line=line,
         key_problems=tuple((member_path(key, f"{at}.metadata"), found) for key, found in problems),
     )
+
+
+def _either(first: dict, second: dict):
+    """A lookup in `first`, else in `second`."""
+    return lambda key: first[key] if first.get(key) is not None else second.get(key)
 
 
 def _io(value: Any) -> Any:

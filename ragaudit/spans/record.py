@@ -15,8 +15,10 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from ragaudit.errors import describe
+from ragaudit.spans.cited import Cited, from_app, from_contents, from_output, prompt_sources, request_query
 from ragaudit.spans.documents import documents_of
 from ragaudit.spans.haystack import is_haystack, read_haystack
+from ragaudit.types import FieldError
 
 # OpenInference span kinds; GenAI `gen_ai.operation.name` values map onto them.
 RETRIEVER, LLM, CHAIN = "RETRIEVER", "LLM", "CHAIN"
@@ -62,6 +64,12 @@ class SpanRecord:
     # run key values that are not one, as (where, "expected ..., found ..."): the span's trace
     # cannot be keyed, so it is reported (a located error) instead of joined under a wrong key
     key_problems: tuple[tuple[str, str], ...] = ()
+    # structured citations (`ragaudit.spans.cited`): the app's `ragaudit.answer.*` attributes (and
+    # what is wrong with them), an LLM response's own, and the "Source k:" chunks of an LLM prompt
+    cited: Cited | None = None
+    cited_problem: FieldError | None = None
+    llm_cited: Cited | None = None
+    sources: tuple[tuple[int, str], ...] = ()
 
     @property
     def is_root(self) -> bool:
@@ -89,7 +97,16 @@ def from_attributes(
     get = attributes.get
     run_key, problems = run_key_of(attributes)
     located = tuple((locate(name) if locate else f"attribute {name}", message) for name, message in problems)
-    common = dict(trace_id=trace_id, span_id=span_id, parent_id=parent_id, name=name, start_ns=start_ns)
+    cited, cited_problem = from_app(get)
+    common = dict(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        name=name,
+        start_ns=start_ns,
+        cited=cited,
+        cited_problem=cited_problem,
+    )
     service = service if service is not None else get("service.name")
     if get("openinference.span.kind") is None and is_haystack(attributes, name):
         return SpanRecord(
@@ -115,12 +132,21 @@ def from_attributes(
     if query is None:
         query = get("gen_ai.retrieval.query.text")
     output = get("output.value") if get("output.mime_type") in _TEXT_MIME and kind not in NOT_ANSWERS else None
+    llm_output = response = None
+    if kind == LLM:
+        response = from_output(get("output.value")) or from_contents(attributes, "llm.output_messages.0")
+        llm_output = response.text if response is not None else _llm_output(attributes)
+        if response is not None and response.documents is not None:  # an OpenAI file search retrieved them
+            documents = response.documents
+            query = query if query is not None else request_query(get("input.value"))
     return SpanRecord(
         **common,  # type: ignore[arg-type]
         kind=kind,
         query=query,
         output=output,
-        llm_output=_llm_output(attributes) if kind == LLM else None,
+        llm_output=llm_output,
+        llm_cited=response.cited if response is not None else None,
+        sources=prompt_sources(attributes) if kind == LLM else (),
         documents=documents,
         service=service,
         error=error,
@@ -179,6 +205,8 @@ def _llm_output(attributes: dict[str, Any]) -> Any:
     for i in range(64):
         content = attributes.get(f"llm.output_messages.{i}.message.content")
         if content is None:
+            content = _contents_text(attributes, f"llm.output_messages.{i}.message.contents")
+        if content is None:
             break
         last_content = content
     if last_content is not None:
@@ -186,6 +214,20 @@ def _llm_output(attributes: dict[str, Any]) -> Any:
     if attributes.get("output.value") is not None:
         return attributes["output.value"]
     return _genai_output(attributes.get("gen_ai.output.messages"))
+
+
+def _contents_text(attributes: dict[str, Any], prefix: str) -> str | None:
+    """The text parts of a message written as contents (`<prefix>.{j}.message_content.type` "text"
+    and `.text`, as the OpenInference Anthropic and OpenAI instrumentations write them), joined."""
+    texts = []
+    for j in range(256):
+        kind = attributes.get(f"{prefix}.{j}.message_content.type")
+        if kind is None:
+            break
+        text = attributes.get(f"{prefix}.{j}.message_content.text")
+        if kind == "text" and isinstance(text, str):
+            texts.append(text)
+    return "".join(texts) if texts else None
 
 
 def _genai_output(messages: Any) -> str | None:

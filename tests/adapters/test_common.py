@@ -13,9 +13,9 @@ from ragaudit.adapters.common import (
     make_trace,
     normalize_score,
     rank,
-    segments,
     url_of,
 )
+from ragaudit.llm_citations import segments
 
 
 @pytest.mark.parametrize(
