@@ -21,7 +21,8 @@ As a library (each function is documented in `ragaudit.api`; the report it retur
 Every `ragaudit` command is one of these calls (`ragaudit.plan_gold`, `ragaudit.audit_log`, `ragaudit.reanchor`,
 `ragaudit.cite`, `ragaudit.attest_run` and `ragaudit.probe` too, each documented in the module it names below).
 
-Nothing heavy is imported until a function is called.
+Nothing heavy is imported until a function is called; type checkers read the names and their types
+from `__init__.pyi`, which imports each from the module named here.
 """
 
 from importlib import import_module
@@ -48,7 +49,11 @@ _LAZY |= {
 __all__ = sorted([*_LAZY, "__version__"])
 
 
-def __getattr__(name: str):
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         module, attribute = _LAZY[name]
         return getattr(import_module(module), attribute)

@@ -19,33 +19,25 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
-from ragaudit.checking import check_gold, ingest, validate
+from ragaudit.checking import check_gold as check_gold
+from ragaudit.checking import ingest as ingest
+from ragaudit.checking import validate as validate
 from ragaudit.errors import InputError, RagauditError, UsageError
 from ragaudit.model import Gate, Report
 
-__all__ = [
-    "LAST_PASS",
-    "Report",
-    "anchor",
-    "audit",
-    "calibrate",
-    "check_gold",
-    "choose_baseline",
-    "compare",
-    "faults",
-    "gate",
-    "ingest",
-    "load_config",
-    "load_run",
-    "read_report",
-    "report",
-    "run_baseline",
-    "support_scores",
-    "trends",
-    "validate",
-    "verify",
-]
+if TYPE_CHECKING:  # the types of results only: nothing of these is imported until a function needs it
+    from ragaudit.app import Outcome
+    from ragaudit.goldtools.anchor import Anchoring
+    from ragaudit.history import Trends
+    from ragaudit.io.config import Config
+    from ragaudit.results import Run
+
+ConfigLike = Union[str, Path, "Config"]  # a config file's path, or a Config loaded from one
+
+__all__ = """LAST_PASS Calibrated Compared ConfigLike Report anchor audit calibrate check_gold
+choose_baseline compare faults gate ingest load_config load_run read_report report run_baseline support_scores trends validate verify""".split()
 LAST_PASS = "last-pass"
 
 
@@ -76,8 +68,8 @@ class BaselineChoice:
 
 def choose_baseline(
     baseline: str | Path,
-    config,
-    inputs: dict | None,
+    config: Config,
+    inputs: dict[str, Any] | None,
     *,
     allow_foreign: bool = False,
     history_dir: Path | None = None,
@@ -110,7 +102,7 @@ def choose_baseline(
 
 
 def run_baseline(
-    config,
+    config: ConfigLike,
     baseline: str | Path | None,
     allow_foreign: bool = False,
     out: Path | None = None,
@@ -133,7 +125,7 @@ def run_baseline(
 
 
 def audit(
-    config,
+    config: ConfigLike,
     *,
     out: Path | None = None,
     resume: Path | None = None,
@@ -143,7 +135,7 @@ def audit(
     executor: str | None = None,
     scheduler: str | None = None,
     command: list[str] | None = None,
-):
+) -> Outcome:
     """Run every pipeline of `config` (a path or a loaded Config) over its gold set, audit the
     traces as they come, gate and write every output of the run directory. Returns
     `ragaudit.app.Outcome`: the run's figures, its Report, the gold set's findings."""
@@ -208,7 +200,7 @@ class Gated:
 
 
 def gate(
-    report_path: Path, config, *, baseline: str | Path | None = None, allow_foreign_baseline: bool = False
+    report_path: Path, config: ConfigLike, *, baseline: str | Path | None = None, allow_foreign_baseline: bool = False
 ) -> Gated:
     """Apply the [gate] of `config` to a report.json (with the drift checks against `baseline`, a
     report.json or `last-pass`). The report's runs' coverage is read from runs.parquet beside it;
@@ -276,7 +268,7 @@ def gate(
 
 @dataclass
 class FaultsResult:
-    result: dict  # faults.json's content
+    result: dict[str, Any]  # faults.json's content
     json_path: Path
     html_path: Path
     warnings: list[str] = field(default_factory=list)  # what went wrong without changing a figure (a cache)
@@ -289,7 +281,7 @@ class FaultsResult:
 def faults(
     run_dir: Path,
     *,
-    config=None,
+    config: str | Path | None = None,
     only: str | Sequence[str] | None = None,
     rate: float = 0.2,
     seed: int = 0,
@@ -303,6 +295,7 @@ def faults(
     from ragaudit.injection.registry import fault_names
     from ragaudit.inputs import Inputs
     from ragaudit.io.files import refuse_overwriting, write_json
+    from ragaudit.io.runfiles import MANIFEST, TRACES
     from ragaudit.io.stream import read_trace_file
     from ragaudit.progress import phase
     from ragaudit.render.faults_html import write_faults_html
@@ -312,13 +305,11 @@ def faults(
     config_file = config or manifest["config_path"]
     target = Path(out or run_dir)
     json_path, html_path = target / "faults.json", target / "faults.html"
-    refuse_overwriting(
-        [json_path, html_path], [Path(run_dir) / rundir.TRACES, Path(run_dir) / rundir.MANIFEST, config_file]
-    )
+    refuse_overwriting([json_path, html_path], [Path(run_dir) / TRACES, Path(run_dir) / MANIFEST, config_file])
     loaded = _config(config_file)
     inputs = Inputs.from_config(loaded)
     with phase("reading traces", unit="runs", counts_as="loading") as reading:
-        traces = read_trace_file(Path(run_dir) / rundir.TRACES, offset_unit=loaded.offset_unit, markers=loaded.markers)
+        traces = read_trace_file(Path(run_dir) / TRACES, offset_unit=loaded.offset_unit, markers=loaded.markers)
         reading.advance(len(traces))
     inputs.check_gold(strict=False)
     result, _ = run_faults(traces, inputs, only=list(only) if only else None, rate=rate, seed=seed)
@@ -333,7 +324,12 @@ def faults(
     return FaultsResult(result, json_path, html_path, inputs.cache_warnings())
 
 
-def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int = 0) -> tuple[dict, Path]:
+class Calibrated(NamedTuple):
+    proposal: dict[str, Any]  # calibration.json's content
+    path: Path  # where it was written
+
+
+def calibrate(config: ConfigLike, *, out: Path | None = None, rate: float = 0.2, seed: int = 0) -> Calibrated:
     """Propose [gate] thresholds for the gold set and corpus of `config` (module
     `ragaudit.calibrating`); writes calibration.json (default: beside the config) and returns its
     content and path."""
@@ -346,7 +342,7 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     if not 0 < rate <= 1:
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
     loaded = _config(config)
-    target = Path(out) if out else Path(loaded.path).parent / "calibration.json"
+    target = Path(out) if out else (Path(loaded.path).parent if loaded.path else Path.cwd()) / "calibration.json"
     refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
     output_target(target)  # a folder, a FIFO or a device is refused before the oracle runs
     # one phase from the first second to the last audit: a first calibration embeds every text it
@@ -354,7 +350,13 @@ def calibrate(config, *, out: Path | None = None, rate: float = 0.2, seed: int =
     with phase("calibrate", AUDITS, unit="audits", counts_as="calibrate") as audits:
         result = propose(Inputs.from_config(loaded), rate=rate, seed=seed, done=audits.advance)
     write_json(target, result)
-    return result, target
+    return Calibrated(result, target)
+
+
+class Compared(NamedTuple):
+    comparison: dict[str, Any]  # compare.json's content
+    notes: list[str]  # what was left out, and why
+    folder: Path | None  # where compare.json and compare.html were written (None: not written)
 
 
 def compare(
@@ -363,7 +365,7 @@ def compare(
     pairs: Sequence[str] = (),
     margin: float | None = None,
     out: Path | None = None,
-) -> tuple[dict, list[str], Path | None]:
+) -> Compared:
     """Compare pipelines within a run or across two (module `ragaudit.comparison`); with `out`,
     writes compare.json and compare.html there. Returns the comparison, notes on what was left
     out, and the folder written (None without `out`). A run directory's own compare.json and
@@ -384,11 +386,11 @@ def compare(
     if target is None:
         with phase("comparing"):
             found = comparison_of(reports, labels=labels, run_dirs=list(run_dirs), specs=list(pairs), margin=margin)
-        return *found, None
+        return Compared(*found, None)
     target.mkdir(parents=True, exist_ok=True)
     with phase("comparing and writing compare.json and compare.html", counts_as="writing"):
         found = write_comparison(target, reports, labels, run_dirs=list(run_dirs), pairs=list(pairs), margin=margin)
-    return *found, target
+    return Compared(*found, target)
 
 
 # ---- verify ------------------------------------------------------------------------------------
@@ -414,22 +416,7 @@ def verify(run_dir: Path, *, attestation: Path | None = None, pubkey: Path | Non
         attestcheck.check_options(attestation, pubkey)
         assert attestation is not None  # check_options refuses --pubkey without --attestation
         found = attestcheck.verify(run_dir, attestation, pubkey)
-        signed = f", signature verified with key {found.verified_with[:16]}…" if found.verified_with else ""
-        what = "traces and outputs" if found.absent else "gold, corpus, config, traces and outputs"
-        return Verified(
-            list(found.mismatches),
-            [
-                f"unchanged: {what} of {run_dir}",
-                f"attested: {len(found.statement['subject'])} files match {attestation}"
-                + (
-                    f", {found.results} eval-result statement{'s' if found.results != 1 else ''}"
-                    if found.results
-                    else ""
-                )
-                + signed,
-            ],
-            list(found.notes),
-        )
+        return Verified(list(found.mismatches), found.checked(run_dir, attestation), list(found.notes))
     notes: list[str] = []
     changed = rundir.changes(run_dir, notes)
     return Verified(changed, [f"unchanged: gold, corpus, config, traces and outputs of {run_dir}"], notes)
@@ -441,14 +428,14 @@ def verify(run_dir: Path, *, attestation: Path | None = None, pubkey: Path | Non
 def trends(
     store: Path | None = None,
     *,
-    config=None,
+    config: str | Path | None = None,
     metric: str | None = None,
     pipeline: str | None = None,
     last: int | None = None,
     plot: Path | None = None,
     every: bool = False,
     rename: str | None = None,
-):
+) -> Trends:
     """The trends of the recorded runs (`ragaudit.history.Trends`): of `store`, else of the history
     of `config`'s runs; of the gated metrics only unless `every` (or a `metric`) is asked for;
     `rename` ("OLD=NEW") first records pipeline OLD's values under NEW. With nothing to show, its
@@ -457,7 +444,14 @@ def trends(
     from ragaudit.render.history_text import write_svg
 
     found = read(
-        store, config_path=config, metric=metric, pipeline=pipeline, last=last, plot=plot, every=every, rename=rename
+        store,
+        config_path=Path(config) if config else None,
+        metric=metric,
+        pipeline=pipeline,
+        last=last,
+        plot=plot,
+        every=every,
+        rename=rename,
     )
     found.error = found.refusal(metric=metric, pipeline=pipeline)
     if plot and found.error is None:
@@ -465,7 +459,7 @@ def trends(
     return found
 
 
-def anchor(corpus: str | Path, question: str, answer: str, *, model: str | None = None):
+def anchor(corpus: str | Path, question: str, answer: str, *, model: str | None = None) -> Anchoring:
     """Where the `answer` to `question` is in the corpus at `corpus`: candidate anchor spans, the
     best first (`ragaudit.goldtools.anchor.Anchoring`); the embedding `model` is loaded only when
     neither exact nor folded matching finds the answer. A blank answer or question is a UsageError."""
@@ -478,19 +472,19 @@ def anchor(corpus: str | Path, question: str, answer: str, *, model: str | None 
     return find_anchor(load_corpus(corpus), answer, lambda: encoder_for(model))
 
 
-def load_config(path: str | Path):
+def load_config(path: str | Path) -> Config:
     """A config file, read and validated (`ragaudit.io.config.Config`); an invalid one is an InputError."""
     return _config(path)
 
 
-def _config(config):
+def _config(config: ConfigLike) -> Config:
     """A Config from a path (or a Config as it is)."""
     from ragaudit.io.config import Config, load_config
 
     return config if isinstance(config, Config) else load_config(config)
 
 
-def load_run(path: str | Path):
+def load_run(path: str | Path) -> Run:
     """A finished run directory as pandas DataFrames (`ragaudit.results.Run`)."""
     from ragaudit.results import load_run as load
 

@@ -43,6 +43,14 @@ class Checked:
     absent: list[str] = field(default_factory=list)  # inputs not on this machine
     results: int = 0  # eval-result statements checked
 
+    def checked(self, run_dir: Path, attestation: Path) -> list[str]:
+        """What was checked, in the words `verify` prints."""
+        what = "traces and outputs" if self.absent else "gold, corpus, config, traces and outputs"
+        results = f", {self.results} eval-result statement{'s' if self.results != 1 else ''}" if self.results else ""
+        signed = f", signature verified with key {self.verified_with[:16]}…" if self.verified_with else ""
+        files = len(self.statement["subject"])
+        return [f"unchanged: {what} of {run_dir}", f"attested: {files} files match {attestation}{results}{signed}"]
+
 
 @dataclass(frozen=True)
 class Line:

@@ -1,7 +1,7 @@
 """Adapters: project the outputs of real RAG stacks into ragaudit payloads, traces and audits.
 
 The public names, each loaded when first used (the stacks' own libraries are imported only by
-the adapter that needs them):
+the adapter that needs them; type checkers read them from `__init__.pyi`):
 
     from ragaudit.adapters import IndexInfo, load_corpus, make_trace, from_langchain
 
@@ -34,7 +34,11 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
+def __getattr__(name: str) -> object:
     if name in _WHERE:
         return getattr(import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'ragaudit.adapters' has no attribute {name!r}")

@@ -1,0 +1,41 @@
+"""ragaudit's public names as a caller's type checker sees them (checked by mypy with the package,
+`make test`): each a typed function or class, a misspelt name an error. Never run, only checked."""
+
+from pathlib import Path
+from typing import Any, Callable, assert_type
+
+import ragaudit
+import ragaudit.adapters
+from ragaudit.api import Calibrated, Compared, Gated, Verified
+from ragaudit.app import Outcome
+from ragaudit.goldtools.anchor import Anchoring
+from ragaudit.history import Trends
+from ragaudit.io.config import Config
+from ragaudit.model import Report
+from ragaudit.results import Run
+
+
+def calls(config: Path, run_dir: Path) -> None:
+    assert_type(ragaudit.audit(config), Outcome)
+    assert_type(ragaudit.gate(run_dir / "report.json", config), Gated)
+    assert_type(ragaudit.calibrate(config), Calibrated)
+    assert_type(ragaudit.calibrate(config).proposal, dict[str, Any])
+    assert_type(ragaudit.compare([run_dir]), Compared)
+    assert_type(ragaudit.compare([run_dir]).folder, Path | None)
+    assert_type(ragaudit.verify(run_dir), Verified)
+    assert_type(ragaudit.verify(run_dir).changed, list[str])
+    assert_type(ragaudit.Report, type[Report])
+    assert_type(ragaudit.load_config(config), Config)
+    assert_type(ragaudit.load_run(run_dir), Run)
+    assert_type(ragaudit.trends(run_dir), Trends)
+    assert_type(ragaudit.anchor(run_dir, "How often?", "Every 12 months."), Anchoring)
+    assert_type(ragaudit.support_scores([("Keys rotate yearly.", ["Keys rotate every 12 months."])]), list[float])
+    assert_type(ragaudit.__version__, str)
+    gate: Callable[..., Gated] = ragaudit.gate
+    del gate
+
+
+def misspelt() -> None:
+    ragaudit.gaet  # type: ignore[attr-defined]
+    ragaudit.adapters.from_langchian  # type: ignore[attr-defined]
+    ragaudit.calibrate(42)  # type: ignore[arg-type]
