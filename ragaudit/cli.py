@@ -9,6 +9,7 @@ from ragaudit import progress
 from ragaudit.adapters.graphrag.cli import graphrag
 from ragaudit.cli_options import ARGV, COUNT, DIR, FILE, PATH, SPAN_FORMATS, Group, arg, flag, opt, shared, show
 from ragaudit.render import issues_text, said
+from ragaudit.types import DEFAULT_MODEL
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -221,7 +222,7 @@ def gold_check(gold_path, corpus, no_distance, fmt, **options):
 @opt("--answer", "the answer's text, as the corpus has it or close to it", required=True)
 @opt("--qid", "the item's qid (default: the question's slug)")
 @opt("--paraphrase paraphrases", "a paraphrase of the question (repeatable)", multiple=True)
-@opt("--model", "embedding model for the similarity search (default: all-MiniLM-L6-v2)")
+@opt("--model", f"embedding model for the similarity search (default: {DEFAULT_MODEL})")
 def gold_anchor(corpus, question, answer, model, **options):
     """Find where ANSWER is in the corpus (exact, normalised, or the closest sentences by the embedding model): the
     candidates on stderr, a gold line anchored at the first on stdout. Exit 0; 1: nothing found; 3: unreadable."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TRACE_SCHEMA = "ragaudit.trace/1"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the embedding model, unless `[embedder] model` or `--model` names another
 UNITS = ("char", "token")
 
 # Required payload fields, in the order of docs/reference.md §1.4. Each has its own `missing_<field>` code.

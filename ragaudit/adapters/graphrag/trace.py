@@ -22,9 +22,9 @@ from ragaudit.adapters.graphrag.cite import (
 from ragaudit.adapters.graphrag.load import GraphIndex, load_index
 from ragaudit.adapters.graphrag.resolve import Resolution, Resolver
 from ragaudit.errors import RagauditError
+from ragaudit.types import DEFAULT_MODEL
 
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
 class Scorer(Protocol):
