@@ -47,4 +47,3 @@ def test_a_misspelt_name_is_an_attribute_error_naming_it():
         ragaudit.gaet  # noqa: B018
     with pytest.raises(AttributeError, match="'from_langchian'"):
         ragaudit.adapters.from_langchian  # noqa: B018
-
