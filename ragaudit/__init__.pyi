@@ -29,6 +29,7 @@ from ragaudit.labelserver import serve as serve_labels
 from ragaudit.metrics.support import support_score as support_score
 from ragaudit.model import Report as Report
 from ragaudit.power import plan_gold as plan_gold
+from ragaudit.probing import probe as probe
 
 __all__ = [
     "Report",
@@ -50,6 +51,7 @@ __all__ = [
     "load_run",
     "open_labels",
     "plan_gold",
+    "probe",
     "reanchor",
     "report",
     "run_baseline",

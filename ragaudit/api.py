@@ -80,7 +80,6 @@ def choose_baseline(
     go, for the default history). A baseline built on another gold set or corpus is refused (exit
     3) unless `allow_foreign`, then kept with a warning."""
     from ragaudit import history, rundir
-    from ragaudit.gating import foreign_baseline
 
     older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
     if str(baseline) == LAST_PASS:
@@ -93,8 +92,10 @@ def choose_baseline(
             return BaselineChoice(None, None, warnings=[f"no baseline, so no regression checks this time: {exc}"])
         return BaselineChoice(path, found, notes=[f"baseline: {path} (the latest passing run in {store})"])
     report = read_report(baseline)
-    why = foreign_baseline(inputs, report.inputs)
-    if why and any(foreign_baseline({**(inputs or {}), "corpus": alias}, report.inputs) is None for alias in older):
+    why = rundir.foreign_baseline(inputs, report.inputs)
+    if why and any(
+        rundir.foreign_baseline({**(inputs or {}), "corpus": alias}, report.inputs) is None for alias in older
+    ):
         why = None
     if why and not allow_foreign:
         raise InputError(f"{baseline}: {why}; pass --allow-foreign-baseline to compare anyway")

@@ -53,11 +53,6 @@ def _above(value: float | None, limit: float) -> bool:
     return value is None or value > limit
 
 
-def _below(value: float | None, limit: float) -> bool:
-    """A value known and below the limit."""
-    return value is not None and value < limit
-
-
 def _by_stats(failing: Callable[[QuestionStats, float], bool]) -> Callable[[Scope, float], list[str]]:
     return lambda scope, limit: sorted(q.qid for q in scope.questions if failing(q.stats, limit))
 
@@ -199,7 +194,7 @@ CHECKS: tuple[Rule, ...] = (
         "faithful_min",
         AT_LEAST,
         lambda s: s.summary.metrics.get("faithful"),
-        lambda s, t: sorted(q.qid for q in s.questions if _below(q.metrics.get("faithful"), t)),
+        lambda s, t: sorted(q.qid for q in s.questions if (v := q.metrics.get("faithful")) is not None and v < t),
         "share of probe runs whose answer follows its edited source (ragaudit probe)",
         missing="omit",  # a run measures no faithfulness: only a probe's report has it
     ),
@@ -496,16 +491,3 @@ def question_why(check: Check, question: Question) -> str:
         return check.reasons[question.qid]
     why = _WHY.get(check.name)
     return why(check, question) if why else ""
-
-
-def foreign_baseline(inputs: dict | None, baseline_inputs: dict | None) -> str | None:
-    """Why a baseline (built on `baseline_inputs`) cannot be compared with a run on these inputs
-    (another gold set or corpus), or None when it can. Inputs are sha256 by name, as a manifest
-    records them."""
-    theirs = baseline_inputs or {}
-    differ = [name for name in ("gold", "corpus") if (inputs or {}).get(name) != theirs.get(name)]
-    if not differ:
-        return None
-    return f"expected a baseline built on the same {' and '.join(differ)}, found one built on " + ", ".join(
-        f"{name} {str(theirs.get(name))[:12]}… (now {str((inputs or {}).get(name))[:12]}…)" for name in differ
-    )

@@ -339,3 +339,16 @@ def _digest(found: list[str], label: str, digest) -> str | None:
     except NotAFile as exc:
         found.append(f"{label}: {exc.problems[0]}")
         return None
+
+
+def foreign_baseline(inputs: dict | None, baseline_inputs: dict | None) -> str | None:
+    """Why a baseline (built on `baseline_inputs`) cannot be compared with a run on these inputs
+    (another gold set or corpus), or None when it can. Inputs are sha256 by name, as a manifest
+    records them."""
+    theirs = baseline_inputs or {}
+    differ = [name for name in ("gold", "corpus") if (inputs or {}).get(name) != theirs.get(name)]
+    if not differ:
+        return None
+    return f"expected a baseline built on the same {' and '.join(differ)}, found one built on " + ", ".join(
+        f"{name} {str(theirs.get(name))[:12]}… (now {str((inputs or {}).get(name))[:12]}…)" for name in differ
+    )

@@ -146,9 +146,9 @@ def test_a_python_or_command_pipeline_is_shown_as_itself(tmp_path):
     run_dir = run_dir_of(result)
     pipes = json.loads((run_dir / "report.json").read_text())["pipelines"]
     remote = {"k", "timeout_s", "retries", "retry_backoff_s", "cache"}
-    assert set(pipes["py"]["options"]) == remote | {"factory", "options"}
+    assert set(pipes["py"]["options"]) == remote | {"factory", "options", "isolation", "code"}
     assert pipes["py"]["options"]["options"] == {"delay": 0.0} and pipes["py"]["options"]["k"] == 3
-    assert set(pipes["cmd"]["options"]) == remote | {"command"}
+    assert set(pipes["cmd"]["options"]) == remote | {"command", "code"}
     page = (run_dir / "report.html").read_text()
     assert "python · slow · none · k=3 ·" in page and "command · echo · none · k=5 ·" in page
     assert "bm25" not in page

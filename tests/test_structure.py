@@ -130,3 +130,10 @@ def test_only_the_cli_layer_imports_click():
         if not name.startswith("ragaudit.adapters.") and _imports_click(path)
     }
     assert clicking == set(CLI_LAYER)
+
+
+def test_no_test_can_hang_the_suite(pytestconfig):
+    """pytest-timeout is on, with a bound on every test and the method that fails only that test."""
+    assert pytestconfig.pluginmanager.hasplugin("timeout")
+    assert 0 < float(pytestconfig.getini("timeout")) <= 900
+    assert pytestconfig.getini("timeout_method") == "signal"

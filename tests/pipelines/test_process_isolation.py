@@ -4,6 +4,7 @@ that a library's process-wide state is not shared between instances (docs/refere
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,9 @@ def test_the_worker_answers_as_the_object_does_in_process(worker):
 def test_what_user_code_prints_goes_to_stderr_not_into_the_answers(worker):
     p = worker("chatty_rag:make")
     assert [p.run(request(q, qid=q)).answer.text for q in ("one", "two")] == ["one", "two"]
+    deadline = time.monotonic() + 30  # stderr is read by a thread of its own: it may come a moment after the answer
+    while "answering two" not in p._child.stderr_tail and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "loading the model" in p._child.stderr_tail and "answering two" in p._child.stderr_tail
 
 
