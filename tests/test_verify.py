@@ -187,10 +187,12 @@ def test_an_input_path_that_names_a_device_or_a_fifo_is_a_change_never_read(fini
 def test_an_output_named_by_a_path_is_a_damaged_manifest_never_opened(finished, name):
     run_dir, _ = finished
     rewrite(run_dir, lambda manifest: manifest["outputs"].update({name: "0" * 64}))
-    result = verify_within(run_dir)
-    assert result.returncode == 3, result.stderr
-    assert "$.outputs: expected outputs named among the files a run writes (runs.parquet, " in result.stderr
-    assert f"found {name!r}" in result.stderr and "Traceback" not in result.stderr
+    for command in ("verify", "attest"):
+        result = verify_within(run_dir, command=command)
+        assert result.returncode == 3, (command, result.stderr)
+        assert "$.outputs: expected outputs named among the files a run writes (runs.parquet, " in result.stderr
+        assert f"found {name!r}" in result.stderr and "Traceback" not in result.stderr
+    assert not (run_dir / "attestation.intoto.jsonl").exists()
 
 
 def test_a_file_of_the_run_that_became_a_symlink_out_of_it_is_a_change_never_read(finished, tmp_path):
