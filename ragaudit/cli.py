@@ -7,9 +7,9 @@ import click
 import ragaudit
 from ragaudit import progress
 from ragaudit.adapters.graphrag.cli import graphrag
-from ragaudit.cli_options import ARGV, COUNT, DIR, FILE, PATH, SPAN_FORMATS, Group, arg, flag, opt, shared, show
+from ragaudit.cli_options import ARGV, COUNT, DIR, FILE, PATH, SPANS_HELD, Group, arg, flag, opt, shared, show
 from ragaudit.render import issues_text, said
-from ragaudit.types import DEFAULT_MODEL
+from ragaudit.types import DEFAULT_MODEL, EXECUTORS, SPAN_FORMATS
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +33,7 @@ def main(quiet: bool, verbose: bool):
 @shared("--baseline", "--allow-foreign-baseline")
 @flag("--no-gate", "write everything but exit 0 whatever the gate says")
 @flag("--no-gold-check", "run even when the gold set disagrees with the corpus (its findings still go into the report; a duplicate qid still stops the run)")  # fmt: skip
-@opt("--executor", "where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster (default: [executor] kind, else local)", click.Choice(["local", "processes", "dask"]))  # fmt: skip
+@opt("--executor", "where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster (default: [executor] kind, else local)", click.Choice(list(EXECUTORS)))  # fmt: skip
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
 def run_command(config_path, baseline, allow_foreign_baseline, no_gate, no_gold_check, **options):
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report (the gold set is checked
@@ -173,7 +173,7 @@ def verify(run_dir, **options):
 @opt("--corpus", "corpus directory or corpus.jsonl (enables corpus rules)", PATH)
 @opt("--config", "config: section policy, offset_unit, corpus", PATH)
 @opt("--workers", "processes that share large inputs, this one included (default: [audit] workers of --config when above 1, else the CPUs)", COUNT)  # fmt: skip
-@opt("--executor", "dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)", click.Choice(["local", "dask"]), default="local", show_default=True)  # fmt: skip
+@opt("--executor", "dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)", click.Choice([k for k, e in EXECUTORS.items() if e.shards]), default="local", show_default=True)  # fmt: skip
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @shared("--from", "--live-index", "--format")
 def validate(traces, fmt, **options):
@@ -182,16 +182,17 @@ def validate(traces, fmt, **options):
     return said.validated(ragaudit.validate(traces, **options), sys.stdout, fmt)
 
 
-@main.command()
+@main.command(
+    help=f"""Join production spans into ragaudit traces (docs/reference.md §10), one per trace id holding a RETRIEVER
+    span. FORMAT: {SPANS_HELD}. Exit 0: every input read; 3: an input or a line could not be read (the readable lines'
+    traces are written all the same)."""
+)
 @arg("source", click.Choice(SPAN_FORMATS), metavar="FORMAT")
 @arg("inputs", metavar="INPUT...", nargs=-1, required=True)
 @opt("--out", "the traces.jsonl to write", PATH, required=True)
 @opt("--config-name", "every trace's config (default: the spans' service name)")
 @opt("--window", "spans of unfinished traces held at most; spans of one trace further apart are reported late", COUNT, default=20_000, show_default=True)  # fmt: skip
 def ingest(source, inputs, out, **options):
-    """Join production spans into ragaudit traces (docs/reference.md §10), one per trace id holding a RETRIEVER span.
-    FORMAT: otlp (OTLP JSON, .gz too), phoenix (parquet or JSON lines), langfuse (JSON or JSON lines). Exit 0: every
-    input read; 3: an input or a line could not be read (the readable lines' traces are written all the same)."""
     return said.ingested(ragaudit.ingest(source, inputs, out, **options))
 
 

@@ -11,10 +11,11 @@ from ragaudit.errors import RagauditError, failure
 from ragaudit.io import arrow
 from ragaudit.io.stdout import end_output, end_quietly, stdout_gone
 from ragaudit.render.said import Said
+from ragaudit.types import FORMATS, INPUT_FORMATS
 
 PATH, FILE, DIR = (click.Path(path_type=Path, **k) for k in ({}, {"dir_okay": False}, {"file_okay": False}))
 ARGV, COUNT = "ragaudit.argv", click.IntRange(min=1)  # where the argv is kept; a count
-SPAN_FORMATS = ("otlp", "phoenix", "langfuse")  # ragaudit.spans.SPAN_FORMATS, without importing it
+SPANS_HELD = ", ".join(f"{f.name} ({f.holds})" for f in INPUT_FORMATS.values() if f.reader)  # FORMAT of `ingest --help`
 
 
 def opt(decls: str, help: str, type: Any = None, **kw: Any) -> Any:
@@ -45,7 +46,7 @@ def show(said: Said) -> None:
 
 # fmt: off
 SHARED = {  # the options several commands declare alike, one line each
-    "--from": opt("--from source", "input format: ragaudit traces, or production spans (OTLP JSON, a Phoenix or a Langfuse export)", click.Choice(["traces", *SPAN_FORMATS]), default="traces", show_default=True),
+    "--from": opt("--from source", "input format: ragaudit traces, or production spans (OTLP JSON, a Phoenix or a Langfuse export)", click.Choice(FORMATS), default="traces", show_default=True),
     "--format": opt("--format fmt", "text for people, json for tools", click.Choice(["text", "json"]), default="text", show_default=True),
     "--baseline": opt("--baseline", "report.json of an earlier run, or last-pass (the history's latest passing run on the same gold set and corpus): add the drift checks", PATH),
     "--allow-foreign-baseline": flag("--allow-foreign-baseline", "accept a baseline built on another gold set or corpus"),

@@ -34,9 +34,9 @@ from pathlib import Path
 from ragaudit.errors import PipelineStartError, UsageError, require
 from ragaudit.execution import ClusterLost, Executor, Processes, Task, WorkerDied
 from ragaudit.io.files import sha256_file
+from ragaudit.types import EXECUTORS
 from ragaudit.wire import without_collector
 
-KINDS = ("local", "processes", "dask")
 CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
 WORKER_WAIT_S = 120.0  # [executor] worker_wait_s: how long a cluster left without a worker may take to have one
 LOOK_S = 1.0  # how often a wait on a Dask task looks whether the cluster still has workers
@@ -484,10 +484,10 @@ def make_executor(
 ) -> Cluster | None:
     """Where a run's pipeline calls and scoring go: None for `local` (the runner's own threads).
     `worker_wait_s`: how long a Dask cluster left without a worker may take to have one again."""
-    if kind == "local":
+    if kind not in EXECUTORS:
+        raise UsageError(f"expected an executor in {', '.join(EXECUTORS)}, found {kind!r}")
+    if not EXECUTORS[kind].elsewhere:
         return None
-    if kind not in KINDS:
-        raise UsageError(f"expected an executor in {', '.join(KINDS)}, found {kind!r}")
     if config_path is None:  # workers build everything from the config file
         raise UsageError(f"the {kind} executor needs a config file")
     if kind == "processes":

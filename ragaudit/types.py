@@ -363,3 +363,49 @@ class GoldItem:
         if section == cite.section_id and text == cite.text:
             return cite
         return ExpectedCitation(cite.doc_id, cite.span, cite.snippet_id, section, text)
+
+
+# --- what a run reads and where it runs: one registry each, every other list derived from it -------
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """A format runs are read in: ragaudit's own trace files, or production spans joined into traces
+    (docs/reference.md §10). Adding one is an entry here and its reader."""
+
+    name: str
+    holds: str  # what a file of the format is, as `ragaudit ingest --help` says it
+    reader: str | None = None  # "module:function" yielding a file's span records; None: ragaudit's own traces
+
+
+INPUT_FORMATS = {
+    f.name: f
+    for f in (
+        InputFormat("traces", "ragaudit trace JSON lines"),
+        InputFormat("otlp", "OTLP JSON, .gz too", "ragaudit.spans.otlp:read_otlp"),
+        InputFormat("phoenix", "parquet or JSON lines", "ragaudit.spans.phoenix:read_phoenix"),
+        InputFormat("langfuse", "JSON or JSON lines", "ragaudit.spans.langfuse:read_langfuse"),
+    )
+}
+FORMATS: tuple[str, ...] = tuple(INPUT_FORMATS)
+SPAN_FORMATS: tuple[str, ...] = tuple(name for name, f in INPUT_FORMATS.items() if f.reader)
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """Where the work of a run happens (`[executor] kind`, `--executor`; ragaudit.executors)."""
+
+    name: str
+    elsewhere: bool  # its workers are other processes, which build the run's inputs from the config file
+    shards: bool  # `validate` shards its inputs over it (its own processes on this machine are --workers)
+
+
+EXECUTORS = {
+    e.name: e
+    for e in (
+        ExecutorKind("local", elsewhere=False, shards=True),
+        ExecutorKind("processes", elsewhere=True, shards=False),
+        ExecutorKind("dask", elsewhere=True, shards=True),
+    )
+}
+EXECUTOR_KINDS: tuple[str, ...] = tuple(EXECUTORS)

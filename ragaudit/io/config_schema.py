@@ -5,9 +5,10 @@ key -> (kind, default)) is derived from the models."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -20,14 +21,21 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ragaudit.errors import describe
-from ragaudit.types import DEFAULT_MODEL
+from ragaudit.types import DEFAULT_MODEL, EXECUTOR_KINDS, FORMATS
 
 _Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
 _LambdaState = Literal["convergent", "recursive", "chaotic", "divergent"]
 _Analyzer = Literal["whitespace", "lowercase", "lowercase+ascii_fold"]
 RETRIEVERS: tuple[str, ...] = get_args(_Retriever)
 LAMBDA_STATES: tuple[str, ...] = get_args(_LambdaState)
-# the λ states are ragaudit.types.LAMBDA_STATES and the analyzers ragaudit.analyzers' (tests/test_registries.py)
+# the λ states are ragaudit.types.LAMBDA_STATES, the analyzers ragaudit.analyzers' and the retrievers
+# ragaudit.pipelines.reference.RETRIEVERS, registries above this module (tests/test_registries.py)
+if TYPE_CHECKING:  # mypy reads no Literal built from a registry: to it these are strings
+    _Format: TypeAlias = str
+    _ExecutorKind: TypeAlias = str
+else:  # at run time, Literals of the registries' names: pydantic checks them and names them in its errors
+    _Format = Literal[FORMATS]
+    _ExecutorKind = Literal[EXECUTOR_KINDS]
 
 
 def _beside(config_path: Path, value: str) -> Path:
@@ -267,13 +275,15 @@ class _History(_Table):
 
 
 class _Executor(_Table):
-    kind: Literal["local", "processes", "dask"] = "local"
+    kind: _ExecutorKind = "local"
     scheduler: _Text | None = None  # a Dask scheduler address, such as "tcp://10.0.0.5:8786"
     # how long a run waits for a cluster left without a worker to have one again (then exit 4)
     worker_wait_s: float = Field(default=120.0, gt=0.0, le=86_400.0)
 
 
 class _Pipeline(_Table):
+    if TYPE_CHECKING:
+        kind: str  # a Literal of its name in each kind's table
     name: _Text
     k: _Positive = 5
     timeout_s: float = Field(30.0, gt=0.0, le=86_400.0)  # a day
@@ -311,7 +321,7 @@ class _Replay(_Pipeline):
     kind: Literal["replay"]
     traces: _ConfigPath
     # the recording's format: ragaudit traces, or production spans joined into traces (docs/reference.md §10)
-    format: Literal["traces", "otlp", "phoenix", "langfuse"] = "traces"
+    format: _Format = "traces"
 
 
 class _Remote(_Pipeline):
@@ -351,13 +361,42 @@ class _Command(_Remote):
     command: list[str] = Field(min_length=1)
 
 
-_KINDS: dict[str, type[_Pipeline]] = {
-    "reference": _Reference,
-    "replay": _Replay,
-    "python": _Python,
-    "command": _Command,
+@dataclass(frozen=True)
+class PipelineKind:
+    """A kind of pipeline: its `[[pipelines]]` table (whose `kind` Literal is its name), the function that
+    builds one ("module:function", called with the PipelineConfig, the Inputs and the sections to leave
+    out, `ragaudit.pipelines.pool`), and whether one instance serves every worker (others get one each).
+    Adding a kind is an entry here, its table above and its builder."""
+
+    table: type[_Pipeline]
+    build: str
+    shared: bool
+
+    @property
+    def name(self) -> str:
+        return get_args(self.table.model_fields["kind"].annotation)[0]
+
+    @property
+    def remote(self) -> bool:
+        """It may call a service: it takes a call policy (limits, retries, the answer cache)."""
+        return issubclass(self.table, _Remote)
+
+
+KINDS: dict[str, PipelineKind] = {
+    kind.name: kind
+    for kind in (
+        PipelineKind(_Reference, "ragaudit.pipelines.reference:build", shared=True),
+        PipelineKind(_Replay, "ragaudit.pipelines.replay:build", shared=True),
+        PipelineKind(_Python, "ragaudit.pipelines.isolated:build", shared=False),
+        PipelineKind(_Command, "ragaudit.pipelines.command:build", shared=False),
+    )
 }
-PIPELINE_KINDS = tuple(_KINDS)
+_KINDS: dict[str, type[_Pipeline]] = {name: kind.table for name, kind in KINDS.items()}
+PIPELINE_KINDS = tuple(KINDS)
+if TYPE_CHECKING:
+    _AnyPipeline: TypeAlias = _Pipeline
+else:  # one table of the kinds', told apart by `kind`
+    _AnyPipeline = Annotated[Union[tuple(_KINDS.values())], Field(discriminator="kind")]
 
 
 class _Root(_Table):
@@ -373,7 +412,7 @@ class _Root(_Table):
     audit_log: _AuditLog
     gold: _Gold
     labels: _Labels
-    pipelines: list[Annotated[_Reference | _Replay | _Python | _Command, Field(discriminator="kind")]] = []
+    pipelines: list[_AnyPipeline] = []
 
 
 _SECTIONS: dict[str, type[_Table]] = {

@@ -15,6 +15,9 @@ from ragaudit.io.traces import parse_trace, trace_to_dict
 from ragaudit.markers import ALL_FORMS
 from ragaudit.types import LiveIndex, Trace
 
+# the sections left out of what a pipeline retrieves: (doc_id, section_id), None for the whole document
+Excluded = tuple[tuple[str, str | None], ...]
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 

@@ -27,18 +27,17 @@ import subprocess
 import sys
 import threading
 import time
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ragaudit.errors import PipelineStartError, UsageError, clip
 from ragaudit.io.jsonl import JsonDefect, decode
 from ragaudit.markers import ALL_FORMS
-from ragaudit.pipelines.base import (
-    Request,
-    check_timeout,
-    error_trace,
-    trace_from_output,
-)
+from ragaudit.pipelines.base import Excluded, Request, check_timeout, error_trace, trace_from_output
 from ragaudit.types import LiveIndex, Trace
+
+if TYPE_CHECKING:
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import PipelineConfig
 
 STDERR_TAIL_BYTES = 2048
 CLOSE_GRACE_S = 2.0
@@ -487,4 +486,15 @@ def _answers_other_run(output: dict, request: Request) -> bool:
         (isinstance(qid, str) and qid != request.qid)
         or (type(variant) is int and variant != request.variant)
         or (type(seed) is int and seed != request.seed)
+    )
+
+
+def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> CommandPipeline:
+    """The command pipeline of `spec`, run in the config's folder (what it retrieves is its own)."""
+    o, config, cwd = spec.options, inputs.config, str(inputs.config.path.parent) if inputs.config.path else None
+    if not o["command"]:
+        raise UsageError(f"pipeline {spec.name!r}: a command pipeline needs `command = [...]`")
+    unit, markers = config.offset_unit, config.markers
+    return CommandPipeline(
+        spec.name, o["command"], timeout_s=o["timeout_s"], cwd=cwd, offset_unit=unit, markers=markers
     )

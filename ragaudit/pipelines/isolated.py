@@ -27,14 +27,19 @@ import json
 import os
 import queue
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ragaudit.errors import PipelineStartError, describe
+from ragaudit.errors import PipelineStartError, UsageError, describe
 from ragaudit.markers import ALL_FORMS
-from ragaudit.pipelines.base import Request, error_trace, without_surrogates
+from ragaudit.pipelines.base import Excluded, Request, error_trace, without_surrogates
 from ragaudit.pipelines.command import _EOF, WAKE_S, CommandPipeline, _Child
 from ragaudit.pipelines.python import INDEX_KEYS, PythonPipeline, as_live_index, exception_text
 from ragaudit.types import LiveIndex, Trace
+
+if TYPE_CHECKING:
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import PipelineConfig
 
 
 class IsolatedPythonPipeline(CommandPipeline):
@@ -235,3 +240,24 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> PythonPipeline | IsolatedPythonPipeline:
+    """The python pipeline of `spec`: its factory's object in this process, or in a worker process of its own
+    (`isolation = "process"`); the factory's module is looked for beside the config too."""
+    o, config = spec.options, inputs.config
+    if not o["factory"]:
+        raise UsageError(f'pipeline {spec.name!r}: a python pipeline needs `factory = "module:callable"`')
+    folder = str(Path(config.path).parent.resolve()) if config.path else None
+    built = IsolatedPythonPipeline if o.get("isolation") == "process" else PythonPipeline
+    return built(
+        spec.name,
+        o["factory"],
+        o["options"],
+        offset_unit=config.offset_unit,
+        markers=config.markers,
+        timeout_s=o["timeout_s"],
+        search_path=folder,
+        corpus_path=str(Path(config.corpus).resolve()) if config.corpus else None,
+        exclude=exclude,
+    )

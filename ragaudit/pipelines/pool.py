@@ -2,78 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
 import queue
 from pathlib import Path
 
 from ragaudit.errors import PipelineStartError, UsageError
 from ragaudit.inputs import Inputs
 from ragaudit.io.config import PipelineConfig
-from ragaudit.pipelines.base import Pipeline, Request, error_trace
+from ragaudit.io.config_schema import KINDS
+from ragaudit.pipelines.base import Excluded, Pipeline, Request, error_trace
 from ragaudit.pipelines.calls import CallPolicy, code_digests, corpus_digest
 from ragaudit.types import Trace
 
 
-def build_pipeline(
-    spec: PipelineConfig, inputs: Inputs, *, exclude: tuple[tuple[str, str | None], ...] = ()
-) -> Pipeline:
+def build_pipeline(spec: PipelineConfig, inputs: Inputs, *, exclude: Excluded = ()) -> Pipeline:
     """The pipeline of `spec` over the corpus of `inputs`, leaving the sections of `exclude` out of
-    what it retrieves (a reference pipeline; a python factory that declares `exclude`)."""
-    o, unit, markers = spec.options, inputs.config.offset_unit, inputs.config.markers
-    if spec.kind == "reference":
-        from ragaudit.pipelines.reference import ReferencePipeline
-
-        return ReferencePipeline(
-            spec.name,
-            inputs.corpus,
-            retriever=o["retriever"],
-            analyzer=o["analyzer"],
-            k=o["k"],
-            chunk_size=o["chunk_size"],
-            chunk_overlap=o["chunk_overlap"],
-            rerank=o["rerank"],
-            temperature=o["temperature"],
-            encoder=inputs.encoder,
-            exclude=exclude,
-        )
-    if spec.kind == "replay":
-        from ragaudit.pipelines.replay import ReplayPipeline
-
-        if o["traces"] is None:
-            raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
-        return ReplayPipeline(spec.name, o["traces"], offset_unit=unit, markers=markers, format=o["format"])
-    if spec.kind == "python":
-        from ragaudit.pipelines.isolated import IsolatedPythonPipeline
-        from ragaudit.pipelines.python import PythonPipeline
-
-        if not o["factory"]:
-            raise UsageError(f'pipeline {spec.name!r}: a python pipeline needs `factory = "module:callable"`')
-        folder = str(Path(inputs.config.path).parent.resolve()) if inputs.config.path else None
-        built = IsolatedPythonPipeline if o.get("isolation") == "process" else PythonPipeline
-        return built(
-            spec.name,
-            o["factory"],
-            o["options"],
-            offset_unit=unit,
-            markers=markers,
-            timeout_s=o["timeout_s"],
-            search_path=folder,
-            corpus_path=str(Path(inputs.config.corpus).resolve()) if inputs.config.corpus else None,
-            exclude=exclude,
-        )
-    if spec.kind == "command":
-        from ragaudit.pipelines.command import CommandPipeline
-
-        if not o["command"]:
-            raise UsageError(f"pipeline {spec.name!r}: a command pipeline needs `command = [...]`")
-        cwd = str(inputs.config.path.parent) if inputs.config.path else None
-        return CommandPipeline(
-            spec.name, o["command"], timeout_s=o["timeout_s"], cwd=cwd, offset_unit=unit, markers=markers
-        )
-    raise UsageError(f"pipeline {spec.name!r}: unknown kind {spec.kind!r}")
+    what it retrieves (a reference pipeline; a python factory that declares `exclude`): built by its
+    kind's builder (`ragaudit.io.config_schema.KINDS`)."""
+    kind = KINDS.get(spec.kind)
+    if kind is None:
+        raise UsageError(f"pipeline {spec.name!r}: unknown kind {spec.kind!r}")
+    module, _, function = kind.build.partition(":")
+    return getattr(importlib.import_module(module), function)(spec, inputs, exclude)
 
 
-REMOTE_KINDS = ("python", "command")  # the kinds that may call a service: limits, retries, answer cache
-SHARED_KINDS = ("reference", "replay")  # one instance serves every worker; others get one per worker
+REMOTE_KINDS = tuple(name for name, kind in KINDS.items() if kind.remote)  # may call a service: limits, retries, cache
+SHARED_KINDS = tuple(name for name, kind in KINDS.items() if kind.shared)  # one instance serves every worker
 
 
 class PipelinePool:

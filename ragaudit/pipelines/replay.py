@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from ragaudit.errors import InputError
+from ragaudit.errors import InputError, UsageError
 from ragaudit.io.stream import whole
 from ragaudit.io.traces import read_traces as read_recording
 from ragaudit.markers import ALL_FORMS
-from ragaudit.pipelines.base import Request, error_trace
+from ragaudit.pipelines.base import Excluded, Request, error_trace
 from ragaudit.types import LiveIndex, Trace
+
+if TYPE_CHECKING:
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import PipelineConfig
 
 
 class ReplayPipeline:
@@ -72,3 +76,13 @@ class ReplayPipeline:
             request,
             f"no recorded run for qid {request.qid!r} variant {request.variant} seed {request.seed} in {self.path}",
         )
+
+
+def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> ReplayPipeline:
+    """The replay pipeline of `spec` (a recording has no index to leave sections out of)."""
+    o, config = spec.options, inputs.config
+    if o["traces"] is None:
+        raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
+    return ReplayPipeline(
+        spec.name, o["traces"], offset_unit=config.offset_unit, markers=config.markers, format=o["format"]
+    )

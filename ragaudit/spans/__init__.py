@@ -11,6 +11,7 @@ as a trace file, so absent payload fields are reported by the usual `missing_<fi
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Callable, Iterable, Iterator
 
@@ -18,10 +19,7 @@ from ragaudit.errors import Problem
 from ragaudit.io.jsonl import BadLine
 from ragaudit.markers import ALL_FORMS
 from ragaudit.spans.join import DEFAULT_WINDOW, LATE_SHOWN, TraceJoiner
-from ragaudit.types import Trace
-
-FORMATS = ("traces", "otlp", "phoenix", "langfuse")
-SPAN_FORMATS = FORMATS[1:]
+from ragaudit.types import FORMATS, INPUT_FORMATS, SPAN_FORMATS, Trace
 
 
 class Ingest:
@@ -83,7 +81,8 @@ class Ingest:
         return item
 
     def _generate(self) -> Iterator[Trace | BadLine]:
-        if self.format == "traces":
+        read = _reader(self.format)
+        if read is None:
             from ragaudit.io.traces import read_traces as read_trace_lines
 
             for path in self.paths:
@@ -94,7 +93,6 @@ class Ingest:
 
         for path in self.paths:  # a missing input stops the reading before it starts
             open_input(path).close()
-        read = _reader(self.format)
         joiner = self._joiner = TraceJoiner(
             config_name=self.config_name, window=self.window, markers=self.markers, period=self.period
         )
@@ -142,19 +140,14 @@ class Ingest:
         return None
 
 
-def _reader(format: str):
-    """The reader of a span format."""
-    if format == "otlp":
-        from ragaudit.spans.otlp import read_otlp
-
-        return read_otlp
-    if format == "phoenix":
-        from ragaudit.spans.phoenix import read_phoenix
-
-        return read_phoenix
-    from ragaudit.spans.langfuse import read_langfuse
-
-    return read_langfuse
+def _reader(format: str) -> Callable | None:
+    """The reader of a span format (`ragaudit.types.INPUT_FORMATS`), imported when first asked for;
+    None for ragaudit's own traces."""
+    reader = INPUT_FORMATS[format].reader
+    if reader is None:
+        return None
+    module, _, function = reader.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def read_traces(

@@ -5,7 +5,7 @@ import json
 import pytest
 from helpers import invoke, otlp_line, rag_spans, span_recorder, write_config
 
-from ragaudit import cli_options, spans
+from ragaudit import spans
 from ragaudit.cli import main
 from ragaudit.errors import UsageError
 from ragaudit.io.config import load_config
@@ -116,7 +116,8 @@ def test_one_list_of_span_formats_and_one_default_window():
 
     replay_formats = get_args(schema._Replay.model_fields["format"].annotation)
     assert spans.FORMATS == ("traces", *spans.SPAN_FORMATS) == replay_formats
-    assert cli_options.SPAN_FORMATS == spans.SPAN_FORMATS
+    (source,) = [p for p in main.commands["ingest"].params if p.name == "source"]
+    assert tuple(source.type.choices) == spans.SPAN_FORMATS
     (window,) = [p for p in main.commands["ingest"].params if p.name == "window"]
     assert window.default == DEFAULT_WINDOW
 

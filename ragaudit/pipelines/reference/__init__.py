@@ -6,11 +6,12 @@ hybrid retrieval → optional MMR rerank → extractive cite-first answer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ragaudit.analyzers import ANALYZERS
+from ragaudit.analyzers import ANALYZERS, Analyzer
 from ragaudit.errors import UsageError
-from ragaudit.pipelines.base import Request, now
+from ragaudit.pipelines.base import Excluded, Request, now
 from ragaudit.pipelines.reference.answerer import answer
 from ragaudit.pipelines.reference.chunking import Chunk, chunk_corpus, index_hash
 from ragaudit.pipelines.reference.ranking import TieBreak
@@ -22,7 +23,30 @@ from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
 if TYPE_CHECKING:
     import numpy as np
 
-RETRIEVERS = ("bm25", "tfidf", "dense", "hybrid")
+    from ragaudit.inputs import Inputs
+    from ragaudit.io.config import PipelineConfig
+
+
+@dataclass(frozen=True)
+class RetrieverKind:
+    """A retriever of the reference pipeline (`retriever = "..."`): whether it embeds the chunks (it needs
+    the encoder, whose model its index reports) and how it is built over the chunks' texts."""
+
+    dense: bool
+    build: Callable[[list[str], Analyzer, Any, TieBreak], BM25 | TfIdf | Dense | Hybrid]
+
+
+RETRIEVERS: dict[str, RetrieverKind] = {  # the names of ragaudit.io.config_schema._Retriever (tests/test_registries.py)
+    "bm25": RetrieverKind(False, lambda texts, analyzer, encoder, tiebreak: _sparse(BM25, texts, analyzer)),
+    "tfidf": RetrieverKind(False, lambda texts, analyzer, encoder, tiebreak: _sparse(TfIdf, texts, analyzer)),
+    "dense": RetrieverKind(True, lambda texts, analyzer, encoder, tiebreak: Dense(texts, encoder)),  # own progress
+    "hybrid": RetrieverKind(
+        True,
+        lambda texts, analyzer, encoder, tiebreak: Hybrid(
+            [_sparse(BM25, texts, analyzer), Dense(texts, encoder)], tiebreak
+        ),
+    ),
+}
 RERANKERS = (None, "mmr")
 SPARSE_MODEL = "none"  # what a sparse index reports as its embedding model
 Sparse = TypeVar("Sparse", BM25, TfIdf)
@@ -66,20 +90,12 @@ class ReferencePipeline:
                 if (c.doc_id, c.section_id) not in exclude and (c.doc_id, None) not in exclude
             ]
             chunking.advance(len(self.chunks))
-        dense = retriever in ("dense", "hybrid")
-        self.embed_model = encoder.model_id if dense else SPARSE_MODEL
+        kind = RETRIEVERS[retriever]
+        self.embed_model = encoder.model_id if kind.dense else SPARSE_MODEL
         self._encoder = encoder
         texts = [c.text for c in self.chunks]
         self.tiebreak = TieBreak([(c.section_id, c.snippet_id) for c in self.chunks])
-        self.retriever: BM25 | TfIdf | Dense | Hybrid
-        if retriever == "bm25":
-            self.retriever = _sparse(BM25, texts, self.analyzer)
-        elif retriever == "tfidf":
-            self.retriever = _sparse(TfIdf, texts, self.analyzer)
-        elif retriever == "dense":
-            self.retriever = Dense(texts, encoder)  # the encoder shows its own progress
-        else:
-            self.retriever = Hybrid([_sparse(BM25, texts, self.analyzer), Dense(texts, encoder)], self.tiebreak)
+        self.retriever = kind.build(texts, self.analyzer, encoder, self.tiebreak)
         self._unit: np.ndarray | None = None  # the rows MMR compares, scaled once here rather than per query
         if rerank == "mmr":
             embedded = self.retriever if isinstance(self.retriever, (Dense, Hybrid)) else None
@@ -178,3 +194,21 @@ def _sparse(kind: type[Sparse], texts: list[str], analyzer) -> Sparse:
         built = kind(texts, analyzer)
         building.advance(len(texts))
     return built
+
+
+def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> ReferencePipeline:
+    """The reference pipeline of `spec` over the corpus of `inputs` (`ragaudit.io.config_schema.KINDS`)."""
+    o = spec.options
+    return ReferencePipeline(
+        spec.name,
+        inputs.corpus,
+        retriever=o["retriever"],
+        analyzer=o["analyzer"],
+        k=o["k"],
+        chunk_size=o["chunk_size"],
+        chunk_overlap=o["chunk_overlap"],
+        rerank=o["rerank"],
+        temperature=o["temperature"],
+        encoder=inputs.encoder,
+        exclude=exclude,
+    )
