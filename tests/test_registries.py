@@ -6,6 +6,7 @@ from typing import get_args
 from ragaudit import analyzers, gating, types
 from ragaudit.io import config_schema, traces
 from ragaudit.io.calibration import THRESHOLDS
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.metrics import registry
 
 
@@ -32,5 +33,10 @@ def test_the_gate_sections_keys_are_the_checks_thresholds_and_settings():
     assert set(THRESHOLDS) <= gating.READ
 
 
-def test_every_structural_check_has_its_bar():
-    assert set(gating._STRUCTURAL_BARS) | {"baseline_missing"} == set(gating.STRUCTURAL)
+def test_every_structural_check_has_its_bar_and_every_other_its_value():
+    for check in CHECKS:
+        if check.key is None:
+            assert check.bar is not None or check.name == "baseline_missing", check.name
+            assert check.value is None and check.tune is None and check.card is None, check.name
+        else:
+            assert check.value is not None and check.failing is not None and check.bar is None, check.name
