@@ -1,9 +1,10 @@
 """The gate: thresholds from `[gate]`, drift rules against a baseline report.
 
 Each check names its threshold (a number, or None when not gated), the value found, pass or fail,
-and the questions that failed it. The checks of one pipeline are the table `CHECKS`: per check,
-the `[gate]` key of its threshold, which way it compares, the pipeline's figure and which of its
-questions fail it. `[gate] pipelines` chooses which pipelines are gated (default: all of them).
+and the questions that failed it. The checks of one pipeline are those of `ragaudit.gatechecks`
+with a `[gate]` key (`CHECKS`): each entry says which way it compares, the pipeline's figure and
+which of its questions fail it; the drift checks and the other structural checks are computed here.
+`[gate] pipelines` chooses which pipelines are gated (default: all of them).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from dataclasses import fields
 from typing import get_args
 
 from ragaudit import analyzers, gating, types
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.io import config_schema, traces
 from ragaudit.io.calibration import THRESHOLDS
-from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.metrics import registry
 
 

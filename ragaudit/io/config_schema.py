@@ -135,7 +135,8 @@ else:  # one field per key the gate's checks read, in their order
 
 
 class _Gate(_Thresholds):
-    # the checks' thresholds and settings (ragaudit.gatechecks), then which pipelines and a calibration
+    # the checks' thresholds and settings (ragaudit.gatechecks), then which pipelines and a calibration;
+    # a type checker sees the generated fields as Any (`GateSection.threshold(key)` reads them)
     if TYPE_CHECKING:
 
         def __getattr__(self, key: str) -> Any: ...
