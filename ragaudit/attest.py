@@ -31,6 +31,7 @@ from pathlib import Path
 from ragaudit import evalresult
 from ragaudit.errors import InputError, Problem, UsageError
 from ragaudit.evalresult import STATEMENT_TYPE
+from ragaudit.gatechecks.registry import BY_NAME
 from ragaudit.io.files import inside, output_target, sha256_file, sha256_within, write_atomic
 from ragaudit.rundir import INPUTS
 
@@ -40,8 +41,6 @@ DEFAULT_NAME = "attestation.intoto.jsonl"  # in-toto's bundle: JSON Lines, one s
 PASSWORD_ENV = "RAGAUDIT_KEY_PASSWORD"  # the passphrase of an encrypted private key, if any
 _ATTESTATION = re.compile(r".*\.intoto\.jsonl?$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-# gate checks whose threshold is a combination of [gate] keys; every other check's key is its name
-_THRESHOLD_KEYS = {"coverage_pass_rate": ("coverage_min", "coverage_pass_rate")}
 
 
 def pae(payload_type: str, body: bytes) -> bytes:
@@ -93,7 +92,8 @@ def subject_files(run_dir: Path) -> list[str]:
 def _source(check: dict, configured: set[str], keys: set[str]) -> str:
     if isinstance(check.get("source"), str):
         return check["source"]
-    own = [k for k in _THRESHOLD_KEYS.get(check.get("name", ""), (check.get("name", ""),)) if k in keys]
+    entry = BY_NAME.get(check.get("name", ""))
+    own = [k for k in (entry.keys if entry is not None else ()) if k in keys]
     if not own:
         return "built-in"  # a rule of the gate itself: a pipeline ran, parity held, drift against the baseline
     return "config" if any(k in configured for k in own) else "default"

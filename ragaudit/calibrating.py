@@ -24,6 +24,7 @@ from typing import Callable
 
 from ragaudit.auditing import Audit, audit
 from ragaudit.errors import UsageError
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.injection import inject
 from ragaudit.injection.oracle import ORACLE, oracle_traces
 from ragaudit.injection.registry import FAULTS
@@ -56,18 +57,13 @@ class Tuned:
         return None
 
 
-def _share(key: str) -> Callable[[Question], float | None]:
-    return lambda q: getattr(q.stats, key) / q.stats.runs if q.stats.runs else None
-
-
-TUNED = (
-    Tuned("delta_s_excess_max", "max", lambda q: q.stats.max_delta_s_excess),
-    Tuned("citation_match_min", "rate", _share("unmatched")),
-    Tuned("coverage_pass_rate", "rate", lambda q: 1.0 - (q.stats.min_coverage or 0.0)),
-    Tuned("lambda_convergent_min", "rate", lambda q: 0.0 if q.lam.state == "convergent" else 1.0),
-    Tuned("grounded_pass_rate", "rate", _share("ungrounded")),
-    Tuned("hallucination_max", "count", _share("hallucinating")),
-)
+TUNED = tuple(Tuned(check.name, check.tune.kind, check.tune.stat) for check in CHECKS if check.tune is not None)
+# the checks a calibration file sets without tuning them: it keeps their defaults
+KEPT = {
+    check.name: check.key.default
+    for check in CHECKS
+    if check.key is not None and check.key.calibrated and check.tune is None
+}
 
 
 def auroc(negatives: list[float], positives: list[float]) -> float | None:
@@ -219,7 +215,7 @@ def _detection(tuned: Tuned, threshold: float | None, touched: list[float]) -> f
 def calibration(checks: dict, inputs: dict, *, model: str, support_model: str | None, questions: int) -> dict:
     """calibration.json: the proposed [gate] and what supports each figure."""
     gate = {key: c["proposed"] for key, c in checks.items()}
-    gate["max_errors"] = 0
+    gate |= KEPT
     return {
         "schema": SCHEMA,
         "inputs": {name: inputs[name] for name in ("gold", "corpus")},

@@ -9,21 +9,12 @@ from __future__ import annotations
 import sqlite3
 
 from ragaudit.errors import UsageError
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.model import Report
 
 # The history's name for the figure each gate check reads (the history keeps pipeline means,
 # the share of convergent questions and counts of runs).
-CHECK_METRICS = {
-    "delta_s_excess_max": "delta_s_excess",
-    "delta_s_max": "delta_s_qr",
-    "delta_s_mean_max": "delta_s_qr",
-    "coverage_pass_rate": "coverage",
-    "citation_match_min": "citation_match",
-    "lambda_convergent_min": "convergent_share",
-    "lambda_forbid": "convergent_share",
-    "hallucination_max": "hallucinating_runs",
-    "grounded_pass_rate": "fully_grounded",
-}
+CHECK_METRICS = {check.name: check.history for check in CHECKS if check.history is not None}
 
 
 def history_key(report: Report, pipeline: str) -> str:

@@ -13,6 +13,8 @@ from helpers import BM25, REFERENCE, ROOT, backticked, invoke, markdown_table, r
 
 from ragaudit import errors
 from ragaudit.cli import main
+from ragaudit.gatechecks.registry import CHECKS as GATE_CHECKS
+from ragaudit.gatechecks.registry import KEYS as GATE_KEYS
 from ragaudit.injection.registry import FAULTS
 from ragaudit.io import config as config_module
 from ragaudit.metrics.lam import SYMBOLS
@@ -86,6 +88,19 @@ def test_every_gated_metric_names_a_documented_check_and_config_key():
         for check in metric.gated_by:
             assert check in checks, f"{metric.name} is gated by {check}, which reference §4 does not list"
             assert check in keys, f"{metric.name} is gated by {check}, which is no [gate] key of reference §1.5"
+
+
+def test_the_gate_checks_table_is_ragaudit_gatechecks():
+    rows = [(plain(check), fails, names) for check, fails, names in table("table: gate-checks")]
+    same_rows("gate-checks", rows, [(c.name, c.fails_when, c.names) for c in GATE_CHECKS], "ragaudit.gatechecks")
+
+
+def test_the_gate_keys_table_is_the_checks_keys_then_the_sections_own():
+    rows = [(plain(key), limits, what) for key, _, limits, what in table("keys: gate")]
+    own = ["pipelines", "from"]  # the section's: which pipelines, and a calibration
+    keys = [(k.name, k.range, k.what) for k in GATE_KEYS.values()]
+    same_rows("keys: gate", [row for row in rows if row[0] not in own], keys, "ragaudit.gatechecks")
+    assert [row[0] for row in rows[-len(own) :]] == own
 
 
 def test_the_lambda_states_are_those_of_the_code():

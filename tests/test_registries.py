@@ -4,6 +4,7 @@ from dataclasses import fields
 from typing import get_args
 
 from ragaudit import analyzers, gating, types
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.io import config_schema, traces
 from ragaudit.io.calibration import THRESHOLDS
 from ragaudit.metrics import registry
@@ -32,8 +33,13 @@ def test_the_gate_sections_keys_are_the_checks_thresholds_and_settings():
     assert set(THRESHOLDS) <= gating.READ
 
 
-def test_every_structural_check_has_its_bar():
-    assert set(gating._STRUCTURAL_BARS) | {"baseline_missing"} == set(gating.STRUCTURAL)
+def test_every_structural_check_has_its_bar_and_every_other_its_value():
+    for check in CHECKS:
+        if check.key is None:
+            assert check.bar is not None or check.name == "baseline_missing", check.name
+            assert check.value is None and check.tune is None and check.card is None, check.name
+        else:
+            assert check.value is not None and check.failing is not None and check.bar is None, check.name
 
 
 def test_the_pipeline_kinds_builders_are_functions_of_their_modules_and_the_config_reads_every_kind():

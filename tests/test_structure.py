@@ -15,9 +15,20 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def _type_only(tree: ast.AST) -> set[int]:
+    """The nodes under `if TYPE_CHECKING:`: names a type checker reads, which Python never imports."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            out |= {id(inner) for child in node.body for inner in ast.walk(child)}
+    return out
+
+
 def imports() -> dict[str, set[str]]:
     """Module → the modules it imports anywhere in its text (module level or inside functions).
-    `from package import module` counts as importing the module; the package is only its parent."""
+    `from package import module` counts as importing the module; the package is only its parent.
+    An import under `if TYPE_CHECKING:` is not one: Python never runs it, so it can make no loop
+    (a registry low in the house may name the types of the modules that read it)."""
     known = modules()
 
     def owner(name: str) -> str | None:
@@ -27,7 +38,11 @@ def imports() -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = _type_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -90,6 +105,15 @@ def test_no_import_loops_counting_imports_inside_functions():
 
 def test_the_checker_finds_a_loop():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_checker_leaves_out_only_what_a_type_checker_alone_imports():
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nelse:\n    import b\nimport c\n"
+    )
+    skipped = _type_only(tree)
+    names = [n.names[0].name for n in ast.walk(tree) if isinstance(n, ast.Import) and id(n) not in skipped]
+    assert sorted(names) == ["b", "c"]
 
 
 def test_no_module_is_over_500_lines():

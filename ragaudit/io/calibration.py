@@ -17,19 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragaudit.errors import InputError, Problem, UsageError
+from ragaudit.gatechecks.registry import KEYS
 
 SCHEMA = "ragaudit.calibration/1"
-THRESHOLDS = {  # the [gate] keys a calibration may set, and whether each is a rate in [0, 1]
-    "delta_s_excess_max": True,
-    "coverage_min": True,
-    "coverage_pass_rate": True,
-    "citation_match_min": True,
-    "lambda_convergent_min": True,
-    "grounded_pass_rate": True,
-    "hallucination_max": False,
-    "max_errors": False,
-}
-SETTINGS = ("coverage_min",)  # what a check reads besides its threshold: a number, never null
+# the [gate] keys a calibration may set, and whether each is a rate in [0, 1] (else a count)
+THRESHOLDS = {name: key.kind == "rate" for name, key in KEYS.items() if key.calibrated}
+SETTINGS = tuple(name for name, key in KEYS.items() if key.calibrated and not key.nullable)  # never null
 # what `calibrate --labels` fits: the thresholds a claim's judgement reads, as their config keys
 CLAIMS = {
     "support": ("support", "threshold"),

@@ -16,11 +16,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    create_model,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from ragaudit.errors import describe
+from ragaudit.gatechecks.entry import Key
+from ragaudit.gatechecks.registry import KEYS
 from ragaudit.types import DEFAULT_MODEL, EXECUTOR_KINDS, FORMATS
 
 _Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
@@ -119,28 +122,33 @@ class _Metrics(_Table):
     delta_s: Literal["nearest", "join"] = "nearest"
 
 
-class _Gate(_Table):
-    # Defaults from the fault benchmark over three corpora and two answer styles (bench/faults.py):
-    # clean pipelines, extractive or LLM-written, pass on every corpus; every fault class fails.
-    # Absolute ΔS depends on the corpus: it is reported always and gated only when a config sets it.
-    # A check's threshold is None when not gated: TOML cannot say so, a calibration can (`from`).
-    delta_s_excess_max: _Rate | None = 0.25
-    delta_s_max: _Rate | None = None
-    delta_s_mean_max: _Rate | None = None
-    coverage_min: _Rate = 0.70
-    coverage_pass_rate: _Rate | None = 0.90
-    citation_match_min: _Rate | None = 0.95
-    lambda_convergent_min: _Rate | None = 0.85
-    # a question some run of which errored or cited nothing; a question every run gets wrong is counted
-    # by lambda_convergent_min and, against a baseline, by regressions, not failed outright
-    lambda_forbid: list[_LambdaState] = Field(default_factory=lambda: list[_LambdaState](["divergent"]))
-    hallucination_max: _Count | None = 0
-    grounded_pass_rate: _Rate | None = 0.90
-    max_errors: _Count | None = 0
-    # the lower end of the good-run rate's 95% interval corrected by labels on a random sample ([labels])
-    labelled_good_min: _Rate | None = None
-    # the share of probe runs whose answer follows its edited source (`ragaudit probe`)
-    faithful_min: _Rate | None = None
+_KEY_TYPES: dict[str, Any] = {"rate": _Rate, "count": _Count, "states": list[_LambdaState]}
+
+
+def _threshold_field(key: Key) -> tuple[Any, Any]:
+    """A [gate] key of a check (ragaudit.gatechecks) as a pydantic field: its type and default."""
+    kind = _KEY_TYPES[key.kind]
+    default = key.default
+    if isinstance(default, tuple):
+        return kind, Field(default_factory=lambda: list(default))
+    return (kind | None if key.nullable else kind), default
+
+
+if TYPE_CHECKING:
+    _Thresholds = _Table
+else:  # one field per key the gate's checks read, in their order
+    _Thresholds = create_model(
+        "_Thresholds", __base__=_Table, **{name: _threshold_field(key) for name, key in KEYS.items()}
+    )
+
+
+class _Gate(_Thresholds):
+    # the checks' thresholds and settings (ragaudit.gatechecks), then which pipelines and a calibration;
+    # a type checker sees the generated fields as Any (`GateSection.threshold(key)` reads them)
+    if TYPE_CHECKING:
+
+        def __getattr__(self, key: str) -> Any: ...
+
     pipelines: list[_Text] = Field(default_factory=list)
     from_: _ConfigPath | None = Field(default=None, alias="from")  # thresholds proposed by `ragaudit calibrate`
 
@@ -171,8 +179,8 @@ class GateSection(_Gate):
     not_gated: dict[str, str] = Field(default_factory=dict)  # check -> why a calibration does not gate it
 
     def threshold(self, key: str) -> Any:
-        """The value in force of the [gate] key `key` (a check's name in `ragaudit.gating.CHECKS`,
-        which agree with these fields)."""
+        """The value in force of the [gate] key `key` (a key of `ragaudit.gatechecks.KEYS`: these
+        fields are made from them)."""
         return getattr(self, key)
 
     def source(self, key: str) -> Source:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.metrics import aggregate, computes, faithful
 from ragaudit.metrics.lam import STATES
 
@@ -32,8 +33,12 @@ class Metric:
     bounds: tuple[float, float] = (0.0, 1.0)
     compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
     outcome: bool = False  # a per-run 0/1 outcome, whose question mean is a share: `compare` sign-tests it
-    gated_by: tuple[str, ...] = ()  # the [gate] checks that read it by default
     states: tuple[str, ...] = ()  # a categorical metric's values, worst first (bounds then do not apply)
+
+    @property
+    def gated_by(self) -> tuple[str, ...]:
+        """The [gate] checks that read it by default (each check names the metric it gates)."""
+        return tuple(check.name for check in CHECKS if check.metric == self.name)
 
     def label(self, k: int = 5, ndcg_k: int | None = None) -> str:
         """The name a view shows: a ranking metric with its cutoff (`hit@5`)."""
@@ -55,7 +60,6 @@ METRICS: dict[str, Metric] = {
             "|(∪ cited spans) ∩ (∪ gold spans)| / |∪ gold spans|, per document, in the gold "
             "unit; null when units cannot be reconciled",
             computes.coverage,
-            gated_by=("coverage_pass_rate",),
         ),
         Metric(
             "citation_match",
@@ -65,7 +69,6 @@ METRICS: dict[str, Metric] = {
             'accept = "any" item matches when any alternative does',
             computes.citation_match,
             outcome=True,
-            gated_by=("citation_match_min",),
         ),
         Metric(
             "citation_precision",
@@ -115,7 +118,6 @@ METRICS: dict[str, Metric] = {
             "that errored or cites nothing",
             computes.delta_s_excess,
             higher_is_better=False,
-            gated_by=("delta_s_excess_max",),
         ),
         Metric(
             "delta_s_topk",
@@ -154,7 +156,6 @@ METRICS: dict[str, Metric] = {
             "grounded_pass_rate gates",
             computes.fully_grounded,
             outcome=True,
-            gated_by=("grounded_pass_rate",),
         ),
         Metric(
             "anchor_support",
@@ -180,7 +181,6 @@ METRICS: dict[str, Metric] = {
             "conflicts with it (a rival quantity or identifier, or a negation); every run's reason is in the report",
             computes.correct,
             outcome=True,
-            gated_by=("lambda_convergent_min", "lambda_forbid"),
         ),
         Metric(
             "hallucinations",
@@ -195,7 +195,6 @@ METRICS: dict[str, Metric] = {
             higher_is_better=False,
             bounds=(0.0, float("inf")),
             compared=False,
-            gated_by=("hallucination_max",),
         ),
         Metric(
             "faithful",
@@ -206,7 +205,6 @@ METRICS: dict[str, Metric] = {
             "on the real corpus stated the fact (ragaudit probe)",
             faithful.faithful,
             outcome=True,
-            gated_by=("faithful_min",),
         ),
         Metric(
             "css",

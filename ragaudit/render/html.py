@@ -13,6 +13,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from ragaudit.gatechecks.entry import AT_LEAST, GateCheck
+from ragaudit.gatechecks.registry import CHECKS
 from ragaudit.io.config_schema import GateSection
 from ragaudit.io.files import atomic_path
 from ragaudit.metrics.lam import STATES, SYMBOLS
@@ -23,7 +25,6 @@ from ragaudit.render.formatting import num, pct
 from ragaudit.render.html_view import (  # noqa: F401  (thresholds, section_result: the page's API)
     _charts,
     _checks_by_pipeline,
-    _covered,
     _limit,
     _pipelines,
     _round,
@@ -130,6 +131,30 @@ def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") 
     return {"label": label, "value": value, "gate": gate, "state": state, "hint": hint or gate}
 
 
+# the gate checks with a card, in the order the page shows them
+CARDS = sorted((c for c in CHECKS if c.card is not None), key=lambda c: c.card.rank if c.card else 0)
+
+
+def _card(check: GateCheck, p: dict, found: dict | None, t: GateSection) -> dict:
+    """A check's card: its figure, its bar in force (`gate ≥` a share, `max ≤` a number) and the mean of
+    the metric it reads."""
+    card = check.card
+    assert card is not None
+    said = {key: t.threshold(key) for key in check.keys}
+    value = card.value(p, found, t)
+    words, spec = ("gate ≥", "{:.0%}") if check.op == AT_LEAST else ("max ≤", "{:g}")
+    gate = _limit(words, t.threshold(check.name), spec)
+    if card.mean is not None:
+        gate += f" · mean {num((p.get('metrics') or {}).get(card.mean))}"
+    return _kpi(
+        card.label.format(**said),
+        pct(value) if card.form == "pct" else num(value),
+        gate,
+        found,
+        card.hint.format(**said),
+    )
+
+
 def _cards(report: dict, t: GateSection) -> dict:
     s = report["summary"]
     issues = s.get("issues") or {}
@@ -151,46 +176,8 @@ def _cards(report: dict, t: GateSection) -> dict:
         if p is None:
             continue
         by = {c["name"]: c for c in checks.get(name, [])}
-        lam = p.get("lambda") or {}
-        n = sum(lam.values()) or p.get("questions") or 0
-        conv = lam.get("convergent", 0) / n if n else None
-        m = p.get("metrics") or {}
         kind = pipeline_label(pipes.get(name) or {})
-        kpis = [
-            _kpi(
-                "Citation match",
-                pct(p.get("citation_match_rate")),
-                _limit("gate ≥", t.citation_match_min, "{:.0%}"),
-                by.get("citation_match_min"),
-            ),
-            _kpi(
-                f"Coverage ≥ {t.coverage_min:g}",
-                pct(_covered(p, by, t.coverage_min)),
-                _limit("gate ≥", t.coverage_pass_rate, "{:.0%}") + f" · mean {num(m.get('coverage'))}",
-                by.get("coverage_pass_rate"),
-                f"share of runs whose coverage of the gold span is at least {t.coverage_min:g}",
-            ),
-            _kpi(
-                "ΔS excess",
-                num((by.get("delta_s_excess_max") or {}).get("value")),
-                _limit("max ≤", t.delta_s_excess_max, "{:g}") + f" · mean {num(m.get('delta_s_excess'))}",
-                by.get("delta_s_excess_max"),
-                "how much farther from the question the cited text lies than the gold text (worst run)",
-            ),
-            _kpi(
-                "Grounded",
-                pct(m.get("fully_grounded")),
-                _limit("gate ≥", t.grounded_pass_rate, "{:.0%}"),
-                by.get("grounded_pass_rate"),
-                "share of answered runs whose every claim its cited texts support",
-            ),
-            _kpi(
-                "λ convergent",
-                pct(conv),
-                _limit("gate ≥", t.lambda_convergent_min, "{:.0%}"),
-                by.get("lambda_convergent_min"),
-            ),
-        ]
+        kpis = [_card(check, p, by.get(check.name), t) for check in CARDS]
         cards.append(
             {
                 "name": name,

@@ -80,19 +80,6 @@ def _limit(words: str, value, spec: str) -> str:
     return "not gated" if value is None else f"{words} {spec.format(value)}"
 
 
-def _covered(summary: dict, checks: dict, minimum: float) -> float | None:
-    """The share of runs meeting coverage_min, as the gate counted it (a missing coverage does
-    not); for an ungated pipeline, from the coverage histogram's bins at or above the bar."""
-    check = checks.get("coverage_pass_rate")
-    if check is not None:
-        return check["value"]
-    counts = (summary.get("histograms") or {}).get("coverage")
-    if not counts or not sum(counts):
-        return None
-    bins = len(counts) - 1
-    return sum(counts[b] for b in range(bins) if b / bins >= minimum - 1e-9) / sum(counts)
-
-
 def _charts(report: dict, t: GateSection) -> dict:
     bands, lo = [], 0.0
     for name, upper in ZONES:
