@@ -2,6 +2,7 @@
 written blind, append-only, tied to the run's digest; agreement figures recomputed here by hand."""
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -47,6 +48,9 @@ class Served:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # a shell without job control starts background jobs with SIGINT ignored, which Python and
+            # its children keep: the server gets ctrl-C as a terminal sends it, however the suite started
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         line = self.process.stdout.readline()
         assert line.startswith("label at http://127.0.0.1:"), line + self.process.stderr.read()
