@@ -233,7 +233,8 @@ def died_and_answered(run_dir, killers, total):
     assert len(traces) == total
     died = {(t.qid, t.variant) for t in traces if t.error is not None}
     assert died == killers
-    assert all(t.error.startswith("WorkerDied: the worker process running this call died") for t in traces if t.error)
+    errors = [t.error for t in traces if t.error]
+    assert all(e.startswith("WorkerDied: the worker process running this call died") for e in errors), errors
     return traces
 
 
