@@ -6,7 +6,6 @@ import click
 
 import ragaudit
 from ragaudit import progress
-from ragaudit.adapters.graphrag.cli import graphrag
 from ragaudit.cli_options import ARGV, COUNT, DIR, FILE, PATH, SPANS_HELD, Group, arg, flag, opt, shared, show
 from ragaudit.render import issues_text, said
 from ragaudit.types import DEFAULT_MODEL, EXECUTORS, SPAN_FORMATS
@@ -324,4 +323,30 @@ def attest(run_dir, key, out):
     return said.attested(*ragaudit.attest_run(run_dir, key=key, out=out), signed=key is not None)
 
 
-main.add_command(graphrag)
+@main.group(cls=Group)
+def graphrag():
+    """Audit answers of a GraphRAG index: citations → text units → documents."""
+
+
+@graphrag.command("trace")
+@arg("output_dir")
+@opt("--answer answer_file", "the answer: text/markdown, JSON ({'response': ...}) or a notebook (.ipynb) with recorded answers", PATH, required=True)  # fmt: skip
+@opt(
+    "--format fmt",
+    "markdown for people, json for tools",
+    click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+)
+@flag("--verify", "score each claim against the text units of each of its sources")
+@opt("--threshold", "support at or above which a source counts as supporting (default 0.5)", click.FloatRange(0, 1))
+@opt("--model", "encoder for --verify", default=DEFAULT_MODEL, show_default=True)
+def graphrag_trace(output_dir, answer_file, **options):
+    """Resolve every [Data: …] citation of the answer(s) in ANSWER against OUTPUT_DIR.
+
+    Exit 0 when every cited id resolves to a text unit, 1 when some are dangling, 3 when an
+    input is unreadable.
+    """
+    from ragaudit.adapters.graphrag.render import traced
+
+    return said.graphrag_traced(*traced(output_dir, answer_file, **options))

@@ -242,6 +242,11 @@ def _issues_end(found: Validation | GoldCheck, fmt: str, warnings: Iterable[str]
     return said.err(warnings, "warning: ").err(found.problems, "error: ").ends(found.exit_code)
 
 
+def graphrag_traced(text: str, dangling: bool) -> Said:
+    """The trace of a GraphRAG answer on stdout; exit 1 when some cited id dangles."""
+    return Said().out(text, nl=False).ends(1 if dangling else 0)
+
+
 def listing(text: str) -> Said:
     """A list (`ragaudit codes`, `ragaudit metrics`) on stdout."""
     return Said().out(text)

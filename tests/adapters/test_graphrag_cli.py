@@ -5,14 +5,14 @@ import pytest
 from click.testing import CliRunner
 from helpers import shared_path
 
-from ragaudit.adapters.graphrag.cli import graphrag
+from ragaudit.cli import main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "graphrag"
 GOOD = "Scrooge was a miser [Data: Sources (0); Entities (0)].\n"
 
 
 def run(*args: str):
-    return CliRunner().invoke(graphrag, ["trace", *map(str, args)])
+    return CliRunner().invoke(main, ["graphrag", "trace", *map(str, args)])
 
 
 @pytest.fixture
@@ -108,5 +108,5 @@ def test_a_recorded_notebook_traces_every_answer():
 
 
 def test_the_command_documents_its_exit_codes():
-    help_text = CliRunner().invoke(graphrag, ["trace", "--help"]).output
+    help_text = CliRunner().invoke(main, ["graphrag", "trace", "--help"]).output
     assert "Exit 0 when every cited id resolves" in help_text and "1 when some are dangling" in help_text

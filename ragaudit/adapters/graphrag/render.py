@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ragaudit.adapters.graphrag.resolve import Resolution
 from ragaudit.adapters.graphrag.trace import GraphRAGTrace
 from ragaudit.errors import clip
@@ -114,3 +116,23 @@ def _answer_section(trace: GraphRAGTrace) -> list[str]:
     if warnings:
         out += ["", "### Broken links", "", *warnings]
     return out
+
+
+def traced(
+    output_dir: str | Path, answer_file: str | Path, *, fmt: str, verify: bool, threshold: float | None, model: str
+) -> tuple[str, bool]:
+    """`ragaudit graphrag trace`: every `[Data: …]` citation of the answer(s) in `answer_file`
+    resolved against `output_dir`, as markdown or JSON text, and whether some cited id dangles."""
+    import json
+
+    from ragaudit.adapters.graphrag.load import load_index
+    from ragaudit.adapters.graphrag.trace import trace_file
+
+    index = load_index(output_dir)
+    traces = trace_file(index, answer_file, verify=verify, threshold=threshold, model=model)
+    if fmt == "json":
+        document = to_json(traces, output_dir=str(index.path), layout=index.layout, notes=index.notes)
+        text = json.dumps(document, sort_keys=True, ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = to_markdown(traces, output_dir=str(index.path), layout=index.layout)
+    return text, any(t.dangling for t in traces)
