@@ -137,6 +137,31 @@ def run_dir_of(result) -> Path:
     return Path(result.output.strip().splitlines()[-1].split("run directory: ")[1])
 
 
+def replayed_runs(tmp: Path, recordings: dict[str, Path], gold: Path, corpus: Path, extra: str = "") -> dict:
+    """Recorded traces (pipeline name -> recording) replayed through `ragaudit run` with the shipped
+    defaults over the items of `gold` they answer: every run by (pipeline, qid, variant), as
+    report.json has it. `extra`: more config tables."""
+    recorded = {
+        json.loads(line)["qid"] for p in recordings.values() for line in p.read_text(encoding="utf-8").splitlines()
+    }
+    items = [line for line in gold.read_text(encoding="utf-8").splitlines() if json.loads(line)["qid"] in recorded]
+    (tmp / "gold.jsonl").write_text("\n".join(items) + "\n", encoding="utf-8")
+    pipelines = "".join(
+        f'[[pipelines]]\nname = "{name}"\nkind = "replay"\nk = 3\ntraces = "{path}"\n\n'
+        for name, path in recordings.items()
+    )
+    config = tmp / "replayed.toml"
+    config.write_text(
+        f'[audit]\ngold = "gold.jsonl"\ncorpus = "{corpus}"\nparaphrases = 2\nseeds = [1]\nout = "runs"\n\n'
+        f"[metrics]\nk = 3\n\n{extra}{pipelines}",
+        encoding="utf-8",
+    )
+    result = invoke("run", config, "--no-gate", "--no-gold-check")
+    assert result.exit_code == 0, result.output
+    report = json.loads((run_dir_of(result) / "report.json").read_text(encoding="utf-8"))
+    return {(r["pipeline"], r["qid"], r["variant"]): r for q in report["questions"] for r in q["runs"]}
+
+
 def comparable(report: dict) -> dict:
     """A report without the parts that may differ between identical runs: meta (times, versions)."""
     return {k: v for k, v in report.items() if k != "meta"}

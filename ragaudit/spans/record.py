@@ -106,19 +106,15 @@ def from_attributes(
         start_ns=start_ns,
         cited=cited,
         cited_problem=cited_problem,
+        service=service if service is not None else get("service.name"),
+        error=error,
+        run_key=run_key,
+        file=file,
+        line=line,
+        key_problems=located,
     )
-    service = service if service is not None else get("service.name")
     if get("openinference.span.kind") is None and is_haystack(attributes, name):
-        return SpanRecord(
-            **common,  # type: ignore[arg-type]
-            **read_haystack(attributes, name),
-            service=service,
-            error=error,
-            run_key=run_key,
-            file=file,
-            line=line,
-            key_problems=located,
-        )
+        return SpanRecord(**common, **read_haystack(attributes, name))  # type: ignore[arg-type]
     kind, operation = get("openinference.span.kind"), get("gen_ai.operation.name")
     if isinstance(kind, str):
         kind = kind.upper()
@@ -148,12 +144,6 @@ def from_attributes(
         llm_cited=response.cited if response is not None else None,
         sources=prompt_sources(attributes) if kind == LLM else (),
         documents=documents,
-        service=service,
-        error=error,
-        run_key=run_key,
-        file=file,
-        line=line,
-        key_problems=located,
     )
 
 

@@ -4,10 +4,8 @@ the real model. Each case is one recorded run, with what a person reading it see
 beside the recordings say the same); the expectations are written from the run's text, not read
 from ragaudit's output."""
 
-import json
-
 import pytest
-from helpers import DEMO, ROOT, invoke, run_dir_of
+from helpers import DEMO, ROOT, replayed_runs
 
 RECORDINGS = ROOT / "bench" / "data" / "llm"
 PIPELINES = ("cite-greedy", "quote-sampled", "according-greedy")
@@ -18,29 +16,8 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
     """Every replayed run of the handbook recordings by (pipeline, qid, variant), as report.json has it."""
-    tmp = tmp_path_factory.mktemp("llm")
-    recorded = {
-        json.loads(line)["qid"]
-        for name in PIPELINES
-        for line in (RECORDINGS / f"handbook-smollm2-{name}.jsonl").read_text(encoding="utf-8").splitlines()
-    }
-    gold = [line for line in (DEMO / "gold.jsonl").read_text().splitlines() if json.loads(line)["qid"] in recorded]
-    (tmp / "gold.jsonl").write_text("\n".join(gold) + "\n", encoding="utf-8")
-    pipelines = "".join(
-        f'[[pipelines]]\nname = "{name}"\nkind = "replay"\nk = 3\n'
-        f'traces = "{RECORDINGS / f"handbook-smollm2-{name}.jsonl"}"\n\n'
-        for name in PIPELINES
-    )
-    config = tmp / "llm.toml"
-    config.write_text(
-        f'[audit]\ngold = "gold.jsonl"\ncorpus = "{DEMO / "corpus"}"\nparaphrases = 2\nseeds = [1]\nout = "runs"\n\n'
-        f"[metrics]\nk = 3\n\n{pipelines}",
-        encoding="utf-8",
-    )
-    result = invoke("run", config, "--no-gate", "--no-gold-check")
-    assert result.exit_code == 0, result.output
-    report = json.loads((run_dir_of(result) / "report.json").read_text(encoding="utf-8"))
-    return {(r["pipeline"], r["qid"], r["variant"]): r for q in report["questions"] for r in q["runs"]}
+    recordings = {name: RECORDINGS / f"handbook-smollm2-{name}.jsonl" for name in PIPELINES}
+    return replayed_runs(tmp_path_factory.mktemp("llm"), recordings, DEMO / "gold.jsonl", DEMO / "corpus")
 
 
 def claim(run: dict, n: int = 1) -> dict:

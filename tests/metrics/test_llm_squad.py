@@ -8,7 +8,7 @@ import json
 import sys
 
 import pytest
-from helpers import ROOT, invoke, run_dir_of, shared_path
+from helpers import ROOT, replayed_runs, shared_path
 
 RECORDINGS = ROOT / "bench" / "data" / "llm"
 PIPELINES = ("according-greedy", "according-sampled")
@@ -29,31 +29,9 @@ def runs(tmp_path_factory) -> dict:
     shared_path("squad", "small.json")  # the articles the recordings answer over
     tmp = tmp_path_factory.mktemp("squad")
     built = _corpora().build("squad", tmp, 40)
-    recorded = {
-        json.loads(line)["qid"]
-        for name in PIPELINES
-        for line in (RECORDINGS / f"squad-smollm2-{name}.jsonl").read_text(encoding="utf-8").splitlines()
-    }
-    items = [
-        line for line in built.gold.read_text(encoding="utf-8").splitlines() if json.loads(line)["qid"] in recorded
-    ]
-    gold = tmp / "gold.jsonl"
-    gold.write_text("\n".join(items) + "\n", encoding="utf-8")
-    pipelines = "".join(
-        f'[[pipelines]]\nname = "{name}"\nkind = "replay"\nk = 3\n'
-        f'traces = "{RECORDINGS / f"squad-smollm2-{name}.jsonl"}"\n\n'
-        for name in PIPELINES
-    )
-    config = tmp / "squad.toml"
-    config.write_text(
-        f'[audit]\ngold = "{gold}"\ncorpus = "{built.corpus.resolve()}"\nparaphrases = 2\nseeds = [1]\nout = "runs"\n\n'
-        f'[metrics]\nk = 3\n\n[gold]\nignore = ["gold_section_item_count", "gold_anchor_far"]\n\n{pipelines}',
-        encoding="utf-8",
-    )
-    result = invoke("run", config, "--no-gate", "--no-gold-check")
-    assert result.exit_code == 0, result.output
-    report = json.loads((run_dir_of(result) / "report.json").read_text(encoding="utf-8"))
-    return {(r["pipeline"], r["qid"], r["variant"]): r for q in report["questions"] for r in q["runs"]}
+    recordings = {name: RECORDINGS / f"squad-smollm2-{name}.jsonl" for name in PIPELINES}
+    ignore = '[gold]\nignore = ["gold_section_item_count", "gold_anchor_far"]\n\n'
+    return replayed_runs(tmp, recordings, built.gold, built.corpus.resolve(), extra=ignore)
 
 
 def claim(run: dict, n: int = 1) -> dict:
