@@ -4,7 +4,7 @@ The recordings under `bench/data/llm/` are a real small LLM's answers (SmolLM2-1
 `bench/smollm2.py`) over two corpora (the handbook and SQuAD), each run labelled blind by the
 written guide `bench/labelling.md` (`labels-<corpus>.jsonl`). This replays each corpus's
 recordings through `ragaudit run` with the shipped defaults (or `--config-extra`, TOML appended to
-the config) and measures them with `ragaudit agree`'s own figures (`ragaudit.agreement`): per
+the config) and measures them with `ragaudit agree`'s own figures (`ragaudit.decisions.agreement`): per
 corpus and pooled, per dimension (good, correct, supported, citation), the confusion matrix of
 label against verdict, Cohen's kappa, and the precision and recall of ragaudit's flags (a flag is
 ragaudit saying *no*; it is right when the label says no too).
@@ -12,11 +12,11 @@ ragaudit saying *no*; it is right when the label says no too).
 Then, with both corpora:
 
 * **fit across corpora**: the claim thresholds fitted to one corpus's labels (`ragaudit calibrate
-  --labels`'s fit, `ragaudit.labelfit.cross_fit`), applied to the other corpus's runs, beside the
+  --labels`'s fit, `ragaudit.decisions.labelfit.cross_fit`), applied to the other corpus's runs, beside the
   defaults: a fit must raise or keep the agreement on labels it never saw;
 * **the corrected good-run rate**: `--simulations` random samples of `--sample` labelled runs per
   corpus, each giving the prediction-powered estimate and its 95% interval
-  (`ragaudit.agreement.estimate`); how often the interval covers the rate the labels of every run
+  (`ragaudit.decisions.agreement.estimate`); how often the interval covers the rate the labels of every run
   give (nominal 95%), corrected from ragaudit's good-run verdict and from a weaker predictor (its
   citation match alone), whose many differences show the interval's own calibration;
 * **ExpertQA** (`--expertqa`): the bundled support scorer's verdict on each claim against the
@@ -43,12 +43,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ragaudit.agreement import VERDICTS, Dimension, RunVerdict, estimate, match, run_verdicts
+from ragaudit.checks.metrics.decide import Thresholds
+from ragaudit.decisions.agreement import VERDICTS, Dimension, RunVerdict, estimate, match, run_verdicts
+from ragaudit.decisions.labelfit import FITTED, Facts, cross_fit
 from ragaudit.io.corpus import load_corpus
+from ragaudit.io.labels import Label, read_labels, run_digest
 from ragaudit.io.stream import read_trace_file
-from ragaudit.labelfit import FITTED, Facts, cross_fit
-from ragaudit.labels import Label, read_labels, run_digest
-from ragaudit.metrics.decide import Thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "llm"
@@ -206,8 +206,8 @@ def expertqa_rows() -> list[str]:
     from calibrate_support import DATA as EXPERTQA
     from calibrate_support import load_claims
 
-    from ragaudit.metrics.quantities import hallucinated
-    from ragaudit.metrics.support import support_scores
+    from ragaudit.checks.metrics.quantities import hallucinated
+    from ragaudit.checks.metrics.support import support_scores
 
     if not EXPERTQA.exists():
         return [f"expertqa: {EXPERTQA} is absent"]

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from measure import measure
 
-from ragaudit.analyzers import ANALYZERS
+from ragaudit.core.analyzers import ANALYZERS
+from ragaudit.core.text import sentence_spans
 from ragaudit.io.corpus import load_corpus
-from ragaudit.text import sentence_spans
 
 SEED = 20261124
 CORPUS = Path(__file__).resolve().parents[1] / "gold_sets" / "handbook" / "corpus"

@@ -67,7 +67,7 @@ def answer_text(trace) -> str:
 def planted(trace, rng: random.Random) -> str:
     """The answer with one more sentence, taken from a retrieved passage it does not cite, under
     the marker of its last sentence."""
-    from ragaudit.text import sentences
+    from ragaudit.core.text import sentences
 
     cited = {c for s in trace.answer.segments for c in s.citations}
     others = [p for p in trace.retrieved if p.snippet_id not in cited and p.text]
@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import ragaudit
+    from ragaudit.checks.metrics.embed import make_encoder
     from ragaudit.io.corpus import load_corpus
-    from ragaudit.metrics.embed import make_encoder
 
     corpus = load_corpus(HANDBOOK / "corpus")
     encoder = make_encoder(args.model)

@@ -42,7 +42,7 @@ def timed(command: list[str], cache: Path) -> tuple[float, float]:
 
 def audited(config_path: Path) -> tuple[int, int]:
     """(runs one `run` audits, runs `calibrate` audits) for this config."""
-    from ragaudit.calibrating import AUDITS
+    from ragaudit.flows.calibrating import AUDITS
     from ragaudit.io.config import load_config
     from ragaudit.io.gold import read_gold
 

@@ -51,8 +51,8 @@ from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from ragaudit.metrics.embed import DEFAULT_MODEL, make_encoder
-from ragaudit.metrics.support import EMBEDDING, LEXICAL, PARAMS_PATH, feature_rows
+from ragaudit.checks.metrics.embed import DEFAULT_MODEL, make_encoder
+from ragaudit.checks.metrics.support import EMBEDDING, LEXICAL, PARAMS_PATH, feature_rows
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/expertqa/rand_val.jsonl"
 LABELS = {"Complete": 1, "Partial": 0, "Incomplete": 0}
@@ -401,7 +401,7 @@ def _platt(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 def calibrate_cross_encoder(args, claims: list[Claim], y, groups, fields) -> int:
     """Score the claims with the CrossEncoder, measure the 1-D logistic calibration of its score in
     both cross-validations, and write the calibration fitted on every claim to --out."""
-    from ragaudit.metrics.support import CROSS_ENCODER_SCHEMA, CrossEncoderScorer
+    from ragaudit.checks.metrics.support import CROSS_ENCODER_SCHEMA, CrossEncoderScorer
 
     scorer = CrossEncoderScorer(args.cross_encoder)
     started = time.perf_counter()

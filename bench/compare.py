@@ -13,7 +13,7 @@ process (VmHWM), which also holds the synthetic systems.
     call, batched), the sign-flip tests through `permutation_test` (exact) or `monte_carlo_test`
     (RESAMPLES random patterns, seeded per call), the normal approximation above MONTE_CARLO_MAX,
     `binomtest` for outcomes, and the pairs' detectable change;
-  * after: `ragaudit.comparison.compare` of the same pairs: every metric and pair of one size
+  * after: `ragaudit.decisions.comparison.compare` of the same pairs: every metric and pair of one size
     reduced against one set of draws, BCa's jackknife in closed form, no scipy.stats.
 Both give the same verdicts, and their CI ends and p-values differ by Monte Carlo error alone: the
 largest difference of a CI end in standard errors of the mean, and of a p-value, is printed. The
@@ -35,7 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ragaudit.comparison import (
+from ragaudit.checks.metrics.registry import METRICS
+from ragaudit.core.model import Question
+from ragaudit.decisions.comparison import (
     ALPHA,
     BCA_MAX,
     COMPARED,
@@ -52,9 +54,7 @@ from ragaudit.comparison import (
     holm,
     paired_values,
 )
-from ragaudit.metrics.registry import METRICS
-from ragaudit.model import Question
-from ragaudit.power import Assumptions
+from ragaudit.decisions.power import Assumptions
 
 # CPU seconds of `after` at the largest size (8,000 questions, two pairs, by default): the whole
 # comparison, two sizes of resamples (`support` is missing on some questions), the pairs' values read

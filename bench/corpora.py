@@ -26,8 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragaudit.core.text import content_stems, sentence_spans
 from ragaudit.io.corpus import slugify
-from ragaudit.text import content_stems, sentence_spans
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

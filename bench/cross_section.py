@@ -20,9 +20,9 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from ragaudit.checks.validation import Context, validate_trace
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.stream import read_trace_file
-from ragaudit.validation import Context, validate_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "llm"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from ragaudit.analyzers import get_analyzer
+from ragaudit.core.analyzers import get_analyzer
 from ragaudit.io.corpus import revision, slugify
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,10 +31,10 @@ class Recording:
 
 def audit_once(config_path: Path, cache: Path, out: Path):
     """One full demo run (retrieval, metrics, support) through a cached encoder on `cache`."""
-    from ragaudit import runner
+    from ragaudit.checks.metrics.embed import CachedEncoder, SentenceTransformerEncoder
     from ragaudit.io.config import load_config
-    from ragaudit.metrics.embed import CachedEncoder, SentenceTransformerEncoder
-    from ragaudit.outputs import build
+    from ragaudit.outputs.writing import build
+    from ragaudit.pipelines import runner
 
     config = load_config(config_path)
     model = Recording(SentenceTransformerEncoder(config.model))

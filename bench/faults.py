@@ -42,19 +42,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpora  # noqa: E402
 
-from ragaudit import runner  # noqa: E402
-from ragaudit.auditing import Audit, audit  # noqa: E402
-from ragaudit.calibrating import TUNED, auroc, propose, score  # noqa: E402
-from ragaudit.injection import inject, run_faults  # noqa: E402
-from ragaudit.injection.mutations import with_answer  # noqa: E402
-from ragaudit.injection.oracle import ORACLE, oracle_traces  # noqa: E402
-from ragaudit.injection.registry import FAULTS  # noqa: E402
+from ragaudit.auditing.audit import Audit, audit  # noqa: E402
+from ragaudit.core.markers import MARKER  # noqa: E402
+from ragaudit.core.types import Segment, Trace  # noqa: E402
+from ragaudit.flows.calibrating import TUNED, auroc, propose, score  # noqa: E402
+from ragaudit.flows.injection import inject, run_faults  # noqa: E402
+from ragaudit.flows.injection.mutations import with_answer  # noqa: E402
+from ragaudit.flows.injection.oracle import ORACLE, oracle_traces  # noqa: E402
+from ragaudit.flows.injection.registry import FAULTS  # noqa: E402
 from ragaudit.io.calibration import THRESHOLDS  # noqa: E402
 from ragaudit.io.config import load_config  # noqa: E402
 from ragaudit.io.config_schema import GateSection  # noqa: E402
 from ragaudit.io.stream import read_trace_file  # noqa: E402
-from ragaudit.markers import MARKER  # noqa: E402
-from ragaudit.types import Segment, Trace  # noqa: E402
+from ragaudit.pipelines import runner  # noqa: E402
 
 FALSE_FAIL_MAX, DETECTION_MIN, FALSE_FLAGS_MAX, AUROC_MIN = 0.05, 0.8, 0.05, 0.80
 CITING = ("paraphrase_drift", "seed_drift", "retrieval_loss", "wrong_document", "wrong_marker")

@@ -59,7 +59,7 @@ def main() -> int:
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from ragaudit.agreement import run_verdicts
+    from ragaudit.decisions.agreement import run_verdicts
 
     tmp = Path(tempfile.mkdtemp(prefix="labelflow-"))
     items = -(-args.runs // 3)

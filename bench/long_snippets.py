@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragaudit.text import sentence_spans, sentences
+from ragaudit.core.text import sentence_spans, sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "gold_sets" / "handbook" / "corpus"

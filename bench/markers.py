@@ -4,7 +4,7 @@ An answer over documentation quotes it: `pip install flask[async]`, `[build-syst
 `requests[socks]`, `>>> r[1]`, a reST footnote `[#]_`. None of these cites a source. This reads
 every file of documentation folders (Markdown, reStructuredText, TOML, INI, cfg) as an answer
 that quotes it whole, and counts the bracketed candidates of the marker grammar
-(`ragaudit.markers.MARKER`) and those `ragaudit.markers.markers` reads as markers, given the
+(`ragaudit.core.markers.MARKER`) and those `ragaudit.core.markers.markers` reads as markers, given the
 names of five retrieved sources as a trace would have them (`doc-a:0001` ... and the file's own
 document). A documentation set holds no citation markers, so every one read is a false one.
 
@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ragaudit.markers import MARKER, markers
+from ragaudit.core.markers import MARKER, markers
 
 SUFFIXES = {".md", ".rst", ".txt", ".toml", ".ini", ".cfg"}
 NAMES = frozenset({f"doc-a:000{i}" for i in range(1, 6)})

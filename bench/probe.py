@@ -39,8 +39,8 @@ sys.path.insert(0, str(BENCH))
 
 from corpora import DATA, _sentence_at, _write_gold, paraphrases  # noqa: E402
 
+from ragaudit.checks.metrics.faithful import wilson  # noqa: E402
 from ragaudit.io.corpus import slugify  # noqa: E402
-from ragaudit.metrics.faithful import wilson  # noqa: E402
 
 KINDS = ("number", "entity", "negation")
 
@@ -92,8 +92,8 @@ def smollm2(corpus_path: str, exclude=(), **options):
 
     rag = SmolRAG(corpus_path, **options)
     if exclude:
+        from ragaudit.checks.metrics.embed import make_encoder
         from ragaudit.io.corpus import load_corpus
-        from ragaudit.metrics.embed import make_encoder
         from ragaudit.pipelines.reference import ReferencePipeline
 
         rag.retrieval = ReferencePipeline(

@@ -39,7 +39,7 @@ HANDBOOK = ROOT / "gold_sets" / "handbook"
 sys.path.insert(0, str(ROOT))
 
 PACKAGE = "ragaudit/pipelines/reference"
-EMBED = "ragaudit/metrics/embed.py"
+EMBED = "ragaudit/checks/metrics/embed.py"
 BEFORE = "_ragaudit_before"  # the name the committed copy is imported under
 TARGET = 600.0
 
@@ -78,7 +78,7 @@ def load_before(rev: str, folder: Path):
         if not path.endswith(".py"):
             continue
         source = show(path).replace("ragaudit.pipelines.reference", BEFORE)
-        source = source.replace("ragaudit.metrics.embed", f"{BEFORE}.embed")
+        source = source.replace("ragaudit.checks.metrics.embed", f"{BEFORE}.embed")
         (package / Path(path).name).write_text(source, encoding="utf-8")
     sys.path.insert(0, str(folder))
     return importlib.import_module(BEFORE), importlib.import_module(f"{BEFORE}.embed")
@@ -162,10 +162,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     import ragaudit.pipelines.reference as after
+    from ragaudit.checks.metrics import embed as embed_after
+    from ragaudit.checks.metrics.embed import cache_dir
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.gold import read_gold
-    from ragaudit.metrics import embed as embed_after
-    from ragaudit.metrics.embed import cache_dir
 
     items, problems = read_gold(HANDBOOK / "gold.jsonl")
     if problems:

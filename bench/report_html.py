@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ragaudit.render import html
+from ragaudit.outputs.render import html
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ Over the distinct texts the support scorer reads for the ExpertQA claims (claims
 passages), and over the demo corpus's sections:
   * regex: the replaced splitter (a sentence ends at . ! or ? before a space; a line break ends
     one), re-implemented here as the reference;
-  * pysbd, cold: `ragaudit.text.sentence_spans` with its line cache emptied;
+  * pysbd, cold: `ragaudit.core.text.sentence_spans` with its line cache emptied;
   * pysbd, warm: the same texts again, every line cached, as an audit meets the same passages run
     after run.
 Then `SupportScorer.score_many` over every claim with a hashing encoder (no model, so the time is
@@ -23,10 +23,10 @@ from pathlib import Path
 
 from support_cost import DATA, load_pairs
 
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.support import SupportScorer
+from ragaudit.core.text import _line_sentences, sentence_spans
 from ragaudit.io.corpus import load_corpus
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.support import SupportScorer
-from ragaudit.text import _line_sentences, sentence_spans
 
 CORPUS = Path(__file__).resolve().parents[1] / "gold_sets" / "handbook" / "corpus"
 _UNIT = re.compile(r"[^\n]+?(?:[.!?](?=\s)|$)", re.MULTILINE)

@@ -78,8 +78,8 @@ class SmolRAG:
         chunk_size: int = 64,
         max_new_tokens: int = 80,
     ):
+        from ragaudit.checks.metrics.embed import make_encoder
         from ragaudit.io.corpus import load_corpus
-        from ragaudit.metrics.embed import make_encoder
         from ragaudit.pipelines.reference import ReferencePipeline
 
         self.prompt = prompt

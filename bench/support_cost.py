@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ragaudit.metrics.embed import (
+from ragaudit.checks.metrics.embed import (
     DEFAULT_MODEL,
     CachedEncoder,
     SentenceTransformerEncoder,
 )
-from ragaudit.metrics.support import SupportScorer, texts_to_encode
+from ragaudit.checks.metrics.support import SupportScorer, texts_to_encode
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/expertqa/rand_val.jsonl"
 HEADER = re.compile(r"^\[\d+\][ \t]+\S*[ \t]*(?:\n|$)")  # "[3] URL" before each evidence passage

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from measure import measure
 
-from ragaudit.types import REQUIRED_PAYLOAD_FIELDS
+from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS
 
 PER_TRACE = 5
 DEFECT_RATE = 0.01
@@ -188,7 +188,7 @@ def bare_parse(path: str) -> None:
 
 
 def library(path: str) -> None:
-    from ragaudit.validation import Context, Validator
+    from ragaudit.checks.validation import Context, Validator
 
     for _ in Validator(Context()).check_files([path]):
         pass

@@ -1,7 +1,7 @@
 """ragaudit: offline, deterministic evaluation and audit of retrieval-augmented generation.
 
-As a library (each function is documented in `ragaudit.api`; the report it returns is the typed
-`ragaudit.model.Report`):
+As a library (each function is documented in `ragaudit.flows.api`; the report it returns is the typed
+`ragaudit.core.model.Report`):
 
     import ragaudit
 
@@ -31,20 +31,20 @@ from ragaudit._version import __version__ as __version__
 
 _API = """anchor audit calibrate check_gold compare faults gate ingest load_config load_run report run_baseline
 support_scores trends validate verify""".split()
-_LAZY = {name: ("ragaudit.api", name) for name in _API}
+_LAZY = {name: ("ragaudit.flows.api", name) for name in _API}
 _LAZY |= {
-    "Report": ("ragaudit.model", "Report"),
-    "agree": ("ragaudit.agreement", "agree"),
-    "calibrate_labels": ("ragaudit.labelfit", "calibrate_labels"),
-    "open_labels": ("ragaudit.labelling", "open_session"),
-    "serve_labels": ("ragaudit.labelserver", "serve"),
-    "attest_run": ("ragaudit.attest", "attest"),
-    "audit_log": ("ragaudit.auditlog", "run_audit_log"),
-    "cite": ("ragaudit.citations", "render_traces"),
-    "plan_gold": ("ragaudit.power", "plan_gold"),
-    "probe": ("ragaudit.probing", "probe"),
-    "reanchor": ("ragaudit.goldtools.reanchor", "reanchor_file"),
-    "support_score": ("ragaudit.metrics.support", "support_score"),
+    "Report": ("ragaudit.core.model", "Report"),
+    "agree": ("ragaudit.decisions.agreement", "agree"),
+    "calibrate_labels": ("ragaudit.decisions.labelfit", "calibrate_labels"),
+    "open_labels": ("ragaudit.decisions.labelling", "open_session"),
+    "serve_labels": ("ragaudit.decisions.labelserver", "serve"),
+    "attest_run": ("ragaudit.decisions.attest", "attest"),
+    "audit_log": ("ragaudit.flows.auditlog", "run_audit_log"),
+    "cite": ("ragaudit.outputs.citations", "render_traces"),
+    "plan_gold": ("ragaudit.decisions.power", "plan_gold"),
+    "probe": ("ragaudit.flows.probing", "probe"),
+    "reanchor": ("ragaudit.checks.goldtools.reanchor", "reanchor_file"),
+    "support_score": ("ragaudit.checks.metrics.support", "support_score"),
 }
 __all__ = sorted([*_LAZY, "__version__"])
 

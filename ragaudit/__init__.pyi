@@ -2,34 +2,34 @@
 `ragaudit/__init__.py`, whose `_LAZY` this stub follows; tests/test_public_api.py holds them in step)."""
 
 from ragaudit._version import __version__ as __version__
-from ragaudit.agreement import agree as agree
-from ragaudit.api import anchor as anchor
-from ragaudit.api import audit as audit
-from ragaudit.api import calibrate as calibrate
-from ragaudit.api import check_gold as check_gold
-from ragaudit.api import compare as compare
-from ragaudit.api import faults as faults
-from ragaudit.api import gate as gate
-from ragaudit.api import ingest as ingest
-from ragaudit.api import load_config as load_config
-from ragaudit.api import load_run as load_run
-from ragaudit.api import report as report
-from ragaudit.api import run_baseline as run_baseline
-from ragaudit.api import support_scores as support_scores
-from ragaudit.api import trends as trends
-from ragaudit.api import validate as validate
-from ragaudit.api import verify as verify
-from ragaudit.attest import attest as attest_run
-from ragaudit.auditlog import run_audit_log as audit_log
-from ragaudit.citations import render_traces as cite
-from ragaudit.goldtools.reanchor import reanchor_file as reanchor
-from ragaudit.labelfit import calibrate_labels as calibrate_labels
-from ragaudit.labelling import open_session as open_labels
-from ragaudit.labelserver import serve as serve_labels
-from ragaudit.metrics.support import support_score as support_score
-from ragaudit.model import Report as Report
-from ragaudit.power import plan_gold as plan_gold
-from ragaudit.probing import probe as probe
+from ragaudit.checks.goldtools.reanchor import reanchor_file as reanchor
+from ragaudit.checks.metrics.support import support_score as support_score
+from ragaudit.core.model import Report as Report
+from ragaudit.decisions.agreement import agree as agree
+from ragaudit.decisions.attest import attest as attest_run
+from ragaudit.decisions.labelfit import calibrate_labels as calibrate_labels
+from ragaudit.decisions.labelling import open_session as open_labels
+from ragaudit.decisions.labelserver import serve as serve_labels
+from ragaudit.decisions.power import plan_gold as plan_gold
+from ragaudit.flows.api import anchor as anchor
+from ragaudit.flows.api import audit as audit
+from ragaudit.flows.api import calibrate as calibrate
+from ragaudit.flows.api import check_gold as check_gold
+from ragaudit.flows.api import compare as compare
+from ragaudit.flows.api import faults as faults
+from ragaudit.flows.api import gate as gate
+from ragaudit.flows.api import ingest as ingest
+from ragaudit.flows.api import load_config as load_config
+from ragaudit.flows.api import load_run as load_run
+from ragaudit.flows.api import report as report
+from ragaudit.flows.api import run_baseline as run_baseline
+from ragaudit.flows.api import support_scores as support_scores
+from ragaudit.flows.api import trends as trends
+from ragaudit.flows.api import validate as validate
+from ragaudit.flows.api import verify as verify
+from ragaudit.flows.auditlog import run_audit_log as audit_log
+from ragaudit.flows.probing import probe as probe
+from ragaudit.outputs.citations import render_traces as cite
 
 __all__ = [
     "Report",

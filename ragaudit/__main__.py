@@ -2,10 +2,10 @@
 
 
 def run() -> None:
-    """The command line (`ragaudit.cli.main`) as the process's entry point: once it is done, the
-    process ends as `ragaudit.workers.end_process` says, never in the middle of a user's call."""
-    from ragaudit.cli import main
-    from ragaudit.workers import end_process
+    """The command line (`ragaudit.cli.commands.main`) as the process's entry point: once it is done, the
+    process ends as `ragaudit.pipelines.workers.end_process` says, never in the middle of a user's call."""
+    from ragaudit.cli.commands import main
+    from ragaudit.pipelines.workers import end_process
 
     try:
         main()

@@ -140,7 +140,7 @@ def outside_ci():
 def shown_progress(monkeypatch):
     """`show(stream, ci=True, **settings)` sends progress to `stream` for one test, as in CI (`CI`
     set) unless `ci=False`; silent again afterwards."""
-    from ragaudit import progress
+    from ragaudit.core import progress
 
     def show(stream, *, ci: bool = True, **settings):
         if ci:

@@ -5,7 +5,7 @@ import os
 import time
 from pathlib import Path
 
-from ragaudit.wire import without_collector
+from ragaudit.core.wire import without_collector
 
 _setup: list = []
 
@@ -119,7 +119,7 @@ def frozen(config_path: str | None = None, digest: str | None = None) -> int:
     import gc
 
     if config_path is not None:
-        from ragaudit.executors import _inputs
+        from ragaudit.auditing.executors import _inputs
 
         _inputs(config_path, digest)
     return gc.get_freeze_count()

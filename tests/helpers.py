@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ragaudit.analyzers import ANALYZERS
-from ragaudit.cli import main
-from ragaudit.types import Anchor, GoldItem, Span
-from ragaudit.validation import Context, Validator
+from ragaudit.checks.validation import Context, Validator
+from ragaudit.cli.commands import main
+from ragaudit.core.analyzers import ANALYZERS
+from ragaudit.core.types import Anchor, GoldItem, Span
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -551,9 +551,9 @@ def write_demo_config(folder: Path, *, extra: str = "") -> Path:
 
 
 def as_questions(rows: dict[str, dict]) -> dict:
-    """Question records by qid, as a report holds them, typed (`ragaudit.model.Question`): a row
+    """Question records by qid, as a report holds them, typed (`ragaudit.core.model.Question`): a row
     gives what it sets (metrics, lambda, stats); the rest is a question of pipeline p with one run."""
-    from ragaudit.model import Question
+    from ragaudit.core.model import Question
 
     return {
         qid: Question.from_json({"pipeline": "p", "qid": qid, "stats": {"runs": 1}, **row}, f"$[{qid!r}]")

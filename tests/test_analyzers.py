@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragaudit.analyzers import ANALYZERS, get_analyzer
+from ragaudit.core.analyzers import ANALYZERS, get_analyzer
 
 
 def test_documented_analyzers():

@@ -6,9 +6,9 @@ import json
 import pytest
 from helpers import BM25, TFIDF, invoke, run_dir_of, write_config
 
-from ragaudit import api
-from ragaudit.errors import InputError, UsageError
-from ragaudit.model import Report
+from ragaudit.core.errors import InputError, UsageError
+from ragaudit.core.model import Report
+from ragaudit.flows import api
 
 
 @pytest.fixture(scope="module")

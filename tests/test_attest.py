@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from helpers import BM25, TFIDF, invoke, run_dir_of, write_config, write_keys
 
-from ragaudit.attest import pae
+from ragaudit.decisions.attest import pae
 
 
 @pytest.fixture

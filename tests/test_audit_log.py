@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from helpers import BM25, DEMO, invoke, run_dir_of, write_config
 
-from ragaudit.auditlog import run_audit_log
-from ragaudit.auditlog.windows import Window, drift
-from ragaudit.auditlog.worst import KINDS, WorstExamples
-from ragaudit.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.flows.auditlog import run_audit_log
+from ragaudit.flows.auditlog.windows import Window, drift
+from ragaudit.flows.auditlog.worst import KINDS, WorstExamples
 
 DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
 HOURS = (23, 20, 17, 14, 11, 8)  # within a day, later lines are earlier: first-seen is not the first line
@@ -141,7 +141,7 @@ def test_clean_traces_pass(recorded, tmp_path):
 
 def test_an_embedding_cache_that_cannot_be_made_is_a_warning_and_the_audit_the_same(recorded, tmp_path, monkeypatch):
     config, traces = recorded
-    from ragaudit.metrics.embed import HashingEncoder
+    from ragaudit.checks.metrics.embed import HashingEncoder
 
     monkeypatch.setattr(HashingEncoder, "on_disk", True)  # its vectors in the cache file, as a model's are
     path = write_traces(tmp_path / "clean.jsonl", spread(traces))

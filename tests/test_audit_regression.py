@@ -17,10 +17,10 @@ from datetime import datetime, timezone
 import pytest
 from helpers import DEMO, invoke, marked_answer, otlp_line, rag_spans, span_recorder, trace_documents
 
-from ragaudit.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.core.text import sentences
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.reference import ReferencePipeline
-from ragaudit.text import sentences
 
 FIRST_DAY = datetime(2026, 11, 2, tzinfo=timezone.utc)
 PER_DAY = 120

@@ -6,13 +6,13 @@ import json
 import pytest
 from helpers import BM25, DEMO, invoke, write_config
 
-from ragaudit import runner
-from ragaudit.calibrating import auroc
-from ragaudit.injection import FAULTS
-from ragaudit.injection.oracle import ORACLE, oracle_traces
+from ragaudit.flows.calibrating import auroc
+from ragaudit.flows.injection import FAULTS
+from ragaudit.flows.injection.oracle import ORACLE, oracle_traces
 from ragaudit.io.calibration import SCHEMA
 from ragaudit.io.config import load_config
 from ragaudit.io.files import sha256_file
+from ragaudit.pipelines import runner
 
 ITEMS = 8
 
@@ -140,8 +140,8 @@ def test_calibrate_shows_its_progress_by_phase_from_its_start(tmp_path):
 def test_faulty_copies_scored_from_the_runs_they_share_calibrate_as_audited_from_scratch(tmp_path, monkeypatch):
     """Each distinct run is scored once across the audits, far fewer runs than the audits hold: the
     calibration is the one of every copy audited from scratch, figure for figure."""
-    import ragaudit.calibrating as calibrating
-    import ragaudit.metrics.evaluate as evaluate
+    import ragaudit.checks.metrics.evaluate as evaluate
+    import ragaudit.flows.calibrating as calibrating
 
     viewed: list = []  # what each run scored reads (`same_scores`), one per RunView
 

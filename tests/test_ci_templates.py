@@ -11,8 +11,8 @@ import pytest
 import yaml
 from helpers import BM25, ROOT, invoke, run_dir_of, write_config
 
-from ragaudit import history
-from ragaudit.cli import main
+from ragaudit.auditing import history
+from ragaudit.cli.commands import main
 
 DOC = ROOT / "docs" / "ci.md"
 OUT = "reports/ci"  # the templates' --out: the run directories and the history live there

@@ -1,14 +1,14 @@
 from click.testing import CliRunner
 
-from ragaudit.citations import (
+from ragaudit.cli.commands import main
+from ragaudit.io.traces import parse_trace
+from ragaudit.outputs.citations import (
     CitationRecord,
     Hit,
     render_claims,
     render_record,
     source_markdown,
 )
-from ragaudit.cli import main
-from ragaudit.io.traces import parse_trace
 
 WEB = Hit("w1", title="Key rotation [NIST]", url="https://nist.example/keys")
 KB = Hit("k1", collection="handbook", file="security/keys.md", section_id="security/keys", page=3)

@@ -8,11 +8,11 @@ import copy
 import pytest
 from helpers import ITEM
 
+from ragaudit.checks.metrics.citation import RunView
+from ragaudit.checks.metrics.claims import claims_of
+from ragaudit.checks.metrics.correct import judge
+from ragaudit.checks.validation import Context, validate_trace
 from ragaudit.io.traces import parse_trace, trace_to_dict
-from ragaudit.metrics.citation import RunView
-from ragaudit.metrics.claims import claims_of
-from ragaudit.metrics.correct import judge
-from ragaudit.validation import Context, validate_trace
 
 KEYS, PASSWORDS = "pol-keys-1", "pol-pw-1"  # k_pos 1 and 2 of the valid_trace fixture
 
@@ -164,7 +164,7 @@ def test_real_answer_styles_validate_clean_and_cite_the_same_wherever_the_stop_s
 
 
 def test_cite_renders_the_markers_as_footnotes(valid_trace):
-    from ragaudit.citations import render_trace
+    from ragaudit.outputs.citations import render_trace
 
     text = render_trace(read(with_text(valid_trace, "Keys rotate every 12 months. [1] Passwords every 90 days [2].")))
     assert "Keys rotate every 12 months[^1]. Passwords every 90 days[^2]." in text and "[1]" not in text
@@ -173,8 +173,8 @@ def test_cite_renders_the_markers_as_footnotes(valid_trace):
 def test_a_run_of_leading_markers_is_read_in_place():
     """The markers that open a sentence are read where they stand: slicing off the rest of the
     sentence for each of them made a run of n markers cost n times the sentence."""
-    from ragaudit.citing import _leading_markers
-    from ragaudit.markers import markers
+    from ragaudit.core.citing import _leading_markers
+    from ragaudit.core.markers import markers
 
     class Piece(str):
         copied = 0

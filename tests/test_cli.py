@@ -6,8 +6,8 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from ragaudit.cli import main
-from ragaudit.validation import CODES
+from ragaudit.checks.validation import CODES
+from ragaudit.cli.commands import main
 
 
 @pytest.fixture
@@ -214,7 +214,7 @@ def test_gold_check_builds_its_encoder_as_a_run_does(cli, tmp_path, corpus_dir, 
     }
     gold = tmp_path / "gold.jsonl"
     gold.write_text("\n".join(json.dumps(dict(item, qid=f"K{i}")) for i in range(3)) + "\n", encoding="utf-8")
-    from ragaudit.metrics.embed import HashingEncoder
+    from ragaudit.checks.metrics.embed import HashingEncoder
 
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(HashingEncoder, "on_disk", True)
@@ -272,7 +272,7 @@ def test_a_closed_stdout_ends_a_command_with_issues_quietly(tmp_path, traces_fil
 
 
 BOOM = """
-from ragaudit import cli
+from ragaudit.cli import commands as cli
 
 @cli.main.command("boom")
 def boom():
@@ -327,7 +327,7 @@ def arrow_backend(code: str, **env: str) -> str:
 def test_a_command_takes_jemalloc_for_arrow_unless_the_variable_chooses():
     import pyarrow as pa
 
-    command = "from ragaudit.cli import main\ntry:\n    main(['codes'])\nexcept SystemExit:\n    pass"
+    command = "from ragaudit.cli.commands import main\ntry:\n    main(['codes'])\nexcept SystemExit:\n    pass"
     assert "jemalloc" in pa.supported_memory_backends()  # the Linux wheels have it (CI installs the same)
     assert arrow_backend("pass") == "mimalloc"  # Arrow's own default, without a command of ours
     assert arrow_backend(command) == "jemalloc"

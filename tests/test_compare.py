@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import Lazy, as_questions
 
-import ragaudit.comparison as compare_module
-from ragaudit.cli import main
-from ragaudit.comparison import (
+import ragaudit.decisions.comparison as compare_module
+from ragaudit.cli.commands import main
+from ragaudit.decisions.comparison import (
     COMPARED,
     EXACT_MAX,
     RESAMPLES,
@@ -371,7 +371,7 @@ def test_a_metrics_result_does_not_depend_on_what_is_compared_beside_it():
 
 
 def test_every_sample_of_one_size_shares_one_set_of_draws(monkeypatch):
-    from ragaudit import resampling
+    from ragaudit.decisions import resampling
 
     calls = {"bootstrap": [], "flips": []}
     for key, function in (("bootstrap", "bootstrap_means"), ("flips", "flipped_sums")):
@@ -471,8 +471,8 @@ def test_the_sign_test_is_the_exact_binomial_tail(up, down):
 COMPARE_ALONE = """
 import sys
 import numpy as np
-from ragaudit.comparison import System, compare_pair
-from ragaudit.model import Question
+from ragaudit.decisions.comparison import System, compare_pair
+from ragaudit.core.model import Question
 
 def system(name, shift):
     values = np.random.default_rng(0).random(300)
@@ -545,7 +545,7 @@ def test_a_ci_that_excludes_0_beside_a_tie_says_why():
     """3 of 80 questions up, none down: the exact sign test gives p = 2/8 (Holm: 0.75 across the three metrics),
     while the bootstrap CI excludes 0 (a resample misses all three with probability (77/80)^80, under
     2.5%). The tie stands (the exact test decides) and every view says why the two differ."""
-    from ragaudit.render import compare_text
+    from ragaudit.outputs.render import compare_text
 
     a = system("a", [0.0] * 3 + [1.0] * 77)
     b = system("b", [1.0] * 80)

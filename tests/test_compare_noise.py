@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ragaudit.noise import noise_floor, noise_floors
+from ragaudit.decisions.noise import noise_floor, noise_floors
 
 
 def write_runs(path, rows):
@@ -95,7 +95,7 @@ class NoPandas(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}")
 
 sys.meta_path.insert(0, NoPandas())
-from ragaudit.noise import noise_floor, noise_floors
+from ragaudit.decisions.noise import noise_floor, noise_floors
 found = noise_floor(sys.argv[1], "p", ["citation_match"])
 print(found.state, round(found.floors["citation_match"], 12))
 """

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import BM25, TFIDF, Lazy, as_questions, invoke, run_dir_of, write_config, write_demo_config
 
-import ragaudit.comparison as compare_module
-from ragaudit.comparison import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
-from ragaudit.noise import NoiseFloor, noise_floor
+import ragaudit.decisions.comparison as compare_module
+from ragaudit.decisions.comparison import System, bootstrap_ci, compare_pair, noninferiority_p, sign_test_p
+from ragaudit.decisions.noise import NoiseFloor, noise_floor
 
 stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ragaudit.cli import main
+from ragaudit.cli.commands import main
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 

@@ -11,7 +11,7 @@ import exec_tasks as tasks
 import pytest
 from helpers import BM25, write_config
 
-from ragaudit.execution import (
+from ragaudit.core.execution import (
     DEFAULT_WORKERS,
     Processes,
     RemoteTraceback,
@@ -197,7 +197,7 @@ def test_a_worker_busy_in_a_task_that_never_returns_ends_with_its_killed_parent(
 
     script = (
         "import sys, time, exec_tasks\n"
-        "from ragaudit.execution import Processes\n"
+        "from ragaudit.core.execution import Processes\n"
         "pool = Processes(1)\n"
         f"task = pool.submit(exec_tasks.wait_for, {str(tmp_path / 'never')!r})\n"
         "while not pool._slots[0].job: time.sleep(0.01)\n"
@@ -242,7 +242,7 @@ def test_workers_that_die_as_they_start_fail_the_tasks_instead_of_starting_forev
 def test_a_scoring_batch_whose_worker_a_pipeline_call_ended_is_scored_again():
     """A batch sent while a pipeline call ended its worker comes back scored, in order; one that the
     cluster gives up on every time is an error, never a silent gap."""
-    from ragaudit.executors import RemoteScoring, remote_score
+    from ragaudit.auditing.executors import RemoteScoring, remote_score
 
     class Given:
         def __init__(self, value, deaths):
@@ -281,7 +281,7 @@ def test_scoring_keeps_one_batch_out_per_worker(tmp_path):
     """While this process reads the next batch, each worker process of this machine has one to score
     and none waits behind it: a batch more would only hold its runs and make the end of the run
     wait for it. A cluster's workers keep as many batches as pipeline calls out."""
-    from ragaudit.executors import Cluster, RemoteScoring
+    from ragaudit.auditing.executors import Cluster, RemoteScoring
 
     class Pending:
         def __init__(self, value):
@@ -325,9 +325,9 @@ def test_what_goes_down_a_workers_pipe_comes_back_equal(valid_trace, mutate):
     from collections.abc import Mapping
     from signal import Signals
 
+    from ragaudit.core.types import Span
+    from ragaudit.core.wire import dumps
     from ragaudit.io.traces import parse_trace
-    from ragaudit.types import Span
-    from ragaudit.wire import dumps
 
     wrong = mutate(lambda t: t["retrieved"][0].update(score_norm="high"))
     traces = [parse_trace(valid_trace), parse_trace(wrong)]

@@ -13,7 +13,7 @@ import time
 import pytest
 from helpers import BM25, FIXTURES, Lazy, comparable, invoke, run_dir_of, write_config
 
-from ragaudit import executors
+from ragaudit.auditing import executors
 from ragaudit.io.traces import read_traces
 
 distributed = Lazy("distributed")  # imported when a test first uses it: collecting stays fast
@@ -147,8 +147,8 @@ def test_dask_needs_a_scheduler(tmp_path):
 def test_validate_shards_over_the_cluster_with_the_sequential_output(tmp_path, valid_trace, corpus, cluster):
     from helpers import sequential, trace_lines, write
 
-    from ragaudit.validation import Context, Validator
-    from ragaudit.validation.shards import check_sharded
+    from ragaudit.checks.validation import Context, Validator
+    from ragaudit.checks.validation.shards import check_sharded
 
     big = write(tmp_path / "big.jsonl", trace_lines(valid_trace, 150, seed=3), newline=b"\r\n", torn=True)
     small = [write(tmp_path / f"s{k}.jsonl", trace_lines(valid_trace, 3 + k, seed=k)) for k in range(5)]
@@ -347,8 +347,8 @@ def test_a_worker_process_killed_mid_run_loses_no_run(tmp_path):
         os.kill(busy[0], signal.SIGKILL)
 
     try:
-        from ragaudit import runner
         from ragaudit.io.config import load_config
+        from ragaudit.pipelines import runner
 
         killer = threading.Thread(target=kill_one_worker, daemon=True)
         killer.start()
@@ -364,16 +364,16 @@ def test_a_worker_process_killed_mid_run_loses_no_run(tmp_path):
 def test_processes_without_workers_use_the_configured_count(tmp_path, monkeypatch):
     """`--executor processes` without --workers starts [audit] workers processes, the count the
     runner's threads use (it took every CPU of the machine)."""
-    import ragaudit.executors
+    import ragaudit.auditing.executors
 
     started = []
-    real = ragaudit.executors.local_processes
+    real = ragaudit.auditing.executors.local_processes
 
     def counted(workers, config_path):
         started.append(workers)
         return real(workers, config_path)
 
-    monkeypatch.setattr(ragaudit.executors, "local_processes", counted)
+    monkeypatch.setattr(ragaudit.auditing.executors, "local_processes", counted)
     config = write_config(tmp_path, BM25, items=1, seeds="[1]", extra="workers = 3\n")
     result = invoke("run", config, "--no-gate", "--executor", "processes")
     assert result.exit_code == 0, result.output

@@ -9,19 +9,19 @@ import random
 import pytest
 from helpers import DEMO, invoke, run_dir_of, write_config
 
-from ragaudit import runner
-from ragaudit.analyzers import ANALYZERS
-from ragaudit.injection import FAULTS, inject, run_faults
-from ragaudit.injection.mutations import Scene, cited_ids
+from ragaudit.checks.metrics.embed import DEFAULT_MODEL, HashingEncoder, make_encoder
+from ragaudit.checks.metrics.quantities import hallucinated
+from ragaudit.core.analyzers import ANALYZERS
+from ragaudit.core.types import Answer, LiveIndex, Offsets, Payload, Segment, Trace
+from ragaudit.flows.injection import FAULTS, inject, run_faults
+from ragaudit.flows.injection.mutations import Scene, cited_ids
 from ragaudit.io.config import load_config
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 from ragaudit.io.stream import read_trace_file
 from ragaudit.io.traces import dump_trace
-from ragaudit.metrics.embed import DEFAULT_MODEL, HashingEncoder, make_encoder
-from ragaudit.metrics.quantities import hallucinated
+from ragaudit.pipelines import runner
 from ragaudit.pipelines.reference.chunking import chunk_corpus, index_hash
-from ragaudit.types import Answer, LiveIndex, Offsets, Payload, Segment, Trace
 
 ITEMS = 15
 # The hashing encoder stands in for the model, so ΔS is not a meaningful distance here: the
@@ -226,7 +226,7 @@ def test_cli_writes_the_matrix_and_exits_by_the_verdict(recorded, tmp_path):
 
 def test_an_embedding_cache_that_cannot_be_made_is_a_warning_and_the_matrix_the_same(recorded, tmp_path, monkeypatch):
     _, run_dir, _, _ = recorded
-    from ragaudit.metrics.embed import HashingEncoder
+    from ragaudit.checks.metrics.embed import HashingEncoder
 
     monkeypatch.setattr(HashingEncoder, "on_disk", True)  # its vectors in the cache file, as a model's are
     cached = invoke("faults", run_dir, "--only", "number_change", "--out", tmp_path / "cached")

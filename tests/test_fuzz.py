@@ -12,7 +12,7 @@ from helpers import BM25, run_dir_of, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragaudit.cli import main
+from ragaudit.cli.commands import main
 
 FUZZ = settings(
     max_examples=40,

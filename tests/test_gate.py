@@ -4,11 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ragaudit.gating import CHECK_NAMES, CHECKS, evaluate_gate
+from ragaudit.checks.metrics.aggregate import Aggregates
+from ragaudit.checks.metrics.evaluate import Evaluation
+from ragaudit.core.model import Aborted, Baseline, Lambda, PipelineSummary, Question
+from ragaudit.decisions.gating import CHECK_NAMES, CHECKS, evaluate_gate
 from ragaudit.io.config_schema import GateSection
-from ragaudit.metrics.aggregate import Aggregates
-from ragaudit.metrics.evaluate import Evaluation
-from ragaudit.model import Aborted, Baseline, Lambda, PipelineSummary, Question
 
 T = GateSection()  # the defaults
 
@@ -285,8 +285,8 @@ def test_a_check_a_calibration_leaves_ungated_says_why():
 )
 def test_a_question_s_figure_and_the_bar_it_crossed_read_apart(worst, threshold, said):
     """Rounded alike, a figure and its bar never read as equal (0.386 > 0.386)."""
-    from ragaudit.gating import question_why
-    from ragaudit.model import Check, Lambda, Question, QuestionStats
+    from ragaudit.core.model import Check, Lambda, Question, QuestionStats
+    from ragaudit.decisions.gating import question_why
 
     check = Check("p", "delta_s_excess_max", threshold, worst, False, f"<= {threshold}", ["q"])
     question = Question(

@@ -19,15 +19,15 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REFERENCE, ROOT, backticked, invoke, markdown_table, run_dir_of
 
+from ragaudit.checks.metrics.embed import CachedEncoder, HashingEncoder
+from ragaudit.checks.metrics.registry import METRICS
+from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS, Issue, LiveIndex, Payload
 from ragaudit.io.config import load_config
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 from ragaudit.io.traces import parse_trace, trace_to_dict
-from ragaudit.metrics.embed import CachedEncoder, HashingEncoder
-from ragaudit.metrics.registry import METRICS
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.python import as_live_index
-from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Issue, LiveIndex, Payload
 
 GUIDE = ROOT / "docs" / "guide.md"
 TEXT = GUIDE.read_text(encoding="utf-8")
@@ -297,7 +297,7 @@ def test_runs_parquet_has_the_documented_columns(run):
 
 
 def test_questions_parquet_has_the_documented_columns(run):
-    from ragaudit.metrics.registry import AVERAGED
+    from ragaudit.checks.metrics.registry import AVERAGED
 
     schema = pq.read_schema(run.dir / "questions.parquet")
     expected = {}
@@ -386,7 +386,7 @@ def test_every_gate_check_a_run_can_show_is_documented(run):
     seen = {c["name"] for c in json.loads(checked.stdout)["checks"]}
     listed = documented("table: gate-checks")
     assert {"regressions", "max_errors", "lambda_forbid", "grounded_pass_rate"} <= seen <= listed
-    from ragaudit.gating import CHECK_NAMES, STRUCTURAL
+    from ragaudit.decisions.gating import CHECK_NAMES, STRUCTURAL
 
     assert listed == {*CHECK_NAMES, *STRUCTURAL}  # the gate's table and its structural checks, each documented
 

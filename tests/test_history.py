@@ -17,9 +17,9 @@ from xml.etree import ElementTree as ET
 import pytest
 from helpers import BM25, DEMO, LENIENT, TFIDF, invoke, run_dir_of, write_config
 
-from ragaudit import history
-from ragaudit.model import Report
-from ragaudit.render.trends import trend_panel
+from ragaudit.auditing import history
+from ragaudit.core.model import Report
+from ragaudit.outputs.render.trends import trend_panel
 
 STORE = "runs/history.sqlite"  # write_config's out is "runs"
 

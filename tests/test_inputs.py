@@ -11,13 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from helpers import BM25, write_config
 
-import ragaudit.inputs
-import ragaudit.metrics.embed
-import ragaudit.metrics.support
-from ragaudit.errors import UsageError
-from ragaudit.inputs import Inputs
+import ragaudit.checks.metrics.embed
+import ragaudit.checks.metrics.support
+import ragaudit.pipelines.inputs
+from ragaudit.core.errors import UsageError
 from ragaudit.io.config import Config, load_config
 from ragaudit.io.config_schema import GateSection
+from ragaudit.pipelines.inputs import Inputs
 
 
 def test_the_models_and_the_context_are_built_once_on_first_use(tmp_path, monkeypatch):
@@ -32,11 +32,13 @@ def test_the_models_and_the_context_are_built_once_on_first_use(tmp_path, monkey
 
         return make
 
-    monkeypatch.setattr(ragaudit.metrics.embed, "make_encoder", counted("encoder", ragaudit.metrics.embed.make_encoder))
     monkeypatch.setattr(
-        ragaudit.metrics.support,
+        ragaudit.checks.metrics.embed, "make_encoder", counted("encoder", ragaudit.checks.metrics.embed.make_encoder)
+    )
+    monkeypatch.setattr(
+        ragaudit.checks.metrics.support,
         "make_support_scorer",
-        counted("support", ragaudit.metrics.support.make_support_scorer),
+        counted("support", ragaudit.checks.metrics.support.make_support_scorer),
     )
     inputs = Inputs.from_config(load_config(write_config(tmp_path, BM25, items=2)))
     assert not built and len(inputs.items) == 2 and inputs.corpus.documents  # loading builds no model
@@ -62,7 +64,7 @@ def test_a_config_without_gold_or_corpus_is_a_usage_error():
 
 
 def test_an_audits_encoder_holds_a_bounded_number_of_vectors(tmp_path, monkeypatch):
-    monkeypatch.setattr(ragaudit.inputs, "VECTORS_HELD", 5)  # read when Inputs is built
+    monkeypatch.setattr(ragaudit.pipelines.inputs, "VECTORS_HELD", 5)  # read when Inputs is built
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
     config = load_config(write_config(tmp_path, BM25, items=2))
     encoder = Inputs.from_config(config).encoder

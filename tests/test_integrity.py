@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import BM25, FIXTURES, TFIDF, invoke, run_dir_of, stalling, write_config
 
-from ragaudit import rundir
+from ragaudit.io import rundir
 from ragaudit.io.files import write_atomic
 from ragaudit.io.traces import read_traces
 
@@ -149,7 +149,7 @@ def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monke
         yield "<!doctype html>"
         raise OSError(28, "No space left on device", name)
 
-    monkeypatch.setattr("ragaudit.render.html.stream", full)
+    monkeypatch.setattr("ragaudit.outputs.render.html.stream", full)
     result = invoke("report", run_dir)
     assert result.exit_code == 3 and "No space left on device" in result.stderr
     after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != "manifest.json"}
@@ -160,7 +160,7 @@ def test_a_full_disk_is_an_input_output_error_that_loses_nothing(finished, monke
 def test_an_output_that_fails_returns_only_once_compares_writer_beside_it_is_done(finished, monkeypatch):
     import threading
 
-    from ragaudit import outputs
+    from ragaudit.outputs import writing as outputs
 
     _, run_dir = finished
     failing, done = threading.Event(), threading.Event()
@@ -177,7 +177,7 @@ def test_an_output_that_fails_returns_only_once_compares_writer_beside_it_is_don
         done.set()
         return found
 
-    monkeypatch.setattr("ragaudit.render.html.stream", full)
+    monkeypatch.setattr("ragaudit.outputs.render.html.stream", full)
     monkeypatch.setattr(outputs, "write_comparison", late)
     result = invoke("report", run_dir)
     assert result.exit_code == 3 and "No space left on device" in result.stderr
@@ -243,7 +243,7 @@ def test_the_audit_logs_trace_table_on_a_full_disk_is_an_input_output_error_that
 ):
     import sqlite3
 
-    from ragaudit.render.trace_table import ALL_COLUMNS, TraceTable
+    from ragaudit.outputs.render.trace_table import ALL_COLUMNS, TraceTable
 
     target = tmp_path / "rag_traces.sqlite"
     target.write_bytes(b"the table of the run before")
@@ -259,7 +259,7 @@ def test_the_audit_logs_trace_table_on_a_full_disk_is_an_input_output_error_that
 def test_a_trace_table_that_cannot_be_made_is_an_input_output_error_that_leaves_the_old_file(tmp_path, monkeypatch):
     import sqlite3
 
-    from ragaudit.render.trace_table import TraceTable
+    from ragaudit.outputs.render.trace_table import TraceTable
 
     target = tmp_path / "rag_traces.sqlite"
     target.write_bytes(b"the table of the run before")
@@ -298,8 +298,8 @@ class Failing:
 
 
 def test_logs_whose_worker_processes_all_died_are_written_here(finished, monkeypatch):
-    from ragaudit import outputs
-    from ragaudit.execution import WorkerDied
+    from ragaudit.core.execution import WorkerDied
+    from ragaudit.outputs import writing as outputs
 
     _, run_dir = finished
     logs = logs_of(run_dir)
@@ -316,7 +316,7 @@ def test_logs_whose_worker_processes_all_died_are_written_here(finished, monkeyp
 def test_logs_that_fail_beside_fail_the_outputs_once_compare_is_done(finished, monkeypatch):
     import threading
 
-    from ragaudit import outputs
+    from ragaudit.outputs import writing as outputs
 
     _, run_dir = finished
     done = threading.Event()
@@ -366,7 +366,8 @@ class Late:
 def test_the_logs_go_beside_before_report_json_and_a_failing_report_waits_for_them(finished, monkeypatch):
     import threading
 
-    from ragaudit import outputs, reporting
+    from ragaudit.auditing import reporting
+    from ragaudit.outputs import writing as outputs
 
     _, run_dir = finished
     logs = logs_of(run_dir)

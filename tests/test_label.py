@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from helpers import BM25, chromium, invoke, run_dir_of, write_config
 
-from ragaudit.agreement import Dimension, estimate, kappa
+from ragaudit.decisions.agreement import Dimension, estimate, kappa
+from ragaudit.io.labels import Label, read_labels, run_digest
 from ragaudit.io.stream import read_trace_file
-from ragaudit.labels import Label, read_labels, run_digest
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_a_run_labelled_before_it_changed_is_offered_again_and_its_label_is_stal
     labels.write_text(
         label_line(keys[0], known[keys[0]]) + "\n" + label_line(keys[1], "sha256:" + "0" * 64) + "\n", encoding="utf-8"
     )
-    from ragaudit.labelling import open_session
+    from ragaudit.decisions.labelling import open_session
 
     session = open_session(run, labels=labels)
     assert keys[0] not in session.keys and keys[1] in session.keys
@@ -241,7 +241,7 @@ def test_kappa_precision_and_recall_are_those_computed_by_hand():
 
 
 def test_the_corrected_rate_is_the_prediction_powered_estimate(run):
-    from ragaudit.agreement import RunVerdict
+    from ragaudit.decisions.agreement import RunVerdict
 
     def verdict(i: int, good: bool) -> RunVerdict:
         return RunVerdict(("p", f"q{i}", 0, 1), "sha256:" + "0" * 64, good, True, True, None, "", "", "")
@@ -327,7 +327,7 @@ def test_labels_a_config_names_are_hashed_with_the_run_and_gate_the_corrected_ra
 
 
 def test_report_html_shows_the_agreement_and_the_corrected_rates(run):
-    from ragaudit.render.html import render_html
+    from ragaudit.outputs.render.html import render_html
 
     agreement = [
         {"dimension": "good", "runs": 12, "kappa": 0.5, "kappa_ci": [0.1, 0.9], "precision": 0.75, "recall": 0.6,

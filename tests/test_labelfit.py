@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import BM25, TFIDF, invoke, run_dir_of, write_config
 
-from ragaudit.agreement import run_verdicts
-from ragaudit.labelfit import GRID, MIN_LABELS
+from ragaudit.decisions.agreement import run_verdicts
+from ragaudit.decisions.labelfit import GRID, MIN_LABELS
 
 STRICT = 0.8  # the person calls a claim supported when its support is at least this, or its sentence is quoted
 

@@ -16,7 +16,7 @@ import pytest
 from helpers import BM25, ROOT, TFIDF, invoke, run_dir_of, write_config
 
 import ragaudit
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
 
 NOTEBOOK = ROOT / "docs" / "notebook.md"
 PIPELINES = ("bm25", "tfidf", "recorded")
@@ -121,7 +121,7 @@ def test_issues_are_every_line_of_issues_jsonl(run_dir):
 
 def test_every_column_the_docstring_names_is_there(run_dir):
     run = ragaudit.load_run(run_dir)
-    doc = ragaudit.results.Run.__doc__
+    doc = ragaudit.outputs.results.Run.__doc__
     for table in ("runs", "questions", "sections", "issues"):
         text = re.search(rf"`run\.{table}`: [^\n]*\n(.*?)(?=\n    `run\.|\n\n)", doc, re.S).group(1)
         text = re.sub(r"\s*\([^)]*\)|`[^`]*`", "", text.split("one per metric")[0])  # remarks, quoted words

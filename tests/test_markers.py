@@ -7,11 +7,11 @@ import pytest
 from helpers import ROOT
 
 from ragaudit.adapters.graphrag.cite import parse_blocks
-from ragaudit.markers import FORMS as MARKER_FORMS
-from ragaudit.markers import MARKER, form, marker_ids, markers
-from ragaudit.metrics.quantities import hallucinated, mentions
-from ragaudit.text import clean
-from ragaudit.validation.answer import citations_trail
+from ragaudit.checks.metrics.quantities import hallucinated, mentions
+from ragaudit.checks.validation.answer import citations_trail
+from ragaudit.core.markers import FORMS as MARKER_FORMS
+from ragaudit.core.markers import MARKER, form, marker_ids, markers
+from ragaudit.core.text import clean
 
 # (marker, the source ids it names)
 FORMS = [

@@ -6,8 +6,8 @@ import tracemalloc
 
 import pytest
 
-from ragaudit.means import Means
-from ragaudit.model import Lambda, Question, QuestionStats
+from ragaudit.core.means import Means
+from ragaudit.core.model import Lambda, Question, QuestionStats
 
 NAMES = [f"metric_{i}" for i in range(20)]
 

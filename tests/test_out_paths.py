@@ -9,7 +9,7 @@ import stat
 import pytest
 from helpers import BM25, DEMO, invoke, otlp_line, rag_spans, run_dir_of, span_recorder, write_config  # noqa: E402
 
-from ragaudit.errors import InputError  # noqa: E402
+from ragaudit.core.errors import InputError  # noqa: E402
 from ragaudit.io.files import write_atomic  # noqa: E402
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from helpers import DEMO, Lazy, invoke
 
-from ragaudit.comparison import sign_test_p
+from ragaudit.decisions.comparison import sign_test_p
+from ragaudit.decisions.power import Assumptions, Design, mde, power, questions_needed, sign_test_rejections
 from ragaudit.io.gold import read_gold
-from ragaudit.power import Assumptions, Design, mde, power, questions_needed, sign_test_rejections
 
 stats = Lazy("scipy.stats")  # imported when a test first uses it: collecting stays fast
 
@@ -17,7 +17,7 @@ GOLD = DEMO / "gold.jsonl"
 
 
 def simulated_power(runs: list[int], delta: float, a: Assumptions, sims: int, seed: int) -> float:
-    """Draw the model's runs (module docstring of ragaudit.power) and count how often compare's sign test
+    """Draw the model's runs (module docstring of ragaudit.decisions.power) and count how often compare's sign test
     rejects at α: each run moves up with (ψ + δ)/2, down with (ψ − δ)/2; a question's runs share one draw
     with probability ρ."""
     rng = np.random.default_rng(seed)
@@ -128,7 +128,7 @@ def test_plan_of_an_unreadable_gold_set_names_the_line(tmp_path):
 
 
 def test_the_binomial_functions_are_scipy_stats_ones():
-    from ragaudit.power import Binomial
+    from ragaudit.decisions.power import Binomial
 
     for n in [0, 1, 2, 7, 30, 101, 1000, 8000]:
         for p in (0.0, 0.1, 0.5, 0.77, 1.0):
@@ -143,7 +143,7 @@ def test_the_binomial_functions_are_scipy_stats_ones():
 def test_the_closed_form_above_the_exact_bound_agrees_with_the_exact_sum(monkeypatch):
     """Above EXACT_RUNS runs a question, its chance to move is the normal law of ups − downs: at a
     size the exact sum still reaches, both agree, and the power is continuous across the bound."""
-    from ragaudit import power as module
+    from ragaudit.decisions import power as module
 
     for runs in (2_000, 50_000):
         exact = [power(Design.uniform(40, runs), d) for d in (0.0, 0.002, 0.01, 0.05)]

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from helpers import DEMO, FIXTURES, REFERENCE, ROOT, backticked, invoke, markdown_table
 
+from ragaudit.checks.metrics import faithful as outcomes
+from ragaudit.checks.metrics.keycontent import key_content
+from ragaudit.core.types import Answer, Offsets, Payload, Segment, Trace
+from ragaudit.flows.probing.classify import classify, states_fact, still_states
+from ragaudit.flows.probing.edits import KINDS, Cannot, catalog, make_edit
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
-from ragaudit.metrics import faithful as outcomes
-from ragaudit.metrics.keycontent import key_content
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.calls import AnswerCache, corpus_digest
-from ragaudit.probing.classify import classify, states_fact, still_states
-from ragaudit.probing.edits import KINDS, Cannot, catalog, make_edit
-from ragaudit.types import Answer, Offsets, Payload, Segment, Trace
 
 # PWD-REQ-1: a number and a verb; MFA-1: no quantity; MFA-2: a name and a negation; INC-SEV1-1: a
 # number and a name; MON-ALERT-1: no auxiliary verb to negate

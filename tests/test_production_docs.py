@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from helpers import DEMO, invoke, otlp_line, span_recorder
 
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.core.types import Trace
 from ragaudit.io.corpus import load_corpus
+from ragaudit.io.spans import read_traces
 from ragaudit.io.traces import parse_trace
-from ragaudit.spans import read_traces
-from ragaudit.types import Trace
-from ragaudit.validation import Context, validate_trace
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "production.md"
 QUERY = "How often are administrator hardware keys rotated?"

@@ -10,9 +10,9 @@ import time
 import pytest
 from helpers import BM25, DEMO, STAMP, Terminal, invoke, run_dir_of, write_config
 
-from ragaudit import progress
+from ragaudit.checks.metrics.embed import CachedEncoder, HashingEncoder
+from ragaudit.core import progress
 from ragaudit.io.corpus import load_corpus
-from ragaudit.metrics.embed import CachedEncoder, HashingEncoder
 from ragaudit.pipelines.reference import ReferencePipeline
 
 DENSE = '[[pipelines]]\nname = "dense"\nkind = "reference"\nretriever = "dense"\n'
@@ -353,7 +353,7 @@ def _seconds(eta: str) -> float:
 
 
 def test_rates_read_per_second_minute_or_hour():
-    from ragaudit.progress_rate import rate_text
+    from ragaudit.core.progress_rate import rate_text
 
     assert rate_text(240.4, "texts") == "240 texts/s"
     assert rate_text(1.25, "runs") == "1.2 runs/s"
@@ -365,7 +365,7 @@ def test_rates_read_per_second_minute_or_hour():
 def test_the_run_summary_of_a_slow_run_says_runs_per_minute():
     from types import SimpleNamespace
 
-    from ragaudit.render.run_text import throughput
+    from ragaudit.outputs.render.run_text import throughput
 
     result = SimpleNamespace(total=5, executed=3, resumed=2)
     assert throughput(result, 90.0, "runs 90.0 s") == (

@@ -26,8 +26,8 @@ def audit_imported(tmp_path_factory):
     and numpy, once loaded, cannot be imported a second time."""
     folder = tmp_path_factory.mktemp("warm")
     assert invoke("run", write_config(folder, BM25, items=1, seeds="[1]"), "--no-gate").exit_code == 0
-    import ragaudit.pytest_plugin  # noqa: F401
-    import ragaudit.results  # noqa: F401
+    import ragaudit.flows.pytest_plugin  # noqa: F401
+    import ragaudit.outputs.results  # noqa: F401
 
 
 # The sessions these tests start load only what they use: the cache provider would write into the
@@ -77,7 +77,7 @@ def run_plugin(pytester, config, *args) -> tuple[object, dict[str, str], dict[st
 
 def run_dirs(config) -> list:
     """The kept runs of `config` (not those set aside)."""
-    from ragaudit.pytest_plugin import cache_folder
+    from ragaudit.flows.pytest_plugin import cache_folder
 
     return sorted(
         p for p in cache_folder(config).iterdir() if (p / "manifest.json").is_file() and ".damaged-" not in p.name
@@ -85,7 +85,7 @@ def run_dirs(config) -> list:
 
 
 def set_aside(config) -> list:
-    from ragaudit.pytest_plugin import cache_folder
+    from ragaudit.flows.pytest_plugin import cache_folder
 
     return sorted(p for p in cache_folder(config).iterdir() if ".damaged-" in p.name)
 
@@ -213,15 +213,15 @@ def test_the_fixture_loads_the_marked_or_configured_config_once_per_session(pyte
     )
     pytester.makeconftest(
         """
-        import ragaudit.app
+        import ragaudit.flows.app
 
-        audits, audit_config = [], ragaudit.app.audit_config
+        audits, audit_config = [], ragaudit.flows.app.audit_config
 
         def counted(config, **options):
             audits.append(config.path.parent.name)
             return audit_config(config, **options)
 
-        ragaudit.app.audit_config = counted
+        ragaudit.flows.app.audit_config = counted
 
         def pytest_sessionfinish(session):
             (session.config.rootpath / "audits.txt").write_text(" ".join(sorted(audits)))
@@ -236,7 +236,7 @@ def test_the_fixture_loads_the_marked_or_configured_config_once_per_session(pyte
 
 def test_loading_the_plugin_imports_nothing_heavy():
     code = (
-        "import sys, ragaudit.pytest_plugin\n"
+        "import sys, ragaudit.flows.pytest_plugin\n"
         "print(sorted(m for m in ('numpy', 'pandas', 'pyarrow', 'torch', 'sklearn', 'sentence_transformers') "
         "if m in sys.modules))"
     )
@@ -245,8 +245,8 @@ def test_loading_the_plugin_imports_nothing_heavy():
 
 
 def test_the_inputs_key_follows_every_file_the_config_names(tmp_path):
+    from ragaudit.flows.pytest_plugin import inputs_key
     from ragaudit.io.config import load_config
-    from ragaudit.pytest_plugin import inputs_key
 
     (tmp_path / "recorded.jsonl").write_text("{}\n")
     replay = '[[pipelines]]\nname = "recorded"\nkind = "replay"\ntraces = "recorded.jsonl"\n'
@@ -383,7 +383,7 @@ def test_a_kept_audit_that_does_not_verify_is_set_aside_and_audited_again(pytest
 
 
 def test_a_folder_where_the_lock_goes_is_one_failing_test(pytester):
-    from ragaudit.pytest_plugin import cache_folder
+    from ragaudit.flows.pytest_plugin import cache_folder
 
     config = make_config(pytester, "locked")
     lock = cache_folder(config) / ".lock"
@@ -400,9 +400,9 @@ def test_an_audit_whose_report_lacks_what_the_plugin_reads_is_one_failing_test(p
         """
         import json
 
-        import ragaudit.app
+        import ragaudit.flows.app
 
-        audit_config = ragaudit.app.audit_config
+        audit_config = ragaudit.flows.app.audit_config
 
         def without_questions(config, **options):
             outcome = audit_config(config, **options)
@@ -412,7 +412,7 @@ def test_an_audit_whose_report_lacks_what_the_plugin_reads_is_one_failing_test(p
             path.write_text(json.dumps(report))
             return outcome
 
-        ragaudit.app.audit_config = without_questions
+        ragaudit.flows.app.audit_config = without_questions
         """
     )
     result, seen, messages = run_plugin(pytester, config)
@@ -442,8 +442,8 @@ def test_a_change_to_the_pipelines_code_is_audited_again(pytester):
 
 
 def test_the_inputs_key_follows_the_pipelines_code(tmp_path):
+    from ragaudit.flows.pytest_plugin import inputs_key
     from ragaudit.io.config import load_config
-    from ragaudit.pytest_plugin import inputs_key
 
     package = tmp_path / "mypkg"
     (package / "sub").mkdir(parents=True)

@@ -8,11 +8,11 @@ import random
 
 from helpers import BM25, TFIDF, comparable, invoke, run_dir_of, write_config
 
-from ragaudit.auditing import StreamingAudit
-from ragaudit.inputs import Inputs
+from ragaudit.auditing.audit import StreamingAudit
+from ragaudit.checks.metrics import aggregate
 from ragaudit.io.config import load_config
 from ragaudit.io.traces import read_traces
-from ragaudit.metrics import aggregate
+from ragaudit.pipelines.inputs import Inputs
 
 
 def recorded(tmp_path, items=6):
@@ -99,10 +99,10 @@ def test_a_recording_in_any_order_gives_the_same_report(tmp_path, monkeypatch):
 def test_what_scoring_remembered_per_text_leaves_memory_before_the_question_rows(tmp_path, monkeypatch):
     """Once the last run is scored (its snippets' spans are checked then), before the question rows
     are built from the aggregates, and still after the outputs."""
-    from ragaudit import outputs
-    from ragaudit.metrics import memo
-    from ragaudit.metrics.aggregate import Aggregates
-    from ragaudit.validation.snippets import SnippetSpans
+    from ragaudit.checks.metrics import memo
+    from ragaudit.checks.metrics.aggregate import Aggregates
+    from ragaudit.checks.validation.snippets import SnippetSpans
+    from ragaudit.outputs import writing as outputs
 
     held = []
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import click
 from helpers import BM25, REFERENCE, ROOT, backticked, invoke, markdown_table, run_dir_of, write_config
 
-from ragaudit import errors
-from ragaudit.cli import main
-from ragaudit.gatechecks.registry import CHECKS as GATE_CHECKS
-from ragaudit.gatechecks.registry import KEYS as GATE_KEYS
-from ragaudit.injection.registry import FAULTS
+from ragaudit.checks.metrics.lam import SYMBOLS
+from ragaudit.checks.metrics.registry import GATED_DELTA_S, METRICS
+from ragaudit.checks.validation import CODES
+from ragaudit.cli.commands import main
+from ragaudit.core import errors
+from ragaudit.core.gatechecks.registry import CHECKS as GATE_CHECKS
+from ragaudit.core.gatechecks.registry import KEYS as GATE_KEYS
+from ragaudit.flows.injection.registry import FAULTS
 from ragaudit.io import config as config_module
-from ragaudit.metrics.lam import SYMBOLS
-from ragaudit.metrics.registry import GATED_DELTA_S, METRICS
-from ragaudit.validation import CODES
 
 TEXT = REFERENCE.read_text(encoding="utf-8")
 
@@ -52,7 +52,7 @@ def test_the_codes_table_is_ragaudit_codes():
         "codes",
         rows,
         [(c.code, c.severity, c.family, c.meaning, c.fix) for c in CODES.values()],
-        "ragaudit.codes",
+        "ragaudit.core.codes",
     )
 
 
@@ -72,11 +72,11 @@ def test_the_metrics_table_is_ragaudit_metrics():
         )
         for m in METRICS.values()
     ]
-    same_rows("metrics", rows, registry, "ragaudit.metrics.registry.METRICS")
+    same_rows("metrics", rows, registry, "ragaudit.checks.metrics.registry.METRICS")
 
 
 def test_the_reference_says_which_delta_s_is_gated_as_ragaudit_metrics_does():
-    assert GATED_DELTA_S in TEXT, "docs/reference.md §3 must quote ragaudit.metrics.registry.GATED_DELTA_S"
+    assert GATED_DELTA_S in TEXT, "docs/reference.md §3 must quote ragaudit.checks.metrics.registry.GATED_DELTA_S"
     gated = {m.name for m in METRICS.values() if m.gated_by and m.name.startswith("delta_s")}
     assert gated == {"delta_s_excess"} and "delta_s_excess" in GATED_DELTA_S
 
@@ -92,25 +92,25 @@ def test_every_gated_metric_names_a_documented_check_and_config_key():
 
 def test_the_gate_checks_table_is_ragaudit_gatechecks():
     rows = [(plain(check), fails, names) for check, fails, names in table("table: gate-checks")]
-    same_rows("gate-checks", rows, [(c.name, c.fails_when, c.names) for c in GATE_CHECKS], "ragaudit.gatechecks")
+    same_rows("gate-checks", rows, [(c.name, c.fails_when, c.names) for c in GATE_CHECKS], "ragaudit.core.gatechecks")
 
 
 def test_the_gate_keys_table_is_the_checks_keys_then_the_sections_own():
     rows = [(plain(key), limits, what) for key, _, limits, what in table("keys: gate")]
     own = ["pipelines", "from"]  # the section's: which pipelines, and a calibration
     keys = [(k.name, k.range, k.what) for k in GATE_KEYS.values()]
-    same_rows("keys: gate", [row for row in rows if row[0] not in own], keys, "ragaudit.gatechecks")
+    same_rows("keys: gate", [row for row in rows if row[0] not in own], keys, "ragaudit.core.gatechecks")
     assert [row[0] for row in rows[-len(own) :]] == own
 
 
 def test_the_lambda_states_are_those_of_the_code():
     rows = [(plain(state), plain(symbol)) for state, symbol, _ in table("table: lambda")]
-    same_rows("lambda", rows, list(reversed(SYMBOLS.items())), "ragaudit.metrics.lam.SYMBOLS")
+    same_rows("lambda", rows, list(reversed(SYMBOLS.items())), "ragaudit.checks.metrics.lam.SYMBOLS")
 
 
 def test_the_faults_table_is_ragaudit_faults():
     rows = [(plain(name), what) for name, what in table("table: faults")]
-    same_rows("faults", rows, [(f.name, f.description) for f in FAULTS.values()], "ragaudit.injection.registry")
+    same_rows("faults", rows, [(f.name, f.description) for f in FAULTS.values()], "ragaudit.flows.injection.registry")
     assert all(f.description.startswith("control:") == f.control for f in FAULTS.values())
 
 
@@ -257,7 +257,7 @@ def test_the_long_text_example_is_what_a_run_writes(tmp_path):
 
 
 def test_the_grounding_table_is_the_scorers():
-    from ragaudit.metrics.grounding import GROUNDING
+    from ragaudit.checks.metrics.grounding import GROUNDING
 
     assert [backticked(row[0])[0] for row in table("table: grounding")] == [
         "uncited",

@@ -3,11 +3,12 @@
 from dataclasses import fields
 from typing import get_args
 
-from ragaudit import analyzers, gating, types
-from ragaudit.gatechecks.registry import CHECKS
+from ragaudit.checks.metrics import registry
+from ragaudit.core import analyzers, types
+from ragaudit.core.gatechecks.registry import CHECKS
+from ragaudit.decisions import gating
 from ragaudit.io import config_schema, traces
 from ragaudit.io.calibration import THRESHOLDS
-from ragaudit.metrics import registry
 
 
 def test_the_config_schemas_lambda_states_and_analyzers_are_the_packages():
@@ -65,7 +66,7 @@ def test_the_retrievers_the_config_takes_are_the_reference_pipelines():
 
 def _choices(*path: str) -> dict[str, tuple[str, ...]]:
     """The choices of a command's parameters, by parameter name."""
-    from ragaudit.cli import main
+    from ragaudit.cli.commands import main
 
     command = main
     for name in path:
@@ -76,7 +77,7 @@ def _choices(*path: str) -> dict[str, tuple[str, ...]]:
 def test_the_input_formats_readers_exist_and_every_list_of_formats_is_the_registrys():
     from importlib import import_module
 
-    from ragaudit import spans
+    from ragaudit.io import spans
 
     for name, fmt in types.INPUT_FORMATS.items():
         if fmt.reader is not None:
@@ -91,8 +92,8 @@ def test_the_input_formats_readers_exist_and_every_list_of_formats_is_the_regist
 
 
 def test_the_executor_kinds_are_the_executors_names_and_every_list_of_them_is_the_registrys():
-    from ragaudit.execution import Processes, Threads
-    from ragaudit.executors import DaskClient
+    from ragaudit.auditing.executors import DaskClient
+    from ragaudit.core.execution import Processes, Threads
 
     assert (Threads.name, Processes.name, DaskClient.name) == types.EXECUTOR_KINDS == ("local", "processes", "dask")
     assert get_args(config_schema.ExecutorSection.model_fields["kind"].annotation) == types.EXECUTOR_KINDS

@@ -30,7 +30,7 @@ from helpers import (
     write_config,
 )
 
-from ragaudit.cli import main
+from ragaudit.cli.commands import main
 from ragaudit.io.traces import read_traces
 
 
@@ -203,8 +203,8 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
 
 
 def test_the_traces_are_hashed_as_they_are_written_not_read_again(tmp_path, monkeypatch):
-    from ragaudit import runner
     from ragaudit.io import files
+    from ragaudit.pipelines import runner
 
     def no_traces(path, **kwargs):
         assert Path(path).name != "traces.jsonl", "traces.jsonl read again to hash it"
@@ -248,8 +248,9 @@ def test_a_digested_append_hashes_what_the_file_held_and_every_write(tmp_path):
 
 
 def test_run_progress_is_live_on_a_terminal_and_plain_lines_elsewhere(tmp_path, monkeypatch, shown_progress):
-    from ragaudit import progress, runner
+    from ragaudit.core import progress
     from ragaudit.io.config import load_config
+    from ragaudit.pipelines import runner
 
     config = load_config(write_config(tmp_path, BM25, items=2, seeds="[1]"))  # 2 questions x 3 variants
     monkeypatch.setattr(progress, "SHOWN_AFTER_S", 0.0)
@@ -336,8 +337,8 @@ def test_a_resumed_run_keeps_the_index_of_every_pipeline(tmp_path):
 
 
 def test_a_run_against_a_baseline_loads_the_corpus_once(tmp_path, monkeypatch):
-    import ragaudit.app  # noqa: F401  (every module of a run imported, so each is watched)
-    import ragaudit.inputs  # noqa: F401
+    import ragaudit.flows.app  # noqa: F401  (every module of a run imported, so each is watched)
+    import ragaudit.pipelines.inputs  # noqa: F401
 
     config = write_config(tmp_path, BM25, items=2, seeds="[1]", extra=LENIENT)
     first = invoke("run", config)

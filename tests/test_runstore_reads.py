@@ -3,7 +3,7 @@ reads in full only the row groups that hold them."""
 
 import pyarrow.parquet as pq
 
-from ragaudit import runstore
+from ragaudit.checks import runstore
 
 
 def _stored(tmp_path, groups: int, per_group: int):

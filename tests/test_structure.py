@@ -122,13 +122,19 @@ def test_no_module_is_over_500_lines():
 
 
 def test_the_renderers_only_render():
-    """ragaudit.render audits nothing, runs nothing and writes no run directory."""
+    """ragaudit.outputs.render audits nothing, runs nothing and writes no run directory."""
     graph = imports()
-    reached = {t for m, targets in graph.items() if m.startswith("ragaudit.render") for t in targets}
-    assert not reached & {"ragaudit.auditing", "ragaudit.rundir", "ragaudit.outputs", "ragaudit.runner", "ragaudit.app"}
+    reached = {t for m, targets in graph.items() if m.startswith("ragaudit.outputs.render") for t in targets}
+    assert not reached & {
+        "ragaudit.auditing.audit",
+        "ragaudit.io.rundir",
+        "ragaudit.outputs.writing",
+        "ragaudit.pipelines.runner",
+        "ragaudit.flows.app",
+    }
 
 
-CLI_LAYER = ("cli.py", "cli_options.py")  # the modules whose job is click commands and options
+CLI_LAYER = ("cli/commands.py", "cli/options.py")  # the modules whose job is click commands and options
 
 
 def _imports_click(path: Path) -> bool:
@@ -157,3 +163,35 @@ def test_no_test_can_hang_the_suite(pytestconfig):
     assert pytestconfig.pluginmanager.hasplugin("timeout")
     assert 0 < float(pytestconfig.getini("timeout")) <= 900
     assert pytestconfig.getini("timeout_method") == "signal"
+
+
+def _layout_rooms() -> list[str]:
+    """The rooms of `ragaudit/` in the order the README's Layout names them."""
+    import re
+
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    layout = re.search(r"## Layout\n\n```\n(.*?)```", readme, re.S).group(1)
+    package = re.search(r"^ragaudit/ (.*?)\n(?=\S)", layout, re.S | re.M).group(1)
+    return re.findall(r"(?<![\w/.-])([a-z_]+)/", package)
+
+
+def test_the_readme_layout_names_every_room_in_the_order_they_import():
+    """A newcomer reads the rooms top-down: the Layout names each package of `ragaudit/` once, and a
+    room imports only rooms named before it (imports inside functions counted)."""
+    rooms = _layout_rooms()
+    packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    assert sorted(rooms) == packages and len(rooms) == len(set(rooms))
+    unit = lambda m: m.split(".")[1] if m.count(".") else None  # noqa: E731
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in imports().items()
+        for t in targets
+        if unit(m) in rooms and unit(t) in rooms and rooms.index(unit(t)) > rooms.index(unit(m))
+    )
+    assert upward == []
+
+
+def test_at_most_twelve_top_level_modules_and_packages():
+    entries = [p.name for p in PACKAGE.iterdir() if p.name != "__init__.py" and p.name != "__pycache__"]
+    entries = [n for n in entries if n.endswith(".py") or (PACKAGE / n / "__init__.py").is_file()]
+    assert len(entries) <= 12, sorted(entries)

@@ -11,7 +11,7 @@ from helpers import ROOT, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragaudit.text import (
+from ragaudit.core.text import (
     BLOCK,
     _line_sentences,
     _plain_sentences,
@@ -258,10 +258,10 @@ WHOLE = ["Use a hardware key, e.g. a YubiKey.", "Dr. Smith approves it.", "The U
 
 
 def test_the_chunker_packs_whole_sentences():
-    from ragaudit.analyzers import ANALYZERS
+    from ragaudit.core.analyzers import ANALYZERS
+    from ragaudit.core.types import Corpus
     from ragaudit.io.corpus import text_document
     from ragaudit.pipelines.reference.chunking import chunk_corpus
-    from ragaudit.types import Corpus
 
     corpus = Corpus({"keys": text_document("keys", TRAPS, markdown=False)})
     chunks = chunk_corpus(corpus, ANALYZERS["lowercase"], chunk_size=1)  # one sentence a chunk
@@ -269,9 +269,9 @@ def test_the_chunker_packs_whole_sentences():
 
 
 def test_the_answerer_picks_among_whole_sentences():
-    from ragaudit.analyzers import ANALYZERS
+    from ragaudit.core.analyzers import ANALYZERS
+    from ragaudit.core.types import Payload
     from ragaudit.pipelines.reference.answerer import answer
-    from ragaudit.types import Payload
 
     snippet = Payload(*("keys", "keys/s", "keys-1", "u", None, 20, "h", "e", "a", "r"), text=TRAPS)
     picked = set()
@@ -285,7 +285,7 @@ def test_the_answerer_picks_among_whole_sentences():
 
 
 def test_the_support_scorer_reads_whole_sentences():
-    from ragaudit.metrics.support import texts_to_encode, units
+    from ragaudit.checks.metrics.support import texts_to_encode, units
 
     assert units(TRAPS) == WHOLE
     assert set(WHOLE) <= set(texts_to_encode([(TRAPS, ["Keys are issued by the office."])]))
@@ -293,7 +293,7 @@ def test_the_support_scorer_reads_whole_sentences():
 
 def test_adapters_make_one_segment_per_whole_sentence():
     from ragaudit.adapters.graphrag.cite import split_claims
-    from ragaudit.llm_citations import segments
+    from ragaudit.core.llm_citations import segments
 
     assert [s["text"] for s in segments(TRAPS, [])] == WHOLE
     cited = TRAPS.replace("it.", "it [Data: Sources (1)].")
@@ -303,7 +303,7 @@ def test_adapters_make_one_segment_per_whole_sentence():
 def test_sentence_spans_are_the_ones_pysbd_finds_with_char_spans():
     import pysbd
 
-    from ragaudit.text import _pysbd_spans
+    from ragaudit.core.text import _pysbd_spans
 
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
     corpus = (ROOT / "gold_sets" / "handbook" / "corpus").glob("*.md")
@@ -322,7 +322,7 @@ def test_sentence_spans_are_the_ones_pysbd_finds_with_char_spans():
 def test_pysbd_is_given_bounded_blocks_that_hold_each_character_once(monkeypatch):
     """pysbd's time grows with the square of what it is given: no line reaches it longer than
     8 × BLOCK, whatever its spaces, and a block is never read twice."""
-    import ragaudit.text as text
+    import ragaudit.core.text as text
 
     given: list[int] = []
     segmenter = text._segmenter()
@@ -353,7 +353,7 @@ def test_pysbd_is_given_bounded_blocks_that_hold_each_character_once(monkeypatch
 def test_a_sentence_said_many_times_is_looked_for_once_each_time():
     """pysbd's sentences are found in the block by string search; a block of one short sentence said
     n times once searched from the block's start for each, n²/2 searches in all."""
-    from ragaudit.text import _pysbd_spans
+    from ragaudit.core.text import _pysbd_spans
 
     class Block(str):
         searches = 0
@@ -373,7 +373,7 @@ def test_a_sentence_said_many_times_is_looked_for_once_each_time():
 def test_sentences_said_again_are_found_where_pysbd_finds_them(pieces):
     import pysbd
 
-    from ragaudit.text import _pysbd_spans
+    from ragaudit.core.text import _pysbd_spans
 
     block = "".join(pieces)
     segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
@@ -381,7 +381,7 @@ def test_sentences_said_again_are_found_where_pysbd_finds_them(pieces):
 
 
 def test_content_stems_are_remembered_for_texts_up_to_a_length():
-    from ragaudit import text
+    from ragaudit.core import text
 
     text._content_stems.cache_clear()
     short = "Hardware keys are rotated every 12 months."

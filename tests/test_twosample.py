@@ -1,4 +1,4 @@
-"""Two independent samples (`ragaudit.twosample`), checked against scipy.stats and the textbook
+"""Two independent samples (`ragaudit.decisions.twosample`), checked against scipy.stats and the textbook
 formulas computed here from the raw samples."""
 
 import math
@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from scipy import stats
 
-from ragaudit.twosample import mann_whitney_p, two_distributions, two_proportions, wilson
+from ragaudit.decisions.twosample import mann_whitney_p, two_distributions, two_proportions, wilson
 
 
 @pytest.mark.parametrize(

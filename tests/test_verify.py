@@ -231,7 +231,7 @@ def test_the_support_params_a_run_scored_with_are_an_input_verify_names_once_cha
     """`[support] params` decides every claim's support, so grounded_pass_rate's verdict: the run
     hashes the file with its inputs, verify names it once it changed (exit 5), `report` says it
     scores with it as it is now, and --resume refuses it."""
-    from ragaudit.metrics.support import PARAMS_PATH
+    from ragaudit.checks.metrics.support import PARAMS_PATH
 
     params = tmp_path / "support.json"
     params.write_bytes(PARAMS_PATH.read_bytes())

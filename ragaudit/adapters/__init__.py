@@ -3,7 +3,7 @@
 The public names, each loaded when first used (the stacks' own libraries are imported only by
 the adapter that needs them; type checkers read them from `__init__.pyi`):
 
-    from ragaudit.adapters import IndexInfo, load_corpus, make_trace, from_langchain
+    from ragaudit.adapters import IndexInfo, load_corpus, make_trace, from_langchain, Trace
 
 `load_corpus` reads a corpus folder or corpus.jsonl exactly as an audit does; `count_tokens(text,
 analyzer)` and `revision(text)` give a payload's `tokens` and `rev` as the validator checks them.
@@ -21,6 +21,8 @@ _WHERE = {
     "count_tokens": "ragaudit.adapters.common",
     "load_corpus": "ragaudit.io.corpus",
     "revision": "ragaudit.io.corpus",
+    "Trace": "ragaudit.core.types",
+    "LiveIndex": "ragaudit.core.types",
     "from_langchain": "ragaudit.adapters.langchain",
     "from_llamaindex": "ragaudit.adapters.llamaindex",
     "from_llamaindex_response": "ragaudit.adapters.llamaindex",

@@ -15,12 +15,16 @@ from ragaudit.adapters.langchain import from_langchain as from_langchain
 from ragaudit.adapters.llamaindex import from_llamaindex as from_llamaindex
 from ragaudit.adapters.llamaindex import from_llamaindex_response as from_llamaindex_response
 from ragaudit.adapters.openai import from_openai as from_openai
+from ragaudit.core.types import LiveIndex as LiveIndex
+from ragaudit.core.types import Trace as Trace
 from ragaudit.io.corpus import load_corpus as load_corpus
 from ragaudit.io.corpus import revision as revision
 
 __all__ = [
     "Hit",
     "IndexInfo",
+    "LiveIndex",
+    "Trace",
     "build_payloads",
     "count_tokens",
     "from_anthropic",

@@ -37,9 +37,9 @@ from ragaudit.adapters.common import (
     rank,
     source_document,
 )
+from ragaudit.core.llm_citations import anthropic_marks, field, segments
+from ragaudit.core.types import Document
 from ragaudit.io.corpus import text_document
-from ragaudit.llm_citations import anthropic_marks, field, segments
-from ragaudit.types import Document
 
 
 @dataclass

@@ -32,10 +32,10 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
-from ragaudit.analyzers import get_analyzer
+from ragaudit.core.analyzers import get_analyzer
+from ragaudit.core.types import TRACE_SCHEMA, Corpus, Document
 from ragaudit.io.corpus import PREAMBLE, revision, text_document
 from ragaudit.pipelines.base import now
-from ragaudit.types import TRACE_SCHEMA, Corpus, Document
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ragaudit.adapters.common import (
     rank,
     url_of,
 )
-from ragaudit.citing import names, numbered_segments
+from ragaudit.core.citing import names, numbered_segments
 
 _SOURCE = re.compile(r"\ASource (\d+):\n(.*?)\n?\Z", re.DOTALL)
 

@@ -22,7 +22,7 @@ from ragaudit.adapters.common import (
     payloads_in_order,
     rank,
 )
-from ragaudit.llm_citations import openai_marks, segments
+from ragaudit.core.llm_citations import openai_marks, segments
 
 
 def default_doc_id(result: Any) -> str | None:

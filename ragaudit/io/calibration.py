@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragaudit.errors import InputError, Problem, UsageError
-from ragaudit.gatechecks.registry import KEYS
+from ragaudit.core.errors import InputError, Problem, UsageError
+from ragaudit.core.gatechecks.registry import KEYS
 
 SCHEMA = "ragaudit.calibration/1"
 # the [gate] keys a calibration may set, and whether each is a rate in [0, 1] (else a count)

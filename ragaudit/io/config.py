@@ -38,7 +38,9 @@ from pydantic import (
     ValidationError,
 )
 
-from ragaudit.errors import InputError, Problem, UsageError, describe
+from ragaudit.core.errors import InputError, Problem, UsageError, describe
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import DEFAULT_MODEL
 from ragaudit.io.config_schema import (
     AuditLogSection,
     CompareSection,
@@ -52,8 +54,6 @@ from ragaudit.io.config_schema import (
 )
 from ragaudit.io.tomlpos import BARE as _BARE
 from ragaudit.io.tomlpos import Positions
-from ragaudit.markers import ALL_FORMS
-from ragaudit.types import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from ragaudit.io.calibration import Calibration
@@ -325,7 +325,7 @@ def _check_history_keys(path: Path, text: str, pipelines: list) -> None:
 def _check_gold_codes(path: Path, text: str, table: GoldSection) -> None:
     """[gold] names only the gold check's warning codes: another name is a usage error (exit 2)
     that lists them."""
-    from ragaudit.codes import GOLD_WARNINGS
+    from ragaudit.core.codes import GOLD_WARNINGS
 
     for key, codes in (("ignore", list(table.ignore)), ("severity", list(table.severity))):
         unknown = [code for code in codes if code not in GOLD_WARNINGS]

@@ -21,17 +21,17 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ragaudit.errors import describe
-from ragaudit.gatechecks.entry import Key
-from ragaudit.gatechecks.registry import KEYS
-from ragaudit.types import DEFAULT_MODEL, EXECUTOR_KINDS, FORMATS
+from ragaudit.core.errors import describe
+from ragaudit.core.gatechecks.entry import Key
+from ragaudit.core.gatechecks.registry import KEYS
+from ragaudit.core.types import DEFAULT_MODEL, EXECUTOR_KINDS, FORMATS
 
 _Retriever = Literal["bm25", "tfidf", "dense", "hybrid"]
 _LambdaState = Literal["convergent", "recursive", "chaotic", "divergent"]
 _Analyzer = Literal["whitespace", "lowercase", "lowercase+ascii_fold"]
 RETRIEVERS: tuple[str, ...] = get_args(_Retriever)
 LAMBDA_STATES: tuple[str, ...] = get_args(_LambdaState)
-# the λ states are ragaudit.types.LAMBDA_STATES, the analyzers ragaudit.analyzers' and the retrievers
+# the λ states are ragaudit.core.types.LAMBDA_STATES, the analyzers ragaudit.core.analyzers' and the retrievers
 # ragaudit.pipelines.reference.RETRIEVERS, registries above this module (tests/test_registries.py)
 if TYPE_CHECKING:  # mypy reads no Literal built from a registry: to it these are strings
     _Format: TypeAlias = str
@@ -83,7 +83,7 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True, defer_build=True)
 
 
-_MarkerForm = Literal["number", "id", "file", "data"]  # ragaudit.markers.FORMS
+_MarkerForm = Literal["number", "id", "file", "data"]  # ragaudit.core.markers.FORMS
 _MARKER_FORMS: tuple[_MarkerForm, ...] = ("number", "id", "file", "data")
 
 
@@ -126,7 +126,7 @@ _KEY_TYPES: dict[str, Any] = {"rate": _Rate, "count": _Count, "states": list[_La
 
 
 def _threshold_field(key: Key) -> tuple[Any, Any]:
-    """A [gate] key of a check (ragaudit.gatechecks) as a pydantic field: its type and default."""
+    """A [gate] key of a check (ragaudit.core.gatechecks) as a pydantic field: its type and default."""
     kind = _KEY_TYPES[key.kind]
     default = key.default
     if isinstance(default, tuple):
@@ -143,7 +143,7 @@ else:  # one field per key the gate's checks read, in their order
 
 
 class _Gate(_Thresholds):
-    # the checks' thresholds and settings (ragaudit.gatechecks), then which pipelines and a calibration;
+    # the checks' thresholds and settings (ragaudit.core.gatechecks), then which pipelines and a calibration;
     # a type checker sees the generated fields as Any (`GateSection.threshold(key)` reads them)
     if TYPE_CHECKING:
 
@@ -179,7 +179,7 @@ class GateSection(_Gate):
     not_gated: dict[str, str] = Field(default_factory=dict)  # check -> why a calibration does not gate it
 
     def threshold(self, key: str) -> Any:
-        """The value in force of the [gate] key `key` (a key of `ragaudit.gatechecks.KEYS`: these
+        """The value in force of the [gate] key `key` (a key of `ragaudit.core.gatechecks.KEYS`: these
         fields are made from them)."""
         return getattr(self, key)
 
@@ -259,7 +259,7 @@ class _Compare(_Table):
 
 
 class _AuditLog(_Table):
-    """`audit-log` window over window: what a regression must reach (ragaudit.auditlog.regression)."""
+    """`audit-log` window over window: what a regression must reach (ragaudit.flows.auditlog.regression)."""
 
     alpha: _OpenRate = 0.05  # Holm-adjusted p-value below which a movement is significant
     min_effect: _OpenRate = 0.02  # smallest movement that counts: a rate or score difference, or a share

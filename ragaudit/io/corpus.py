@@ -15,11 +15,11 @@ import re
 import unicodedata
 from pathlib import Path
 
-from ragaudit.errors import InputError, Problem, describe
+from ragaudit.core.errors import InputError, Problem, describe
+from ragaudit.core.types import Corpus, Document, Section
 from ragaudit.io.fields import Fields
 from ragaudit.io.jsonfiles import iter_json_lines
 from ragaudit.io.jsonl import BadLine
-from ragaudit.types import Corpus, Document, Section
 
 PREAMBLE = "_preamble"
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*(?:#+[ \t]*)?$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragaudit.errors import Problem, describe
+from ragaudit.core.errors import Problem, describe
 
 _MISSING = object()
 _KINDS = {

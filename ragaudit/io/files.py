@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
-from ragaudit.errors import InputError, Problem, UsageError
+from ragaudit.core.errors import InputError, Problem, UsageError
 
 HASH_VERSION = 2  # 1: a folder's files as `name \0 content`, 2: length-prefixed names and content digests
 _KINDS = (

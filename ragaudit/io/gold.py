@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from ragaudit.errors import Problem, describe
+from ragaudit.core.errors import Problem, describe
+from ragaudit.core.types import UNITS, Anchor, Decoy, ExpectedCitation, GoldItem, Span
 from ragaudit.io.fields import Fields
 from ragaudit.io.jsonfiles import iter_json_lines
 from ragaudit.io.jsonl import BadLine
-from ragaudit.types import UNITS, Anchor, Decoy, ExpectedCitation, GoldItem, Span
 
 ACCEPT = ("all", "any")
 

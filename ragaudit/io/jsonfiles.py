@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.core.errors import InputError, Problem
+from ragaudit.core.types import FieldError
 
 # orjson serialises at most 254 nested levels, so everything `decode` accepts can be written back
 # by orjson and by the standard library at any sane stack depth.
 from ragaudit.io.jsonl import BOM, BadLine, JsonDefect, decode
 from ragaudit.io.lines import long_line, max_line_bytes, read_lines, skip_line
-from ragaudit.types import FieldError
 
 READ_BUFFER = 1 << 20  # reading lines through a 1 MB buffer takes a quarter of the time of 8 KB
 

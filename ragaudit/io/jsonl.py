@@ -38,8 +38,8 @@ from typing import Any
 
 import orjson
 
-from ragaudit.errors import Problem, clip
-from ragaudit.types import FieldError
+from ragaudit.core.errors import Problem, clip
+from ragaudit.core.types import FieldError
 
 # orjson serialises at most 254 nested levels, so everything `decode` accepts can be written back
 # by orjson and by the standard library at any sane stack depth.

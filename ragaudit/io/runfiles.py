@@ -1,5 +1,5 @@
 """The files of a run directory, by name: what `ragaudit run` writes and stamps in its manifest
-(`ragaudit.rundir`), and what no later command may replace (`ragaudit.io.files.refuse_overwriting`)."""
+(`ragaudit.io.rundir`), and what no later command may replace (`ragaudit.io.files.refuse_overwriting`)."""
 
 from __future__ import annotations
 

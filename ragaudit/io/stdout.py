@@ -42,7 +42,7 @@ def end_quietly() -> NoReturn:
 def end_output() -> None:
     """A command ends: its progress display is closed, and what it wrote is flushed (a closed
     stdout shows here, as BrokenPipeError, not at exit)."""
-    from ragaudit import progress
+    from ragaudit.core import progress
 
     progress.close()
     sys.stdout.flush()

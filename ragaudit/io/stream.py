@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from typing import Iterable, Iterator
 
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import read_traces
-from ragaudit.markers import ALL_FORMS
-from ragaudit.types import Trace
 
 
 def stream_trace_file(

@@ -16,12 +16,10 @@ from typing import Any, Iterator
 
 import orjson
 
-from ragaudit.citing import cite_markers
-from ragaudit.errors import describe
-from ragaudit.io.jsonfiles import JsonLines
-from ragaudit.io.jsonl import BadLine, dump_plain_line, scrub
-from ragaudit.markers import ALL_FORMS
-from ragaudit.types import (
+from ragaudit.core.citing import cite_markers
+from ragaudit.core.errors import describe
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import (
     REQUIRED_PAYLOAD_FIELDS,
     TRACE_SCHEMA,
     Answer,
@@ -33,6 +31,8 @@ from ragaudit.types import (
     Step,
     Trace,
 )
+from ragaudit.io.jsonfiles import JsonLines
+from ragaudit.io.jsonl import BadLine, dump_plain_line, scrub
 
 _STRING_FIELDS = tuple("doc_id section_id snippet_id source_url index_hash embed_model analyzer rev text".split())
 _NUMBER_FIELDS = ("score_raw", "score_norm", "rerank_score")
@@ -107,7 +107,7 @@ def parse_trace(
     say), so it is scrubbed here: no NaN or lone surrogate may reach a Trace, which must always
     be writable as JSON and UTF-8.
 
-    `markers`: the marker forms the answer's text may cite with (`ragaudit.markers.FORMS`).
+    `markers`: the marker forms the answer's text may cite with (`ragaudit.core.markers.FORMS`).
 
     `replayed_as`, the name of a replay pipeline, makes the trace that pipeline's run: its config
     is the name, and it keeps no file or line (a line that is no trace still names both).

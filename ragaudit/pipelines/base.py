@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ragaudit.errors import UsageError, describe
+from ragaudit.core.errors import UsageError, describe
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import parse_trace, trace_to_dict
-from ragaudit.markers import ALL_FORMS
-from ragaudit.types import LiveIndex, Trace
 
 # the sections left out of what a pipeline retrieves: (doc_id, section_id), None for the whole document
 Excluded = tuple[tuple[str, str | None], ...]

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.pipelines.base import Request
-from ragaudit.types import LiveIndex, Trace
 
 POLICY_KEYS = ("max_in_flight", "rate_limit", "retries", "retry_backoff_s", "cache", "timeout_s", "k")
 
@@ -170,7 +170,7 @@ class CallPolicy:
         self.limiter = RateLimiter(options["rate_limit"]) if options.get("rate_limit") else None
         self.cache = None
         if options.get("cache"):
-            from ragaudit.metrics.embed import cache_dir
+            from ragaudit.checks.metrics.embed import cache_dir
 
             key = config_key(kind, options, code=code)
             self.cache = AnswerCache((cache_folder or cache_dir()) / "answers.sqlite", key, corpus)

@@ -29,15 +29,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, cast
 
-from ragaudit.errors import PipelineStartError, UsageError, clip
+from ragaudit.core.errors import PipelineStartError, UsageError, clip
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.io.jsonl import JsonDefect, decode
-from ragaudit.markers import ALL_FORMS
 from ragaudit.pipelines.base import Excluded, Request, check_timeout, error_trace, trace_from_output
-from ragaudit.types import LiveIndex, Trace
 
 if TYPE_CHECKING:
-    from ragaudit.inputs import Inputs
     from ragaudit.io.config import PipelineConfig
+    from ragaudit.pipelines.inputs import Inputs
 
 STDERR_TAIL_BYTES = 2048
 CLOSE_GRACE_S = 2.0

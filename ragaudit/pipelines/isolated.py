@@ -30,16 +30,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragaudit.errors import PipelineStartError, UsageError, describe
-from ragaudit.markers import ALL_FORMS
+from ragaudit.core.errors import PipelineStartError, UsageError, describe
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.pipelines.base import Excluded, Request, error_trace, without_surrogates
 from ragaudit.pipelines.command import _EOF, WAKE_S, CommandPipeline, _Child
 from ragaudit.pipelines.python import INDEX_KEYS, PythonPipeline, as_live_index, exception_text
-from ragaudit.types import LiveIndex, Trace
 
 if TYPE_CHECKING:
-    from ragaudit.inputs import Inputs
     from ragaudit.io.config import PipelineConfig
+    from ragaudit.pipelines.inputs import Inputs
 
 
 class IsolatedPythonPipeline(CommandPipeline):

@@ -6,13 +6,13 @@ import importlib
 import queue
 from pathlib import Path
 
-from ragaudit.errors import PipelineStartError, UsageError
-from ragaudit.inputs import Inputs
+from ragaudit.core.errors import PipelineStartError, UsageError
+from ragaudit.core.types import Trace
 from ragaudit.io.config import PipelineConfig
 from ragaudit.io.config_schema import KINDS
 from ragaudit.pipelines.base import Excluded, Pipeline, Request, error_trace
 from ragaudit.pipelines.calls import CallPolicy, code_digests, corpus_digest
-from ragaudit.types import Trace
+from ragaudit.pipelines.inputs import Inputs
 
 
 def build_pipeline(spec: PipelineConfig, inputs: Inputs, *, exclude: Excluded = ()) -> Pipeline:

@@ -31,8 +31,9 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, Callable
 
-from ragaudit.errors import PipelineStartError, describe
-from ragaudit.markers import ALL_FORMS
+from ragaudit.core.errors import PipelineStartError, describe
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.pipelines.base import (
     Request,
     check_timeout,
@@ -41,7 +42,6 @@ from ragaudit.pipelines.base import (
     trace_from_output,
     without_surrogates,
 )
-from ragaudit.types import LiveIndex, Trace
 
 ENTRY_POINT_GROUP = "ragaudit.pipelines"
 INDEX_KEYS = ("index_hash", "analyzer", "embed_model", "store")

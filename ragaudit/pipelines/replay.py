@@ -16,16 +16,16 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Iterator
 
-from ragaudit.errors import InputError, UsageError
+from ragaudit.core.errors import InputError, UsageError
+from ragaudit.core.markers import ALL_FORMS
+from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.io.stream import whole
 from ragaudit.io.traces import read_traces as read_recording
-from ragaudit.markers import ALL_FORMS
 from ragaudit.pipelines.base import Excluded, Request, error_trace
-from ragaudit.types import LiveIndex, Trace
 
 if TYPE_CHECKING:
-    from ragaudit.inputs import Inputs
     from ragaudit.io.config import PipelineConfig
+    from ragaudit.pipelines.inputs import Inputs
 
 
 class ReplayPipeline:
@@ -53,7 +53,7 @@ class ReplayPipeline:
                 read_recording(self.path, offset_unit=self.offset_unit, markers=self.markers, replayed_as=self.name)
             )
         else:
-            from ragaudit.spans import read_traces
+            from ragaudit.io.spans import read_traces
 
             reader = read_traces(self.format, [self.path], config_name=self.name, markers=self.markers)
             traces = whole(reader)

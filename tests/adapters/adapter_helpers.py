@@ -7,10 +7,10 @@ from functools import cache
 from pathlib import Path
 
 from ragaudit.adapters.common import IndexInfo
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.core.types import Trace
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.traces import parse_trace
-from ragaudit.types import Trace
-from ragaudit.validation import Context, validate_trace
 
 HANDBOOK = Path(__file__).resolve().parents[2] / "gold_sets" / "handbook" / "corpus"
 INDEX = IndexInfo(
@@ -92,7 +92,7 @@ PAYLOAD_METADATA = ("doc_id", "section_id", "start_char_idx", "end_char_idx", "r
 
 def handbook_nodes(fields=PAYLOAD_METADATA) -> list:
     """The handbook split by MarkdownNodeParser, one node per section, each node's metadata
-    holding `fields` of its payload (computed from the corpus, not by ragaudit.spans); node ids
+    holding `fields` of its payload (computed from the corpus, not by ragaudit.io.spans); node ids
     are `doc_id#section_id`."""
     from llama_index.core import Document
     from llama_index.core.node_parser import MarkdownNodeParser

@@ -15,7 +15,7 @@ from ragaudit.adapters.common import (
     rank,
     url_of,
 )
-from ragaudit.llm_citations import segments
+from ragaudit.core.llm_citations import segments
 
 
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_ragaudit_imports_without_the_stack_libraries():
     code = (
         "import sys\n"
         f"for name in {blocked!r}: sys.modules[name] = None\n"
-        "import ragaudit.cli\n"
+        "import ragaudit.cli.commands\n"
         "from ragaudit.adapters import common, langchain, llamaindex, haystack, anthropic, openai\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -13,7 +13,7 @@ import pytest
 from adapter_helpers import HANDBOOK, words
 from click.testing import CliRunner
 
-from ragaudit.cli import main
+from ragaudit.cli.commands import main
 from ragaudit.io.traces import parse_trace
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"

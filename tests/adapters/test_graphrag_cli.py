@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import shared_path
 
-from ragaudit.cli import main
+from ragaudit.cli.commands import main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "graphrag"
 GOOD = "Scrooge was a miser [Data: Sources (0); Entities (0)].\n"

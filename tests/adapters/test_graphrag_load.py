@@ -5,7 +5,7 @@ import pytest
 from helpers import Lazy, shared_path
 
 from ragaudit.adapters.graphrag import load_index, trace_answer
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
 
 pd = Lazy("pandas")  # imported when a test first uses it: collecting stays fast
 

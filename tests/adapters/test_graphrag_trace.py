@@ -14,7 +14,7 @@ from ragaudit.adapters.graphrag import (
     trace_file,
 )
 from ragaudit.adapters.graphrag.render import marked_answer, to_json, to_markdown
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "graphrag"
 

@@ -1,6 +1,6 @@
 """Production spans of a real, instrumented LlamaIndex engine (OpenInference + the OpenTelemetry
 SDK) written as OTLP JSON, a Phoenix span export and a Langfuse observations export, read back
-by `ragaudit.spans`: the traces hold what the engine retrieved and answered."""
+by `ragaudit.io.spans`: the traces hold what the engine retrieved and answered."""
 
 import json
 
@@ -19,11 +19,11 @@ from helpers import (
 )
 
 from ragaudit.adapters.llamaindex import source_number
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS, Trace
+from ragaudit.io.spans import read_traces
+from ragaudit.io.spans.record import iso_time
 from ragaudit.io.stream import read_trace_file
-from ragaudit.spans import read_traces
-from ragaudit.spans.record import iso_time
-from ragaudit.types import REQUIRED_PAYLOAD_FIELDS, Trace
-from ragaudit.validation import Context, validate_trace
 
 pytestmark = [
     # the instrumentation calls pydantic's old `json()`; pandas announces a change of to_json's dates

@@ -6,7 +6,7 @@ import json
 import pytest
 from helpers import BM25, invoke, run_dir_of, write_config
 
-from ragaudit.errors import InputError, UsageError
+from ragaudit.core.errors import InputError, UsageError
 from ragaudit.io.calibration import SCHEMA, check_inputs
 from ragaudit.io.config import load_config
 from ragaudit.io.files import sha256_file

@@ -4,8 +4,8 @@ reported at once on its own line. Expected line numbers are counted by hand from
 import pytest
 from click.testing import CliRunner
 
-from ragaudit.cli import main
-from ragaudit.errors import InputError
+from ragaudit.cli.commands import main
+from ragaudit.core.errors import InputError
 from ragaudit.io.config import load_config
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
 from ragaudit.io.config import SCHEMA, default_config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]

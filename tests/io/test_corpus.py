@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
 from ragaudit.io.corpus import (
     PREAMBLE,
     load_corpus,

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
 from ragaudit.io.gold import read_gold
 
 SENTENCE = "Hardware keys are rotated every 12 months."

@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragaudit.adapters.graphrag.answers import read_answers
-from ragaudit.errors import InputError, Problem
+from ragaudit.checks.validation import Context, Validator
+from ragaudit.core.errors import InputError, Problem
+from ragaudit.core.types import Corpus, Trace
 from ragaudit.io.corpus import load_corpus, text_document
 from ragaudit.io.gold import read_gold
 from ragaudit.io.jsonfiles import read_json_file
 from ragaudit.io.jsonl import BadLine, JsonDefect, decode
 from ragaudit.io.stream import read_trace_file
 from ragaudit.io.traces import dump_trace, read_traces
-from ragaudit.types import Corpus, Trace
-from ragaudit.validation import Context, Validator
 
 SETTINGS = settings(
     max_examples=150,

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
+from ragaudit.core.types import FieldError
 from ragaudit.io.jsonfiles import JsonLines, iter_json_lines, iter_json_values, read_json_file
 from ragaudit.io.jsonl import BadLine, JsonDefect, decode, dump_line, scrub
-from ragaudit.types import FieldError
 
 LIMIT = 254  # the documented nesting limit: what orjson can write back
 

@@ -4,7 +4,10 @@ import json
 import orjson
 import pytest
 
-from ragaudit.errors import InputError
+from ragaudit.checks.validation import Context, Validator
+from ragaudit.checks.validation.engine import validate_trace
+from ragaudit.core.errors import InputError
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import (
     dump_trace,
@@ -14,9 +17,6 @@ from ragaudit.io.traces import (
     trace_to_dict,
     traces_in,
 )
-from ragaudit.types import Trace
-from ragaudit.validation import Context, Validator
-from ragaudit.validation.engine import validate_trace
 
 
 def test_round_trip_is_canonical(valid_trace):

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_measures import RR, R, Success, nDCG
 
+from ragaudit.checks.metrics import citation
+from ragaudit.checks.metrics.citation import RunView
+from ragaudit.core.types import Anchor, ExpectedCitation, GoldItem, Span
 from ragaudit.io.traces import parse_trace
-from ragaudit.metrics import citation
-from ragaudit.metrics.citation import RunView
-from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
 
 
 def view(trace: dict, item=ITEM, corpus=None, k=5, tolerance=0) -> RunView:
@@ -119,7 +119,7 @@ def test_rank_two_and_unretrieved_gold(valid_trace):
 
 
 def test_token_units_are_reconciled_with_the_corpus(valid_trace, corpus):
-    from ragaudit.analyzers import ANALYZERS
+    from ragaudit.core.analyzers import ANALYZERS
 
     spans = ANALYZERS["lowercase"].spans(POLICIES)
     first = next(i for i, (a, _) in enumerate(spans) if a == ANCHOR.start)

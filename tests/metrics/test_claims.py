@@ -2,8 +2,8 @@
 
 import pytest
 
-from ragaudit.metrics.claims import asserts, claims_of
-from ragaudit.types import Answer, Segment
+from ragaudit.checks.metrics.claims import asserts, claims_of
+from ragaudit.core.types import Answer, Segment
 
 
 def cites(text: str, **answer) -> list[tuple[str, tuple[str, ...], str]]:

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragaudit.errors import InputError
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.support import (
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.support import (
     PARAMS_PATH,
     CrossEncoderScorer,
     SupportScorer,
     make_support_scorer,
 )
+from ragaudit.core.errors import InputError
 
 WORDS = (
     "hardware keys are rotated every twelve months by the security team policy administrators keep two "

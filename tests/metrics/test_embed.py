@@ -4,8 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from ragaudit.metrics import memo
-from ragaudit.metrics.embed import (
+from ragaudit.checks.metrics import memo
+from ragaudit.checks.metrics.embed import (
     HashingEncoder,
     ModelNotFoundError,
     SentenceTransformerEncoder,
@@ -63,7 +63,7 @@ def test_real_model_delta_s():
 
 
 def test_cache_encodes_each_text_once_and_persists(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     class Counting(HashingEncoder):
         calls: list = []
@@ -95,7 +95,7 @@ class _FolderEncoder(HashingEncoder):
 
 
 def test_the_cache_tells_apart_two_models_in_folders_of_the_same_name(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     a, b = tmp_path / "one" / "model", tmp_path / "two" / "model"
     for folder, weights in ((a, b"\x01" * 64), (b, b"\x02" * 64)):
@@ -135,7 +135,7 @@ def _rows(path) -> int:
 
 
 def test_misses_are_encoded_in_one_call_longest_first_and_kept_in_the_file(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     inner = _Recording()
     cache = CachedEncoder(inner, tmp_path / "e.sqlite")
@@ -153,7 +153,7 @@ def test_misses_are_encoded_in_one_call_longest_first_and_kept_in_the_file(tmp_p
 
 
 def test_each_distinct_text_is_encoded_once_in_a_call_and_never_when_warm(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     inner = _Recording()
     cache = CachedEncoder(inner, tmp_path / "e.sqlite")
@@ -168,7 +168,7 @@ def test_each_distinct_text_is_encoded_once_in_a_call_and_never_when_warm(tmp_pa
 
 
 def test_a_failed_encode_writes_nothing_and_the_next_call_encodes_again(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     class Failing(_Recording):
         fail = True
@@ -192,7 +192,7 @@ def test_the_hashing_encoder_keeps_its_vectors_in_memory_unless_asked_to_keep_th
     """Hashing a text costs less than reading its vector back from the cache file: by default the
     hashing encoder writes no file, each text is still encoded once while it is held, and the
     vectors are the encoder's own; asked (`on_disk`), it keeps them in the file, as a model does."""
-    from ragaudit.metrics.embed import make_encoder
+    from ragaudit.checks.metrics.embed import make_encoder
 
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
     texts = ["Keys rotate every 12 months.", "Passwords rotate every 90 days.", "Keys rotate every 12 months."]
@@ -213,7 +213,7 @@ def test_the_hashing_encoder_keeps_its_vectors_in_memory_unless_asked_to_keep_th
 
 
 def test_a_disk_that_fills_up_costs_the_cache_its_new_rows_never_a_vector(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     path = tmp_path / "e.sqlite"
     cache = CachedEncoder(HashingEncoder(), path)
@@ -230,7 +230,7 @@ def test_a_disk_that_fills_up_costs_the_cache_its_new_rows_never_a_vector(tmp_pa
 
 
 def test_a_cache_that_cannot_be_made_or_read_is_not_used_and_the_vectors_are_the_same(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
@@ -253,7 +253,7 @@ def test_a_row_that_holds_no_vector_is_a_miss_and_is_written_again(tmp_path):
     import hashlib
     import sqlite3
 
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     path = tmp_path / "e.sqlite"
     CachedEncoder(HashingEncoder(), path).encode(["warm"])  # the file and its tables
@@ -269,7 +269,7 @@ def test_a_row_that_holds_no_vector_is_a_miss_and_is_written_again(tmp_path):
 
 
 def test_bounded_memory_keeps_the_newest_vectors_and_the_file_keeps_all(tmp_path):
-    from ragaudit.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.embed import CachedEncoder
 
     inner = _Recording()
     cache = CachedEncoder(inner, tmp_path / "e.sqlite", memory=3)
@@ -322,7 +322,7 @@ def test_the_hashing_encoder_reads_a_join_as_its_paragraphs_and_the_bigrams_acro
     assert HashingEncoder().encode(TEXTS).tobytes() == expected  # every paragraph remembered
     assert np.concatenate([HashingEncoder().encode([t]) for t in TEXTS]).tobytes() == expected
     memo.forget()
-    monkeypatch.setattr("ragaudit.metrics.embed.GRAM_CODES", 1)
+    monkeypatch.setattr("ragaudit.checks.metrics.embed.GRAM_CODES", 1)
     for m in memo.every():
         monkeypatch.setattr(m, "size", 1)
     assert HashingEncoder().encode(TEXTS).tobytes() == expected  # forgetting as it goes

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from helpers import KEYS_SENTENCE, POLICIES, RegexReads
 
+from ragaudit.checks.metrics import memo
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.evaluate import Settings, evaluate, score_runs
+from ragaudit.checks.metrics.registry import RATES
+from ragaudit.checks.metrics.support import SupportScorer
+from ragaudit.core.types import Anchor, ExpectedCitation, GoldItem, Span
 from ragaudit.io.traces import parse_trace
-from ragaudit.metrics import memo
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.evaluate import Settings, evaluate, score_runs
-from ragaudit.metrics.registry import RATES
-from ragaudit.metrics.support import SupportScorer
-from ragaudit.types import Anchor, ExpectedCitation, GoldItem, Span
 
 ENCODER = HashingEncoder()
 ADMINS = "Administrators keep two registered keys."
@@ -207,7 +207,7 @@ def test_delta_s_excess_compares_statements_with_statements(valid_trace, corpus)
 
 
 def test_a_text_past_the_cap_is_scored_on_its_prefix_and_noted(valid_trace, corpus):
-    from ragaudit.metrics.delta_s import SCORED_CHARS
+    from ragaudit.checks.metrics.delta_s import SCORED_CHARS
 
     sentence = "Passwords are rotated every 90 days by the security team. "  # 58 characters
     long = sentence * (2 * SCORED_CHARS // len(sentence))
@@ -231,9 +231,9 @@ def test_no_metric_reads_more_of_a_payload_than_the_cap(valid_trace, corpus, mon
     """Scoring a payload of three times the cap: the splitter, the word and quantity readers and
     pysbd are never given more than SCORED_CHARS characters at once, and no text past the cap
     reaches the encoder."""
-    from ragaudit import text
-    from ragaudit.metrics import quantities
-    from ragaudit.metrics.delta_s import SCORED_CHARS
+    from ragaudit.checks.metrics import quantities
+    from ragaudit.checks.metrics.delta_s import SCORED_CHARS
+    from ragaudit.core import text
 
     for cached in (text._line_sentences, text._units, text.names, quantities._scanned, quantities._covered_by):
         cached.cache_clear()  # read here, not remembered from another test
@@ -269,7 +269,7 @@ class _Counting:
 
 
 def test_each_run_takes_the_smallest_of_its_distances_whatever_comes_first(monkeypatch):
-    from ragaudit.metrics import delta_s
+    from ragaudit.checks.metrics import delta_s
 
     given = {}  # (query, text) -> distance, NaN among them (a text the encoder gives no direction)
 
@@ -307,8 +307,8 @@ def _scored_alone(trace, corpus):
 def test_runs_that_differ_only_where_and_when_they_ran_are_scored_once_and_keep_their_own_seed(
     valid_trace, corpus, monkeypatch
 ):
-    from ragaudit.metrics import delta_s
-    from ragaudit.metrics import evaluate as evaluating
+    from ragaudit.checks.metrics import delta_s
+    from ragaudit.checks.metrics import evaluate as evaluating
 
     long = "Passwords are rotated every 90 days by the security team. " * (2 * delta_s.SCORED_CHARS // 58)
     base = answered(valid_trace, "Hardware keys are rotated every 12 months.")
@@ -346,8 +346,8 @@ def test_runs_that_differ_only_where_and_when_they_ran_are_scored_once_and_keep_
 
 
 def test_a_scoring_key_reads_every_field_but_where_and_when_the_run_ran(valid_trace):
-    from ragaudit.metrics.evaluate import WHERE_AND_WHEN, same_scores
-    from ragaudit.types import Payload, Trace
+    from ragaudit.checks.metrics.evaluate import WHERE_AND_WHEN, same_scores
+    from ragaudit.core.types import Payload, Trace
 
     trace = parse_trace(valid_trace)
     key = same_scores(trace)
@@ -366,8 +366,8 @@ def test_a_scoring_key_reads_every_field_but_where_and_when_the_run_ran(valid_tr
 
 
 def test_a_run_with_a_value_that_cannot_be_compared_is_scored_alone(valid_trace, corpus, monkeypatch):
-    from ragaudit.metrics import evaluate as evaluating
-    from ragaudit.metrics.evaluate import same_scores
+    from ragaudit.checks.metrics import evaluate as evaluating
+    from ragaudit.checks.metrics.evaluate import same_scores
 
     odd = copy.deepcopy(valid_trace)
     odd["retrieved"][0]["offsets"]["start"] = [1]  # refused by validation, still scored

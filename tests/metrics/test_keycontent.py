@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ragaudit.metrics.keycontent import WordVectors, clauses, closest_to_anchor, key_content, stated
+from ragaudit.checks.metrics.keycontent import WordVectors, clauses, closest_to_anchor, key_content, stated
 
 ANCHOR = "Administrator hardware keys are rotated every 12 months by the Security team."
 QUESTION = "How often must administrator hardware keys be rotated?"
@@ -83,7 +83,7 @@ def test_closest_to_anchor():
 
 
 def test_a_negated_statement_contradicts_but_a_comparison_does_not():
-    from ragaudit.metrics.contradiction import contradiction
+    from ragaudit.checks.metrics.contradiction import contradiction
 
     anchor = "SMS codes are accepted as a second factor."
     assert contradiction("SMS codes are not accepted as a second factor.", [anchor]).kind == "negation"
@@ -96,8 +96,8 @@ def test_claims_weighed_against_one_cited_text_read_it_once(monkeypatch):
     words are read once per text, not once per claim."""
     from helpers import RegexReads
 
-    from ragaudit import text
-    from ragaudit.metrics import keycontent
+    from ragaudit.checks.metrics import keycontent
+    from ragaudit.core import text
 
     reads = RegexReads(monkeypatch, text)
     cited = " ".join(f"Clause {i} says hardware keys are rotated every {i} months." for i in range(400))

@@ -1,6 +1,6 @@
 import pytest
 
-from ragaudit.metrics.lam import RunPoint, chain_states, question_lambda
+from ragaudit.checks.metrics.lam import RunPoint, chain_states, question_lambda
 
 
 def point(sections=("A", "B"), correct=True, d=0.3, errored=False):

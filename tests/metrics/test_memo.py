@@ -7,12 +7,12 @@ from itertools import product
 import pytest
 from helpers import ITEM, KEYS_SENTENCE, POLICIES
 
+from ragaudit.checks.metrics import memo
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.evaluate import Settings, same_scores, score_runs
+from ragaudit.checks.metrics.support import SupportScorer
+from ragaudit.core.types import Anchor, GoldItem, Span
 from ragaudit.io.traces import parse_trace
-from ragaudit.metrics import memo
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.evaluate import Settings, same_scores, score_runs
-from ragaudit.metrics.support import SupportScorer
-from ragaudit.types import Anchor, GoldItem, Span
 
 ADMINS = "Administrators keep two registered keys."
 KEYS_AT = POLICIES.index(KEYS_SENTENCE)
@@ -89,7 +89,7 @@ def test_a_run_scores_the_same_with_a_cold_a_warm_and_an_evicting_memo(valid_tra
     memo.forget()
     for m in memo.every():
         monkeypatch.setattr(m, "size", 1)  # every memo forgets all but its last value
-    monkeypatch.setattr("ragaudit.metrics.embed.GRAM_CODES", 1)
+    monkeypatch.setattr("ragaudit.checks.metrics.embed.GRAM_CODES", 1)
     evicting = scored(traces, corpus, encoder)
     assert max(len(m) for m in memo.every()) <= 1
     assert evicting == first
@@ -125,10 +125,10 @@ def test_forgetting_lets_go_of_every_text_cache_and_scores_the_same_after(valid_
     """Once the runs are scored, `forget` empties the sentence splitter's and the claim checks' caches,
     the vectors an embedding cache holds in memory and the support scores remembered; scoring again
     gives the same rows."""
-    from ragaudit import text
-    from ragaudit.metrics import keycontent, quantities
-    from ragaudit.metrics.embed import CachedEncoder
-    from ragaudit.metrics.support import Memoized
+    from ragaudit.checks.metrics import keycontent, quantities
+    from ragaudit.checks.metrics.embed import CachedEncoder
+    from ragaudit.checks.metrics.support import Memoized
+    from ragaudit.core import text
 
     traces = runs(valid_trace)
     encoder = CachedEncoder(HashingEncoder(), tmp_path / "vectors.sqlite")

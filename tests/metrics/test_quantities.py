@@ -7,7 +7,7 @@ from helpers import RegexReads, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragaudit.metrics.quantities import Mention, hallucinated, mentions
+from ragaudit.checks.metrics.quantities import Mention, hallucinated, mentions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -371,7 +371,7 @@ def test_a_number_in_three_or_more_groups_is_one_identifier():
 def test_reading_a_text_of_many_ranges_grows_linearly_with_its_length(monkeypatch):
     """Each range "between 10 and 12 days" once looked back for its "between" from the text's start:
     a text of n ranges was read about n²/2 times over."""
-    import ragaudit.metrics.quantities as quantities
+    import ragaudit.checks.metrics.quantities as quantities
 
     reads = RegexReads(monkeypatch, quantities)
     sentence = "Keys rotate between 10 and 12 days on 2024-03-01 for TLS 1.3 at $1,499. "
@@ -393,7 +393,7 @@ def test_reading_a_text_of_many_ranges_grows_linearly_with_its_length(monkeypatc
     ["between ", "Between\t", "between\n  ", "x between ", "inbetween ", "between", "betweens ", " ", "", "(between  "],
 )
 def test_between_is_read_just_before_a_range_as_searched_from_the_start(before):
-    import ragaudit.metrics.quantities as quantities
+    import ragaudit.checks.metrics.quantities as quantities
 
     text = "Kept " + before + "10"
     at = text.index("10")

@@ -9,14 +9,14 @@ import re
 import pytest
 from helpers import ITEM, ROOT
 
+from ragaudit.checks.metrics.aggregate import QuestionRuns
+from ragaudit.checks.metrics.citation import RunView
+from ragaudit.checks.metrics.claims import Claim
+from ragaudit.checks.metrics.computes import ScoredRun
+from ragaudit.checks.metrics.correct import Verdict
+from ragaudit.checks.metrics.grounding import Judged
+from ragaudit.checks.metrics.registry import METRICS, RUN_METRICS, labels
 from ragaudit.io.traces import parse_trace
-from ragaudit.metrics.aggregate import QuestionRuns
-from ragaudit.metrics.citation import RunView
-from ragaudit.metrics.claims import Claim
-from ragaudit.metrics.computes import ScoredRun
-from ragaudit.metrics.correct import Verdict
-from ragaudit.metrics.grounding import Judged
-from ragaudit.metrics.registry import METRICS, RUN_METRICS, labels
 
 # metrics of the cited set only: the order of the retrieved list must not change them
 ORDER_INVARIANT = {"coverage", "citation_match", "citation_precision", "citation_recall"}
@@ -208,7 +208,7 @@ def test_labels_show_the_cutoff():
 
 def test_a_report_of_ndcg_at_10_loads_under_the_present_key():
     """Reports written when ndcg was fixed at 10 stored `ndcg@10`: they load as `ndcg@k`, labelled ndcg@10."""
-    from ragaudit.model import PipelineSummary
+    from ragaudit.core.model import PipelineSummary
 
     summary = PipelineSummary.from_json({"runs": 1, "questions": 1, "metrics": {"ndcg@10": 0.5, "mrr": 1.0}}, "$")
     assert summary.metrics == {"ndcg@k": 0.5, "mrr": 1.0}
@@ -216,7 +216,7 @@ def test_a_report_of_ndcg_at_10_loads_under_the_present_key():
 
 
 def test_a_run_is_failed_as_its_trace_says_however_often_its_metrics_ask(valid_trace):
-    from ragaudit.metrics.computes import errored
+    from ragaudit.checks.metrics.computes import errored
 
     for trace in (valid_trace, {**valid_trace, "error": "timeout"}, {**valid_trace, "retrieved": [], "answer": None}):
         run = run_of(trace)

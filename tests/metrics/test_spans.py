@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragaudit.metrics.spans import intersection_length, length, merge
+from ragaudit.checks.metrics.spans import intersection_length, length, merge
 
 intervals = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=8)
 

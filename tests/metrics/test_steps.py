@@ -1,10 +1,10 @@
 import pytest
 from helpers import ITEM
 
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.evaluate import evaluate
+from ragaudit.checks.metrics.steps import payload_relevance, step_attribution
 from ragaudit.io.traces import parse_trace
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.evaluate import evaluate
-from ragaudit.metrics.steps import payload_relevance, step_attribution
 
 
 def with_steps(valid_trace, steps):

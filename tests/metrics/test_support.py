@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from helpers import RegexReads, shared_path
 
-from ragaudit import text
-from ragaudit.metrics import support
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.metrics.support import (
+from ragaudit.checks.metrics import support
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.metrics.support import (
     FEATURES,
     SupportScorer,
     clean,
@@ -20,6 +19,7 @@ from ragaudit.metrics.support import (
     support_scores,
     texts_to_encode,
 )
+from ragaudit.core import text
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = "Hardware keys are rotated every 12 months by the security team."

@@ -1,5 +1,6 @@
 from datetime import datetime, timezone
 
+from ragaudit.core.types import Trace
 from ragaudit.io.traces import dump_trace, parse_trace
 from ragaudit.pipelines.base import (
     Request,
@@ -7,7 +8,6 @@ from ragaudit.pipelines.base import (
     trace_from_output,
     without_surrogates,
 )
-from ragaudit.types import Trace
 
 REQUEST = Request(qid="Q1", variant=0, seed=1, query="q", k=3)
 

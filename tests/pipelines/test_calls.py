@@ -8,10 +8,10 @@ import time
 import pytest
 from helpers import FIXTURES, invoke, run_dir_of, write_config
 
+from ragaudit.core.types import Trace
 from ragaudit.io.traces import read_traces
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.calls import CallPolicy, RateLimiter
-from ragaudit.types import Trace
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ragaudit.errors import PipelineStartError, UsageError
+from ragaudit.core.errors import PipelineStartError, UsageError
+from ragaudit.core.types import LiveIndex, Offsets
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.command import CommandPipeline
-from ragaudit.types import LiveIndex, Offsets
 
 RAG = Path(__file__).parent / "fixtures" / "jsonl_rag.py"
 TIMEOUT = 5.0  # a child's start and answer on a busy machine; only a child that never answers waits it out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import DEMO, invoke, run_dir_of, write_config
 
-from ragaudit.errors import PipelineStartError
+from ragaudit.core.errors import PipelineStartError
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.isolated import IsolatedPythonPipeline
 from ragaudit.pipelines.python import PythonPipeline

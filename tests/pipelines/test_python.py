@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from ragaudit.errors import PipelineStartError
+from ragaudit.core.errors import PipelineStartError
+from ragaudit.core.types import LiveIndex
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.python import PythonPipeline
-from ragaudit.types import LiveIndex
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOY_INDEX = LiveIndex("sha256:toy", "lowercase", "none", "toy")

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from ragaudit.adapters.common import IndexInfo
-from ragaudit.errors import PipelineStartError, UsageError
+from ragaudit.core.errors import PipelineStartError, UsageError
+from ragaudit.core.types import LiveIndex
 from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.python import PythonPipeline
-from ragaudit.types import LiveIndex
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TIMEOUT = 0.5

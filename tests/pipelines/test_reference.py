@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragaudit.analyzers import ANALYZERS
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.checks.validation.ranking import tiebreak_key
+from ragaudit.core.analyzers import ANALYZERS
+from ragaudit.core.text import sentence_spans
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
-from ragaudit.metrics.embed import HashingEncoder
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.reference import ReferencePipeline
 from ragaudit.pipelines.reference.chunking import chunk_corpus
 from ragaudit.pipelines.reference.ranking import TieBreak
 from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf
-from ragaudit.text import sentence_spans
-from ragaudit.validation import Context, validate_trace
-from ragaudit.validation.ranking import tiebreak_key
 
 DEMO = Path(__file__).resolve().parents[2] / "gold_sets" / "handbook"
 
@@ -117,7 +117,7 @@ def test_temperature_makes_the_seed_matter_and_zero_does_not(demo):
 
 
 def test_bad_parameters_are_usage_errors(demo):
-    from ragaudit.errors import UsageError
+    from ragaudit.core.errors import UsageError
 
     corpus, _ = demo
     with pytest.raises(UsageError, match="expected retriever one of bm25, tfidf, dense, hybrid, found 'splade'"):

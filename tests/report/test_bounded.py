@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import BM25, invoke, run_dir_of, write_config
 
-from ragaudit import api
-from ragaudit import reporting as model
-from ragaudit.errors import InputError
-from ragaudit.render import html
+from ragaudit.auditing import reporting as model
+from ragaudit.core.errors import InputError
+from ragaudit.flows import api
+from ragaudit.outputs.render import html
 
 
 def test_a_large_run_keeps_every_run_in_parquet_and_a_few_in_the_report(tmp_path, monkeypatch):

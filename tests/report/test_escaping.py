@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from helpers import BM25, invoke, run_dir_of, write_config
 
-from ragaudit.render.logs import COLUMNS, LOG_NAMES, LOG_ORDER
+from ragaudit.outputs.render.logs import COLUMNS, LOG_NAMES, LOG_ORDER
 
 EVIL = 'EVIL-1\nts=forged qid=x <script>alert(1)</script> [x](javascript:alert(1)) "q"\x01\x1b'
 LOGFMT = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s"]*)(?: |$)')
@@ -99,7 +99,7 @@ def test_cite_output_is_inert(tmp_path, valid_trace):
 
 
 def test_log_line_writes_each_value_as_log_value_does(monkeypatch):
-    from ragaudit.render import logs
+    from ragaudit.outputs.render import logs
 
     values = [EVIL, "plain", "has space", "", "x=y", 'q"', "é", None, 0, -3, 2**70, True, False, 0.5, -0.0]
     values += [float("nan"), float("inf"), [], ["a", "b c"], ["a", 1, 0.25, None], [True], [["n"]], ("t",), {"k": 1}]

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from ragaudit.model import Report
-from ragaudit.render import charts
-from ragaudit.render.html import (
+from ragaudit.core.model import Report
+from ragaudit.outputs.render import charts
+from ragaudit.outputs.render.html import (
     drill_data,
     render_html,
     section_result,
@@ -503,7 +503,7 @@ def test_reasoning_chains_are_shown_in_the_drill_down(driver, tmp_path):
     from helpers import DEMO, FIXTURES, run_dir_of, write_config
     from selenium.webdriver.common.by import By
 
-    from ragaudit.cli import main
+    from ragaudit.cli.commands import main
 
     config = write_config(
         tmp_path,
@@ -541,7 +541,7 @@ def test_the_drill_down_labels_the_ranking_metrics_with_their_cutoff():
 
 
 def test_a_failing_check_links_to_a_bounded_number_of_its_questions(monkeypatch):
-    from ragaudit.render import html
+    from ragaudit.outputs.render import html
 
     monkeypatch.setattr(html, "CHECK_LINKS", 3)
     report = tiny_report()
@@ -557,7 +557,7 @@ def test_a_failing_check_links_to_a_bounded_number_of_its_questions(monkeypatch)
 
 
 def test_the_page_is_written_as_the_template_yields_it(tmp_path, monkeypatch):
-    from ragaudit.render import html
+    from ragaudit.outputs.render import html
 
     report = Report.from_json(tiny_report())
     expected = render_html(report.to_json())
@@ -571,7 +571,7 @@ def test_the_page_is_written_as_the_template_yields_it(tmp_path, monkeypatch):
 
 
 def test_the_section_table_shows_a_bounded_number_of_sections_failing_first(monkeypatch):
-    from ragaudit.render import html_view
+    from ragaudit.outputs.render import html_view
 
     report = tiny_report()
     [template] = [s for s in report["summary"]["sections"] if s["pipeline"] == "alpha"][:1]

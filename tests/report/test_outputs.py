@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import BM25, LENIENT, ROOT, run_dir_of, write_config
 
-from ragaudit.cli import main
-from ragaudit.injection import FAULTS
-from ragaudit.render.logs import COLUMNS
+from ragaudit.cli.commands import main
+from ragaudit.flows.injection import FAULTS
+from ragaudit.outputs.render.logs import COLUMNS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "demo_report.json"
 

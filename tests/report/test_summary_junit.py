@@ -6,9 +6,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from ragaudit.model import Check, Report
-from ragaudit.render.junit import write_junit
-from ragaudit.render.markdown import render_summary
+from ragaudit.core.model import Check, Report
+from ragaudit.outputs.render.junit import write_junit
+from ragaudit.outputs.render.markdown import render_summary
 
 
 def _claim(n, text, grounding, support=None, hallucinated=()):
@@ -129,7 +129,7 @@ def test_a_question_failing_a_pipeline_wide_check_says_its_own_why(tmp_path):
 
 
 def test_the_gate_table_names_questions_only_under_failing_checks():
-    from ragaudit.render.html import render_html
+    from ragaudit.outputs.render.html import render_html
 
     page = render_html(_lambda_report().to_json())
     gate = page[page.index('<table class="gate">') : page.index("</table>", page.index('<table class="gate">'))]
@@ -160,7 +160,7 @@ def test_the_threshold_of_every_failing_check_is_shown_as_its_bound(tmp_path):
 
 def test_a_value_rounding_to_its_threshold_shows_the_digits_that_decide(tmp_path):
     """0.40038 fails a maximum of 0.4: the reports never print it as 0.400 beside 0.4."""
-    from ragaudit.render.html import render_html
+    from ragaudit.outputs.render.html import render_html
 
     document = report()
     document.gate.checks.append(Check("p", "delta_s_mean_max", 0.4, 0.40038, False, "≤ 0.4"))
@@ -186,7 +186,7 @@ def test_junit_is_the_document_elementtree_writes_of_its_cases(tmp_path, monkeyp
     the same indented document an ElementTree of every case would write."""
     import io
 
-    from ragaudit.render import junit
+    from ragaudit.outputs.render import junit
 
     document = report()
     failing = document.questions[0]
@@ -229,7 +229,7 @@ HOSTILE += ["lone \ud800 surrogate", "\ufffe\uffff", "é λ → 😀", "]]> <!--
 def test_a_testcase_is_escaped_as_elementtree_escapes_it(message):
     """Each case is the text ElementTree writes of the same element, indented at the case's level,
     for every string XML escapes or cannot hold (those become U+FFFD first)."""
-    from ragaudit.render import junit
+    from ragaudit.outputs.render import junit
 
     not_xml = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 

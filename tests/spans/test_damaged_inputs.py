@@ -11,10 +11,10 @@ import zlib
 import pytest
 from helpers import BM25, DEMO, invoke, otlp_line, phoenix_rows, rag_spans, span_recorder, write_config, write_phoenix
 
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
+from ragaudit.io.spans import read_traces
 from ragaudit.io.stream import read_trace_file
-from ragaudit.spans import read_traces
-from ragaudit.types import Trace
 
 
 def request_lines(count: int) -> list[str]:

@@ -5,13 +5,13 @@ import json
 import pytest
 from helpers import invoke, otlp_line, rag_spans, span_recorder, write_config
 
-from ragaudit import spans
-from ragaudit.cli import main
-from ragaudit.errors import UsageError
+from ragaudit.cli.commands import main
+from ragaudit.core.errors import UsageError
+from ragaudit.io import spans
 from ragaudit.io.config import load_config
+from ragaudit.io.spans.join import DEFAULT_WINDOW
 from ragaudit.io.stream import read_trace_file
 from ragaudit.io.traces import dump_trace
-from ragaudit.spans.join import DEFAULT_WINDOW
 
 
 @pytest.fixture

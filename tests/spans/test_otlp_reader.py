@@ -7,10 +7,10 @@ import json
 import pytest
 from helpers import KEYS_SENTENCE, PASSWORDS_SENTENCE, otlp_line, otlp_request, rag_spans, span_recorder
 
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
-from ragaudit.spans import read_traces
-from ragaudit.types import Trace
-from ragaudit.validation import Context, validate_trace
+from ragaudit.io.spans import read_traces
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import DEMO, invoke, run_dir_of, write_config
 
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
+from ragaudit.io.spans import read_traces
+from ragaudit.io.spans.record import run_key_of
 from ragaudit.io.stream import read_trace_file
-from ragaudit.spans import read_traces
-from ragaudit.spans.record import run_key_of
-from ragaudit.types import Trace
 
 QID, SEED, VARIANTS = "PWD-REQ-1", 7, (0, 1, 2)  # the first handbook question, its three wordings
 QUESTION = "How many characters long must workforce passwords be at minimum?"

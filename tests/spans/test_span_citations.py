@@ -21,9 +21,9 @@ from helpers import (
     write_phoenix,
 )
 
+from ragaudit.core.types import Trace
 from ragaudit.io.corpus import load_corpus
-from ragaudit.spans import read_traces
-from ragaudit.types import Trace
+from ragaudit.io.spans import read_traces
 
 pytestmark = [
     # the LlamaIndex instrumentation calls pydantic's old `json()`; pandas announces a change of to_json's dates

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from ragaudit.errors import InputError
+from ragaudit.core.errors import InputError
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
-from ragaudit.spans import read_traces
-from ragaudit.types import Trace
+from ragaudit.io.spans import read_traces
 
 
 def phoenix_row(trace_id: str, span_id: str, parent: str | None, kind: str, **attributes) -> dict:

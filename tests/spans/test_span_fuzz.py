@@ -8,10 +8,10 @@ import random
 import pytest
 from helpers import langfuse_observations, otlp_request, phoenix_attributes, rag_spans, span_recorder
 
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
+from ragaudit.io.spans import read_traces
 from ragaudit.io.traces import dump_trace
-from ragaudit.spans import read_traces
-from ragaudit.types import Trace
 
 ODD = [None, 1, -1, 2.5, True, "", "x", "zz" * 16, "AAAAAAAAAAAAAAAAAAAAAA==", [], [1, "a"], {}, {"a": 1}]
 ODD += [

@@ -8,14 +8,14 @@ from datetime import datetime, timezone
 import pytest
 from helpers import invoke, otlp_line, otlp_request, rag_spans, span_recorder, write_phoenix
 
+from ragaudit.checks.validation import validate_trace
+from ragaudit.core.types import Trace
 from ragaudit.io.jsonl import BadLine
+from ragaudit.io.spans import read_traces
+from ragaudit.io.spans.join import TraceJoiner
+from ragaudit.io.spans.otlp import read_otlp
 from ragaudit.io.stream import read_trace_file
 from ragaudit.io.traces import dump_trace
-from ragaudit.spans import read_traces
-from ragaudit.spans.join import TraceJoiner
-from ragaudit.spans.otlp import read_otlp
-from ragaudit.types import Trace
-from ragaudit.validation import validate_trace
 
 
 def docs(*ids: str) -> dict:

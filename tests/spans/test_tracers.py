@@ -25,8 +25,8 @@ pytest.importorskip("langfuse")
 
 from haystack import Document, component  # noqa: E402
 
-from ragaudit.spans import read_traces  # noqa: E402
-from ragaudit.types import Trace  # noqa: E402
+from ragaudit.core.types import Trace  # noqa: E402
+from ragaudit.io.spans import read_traces  # noqa: E402
 
 CORPUS = DEMO / "corpus"
 QUESTIONS = [json.loads(line)["question"] for line in (DEMO / "gold.jsonl").read_text().splitlines()[:12]]

@@ -6,13 +6,13 @@ from typing import Any, Callable, assert_type
 
 import ragaudit
 import ragaudit.adapters
-from ragaudit.api import Calibrated, Compared, Gated, Verified
-from ragaudit.app import Outcome
-from ragaudit.goldtools.anchor import Anchoring
-from ragaudit.history import Trends
+from ragaudit.auditing.history import Trends
+from ragaudit.checks.goldtools.anchor import Anchoring
+from ragaudit.core.model import Report
+from ragaudit.flows.api import Calibrated, Compared, Gated, Verified
+from ragaudit.flows.app import Outcome
 from ragaudit.io.config import Config
-from ragaudit.model import Report
-from ragaudit.results import Run
+from ragaudit.outputs.results import Run
 
 
 def calls(config: Path, run_dir: Path) -> None:

@@ -2,9 +2,9 @@ import json
 
 from helpers import KEYS_SENTENCE, PASSWORDS_SENTENCE, POLICIES
 
+from ragaudit.checks.metrics.embed import HashingEncoder
+from ragaudit.checks.validation.gold import check_gold
 from ragaudit.io.gold import read_gold
-from ragaudit.metrics.embed import HashingEncoder
-from ragaudit.validation.gold import check_gold
 
 
 def item(qid, sentence=KEYS_SENTENCE, section="policies/security/keys", **extra):
@@ -180,7 +180,7 @@ def test_an_unknown_code_in_gold_ignore_is_a_usage_error_listing_the_known_codes
     from click.testing import CliRunner
     from helpers import DEMO
 
-    from ragaudit.cli import main
+    from ragaudit.cli.commands import main
 
     config = _with(tmp_path, '[gold]\nignore = ["items_per_section"]')
     line = config.read_text().splitlines().index('ignore = ["items_per_section"]') + 1
@@ -216,9 +216,9 @@ def test_gold_check_fills_the_cache_a_run_reads(tmp_path, monkeypatch):
     hashing encoder, its vectors kept in the file as a model's are)."""
     from helpers import DEMO, invoke
 
-    from ragaudit.inputs import Inputs
+    from ragaudit.checks.metrics.embed import HashingEncoder
     from ragaudit.io.config import load_config
-    from ragaudit.metrics.embed import HashingEncoder
+    from ragaudit.pipelines.inputs import Inputs
 
     monkeypatch.setenv("RAGAUDIT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(HashingEncoder, "on_disk", True)

@@ -3,10 +3,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.checks.validation.ranking import tiebreak_key
+from ragaudit.core.types import Span
 from ragaudit.io.traces import parse_trace
-from ragaudit.types import Span
-from ragaudit.validation import Context, validate_trace
-from ragaudit.validation.ranking import tiebreak_key
 
 
 def payload(i, *, offsets=(0, 10), unit="char", score=0.5, section="s", snippet=None):

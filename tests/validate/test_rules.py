@@ -5,10 +5,10 @@ import copy
 import pytest
 from helpers import MUTATIONS, PASSWORDS_SENTENCE, POLICIES
 
-from ragaudit.analyzers import ANALYZERS
+from ragaudit.checks.validation import CODES, RULES, Context, validate_trace, validate_traces
+from ragaudit.core.analyzers import ANALYZERS
+from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS
 from ragaudit.io.traces import parse_trace
-from ragaudit.types import REQUIRED_PAYLOAD_FIELDS
-from ragaudit.validation import CODES, RULES, Context, validate_trace, validate_traces
 
 
 def codes_of(trace: dict, corpus=None, **ctx) -> list[str]:
@@ -165,7 +165,7 @@ def test_text_mismatch_late_in_long_texts_shows_where_they_differ(tmp_path, muta
 
 
 def test_text_mismatch_of_different_lengths_says_so():
-    from ragaudit.validation.corpus import text_difference
+    from ragaudit.checks.validation.corpus import text_difference
 
     assert text_difference("abc", "abcd", 7) == (
         "expected text == document slice [7, 10), found a difference at char 3 of the slice (document char 10): "
@@ -177,7 +177,7 @@ def test_text_mismatch_of_different_lengths_says_so():
 def test_the_first_difference_is_found_slice_by_slice(step):
     """A long payload's text is compared with its slice of the document a slice at a time, in C;
     only the slice that differs is read character by character."""
-    from ragaudit.validation.corpus import first_difference
+    from ragaudit.checks.validation.corpus import first_difference
 
     def naive(a: str, b: str) -> int:
         return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
@@ -219,7 +219,7 @@ def test_list_offsets_take_the_trace_unit(valid_trace, corpus):
 
 
 def test_token_offsets_checked_against_the_document(valid_trace, corpus):
-    from ragaudit.analyzers import ANALYZERS
+    from ragaudit.core.analyzers import ANALYZERS
 
     doc = corpus["policies"]
     spans = ANALYZERS["lowercase"].spans(doc.text)

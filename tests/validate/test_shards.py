@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from helpers import outcome, sequential, trace_lines, write
 
-from ragaudit.cli import main
-from ragaudit.types import Corpus, Document
-from ragaudit.validation import Context, Validator, shards
-from ragaudit.validation.shards import WorkerFailed, check_sharded, plan
-from ragaudit.validation.spool import Spool
+from ragaudit.checks.validation import Context, Validator, shards
+from ragaudit.checks.validation.shards import WorkerFailed, check_sharded, plan
+from ragaudit.checks.validation.spool import Spool
+from ragaudit.cli.commands import main
+from ragaudit.core.types import Corpus, Document
 
 
 def sharded(paths, ctx=None, offset_unit="char", **kw) -> dict:
@@ -281,7 +281,7 @@ def test_a_worker_killed_mid_job_loses_nothing(tmp_path, valid_trace):
 
 def test_validate_takes_its_worker_count_from_the_config(tmp_path, valid_trace, corpus_dir, small_jobs, monkeypatch):
     """--workers N, else [audit] workers when above 1, else the CPUs: this process and N - 1 others."""
-    from ragaudit import execution
+    from ragaudit.core import execution
 
     monkeypatch.setattr(execution, "cpu_workers", lambda: 4)
     started: list[int] = []

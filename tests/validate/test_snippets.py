@@ -2,9 +2,9 @@
 
 import copy
 
+from ragaudit.checks.validation.snippets import SnippetSpans
+from ragaudit.core.types import Trace
 from ragaudit.io.traces import parse_trace
-from ragaudit.types import Trace
-from ragaudit.validation.snippets import SnippetSpans
 
 
 def _run(valid_trace, qid, start=None, index="sha256:aa"):

@@ -6,10 +6,10 @@ import json
 import pytest
 from helpers import shared_path
 
-from ragaudit.analyzers import ANALYZERS
+from ragaudit.checks.validation import Context, validate_trace
+from ragaudit.core.analyzers import ANALYZERS
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.traces import parse_trace
-from ragaudit.validation import Context, validate_trace
 
 SPAN_CODES = {
     "unknown_document",

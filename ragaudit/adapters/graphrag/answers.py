@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragaudit.adapters.graphrag.cite import parse_blocks
-from ragaudit.errors import InputError, Problem
+from ragaudit.core.errors import InputError, Problem
 from ragaudit.io.jsonl import BOM, JsonDefect, decode
 
 _LITERAL = r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""

@@ -1,7 +1,7 @@
 """The GraphRAG citation grammar, and the answer split into claims (sentences).
 
 GraphRAG prompts ask the model to cite as `[Data: Reports (5, 7); Entities (1, 2, +more)]`. The
-block is one form of the citation-marker grammar (`ragaudit.markers.DATA_BLOCK`); its body is
+block is one form of the citation-marker grammar (`ragaudit.core.markers.DATA_BLOCK`); its body is
 GraphRAG's own syntax, read here. Models drift from it, so the parser accepts any case and spacing, `;` or `,` (or nothing)
 between kinds, singular kinds, `Documents`/`Covariates`/`Communities` as aliases, a bare
 `(ids)` group continuing the previous kind, `+more` in any spelling, and several blocks per
@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragaudit.markers import DATA_BLOCK
-from ragaudit.text import sentence_spans
+from ragaudit.core.markers import DATA_BLOCK
+from ragaudit.core.text import sentence_spans
 
 KINDS = ("Reports", "Entities", "Relationships", "Claims", "Sources")
 _ALIASES = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragaudit.errors import InputError, Problem
+from ragaudit.core.errors import InputError, Problem
 
 NAMES = (
     "documents",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ragaudit.adapters.graphrag.resolve import Resolution
 from ragaudit.adapters.graphrag.trace import GraphRAGTrace
-from ragaudit.errors import clip
+from ragaudit.core.errors import clip
 
 SCHEMA = "ragaudit.graphrag.trace/1"
 _UNITS_SHOWN = 10

@@ -21,8 +21,8 @@ from ragaudit.adapters.graphrag.cite import (
 )
 from ragaudit.adapters.graphrag.load import GraphIndex, load_index
 from ragaudit.adapters.graphrag.resolve import Resolution, Resolver
-from ragaudit.errors import RagauditError
-from ragaudit.types import DEFAULT_MODEL
+from ragaudit.core.errors import RagauditError
+from ragaudit.core.types import DEFAULT_MODEL
 
 DEFAULT_THRESHOLD = 0.5
 
@@ -127,13 +127,15 @@ class GraphRAGTrace:
 
 
 def default_scorer(model: str = DEFAULT_MODEL) -> Scorer:
-    """The support scorer of `ragaudit.metrics.support` over the named encoder."""
+    """The support scorer of `ragaudit.checks.metrics.support` over the named encoder."""
     try:
-        from ragaudit.inputs import encoder_for, support_for
+        from ragaudit.pipelines.inputs import encoder_for, support_for
 
         return support_for(None, encoder_for(model))
     except ImportError as exc:
-        raise RagauditError(f"verification needs ragaudit.metrics.support, which cannot be imported: {exc}") from exc
+        raise RagauditError(
+            f"verification needs ragaudit.checks.metrics.support, which cannot be imported: {exc}"
+        ) from exc
 
 
 def trace_answer(

@@ -9,22 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ragaudit.analyzers import ANALYZERS, Analyzer
-from ragaudit.errors import UsageError
+from ragaudit.core.analyzers import ANALYZERS, Analyzer
+from ragaudit.core.errors import UsageError
+from ragaudit.core.progress import phase
+from ragaudit.core.text import sentences
+from ragaudit.core.types import Corpus, LiveIndex, Offsets, Payload, Trace
 from ragaudit.pipelines.base import Excluded, Request, now
 from ragaudit.pipelines.reference.answerer import answer
 from ragaudit.pipelines.reference.chunking import Chunk, chunk_corpus, index_hash
 from ragaudit.pipelines.reference.ranking import TieBreak
 from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, mmr
-from ragaudit.progress import phase
-from ragaudit.text import sentences
-from ragaudit.types import Corpus, LiveIndex, Offsets, Payload, Trace
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragaudit.inputs import Inputs
     from ragaudit.io.config import PipelineConfig
+    from ragaudit.pipelines.inputs import Inputs
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ragaudit.analyzers import Analyzer
-from ragaudit.text import content_stems, sentence_spans
-from ragaudit.types import Answer, Payload, Segment
+from ragaudit.core.analyzers import Analyzer
+from ragaudit.core.text import content_stems, sentence_spans
+from ragaudit.core.types import Answer, Payload, Segment
 
 MAX_SENTENCES = 2
 STEM_WEIGHT = 0.5

@@ -6,9 +6,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from ragaudit.analyzers import Analyzer
-from ragaudit.text import sentence_spans
-from ragaudit.types import Corpus
+from ragaudit.core.analyzers import Analyzer
+from ragaudit.core.text import sentence_spans
+from ragaudit.core.types import Corpus
 
 
 @dataclass(frozen=True, slots=True)

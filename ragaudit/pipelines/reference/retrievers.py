@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragaudit.analyzers import Analyzer
+from ragaudit.core.analyzers import Analyzer
 from ragaudit.pipelines.reference.ranking import TieBreak
 
 RRF_K = 60
