@@ -17,7 +17,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from helpers import BM25, DEMO, LENIENT, TFIDF, invoke, run_dir_of, write_config
 
-from ragaudit.auditing import history
+from ragaudit.auditing import history, history_series
 from ragaudit.core.model import Report
 from ragaudit.outputs.render.trends import trend_panel
 
@@ -107,7 +107,9 @@ def test_history_prints_each_metric_run_by_run(tmp_path):
     values = [r["summary"]["pipelines"]["tfidf"]["metrics"]["coverage"] for r in reports]
     lines = text.output.splitlines()
     assert lines[0] == f"3 runs in {tmp_path / STORE}, oldest first"
-    assert lines[2].startswith(f"tfidf · coverage  {history.sparkline(values)}  {values[0]:.4f} → {values[-1]:.4f}")
+    assert lines[2].startswith(
+        f"tfidf · coverage  {history_series.sparkline(values)}  {values[0]:.4f} → {values[-1]:.4f}"
+    )
     assert lines[3].split() == ["finished", "commit", "run", "gate", "value"]
     rows = [line.split() for line in lines[4:]]
     assert [(r[0], r[2], r[4]) for r in rows] == [

@@ -77,7 +77,7 @@ def run_plugin(pytester, config, *args) -> tuple[object, dict[str, str], dict[st
 
 def run_dirs(config) -> list:
     """The kept runs of `config` (not those set aside)."""
-    from ragaudit.flows.pytest_plugin import cache_folder
+    from ragaudit.flows.auditcache import cache_folder
 
     return sorted(
         p for p in cache_folder(config).iterdir() if (p / "manifest.json").is_file() and ".damaged-" not in p.name
@@ -85,7 +85,7 @@ def run_dirs(config) -> list:
 
 
 def set_aside(config) -> list:
-    from ragaudit.flows.pytest_plugin import cache_folder
+    from ragaudit.flows.auditcache import cache_folder
 
     return sorted(p for p in cache_folder(config).iterdir() if ".damaged-" in p.name)
 
@@ -245,7 +245,7 @@ def test_loading_the_plugin_imports_nothing_heavy():
 
 
 def test_the_inputs_key_follows_every_file_the_config_names(tmp_path):
-    from ragaudit.flows.pytest_plugin import inputs_key
+    from ragaudit.flows.auditcache import inputs_key
     from ragaudit.io.config import load_config
 
     (tmp_path / "recorded.jsonl").write_text("{}\n")
@@ -383,7 +383,7 @@ def test_a_kept_audit_that_does_not_verify_is_set_aside_and_audited_again(pytest
 
 
 def test_a_folder_where_the_lock_goes_is_one_failing_test(pytester):
-    from ragaudit.flows.pytest_plugin import cache_folder
+    from ragaudit.flows.auditcache import cache_folder
 
     config = make_config(pytester, "locked")
     lock = cache_folder(config) / ".lock"
@@ -442,7 +442,7 @@ def test_a_change_to_the_pipelines_code_is_audited_again(pytester):
 
 
 def test_the_inputs_key_follows_the_pipelines_code(tmp_path):
-    from ragaudit.flows.pytest_plugin import inputs_key
+    from ragaudit.flows.auditcache import inputs_key
     from ragaudit.io.config import load_config
 
     package = tmp_path / "mypkg"

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from ragaudit.auditing.history_series import gated_metrics, history_key, parse_rename, rename_in, shown
-from ragaudit.auditing.history_series import sparkline as sparkline  # noqa: F401  (the names they always had here)
 from ragaudit.checks.metrics.registry import TRENDED
 from ragaudit.core.errors import InputError, Problem, RagauditError, UsageError, describe
 from ragaudit.core.model import Report

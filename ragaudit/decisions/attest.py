@@ -122,7 +122,7 @@ def _folder_hash(spec: str | None, resolve) -> dict | None:
 
 def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
     from ragaudit.checks.metrics.embed import resolve_model
-    from ragaudit.io.config import SCHEMA
+    from ragaudit.io.config_schema import SCHEMA
 
     meta, paths, inputs = report.get("meta") or {}, manifest["paths"], manifest["inputs"]
     configured, keys = _configured_gate(paths.get("config")), set(SCHEMA["gate"])

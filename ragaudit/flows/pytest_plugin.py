@@ -36,8 +36,6 @@ from typing import Any, Iterator
 
 import pytest
 
-from ragaudit.flows.auditcache import cache_folder, inputs_key  # noqa: F401  (the plugin's API)
-
 SESSION_AUDITS = pytest.StashKey[dict]()  # config path -> run directory, or the error that stopped it
 SESSION_RUNS = pytest.StashKey[dict]()  # config path -> loaded run, for the fixture
 SESSION_HOLDS = pytest.StashKey[list]()  # the kept runs this session reads, released when it ends

@@ -96,22 +96,14 @@ class Config:
     labels: Path | None = None  # [labels] path: a person's labels of runs
 
 
-from ragaudit.io.config_schema import (  # noqa: E402, F401  (the schema's names, as they always were here)
+from ragaudit.io.config_schema import (  # noqa: E402
     _KINDS,
     _SECTIONS,
-    LAMBDA_STATES,
     PIPELINE_KINDS,
-    RETRIEVERS,
-    SCHEMA,
     _defaults,
-    _fail,
     _found,
-    _Gate,
-    _Lambda,
-    _Metrics,
     _option_defaults,
     _Root,
-    _Support,
 )
 
 

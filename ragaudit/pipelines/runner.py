@@ -35,7 +35,7 @@ from ragaudit.io.stream import stream_trace_file
 from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.inputs import Inputs
-from ragaudit.pipelines.pool import PipelinePool, build_pipeline  # noqa: F401  (re-exported)
+from ragaudit.pipelines.pool import PipelinePool
 from ragaudit.pipelines.workers import Interrupted, Stopper, run_jobs
 
 __all__ = ["Inputs", "RunResult", "run"]

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragaudit.core.errors import InputError
-from ragaudit.io.config import SCHEMA, default_config, load_config
+from ragaudit.io.config import default_config, load_config
+from ragaudit.io.config_schema import SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,13 +10,8 @@ import pytest
 
 from ragaudit.core.model import Report
 from ragaudit.outputs.render import charts
-from ragaudit.outputs.render.html import (
-    drill_data,
-    render_html,
-    section_result,
-    thresholds,
-    write_html,
-)
+from ragaudit.outputs.render.html import drill_data, render_html, write_html
+from ragaudit.outputs.render.html_view import section_result, thresholds
 
 PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1"></script>'
 DOC = (

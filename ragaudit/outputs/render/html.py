@@ -22,7 +22,7 @@ from ragaudit.io.config_schema import GateSection
 from ragaudit.io.files import atomic_path
 from ragaudit.outputs.render import formatting
 from ragaudit.outputs.render.formatting import num, pct
-from ragaudit.outputs.render.html_view import (  # noqa: F401  (thresholds, section_result: the page's API)
+from ragaudit.outputs.render.html_view import (
     _charts,
     _checks_by_pipeline,
     _limit,
@@ -32,7 +32,6 @@ from ragaudit.outputs.render.html_view import (  # noqa: F401  (thresholds, sect
     _verdict,
     _zone,
     misses,
-    section_result,
     thresholds,
 )
 from ragaudit.outputs.render.templating import asset, render, stream, trusted
