@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import click
+import pytest
 from helpers import BM25, REFERENCE, ROOT, backticked, invoke, markdown_table, run_dir_of, write_config
 
 from ragaudit.checks.metrics.lam import SYMBOLS
@@ -20,6 +21,7 @@ from ragaudit.core.gatechecks.registry import CHECKS as GATE_CHECKS
 from ragaudit.core.gatechecks.registry import KEYS as GATE_KEYS
 from ragaudit.flows.injection.registry import FAULTS
 from ragaudit.io import config as config_module
+from ragaudit.outputs.render import doctables
 
 TEXT = REFERENCE.read_text(encoding="utf-8")
 
@@ -101,6 +103,21 @@ def test_the_gate_keys_table_is_the_checks_keys_then_the_sections_own():
     keys = [(k.name, k.range, k.what) for k in GATE_KEYS.values()]
     same_rows("keys: gate", [row for row in rows if row[0] not in own], keys, "ragaudit.core.gatechecks")
     assert [row[0] for row in rows[-len(own) :]] == own
+
+
+@pytest.mark.parametrize("marker", sorted(doctables.TABLES))
+def test_the_registry_tables_are_written_from_their_registries(marker):
+    start, end = doctables.block(TEXT, marker)
+    assert TEXT[start:end] == doctables.TABLES[marker](), f"docs/reference.md, table `{marker}`: run `make docs`"
+
+
+def test_make_docs_writes_a_stale_table_back_and_leaves_the_rest(tmp_path):
+    start, end = doctables.block(TEXT, "table: gate-checks")
+    stale = TEXT[:start] + "| check | fails when | questions named |\n|---|---|---|\n" + TEXT[end:]
+    path = tmp_path / "reference.md"
+    path.write_text(stale, encoding="utf-8")
+    assert doctables.main([str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == TEXT
 
 
 def test_the_lambda_states_are_those_of_the_code():

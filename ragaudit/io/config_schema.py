@@ -142,6 +142,24 @@ else:  # one field per key the gate's checks read, in their order
     )
 
 
+GATE_OWN_KEYS = (  # the section's own keys, after the checks' (reference §1.5)
+    Key(
+        "pipelines",
+        "names",
+        [],
+        "gate only these (default: all); the others are still reported",
+    ),
+    Key(
+        "from",
+        "path",
+        None,
+        "a `calibration.json` of `ragaudit calibrate`: its thresholds replace the defaults, under the keys this "
+        "table sets (a check's threshold may be null there: not gated, with the reason; `coverage_min` is always a "
+        "number); every check says where its threshold came from",
+    ),
+)
+
+
 class _Gate(_Thresholds):
     # the checks' thresholds and settings (ragaudit.core.gatechecks), then which pipelines and a calibration;
     # a type checker sees the generated fields as Any (`GateSection.threshold(key)` reads them)
@@ -149,8 +167,8 @@ class _Gate(_Thresholds):
 
         def __getattr__(self, key: str) -> Any: ...
 
-    pipelines: list[_Text] = Field(default_factory=list)
-    from_: _ConfigPath | None = Field(default=None, alias="from")  # thresholds proposed by `ragaudit calibrate`
+    pipelines: list[_Text] = Field(default_factory=list, description=GATE_OWN_KEYS[0].what)
+    from_: _ConfigPath | None = Field(default=None, alias="from", description=GATE_OWN_KEYS[1].what)
 
     @field_validator("pipelines")
     @classmethod

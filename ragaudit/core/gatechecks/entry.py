@@ -18,7 +18,13 @@ AT_MOST, AT_LEAST, ABOVE = "<=", ">=", ">"
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {AT_MOST: operator.le, AT_LEAST: operator.ge, ABOVE: operator.gt}
 NOT_GATED = "not gated"
 DRIFT = 0.05
-RANGES = {"rate": "[0, 1]", "count": "integer ≥ 0", "states": "array of λ states"}
+RANGES = {
+    "rate": "[0, 1]",
+    "count": "integer ≥ 0",
+    "states": "array of λ states",
+    "names": "names of configured pipelines",
+    "path": "path",
+}
 
 
 @dataclass(frozen=True)
