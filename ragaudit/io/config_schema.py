@@ -10,15 +10,7 @@ from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union, get_args, get_origin
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    create_model,
-    field_validator,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 from ragaudit.core.errors import describe
@@ -143,19 +135,14 @@ else:  # one field per key the gate's checks read, in their order
 
 
 GATE_OWN_KEYS = (  # the section's own keys, after the checks' (reference §1.5)
-    Key(
-        "pipelines",
-        "names",
-        [],
-        "gate only these (default: all); the others are still reported",
-    ),
+    Key("pipelines", "names", [], "gate only these (default: all); the others are still reported"),
     Key(
         "from",
         "path",
         None,
-        "a `calibration.json` of `ragaudit calibrate`: its thresholds replace the defaults, under the keys this "
-        "table sets (a check's threshold may be null there: not gated, with the reason; `coverage_min` is always a "
-        "number); every check says where its threshold came from",
+        "a `calibration.json` of `ragaudit calibrate`: its thresholds replace the defaults, under the keys this table"
+        " sets (a check's threshold may be null there: not gated, with the reason; `coverage_min` is always a number);"
+        " every check says where its threshold came from",
     ),
 )
 
