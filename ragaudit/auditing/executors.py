@@ -225,8 +225,8 @@ class _DaskTask:
             try:
                 return self.future.result(left)
             except TimeoutError:
-                if self.future.done():  # the task itself raised it
-                    raise
+                if self.future.done():  # it ended as the slice did (or the task raised TimeoutError itself)
+                    return self.future.result()
                 if (lost := self.watch.check()) is not None:
                     self.future.cancel()
                     raise lost from None
