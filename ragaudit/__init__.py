@@ -21,40 +21,72 @@ As a library (each function is documented in `ragaudit.flows.api`; the report it
 Every `ragaudit` command is one of these calls (`ragaudit.plan_gold`, `ragaudit.audit_log`, `ragaudit.reanchor`,
 `ragaudit.cite`, `ragaudit.attest_run` and `ragaudit.probe` too, each documented in the module it names below).
 
-Nothing heavy is imported until a function is called; type checkers read the names and their types
-from `__init__.pyi`, which imports each from the module named here.
+Each public name is imported from the module that defines it, below; the heavy libraries (PyTorch,
+pandas, Dask) only when a function needs them.
 """
 
-from importlib import import_module
-
 from ragaudit._version import __version__ as __version__
+from ragaudit.checks.goldtools.reanchor import reanchor_file as reanchor
+from ragaudit.checks.metrics.support import support_score as support_score
+from ragaudit.core.model import Report as Report
+from ragaudit.decisions.agreement import agree as agree
+from ragaudit.decisions.attest import attest as attest_run
+from ragaudit.decisions.labelfit import calibrate_labels as calibrate_labels
+from ragaudit.decisions.labelling import open_session as open_labels
+from ragaudit.decisions.labelserver import serve as serve_labels
+from ragaudit.decisions.power import plan_gold as plan_gold
+from ragaudit.flows.api import anchor as anchor
+from ragaudit.flows.api import audit as audit
+from ragaudit.flows.api import calibrate as calibrate
+from ragaudit.flows.api import check_gold as check_gold
+from ragaudit.flows.api import compare as compare
+from ragaudit.flows.api import faults as faults
+from ragaudit.flows.api import gate as gate
+from ragaudit.flows.api import ingest as ingest
+from ragaudit.flows.api import load_config as load_config
+from ragaudit.flows.api import load_run as load_run
+from ragaudit.flows.api import report as report
+from ragaudit.flows.api import run_baseline as run_baseline
+from ragaudit.flows.api import support_scores as support_scores
+from ragaudit.flows.api import trends as trends
+from ragaudit.flows.api import validate as validate
+from ragaudit.flows.api import verify as verify
+from ragaudit.flows.auditlog import run_audit_log as audit_log
+from ragaudit.flows.probing import probe as probe
+from ragaudit.outputs.citations import render_traces as cite
 
-_API = """anchor audit calibrate check_gold compare faults gate ingest load_config load_run report run_baseline
-support_scores trends validate verify""".split()
-_LAZY = {name: ("ragaudit.flows.api", name) for name in _API}
-_LAZY |= {
-    "Report": ("ragaudit.core.model", "Report"),
-    "agree": ("ragaudit.decisions.agreement", "agree"),
-    "calibrate_labels": ("ragaudit.decisions.labelfit", "calibrate_labels"),
-    "open_labels": ("ragaudit.decisions.labelling", "open_session"),
-    "serve_labels": ("ragaudit.decisions.labelserver", "serve"),
-    "attest_run": ("ragaudit.decisions.attest", "attest"),
-    "audit_log": ("ragaudit.flows.auditlog", "run_audit_log"),
-    "cite": ("ragaudit.outputs.citations", "render_traces"),
-    "plan_gold": ("ragaudit.decisions.power", "plan_gold"),
-    "probe": ("ragaudit.flows.probing", "probe"),
-    "reanchor": ("ragaudit.checks.goldtools.reanchor", "reanchor_file"),
-    "support_score": ("ragaudit.checks.metrics.support", "support_score"),
-}
-__all__ = sorted([*_LAZY, "__version__"])
+__all__ = [
+    "Report",
+    "__version__",
+    "agree",
+    "anchor",
+    "attest_run",
+    "audit",
+    "audit_log",
+    "calibrate",
+    "calibrate_labels",
+    "check_gold",
+    "cite",
+    "compare",
+    "faults",
+    "gate",
+    "ingest",
+    "load_config",
+    "load_run",
+    "open_labels",
+    "plan_gold",
+    "probe",
+    "reanchor",
+    "report",
+    "run_baseline",
+    "serve_labels",
+    "support_score",
+    "support_scores",
+    "trends",
+    "validate",
+    "verify",
+]
 
 
 def __dir__() -> list[str]:
     return list(__all__)
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        module, attribute = _LAZY[name]
-        return getattr(import_module(module), attribute)
-    raise AttributeError(f"module 'ragaudit' has no attribute {name!r}")

@@ -1,6 +1,6 @@
-"""ragaudit's public names: served lazily at run time, declared with their types in `__init__.pyi`
-for type checkers (tests/static holds the types under mypy); the two lists are one, and each name
-a type checker sees is the object a caller gets."""
+"""ragaudit's public names: each imported by the package's `__init__.py` from the module that
+defines it, so a type checker reads them as a caller gets them (tests/static holds the types under
+mypy); `__all__` and `dir()` list exactly those, and there is no `__getattr__` behind them."""
 
 import ast
 import importlib
@@ -14,10 +14,10 @@ import ragaudit.adapters
 PACKAGE = Path(ragaudit.__file__).parent
 
 
-def declared(stub: Path) -> dict[str, tuple[str, str]]:
-    """The names a stub declares: its public name -> (module, attribute) it is imported from."""
+def declared(init: Path) -> dict[str, tuple[str, str]]:
+    """The names a package's `__init__.py` imports: its public name -> (module, attribute)."""
     found = {}
-    for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 found[alias.asname or alias.name] = (node.module, alias.name)
@@ -25,21 +25,23 @@ def declared(stub: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("package", "stub"),
-    [(ragaudit, PACKAGE / "__init__.pyi"), (ragaudit.adapters, PACKAGE / "adapters" / "__init__.pyi")],
+    ("package", "init"),
+    [(ragaudit, PACKAGE / "__init__.py"), (ragaudit.adapters, PACKAGE / "adapters" / "__init__.py")],
 )
-def test_every_public_name_is_declared_in_the_stub_as_the_object_served(package, stub):
-    names = declared(stub)
+def test_every_public_name_is_imported_from_its_module_and_listed(package, init):
+    names = declared(init)
+    names.pop("annotations", None)  # `from __future__ import annotations`
     assert sorted(names) == sorted(package.__all__)
     assert sorted(dir(package)) == sorted(package.__all__)
     for name, (module, attribute) in names.items():
         assert getattr(package, name) is getattr(importlib.import_module(module), attribute), name
-    stub_all = next(
+    assert not hasattr(package, "__getattr__")
+    listed = next(
         ast.literal_eval(node.value)
-        for node in ast.parse(stub.read_text(encoding="utf-8")).body
+        for node in ast.parse(init.read_text(encoding="utf-8")).body
         if isinstance(node, ast.Assign) and node.targets[0].id == "__all__"
     )
-    assert sorted(stub_all) == sorted(package.__all__)
+    assert sorted(listed) == sorted(package.__all__)
 
 
 def test_a_misspelt_name_is_an_attribute_error_naming_it():

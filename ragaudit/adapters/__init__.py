@@ -1,7 +1,7 @@
 """Adapters: project the outputs of real RAG stacks into ragaudit payloads, traces and audits.
 
-The public names, each loaded when first used (the stacks' own libraries are imported only by
-the adapter that needs them; type checkers read them from `__init__.pyi`):
+The public names (the stacks' own libraries are imported only by the adapter that needs them, when
+it is called):
 
     from ragaudit.adapters import IndexInfo, load_corpus, make_trace, from_langchain, Trace
 
@@ -9,38 +9,46 @@ the adapter that needs them; type checkers read them from `__init__.pyi`):
 analyzer)` and `revision(text)` give a payload's `tokens` and `rev` as the validator checks them.
 """
 
-from __future__ import annotations
+from ragaudit.adapters.anthropic import from_anthropic as from_anthropic
+from ragaudit.adapters.common import Hit as Hit
+from ragaudit.adapters.common import IndexInfo as IndexInfo
+from ragaudit.adapters.common import build_payloads as build_payloads
+from ragaudit.adapters.common import count_tokens as count_tokens
+from ragaudit.adapters.common import make_trace as make_trace
+from ragaudit.adapters.graphrag import load_index as load_index
+from ragaudit.adapters.graphrag import trace_answer as trace_answer
+from ragaudit.adapters.graphrag.render import marked_answer as marked_answer
+from ragaudit.adapters.haystack import from_haystack as from_haystack
+from ragaudit.adapters.langchain import from_langchain as from_langchain
+from ragaudit.adapters.llamaindex import from_llamaindex as from_llamaindex
+from ragaudit.adapters.llamaindex import from_llamaindex_response as from_llamaindex_response
+from ragaudit.adapters.openai import from_openai as from_openai
+from ragaudit.core.types import LiveIndex as LiveIndex
+from ragaudit.core.types import Trace as Trace
+from ragaudit.io.corpus import load_corpus as load_corpus
+from ragaudit.io.corpus import revision as revision
 
-from importlib import import_module
-
-_WHERE = {
-    "IndexInfo": "ragaudit.adapters.common",
-    "Hit": "ragaudit.adapters.common",
-    "build_payloads": "ragaudit.adapters.common",
-    "make_trace": "ragaudit.adapters.common",
-    "count_tokens": "ragaudit.adapters.common",
-    "load_corpus": "ragaudit.io.corpus",
-    "revision": "ragaudit.io.corpus",
-    "Trace": "ragaudit.core.types",
-    "LiveIndex": "ragaudit.core.types",
-    "from_langchain": "ragaudit.adapters.langchain",
-    "from_llamaindex": "ragaudit.adapters.llamaindex",
-    "from_llamaindex_response": "ragaudit.adapters.llamaindex",
-    "from_haystack": "ragaudit.adapters.haystack",
-    "from_anthropic": "ragaudit.adapters.anthropic",
-    "from_openai": "ragaudit.adapters.openai",
-    "load_index": "ragaudit.adapters.graphrag",
-    "trace_answer": "ragaudit.adapters.graphrag",
-    "marked_answer": "ragaudit.adapters.graphrag.render",
-}
-__all__ = sorted(_WHERE)
+__all__ = [
+    "Hit",
+    "IndexInfo",
+    "LiveIndex",
+    "Trace",
+    "build_payloads",
+    "count_tokens",
+    "from_anthropic",
+    "from_haystack",
+    "from_langchain",
+    "from_llamaindex",
+    "from_llamaindex_response",
+    "from_openai",
+    "load_corpus",
+    "load_index",
+    "make_trace",
+    "marked_answer",
+    "revision",
+    "trace_answer",
+]
 
 
 def __dir__() -> list[str]:
     return list(__all__)
-
-
-def __getattr__(name: str) -> object:
-    if name in _WHERE:
-        return getattr(import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'ragaudit.adapters' has no attribute {name!r}")

@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ragaudit.core.errors import InputError, Problem
 from ragaudit.io import rundir
-from ragaudit.io.labels import DIMENSIONS, Label, LabelsFile, read_labels, run_digest
+from ragaudit.io.labels import DIMENSIONS, Label, LabelsFile, RunKey, read_labels, run_digest
 
 VERDICTS = ("good", *DIMENSIONS)
 BOOTSTRAP = 2_000  # resamples of the kappa interval, seeded: the same labels give the same interval
@@ -40,7 +41,7 @@ BINS = 10  # of the reliability curve
 class RunVerdict:
     """ragaudit's verdict on one run, and what a person reads beside a disagreement."""
 
-    key: tuple[str, str, int, int]
+    key: RunKey
     digest: str
     correct: bool
     supported: bool
@@ -60,7 +61,7 @@ class RunVerdict:
         return bool(getattr(self, dimension))
 
 
-def verdict_of(row: dict, digest: str) -> RunVerdict:
+def verdict_of(row: dict[str, Any], digest: str) -> RunVerdict:
     """A run's verdict from its row of runs.parquet, as `runstore.iter_runs` reads it."""
     claims = row.get("claims") or []
     metrics = row.get("metrics") or {}
@@ -83,7 +84,7 @@ def verdict_of(row: dict, digest: str) -> RunVerdict:
     )
 
 
-def run_verdicts(run_dir: Path) -> dict[tuple[str, str, int, int], RunVerdict]:
+def run_verdicts(run_dir: Path) -> dict[RunKey, RunVerdict]:
     """Every run of a run directory, with its digest (from traces.jsonl) and verdict (runs.parquet)."""
     from ragaudit.checks.runstore import RUNS, iter_runs
     from ragaudit.io.stream import stream_trace_file
@@ -127,7 +128,9 @@ class Matched:
         return out
 
 
-def match(labels: LabelsFile, verdicts: dict, run_dir: Path, gold_qids: set[str] | None = None) -> Matched:
+def match(
+    labels: LabelsFile, verdicts: dict[RunKey, RunVerdict], run_dir: Path, gold_qids: set[str] | None = None
+) -> Matched:
     """The labels of `verdicts`' runs. A labels file none of whose labels is of this run's runs,
     or that labels questions of another gold set, is an input error naming it (exit 3)."""
     pairs, stale, unknown = [], [], []
@@ -206,7 +209,7 @@ class Dimension:
             nn / (nn + ny) if nn + ny else None,
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         yy, yn, ny, nn = self.matrix
         return {
             "dimension": self.name,
@@ -254,7 +257,7 @@ class Estimate:
     ci: tuple[float, float] | None
     why_not: str | None = None  # why there is no corrected rate
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "runs": self.runs,
             "labelled": self.labelled,
@@ -309,7 +312,7 @@ class Agreement:
     labelled: int
     unlabelled: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "run_dir": str(self.run_dir),
             "labels": str(self.labels_path),
@@ -344,7 +347,7 @@ class Agreement:
         }
 
 
-def agreement_of(run_dir: Path, verdicts: dict, matched: Matched, labels_path: Path) -> Agreement:
+def agreement_of(run_dir: Path, verdicts: dict[RunKey, RunVerdict], matched: Matched, labels_path: Path) -> Agreement:
     pairs = matched.pairs
     dims = [Dimension.of(d, [lab.value(d) for lab, _ in pairs], [v.value(d) for _, v in pairs]) for d in VERDICTS]
     differs = []
@@ -400,7 +403,7 @@ class LabelSummary:
     stale: int
     unknown: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
             "sha256": self.digest,

@@ -27,6 +27,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.gatechecks.registry import BY_NAME
@@ -89,7 +90,7 @@ def subject_files(run_dir: Path) -> list[str]:
     return names
 
 
-def _source(check: dict, configured: set[str], keys: set[str]) -> str:
+def _source(check: dict[str, Any], configured: set[str], keys: set[str]) -> str:
     if isinstance(check.get("source"), str):
         return check["source"]
     entry = BY_NAME.get(check.get("name", ""))
@@ -110,7 +111,7 @@ def _configured_gate(config_path: str | None) -> set[str]:
     return set(gate) if isinstance(gate, dict) else set()
 
 
-def _folder_hash(spec: str | None, resolve) -> dict | None:
+def _folder_hash(spec: str | None, resolve) -> dict[str, Any] | None:
     if not spec:
         return None
     try:
@@ -120,7 +121,7 @@ def _folder_hash(spec: str | None, resolve) -> dict | None:
     return {"id": spec, "sha256": sha256_file(folder, follow=True)}  # a model cache links its files to blobs
 
 
-def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
+def predicate(run_dir: Path, manifest: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     from ragaudit.checks.metrics.embed import resolve_model
     from ragaudit.io.config_schema import SCHEMA
 
@@ -178,7 +179,7 @@ def predicate(run_dir: Path, manifest: dict, report: dict) -> dict:
     }
 
 
-def statement(run_dir: Path) -> dict:
+def statement(run_dir: Path) -> dict[str, Any]:
     """The in-toto Statement of a run directory whose files are unchanged since the run."""
     from ragaudit.io import rundir
 
@@ -195,7 +196,7 @@ def statement(run_dir: Path) -> dict:
     }
 
 
-def _report(run_dir: Path) -> dict:
+def _report(run_dir: Path) -> dict[str, Any]:
     from ragaudit.io.jsonfiles import read_json_file
 
     report = read_json_file(run_dir / "report.json", what="report")
@@ -209,7 +210,7 @@ def _report(run_dir: Path) -> dict:
     return report
 
 
-def _serialize(value: dict) -> bytes:
+def _serialize(value: dict[str, Any]) -> bytes:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
@@ -264,7 +265,7 @@ def _read_key(path: Path) -> bytes:
         raise InputError(Problem(str(path), f"cannot read key: {exc.strerror}")) from None
 
 
-def envelope(body: dict, private_key) -> dict:
+def envelope(body: dict[str, Any], private_key) -> dict[str, Any]:
     """A DSSE envelope of the statement, signed with the ed25519 key."""
     payload = _serialize(body)
     signature = private_key.sign(pae(PAYLOAD_TYPE, payload))
@@ -275,7 +276,7 @@ def envelope(body: dict, private_key) -> dict:
     }
 
 
-def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -> tuple[Path, dict]:
+def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """Write the attestation of an unchanged run directory (to `out`, default RUN_DIR/DEFAULT_NAME);
     returns where, and the statement."""
     from ragaudit.core.errors import InputsChangedError

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ragaudit.core.errors import InputError, Problem, UsageError, describe
 from ragaudit.decisions import evalresult
@@ -35,7 +36,7 @@ from ragaudit.io.rundir import LOCK, OWNER
 class Checked:
     """What `check` found: the mismatches (exit 5), and notes that are not failures."""
 
-    statement: dict
+    statement: dict[str, Any]
     signed: bool
     verified_with: str | None = None
     mismatches: list[str] = field(default_factory=list)
@@ -58,8 +59,8 @@ class Line:
     statement, and its DSSE envelope when it has one."""
 
     line: int | None
-    statement: dict
-    envelope: dict | None
+    statement: dict[str, Any]
+    envelope: dict[str, Any] | None
 
     def named(self, path: Path) -> str:
         return f"{path}" if self.line is None else f"{path}:{self.line}"
@@ -147,7 +148,7 @@ def _statement(path: Path, line: int | None, document: object) -> Line:
     return Line(line, document, envelope_doc)
 
 
-def _run_subjects(path: Path, line: int | None, document: dict) -> None:
+def _run_subjects(path: Path, line: int | None, document: dict[str, Any]) -> None:
     """The run's statement names files inside the run directory, each with a sha256."""
     subjects = document.get("subject")
     if not isinstance(subjects, list) or not subjects:
@@ -187,7 +188,7 @@ def read_bundle(path: Path) -> tuple[Line, list[Line]]:
     return runs[0], [line for line in lines if line is not runs[0]]
 
 
-def read_attestation(path: Path) -> tuple[dict, dict | None]:
+def read_attestation(path: Path) -> tuple[dict, dict[str, Any] | None]:
     """The statement of the run of an attestation file, and its DSSE envelope when it has one."""
     run, _ = read_bundle(path)
     return run.statement, run.envelope

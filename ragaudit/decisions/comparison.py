@@ -35,6 +35,7 @@ differences give the same CI and p-values, to the last bit, alone or among other
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -203,7 +204,7 @@ def holm(p_values: dict[str, float]) -> dict[str, float]:
     return adjusted
 
 
-def _values(name: str, values: list) -> np.ndarray:
+def _values(name: str, values: list[Any]) -> np.ndarray:
     try:
         out = np.array(values, dtype=float)
     except ValueError:
@@ -250,7 +251,7 @@ def tested(samples: list[tuple[str, np.ndarray]], margin: float) -> list[Tested]
 
 def _metric(
     name: str, a: np.ndarray, b: np.ndarray, found: Tested, *, margin: float, tolerance: float, floor: float | None
-) -> dict:
+) -> dict[str, Any]:
     diffs = b - a
     hib = METRICS[name].higher_is_better
     better = diffs if hib else -diffs
@@ -279,7 +280,7 @@ def _floor(a: System, b: System, name: str) -> float | None:
     return None if None in floors else max(f for f in floors if f is not None)
 
 
-def verdict(m: dict) -> str:
+def verdict(m: dict[str, Any]) -> str:
     """better / worse when Holm's p is below ALPHA and the difference is outside the noise floor;
     noise when a difference is inside a floor above 0; else tie (a difference of 0 among them)."""
     floor = m["noise_floor"]
@@ -298,7 +299,7 @@ def compare_pair(
     margin: float = MARGIN,
     tolerance: float = 0.01,
     assumptions: Assumptions = Assumptions(),
-) -> dict:
+) -> dict[str, Any]:
     return compare_pairs([(a, b)], margin=margin, tolerance=tolerance, assumptions=assumptions)[0]
 
 
@@ -326,8 +327,14 @@ def compare_pairs(
 
 
 def _pair(
-    a: System, b: System, shared: list[str], metrics: dict, margin: float, tolerance: float, assumptions: Assumptions
-) -> dict:
+    a: System,
+    b: System,
+    shared: list[str],
+    metrics: dict[str, Any],
+    margin: float,
+    tolerance: float,
+    assumptions: Assumptions,
+) -> dict[str, Any]:
     for name, p in holm({name: m["p_value"] for name, m in metrics.items()}).items():
         metrics[name]["p_holm"] = p
         metrics[name]["verdict"] = verdict(metrics[name])
@@ -346,7 +353,7 @@ def _pair(
     }
 
 
-def detectable(a: System, b: System, shared: list[str], assumptions: Assumptions) -> dict:
+def detectable(a: System, b: System, shared: list[str], assumptions: Assumptions) -> dict[str, Any]:
     """The smallest change in a rate this pair's questions and runs detect with the planned power
     (`power.py`), under the planning assumptions."""
 
@@ -376,7 +383,7 @@ def compare(
     margin: float = MARGIN,
     tolerance: float = 0.01,
     assumptions: Assumptions = Assumptions(),
-) -> dict:
+) -> dict[str, Any]:
     if not pairs:
         from ragaudit.core.errors import UsageError
 

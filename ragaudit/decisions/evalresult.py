@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from ragaudit.core.errors import InputError
 from ragaudit.decisions.gating import bar
@@ -68,7 +69,7 @@ def claims(checks: list[dict], pipeline: str) -> list[dict]:
     return out
 
 
-def _file(run_dir: Path, name: str, media_type: str | None = None) -> dict | None:
+def _file(run_dir: Path, name: str, media_type: str | None = None) -> dict[str, Any] | None:
     try:
         digest = sha256_within(run_dir, name)
     except (NotAFile, OSError):
@@ -76,7 +77,7 @@ def _file(run_dir: Path, name: str, media_type: str | None = None) -> dict | Non
     return {"name": name, "digest": {"sha256": digest}, **({"mediaType": media_type} if media_type else {})}
 
 
-def statements(run_dir: Path, manifest: dict, report: dict) -> list[dict]:
+def statements(run_dir: Path, manifest: dict[str, Any], report: dict[str, Any]) -> list[dict]:
     """One eval-result statement per gated pipeline of the run directory (report.json's gate)."""
     run_dir = Path(run_dir)
     subject = _file(run_dir, SUBJECT)

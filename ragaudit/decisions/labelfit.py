@@ -21,6 +21,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class Fit:
     kept: str | None = None  # why the thresholds stay as they were
     notes: list[str] = dataclasses.field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "sha256": self.digest,
             "path": str(self.labels),
@@ -204,7 +205,7 @@ class Calibrated:
 
     fit: Fit
     path: Path | None
-    content: dict | None
+    content: dict[str, Any] | None
 
 
 def calibrate_labels(

@@ -22,6 +22,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -100,13 +101,13 @@ class Session:
     stale: list[Label]
     recorded: int = 0
 
-    def task(self, i: int) -> dict:
+    def task(self, i: int) -> dict[str, Any]:
         """Task i, blind: nothing of ragaudit's judgement."""
         if not 0 <= i < len(self.tasks):
             raise UsageError(f"expected a task from 0 to {len(self.tasks) - 1}, found {i}")
         return self.tasks[i]
 
-    def record(self, i: int, values: dict, note: str = "") -> dict:
+    def record(self, i: int, values: dict[str, Any], note: str = "") -> dict[str, Any]:
         """Append the label of task i to the labels file, then return ragaudit's verdict on the run."""
         task = self.task(i)
         found = {d: values.get(d) for d in DIMENSIONS}
@@ -141,7 +142,7 @@ class Session:
         }
 
 
-def append_label(path: Path, label: dict) -> None:
+def append_label(path: Path, label: dict[str, Any]) -> None:
     """One line appended and flushed to disk: a label once written stays, whatever happens next."""
     line = orjson.dumps(label, option=orjson.OPT_SORT_KEYS) + b"\n"
     with open(path, "ab") as sink:
@@ -202,7 +203,7 @@ class _Context:
 
     corpus: Corpus | None
     traces: dict[tuple, Trace]
-    gold: dict[str, dict]
+    gold: dict[str, dict[str, Any]]
 
     @classmethod
     def of(cls, run_dir: Path) -> _Context:
@@ -214,7 +215,7 @@ class _Context:
         corpus_path = (manifest.get("paths") or {}).get("corpus")
         corpus = load_corpus(corpus_path) if corpus_path and Path(corpus_path).exists() else None
         traces = {(t.config, t.qid, t.variant, t.seed): t for t in stream_trace_file(run_dir / rundir.TRACES)}
-        gold: dict[str, dict] = {}
+        gold: dict[str, dict[str, Any]] = {}
         if (run_dir / QUESTIONS).is_file():
             import pyarrow.parquet as pq
 
@@ -225,7 +226,7 @@ class _Context:
                                              "section_id": row["section_id"], "question": row["question"]})  # fmt: skip
         return cls(corpus, traces, gold)
 
-    def task(self, verdict: RunVerdict, key: tuple) -> dict:
+    def task(self, verdict: RunVerdict, key: tuple[Any, ...]) -> dict[str, Any]:
         from ragaudit.checks.metrics.delta_s import payload_text
 
         trace = self.traces.get(key)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ragaudit.core.errors import InputError, UsageError
 from ragaudit.core.model import Report
@@ -106,7 +107,7 @@ def choose_pairs(runs: list[Run], specs: list[str] | None) -> tuple[list[tuple[S
     return default_pairs(runs)
 
 
-def _settings(report: Report) -> dict:
+def _settings(report: Report) -> dict[str, Any]:
     """`[compare]` of the run's config as its report records it (older reports have none)."""
     settings = report.meta.get("compare") or {}
     if not isinstance(settings, dict):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -270,10 +270,10 @@ def questions_needed(design: Design, effect: float, assumptions: Assumptions = A
     return high
 
 
-def rate_plan(design: Design, assumptions: Assumptions, effect: float | None) -> dict:
+def rate_plan(design: Design, assumptions: Assumptions, effect: float | None) -> dict[str, Any]:
     """What `plan` says of one rate: its MDE, and the questions a target effect needs."""
     found = mde(design, assumptions)
-    out: dict = {
+    out: dict[str, Any] = {
         "mde": None if found is None else round(found, 4),
         "questions": design.questions,
         "runs_per_question": _runs_summary(design),
@@ -293,7 +293,7 @@ def _runs_summary(design: Design) -> float:
     return round(design.mean_runs, 4)
 
 
-def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: float | None = None) -> dict:
+def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: float | None = None) -> dict[str, Any]:
     """Per rate (RATES): the MDE and, with `effect`, the questions needed. The model is the same for
     every rate, so their figures agree unless the assumptions differ."""
     if effect is not None and not 0 < effect < 1:
@@ -312,7 +312,7 @@ def plan_gold(
     effect: float | None = None,
     discordance: float = 0.10,
     icc: float = 0.5,
-) -> dict:
+) -> dict[str, Any]:
     """`plan` for the questions of a gold set: a UsageError for an effect outside (0, 1), an InputError
     naming each problem of an unreadable gold set."""
     from ragaudit.core.errors import InputError, UsageError
@@ -328,7 +328,7 @@ def plan_gold(
     return plan(design, assumptions, effect=effect)
 
 
-def render_text(result: dict) -> str:
+def render_text(result: dict[str, Any]) -> str:
     """`plan`'s table for people: the design, the model's assumptions, and per rate its figures."""
     first = next(iter(result.values()))
     effect = first.get("effect")

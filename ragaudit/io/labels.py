@@ -38,6 +38,9 @@ def run_digest(trace: Trace) -> str:
     return "sha256:" + hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+RunKey = tuple[str, str, int, int]  # a run: (pipeline, qid, variant, seed)
+
+
 @dataclass(frozen=True, slots=True)
 class Label:
     pipeline: str
@@ -55,7 +58,7 @@ class Label:
     line: int = 0  # where it was read
 
     @property
-    def key(self) -> tuple[str, str, int, int]:
+    def key(self) -> RunKey:
         return (self.pipeline, self.qid, self.variant, self.seed)
 
     @property
@@ -90,7 +93,7 @@ class LabelsFile:
     """The labels of a file, the last per run, and every problem found reading it."""
 
     path: Path
-    labels: dict[tuple[str, str, int, int], Label]
+    labels: dict[RunKey, Label]
     problems: list[Problem]
 
 
@@ -132,7 +135,7 @@ def read_labels(path: str | Path) -> LabelsFile:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the labels file: {exc.strerror or exc}") from exc
-    labels: dict[tuple[str, str, int, int], Label] = {}
+    labels: dict[RunKey, Label] = {}
     problems: list[Problem] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
