@@ -128,7 +128,7 @@ def from_anthropic(
     scores: Sequence[float] | None = None,
     score_kind: str | None = None,
     **trace: Any,
-) -> dict:
+) -> dict[str, Any]:
     """A trace from a `Message` and the `documents` content blocks of its request, in request order.
 
     `doc_ids[i]` is the corpus doc_id of `documents[i]` (default: its `title`). Other keyword
@@ -136,7 +136,7 @@ def from_anthropic(
     """
     corpus = as_corpus(sources)
     sent = [_sent(d, doc_ids[i] if doc_ids is not None else field(d, "title")) for i, d in enumerate(documents)]
-    hits: dict[tuple, tuple[int, Hit]] = {}
+    hits: dict[tuple[Any, ...], tuple[int, Hit]] = {}  # (document index, location type, *location)
     text, blocks = anthropic_marks(message)
     marks = []
     for start, end, citations in blocks:

@@ -47,7 +47,7 @@ class IndexInfo:
     embed_model: str
     store: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "index_hash": self.index_hash,
             "analyzer": self.analyzer,
@@ -131,10 +131,11 @@ def corpus_root(sources: Sources) -> str | None:
     return sources.path if isinstance(sources, Corpus) and sources.path else None
 
 
-def doc_id_from_meta(meta: Mapping, path_key: str, root: str | None = None) -> str | None:
+def doc_id_from_meta(meta: Mapping[str, Any], path_key: str, root: str | None = None) -> str | None:
     """`meta["doc_id"]`, else the loader's file path `meta[path_key]` as a corpus doc_id."""
     if isinstance(meta.get("doc_id"), str):
-        return meta["doc_id"]
+        doc_id: str = meta["doc_id"]
+        return doc_id
     path = meta.get(path_key)
     return doc_id_from_path(path, root) if isinstance(path, str) and path else None
 
@@ -202,7 +203,9 @@ def count_tokens(text: str, analyzer: str) -> int:
     return known.count(text) if known is not None else len(text.split())
 
 
-def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_kind: str | None = None) -> dict:
+def payload(
+    hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_kind: str | None = None
+) -> dict[str, Any]:
     """The payload of one hit, without its rank."""
     doc = source_document(corpus, hit.doc_id) or hit.source
     span = _span(hit, doc)
@@ -242,7 +245,7 @@ def payload(hit: Hit, *, index: IndexInfo, corpus: Corpus | None = None, score_k
     return {k: v for k, v in out.items() if v is not None}
 
 
-def rank(payloads: list[dict]) -> list[dict]:
+def rank(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Numbers k_pos from 1 in the order given: the library's, ties included."""
     for k, p in enumerate(payloads, start=1):
         p["k_pos"] = k
@@ -251,7 +254,7 @@ def rank(payloads: list[dict]) -> list[dict]:
 
 def payloads_in_order(
     hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None, score_kind: str | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One payload per hit, in the hits' order and without ranks."""
     hits = list(hits)
     check_score_kind(score_kind, scored=any(h.score is not None for h in hits))
@@ -261,16 +264,16 @@ def payloads_in_order(
 
 def build_payloads(
     hits: Iterable[Hit], *, index: IndexInfo, sources: Sources = None, score_kind: str | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     return rank(payloads_in_order(hits, index=index, sources=sources, score_kind=score_kind))
 
 
 def make_trace(
     qid: str,
     query: str | None,
-    payloads: Sequence[dict],
+    payloads: Sequence[dict[str, Any]],
     answer_text: str | None = None,
-    segments: Sequence[dict] | None = None,
+    segments: Sequence[dict[str, Any]] | None = None,
     index: IndexInfo | None = None,
     variant: int = 0,
     seed: int = 0,
@@ -279,7 +282,7 @@ def make_trace(
     retriever_name: str | None = None,
     retrieved_at: str | None = None,
     answer_raw: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A `ragaudit.trace/1` record, ready for `ragaudit.io.traces.parse_trace` or a JSONL file.
 
     `retrieved_at` defaults to now (UTC, `2026-11-22T10:00:00Z`): the adapters run right after

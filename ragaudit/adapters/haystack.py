@@ -75,7 +75,7 @@ def from_haystack(
     sources: Sources = None,
     score_kind: str | None = None,
     doc_id: Callable[[Any], str | None] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Payloads for retrieved `Document`s, in the order given (equal scores too).
 
     `score_kind` names what `Document.score` is (see `SCORE_KINDS`): BM25 and embedding

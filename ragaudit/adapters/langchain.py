@@ -52,7 +52,7 @@ def from_langchain(
     sources: Sources = None,
     score_kind: str | None = None,
     doc_id: Callable[[Any], str | None] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Payloads for `Document`s or `(Document, score)` pairs, in the order given.
 
     `score_kind` says what the scores are (see `SCORE_KINDS`): `similarity_search_with_score`

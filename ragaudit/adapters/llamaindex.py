@@ -91,7 +91,7 @@ def from_llamaindex(
     sources: Sources = None,
     score_kind: str | None = None,
     doc_id: Callable[[Any], str | None] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Payloads for `NodeWithScore`s (or bare nodes), in the order given.
 
     `score_kind` names what `NodeWithScore.score` is for your vector store (see `SCORE_KINDS`):
@@ -110,7 +110,7 @@ def from_llamaindex_response(
     score_kind: str | None = None,
     doc_id: Callable[[Any], str | None] | None = None,
     **trace: Any,
-) -> dict:
+) -> dict[str, Any]:
     """A trace from a query engine's `Response`: its source nodes become the payloads and, for a
     CitationQueryEngine, each `[k]` in the answer cites the payload of "Source k". The answer's
     sentences and the markers that bind to each are read as for any answer with markers (one

@@ -29,7 +29,8 @@ def default_doc_id(result: Any) -> str | None:
     """`attributes["doc_id"]`, else the file name without its extension."""
     attributes = result.attributes or {}
     if isinstance(attributes.get("doc_id"), str):
-        return attributes["doc_id"]
+        doc_id: str = attributes["doc_id"]
+        return doc_id
     return doc_id_from_path(result.filename) if result.filename else None
 
 
@@ -43,7 +44,7 @@ def from_openai(
     score_kind: str = "similarity",
     doc_id: Callable[[Any], str | None] | None = None,
     **trace: Any,
-) -> dict:
+) -> dict[str, Any]:
     """A trace from a `Response`. File search scores are documented as relevance in [0, 1], hence
     `score_kind="similarity"`. Other keyword arguments (`variant`, `seed`, …) go to `make_trace`."""
     results = [r for item in response.output if item.type == "file_search_call" for r in item.results or ()]

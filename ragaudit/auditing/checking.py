@@ -276,7 +276,8 @@ def check_gold(
     (`ignore`) or gives them another severity (`severity`)."""
     import dataclasses
 
-    from ragaudit.io.config import Config, GoldSection, load_config
+    from ragaudit.io.config import Config, load_config
+    from ragaudit.io.config_schema import GoldSection
     from ragaudit.pipelines.inputs import Inputs
 
     rules = load_config(config).gold_check if config else GoldSection()

@@ -1,6 +1,8 @@
 """The `ragaudit` command line: a command parses, calls `ragaudit.flows.api` and returns what its Group prints (a `Said`)."""
 
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,7 +17,7 @@ from ragaudit.outputs.render import issues_text, said
 @click.version_option(ragaudit.__version__, prog_name="ragaudit")
 @flag("--quiet -q", "no progress on stderr: errors, warnings and results only")
 @flag("--verbose -v", "every phase, those under a second too, and debug detail (as timestamped lines in a pipe or a file)")  # fmt: skip
-def main(quiet: bool, verbose: bool):
+def main(quiet: bool, verbose: bool) -> None:
     """Offline, deterministic audit of retrieval-augmented generation: citation payloads, ΔS, coverage, λ convergence
     and citation match, as reports and a CI gate. Progress goes to stderr (a live display on a terminal, timestamped
     lines in CI or with --verbose); stdout carries results only."""
@@ -34,7 +36,7 @@ def main(quiet: bool, verbose: bool):
 @flag("--no-gold-check", "run even when the gold set disagrees with the corpus (its findings still go into the report; a duplicate qid still stops the run)")  # fmt: skip
 @opt("--executor", "where pipeline calls and scoring run: threads here (local), processes here, a Dask cluster (default: [executor] kind, else local)", click.Choice(list(EXECUTORS)))  # fmt: skip
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: [executor] scheduler)")
-def run_command(config_path, baseline, allow_foreign_baseline, no_gate, no_gold_check, **options):
+def run_command(config_path: Path, baseline: Path | None, allow_foreign_baseline: bool, no_gate: bool, no_gold_check: bool, **options: Any) -> said.Said:  # fmt: skip
     """Replay the gold set across variants, seeds and pipelines; measure, gate and report (the gold set is checked
     first, as `gold check` does). A config runs code: trust it like a Makefile. Exit 0: gate passed; 1: failed;
     2: usage; 3: bad input, a gold error or a full disk; 4: a pipeline could not start; 130/143: interrupted."""
@@ -48,7 +50,7 @@ def run_command(config_path, baseline, allow_foreign_baseline, no_gate, no_gold_
 @main.command()
 @arg("run_dir", DIR)
 @flag("--no-gate", "exit 0 whatever the gate says")
-def report(run_dir, no_gate):
+def report(run_dir: Path, no_gate: bool) -> said.Said:
     """Rebuild every output of RUN_DIR from its stored traces (which are only read, never rewritten)."""
     return said.rebuilt(ragaudit.report(run_dir), no_gate)
 
@@ -57,7 +59,7 @@ def report(run_dir, no_gate):
 @arg("report_path", FILE, metavar="REPORT")
 @opt("--config config_path", "config with [gate]", PATH, required=True)
 @shared("--baseline", "--allow-foreign-baseline", "--format")
-def gate(report_path, config_path, fmt, **options):
+def gate(report_path: Path, config_path: Path, fmt: str, **options: Any) -> said.Said:
     """Apply the [gate] of CONFIG to a report.json. Exit 0: pass; 1: fail; 3: an unreadable report, or a baseline built
     on another gold set or corpus."""
     return said.gated(ragaudit.gate(report_path, config_path, **options), fmt)
@@ -69,7 +71,7 @@ def gate(report_path, config_path, fmt, **options):
 @opt("--margin", "non-inferiority margin in (0, 1) (default: [compare] margin, else 0.02)", float)
 @opt("--out", "write compare.json/html to this folder, never a run directory (default: none written)", DIR)
 @shared("--format")
-def compare_command(run_dirs, fmt, **options):
+def compare_command(run_dirs: tuple[Path, ...], fmt: str, **options: Any) -> said.Said:
     """Is B better, worse, or no worse than A? Per pair of pipelines and metric: means, the paired difference with a 95%
     CI, p-values (exact sign test for per-run 0/1 outcomes, sign-flip permutation otherwise; Holm-adjusted), a
     non-inferiority test against the margin, win/tie/loss, the noise floor of pipelines that sample, λ transitions,
@@ -85,7 +87,7 @@ def compare_command(run_dirs, fmt, **options):
 @opt("--only", "comma-separated fault names (default: all, controls included)")
 @shared("--rate", "--seed")
 @opt("--out", "where faults.json/html go (default: RUN_DIR)", DIR)
-def faults(run_dir, config_path, **options):
+def faults(run_dir: Path, config_path: Path | None, **options: Any) -> said.Said:
     """Inject each fault class into a share of the questions of a finished run and gate every faulty copy as `ragaudit
     report` would, alone and against the clean run as its baseline: does the gate pass the clean run and the negative
     controls (llm_rewrite), and fail every fault?
@@ -101,7 +103,7 @@ def faults(run_dir, config_path, **options):
 @opt("--sample", "probe N gold questions, a seeded sample (default: all)", COUNT)
 @opt("--edits", "comma-separated edit kinds: number, entity, negation (default: all)")
 @opt("--resume", "finish an interrupted probe in PROBE_DIR (the probe directory goes to [audit] out)", DIR)
-def probe(config_path, **options):
+def probe(config_path: Path, **options: Any) -> said.Said:
     """Does each pipeline's answer follow its source? Asks each question again on a corpus copy with its anchor's key
     fact edited, and with the anchor's section left out of retrieval; writes a probe directory with report.json.
     Exit 0: faithful_min passes or is not set; 1: it fails; 2: usage; 3: bad input; 4: a pipeline could not start."""
@@ -114,7 +116,7 @@ def probe(config_path, **options):
 @opt("--labels", "fit the claim thresholds to these labels of RUN's runs (ragaudit label) instead", FILE)
 @opt("--run", "the run directory the labels are of (with --labels)", DIR)
 @shared("--rate", "--seed", "--format")
-def calibrate_command(config_path, fmt, labels, run, **options):
+def calibrate_command(config_path: Path, fmt: str, labels: Path | None, run: Path | None, **options: Any) -> said.Said:
     """Propose [gate] thresholds for the gold set and corpus of CONFIG (checked first as `run` checks them: a gold error
     exits 3). No pipeline is called: the oracle run (the gold cited, the anchor stated), its LLM-style rewrite and every
     fault class are built from the gold set and corpus, then audited. Prints per check how well it separates them and
@@ -134,7 +136,7 @@ def calibrate_command(config_path, fmt, labels, run, **options):
 @opt("--labeller", "your name in each label (default: $USER)")
 @opt("--port", "port on 127.0.0.1 (default: any free one)", click.IntRange(0, 65535), default=0)
 @flag("--no-open", "print the page's address without opening a browser")
-def label(run_dir, port, no_open, **options):
+def label(run_dir: Path, port: int, no_open: bool, **options: Any) -> said.Said:
     """Label RUN_DIR's runs yourself, blind to ragaudit's verdict until each is labelled, on a page served on this
     machine (keys c, s, t: correct, supported, citation; Enter saves). Labels are appended, never rewritten."""
     session = ragaudit.open_labels(run_dir, **options)
@@ -149,7 +151,7 @@ def label(run_dir, port, no_open, **options):
 @arg("run_dir", DIR)
 @opt("--labels", "the labels file (ragaudit label)", FILE, required=True)
 @shared("--format")
-def agree(run_dir, labels, fmt):
+def agree(run_dir: Path, labels: Path, fmt: str) -> said.Said:
     """How often ragaudit's verdict on RUN_DIR's runs agrees with your LABELS, per dimension, and where they differ.
     Exit 0; 3: a labels file of another gold set or run, or unreadable."""
     return said.agreed(ragaudit.agree(run_dir, labels), fmt)
@@ -159,7 +161,7 @@ def agree(run_dir, labels, fmt):
 @arg("run_dir", DIR)
 @opt("--attestation", "also check every file this attestation (ragaudit attest) lists against its sha256", FILE)
 @opt("--pubkey", "and check the attestation's signature with this ed25519 public key (PEM)", FILE)
-def verify(run_dir, **options):
+def verify(run_dir: Path, **options: Any) -> said.Said:
     """Check that the inputs (gold set, corpus, config), the traces and every output of RUN_DIR are unchanged since the
     run; with --attestation, that every file it lists has its attested sha256, and with --pubkey that it is signed
     with that key. Exit 0: unchanged; 5: changed or a signature that does not verify (each named, corpus documents
@@ -175,7 +177,7 @@ def verify(run_dir, **options):
 @opt("--executor", "dask: shard the inputs over a Dask cluster (they must be readable at the same paths there)", click.Choice([k for k, e in EXECUTORS.items() if e.shards]), default="local", show_default=True)  # fmt: skip
 @opt("--scheduler", "Dask scheduler address, e.g. tcp://10.0.0.5:8786")
 @shared("--from", "--live-index", "--format")
-def validate(traces, fmt, **options):
+def validate(traces: tuple[Path, ...], fmt: str, **options: Any) -> said.Said:
     """Check every citation payload of trace files (with --from, production spans joined as `ingest` joins them)
     against the rules of `ragaudit codes`. Exit 0: no error-severity issue; 1: error issues; 3: unreadable input."""
     return said.validated(ragaudit.validate(traces, **options), sys.stdout, fmt)
@@ -191,12 +193,12 @@ def validate(traces, fmt, **options):
 @opt("--out", "the traces.jsonl to write", PATH, required=True)
 @opt("--config-name", "every trace's config (default: the spans' service name)")
 @opt("--window", "spans of unfinished traces held at most; spans of one trace further apart are reported late", COUNT, default=20_000, show_default=True)  # fmt: skip
-def ingest(source, inputs, out, **options):
+def ingest(source: str, inputs: tuple[Path, ...], out: Path, **options: Any) -> said.Said:
     return said.ingested(ragaudit.ingest(source, inputs, out, **options))
 
 
 @main.group()
-def gold():
+def gold() -> None:
     """Gold-set tools."""
 
 
@@ -208,7 +210,7 @@ def gold():
 @flag("--no-distance", "skip the dS(question, anchor) warning (no model loaded)")
 @opt("--config", "config whose [gold] ignore and severity apply", PATH)
 @shared("--format")
-def gold_check(gold_path, corpus, no_distance, fmt, **options):
+def gold_check(gold_path: Path, corpus: Path, no_distance: bool, fmt: str, **options: Any) -> said.Said:
     """Check that each gold item is answerable from the corpus it names.
 
     Exit 0: no error; 1: error findings; 3: the gold set or corpus could not be read."""
@@ -223,7 +225,7 @@ def gold_check(gold_path, corpus, no_distance, fmt, **options):
 @opt("--qid", "the item's qid (default: the question's slug)")
 @opt("--paraphrase paraphrases", "a paraphrase of the question (repeatable)", multiple=True)
 @opt("--model", f"embedding model for the similarity search (default: {DEFAULT_MODEL})")
-def gold_anchor(corpus, question, answer, model, **options):
+def gold_anchor(corpus: Path, question: str, answer: str, model: str | None, **options: Any) -> said.Said:
     """Find where ANSWER is in the corpus (exact, normalised, or the closest sentences by the embedding model): the
     candidates on stderr, a gold line anchored at the first on stdout. Exit 0; 1: nothing found; 3: unreadable."""
     return said.anchored(ragaudit.anchor(corpus, question, answer, model=model), question, answer, **options)
@@ -235,7 +237,7 @@ def gold_anchor(corpus, question, answer, model, **options):
 @opt("--from old", "the corpus the gold set was anchored in", PATH)
 @opt("--out", "the new gold set to write", PATH, required=True)
 @opt("--min-ratio", "difflib ratio a fuzzy match must reach to move an anchor", click.FloatRange(0.0, 1.0, min_open=True), default=0.9, show_default=True)  # fmt: skip
-def gold_reanchor(gold_path, corpus, out, **options):
+def gold_reanchor(gold_path: Path, corpus: Path, out: Path, **options: Any) -> said.Said:
     """Move the anchors of GOLD to where their text is in the edited corpus (same text, else the most similar
     sentences); items that cannot move are listed and left out. Exit 0; 1: some could not move; 3: unreadable input."""
     return said.reanchored(*ragaudit.reanchor(gold_path, corpus, out, **options))
@@ -245,7 +247,7 @@ def gold_reanchor(gold_path, corpus, out, **options):
 @arg("traces", nargs=-1, required=True)
 @opt("--qid", "only these questions (repeatable)", multiple=True)
 @opt("--base-url", "link knowledge-base files under this URL")
-def cite(traces, qid, base_url):
+def cite(traces: tuple[Path, ...], qid: tuple[str, ...], base_url: str | None) -> None:
     """Render the runs of trace files as markdown: each answer with claim-level footnotes, then its sources."""
     for text in ragaudit.cite(traces, qids=qid, base_url=base_url):
         click.echo(text)
@@ -253,7 +255,7 @@ def cite(traces, qid, base_url):
 
 @main.command()
 @shared("--format")
-def codes(fmt):
+def codes(fmt: str) -> said.Said:
     """List every issue code with its severity, meaning and fix."""
     return said.listing(issues_text.codes(fmt))
 
@@ -268,7 +270,7 @@ def codes(fmt):
 @flag("--all every", "every recorded metric, not only those the gate reads")
 @opt("--rename", "record pipeline OLD's runs under NEW first, joining the two series", metavar="OLD=NEW")
 @shared("--format")
-def history_command(fmt, **options):
+def history_command(fmt: str, **options: Any) -> said.Said:
     """Trends across recorded runs ($RAGAUDIT_HISTORY, else [history] path, else history.sqlite beside the run
     directories): each pipeline's metrics run by run, with a sparkline. Exit 0; 3: the history is missing or damaged."""
     return said.history(ragaudit.trends(**options), fmt)
@@ -277,7 +279,7 @@ def history_command(fmt, **options):
 @main.command("metrics")
 @shared("--format")
 @opt("--config config_path", "config whose [metrics] k the ranking metrics show", PATH)
-def metrics_command(fmt, config_path):
+def metrics_command(fmt: str, config_path: Path | None) -> said.Said:
     """List every metric with its level, direction, the gate checks that read it, and its definition; then which ΔS the
     gate reads, and why. The ranking metrics show their cutoff (hit@5)."""
     return said.listing(issues_text.metrics(fmt, config_path))
@@ -291,7 +293,7 @@ def metrics_command(fmt, config_path):
 @opt("--out", "default: reports/audit-log-<stamp>", DIR)
 @opt("--config", "model, support, section policy, corpus, [audit_log] thresholds", PATH)
 @opt("--baseline", "a window of this log (2026-11-20) or an earlier audit_log.json that every window is compared with")
-def audit_log_command(traces, source, **options):
+def audit_log_command(traces: tuple[Path, ...], source: str, **options: Any) -> said.Said:
     """Audit production traces without a gold set, per time window: payloads against the corpus snapshot, ΔS, support,
     hallucinations, index drift, regressions window over window, the worst examples. Exit 0: no error issue, no drift,
     no regression; 1: some; 3: bad input."""
@@ -306,7 +308,7 @@ def audit_log_command(traces, source, **options):
 @opt("--discordance", "assumed share of runs whose outcome differs between the two configurations", float, default=0.10, show_default=True)  # fmt: skip
 @opt("--icc", "assumed correlation of that difference between runs of one question (1: a question moves as a unit)", float, default=0.5, show_default=True)  # fmt: skip
 @shared("--format")
-def plan(gold_path, fmt, **options):
+def plan(gold_path: Path, fmt: str, **options: Any) -> said.Said:
     """The smallest change in each rate a comparison of two configurations on GOLD can detect at 80% power and α = 0.05
     (paired exact sign tests); with --effect, the questions it needs. Exit 0; 2: out of range; 3: unreadable gold."""
     return said.planned(ragaudit.plan_gold(gold_path, **options), fmt)
@@ -316,7 +318,7 @@ def plan(gold_path, fmt, **options):
 @arg("run_dir", DIR)
 @opt("--key", "sign with this ed25519 private key (PEM; an encrypted one takes its passphrase from $RAGAUDIT_KEY_PASSWORD)", FILE)  # fmt: skip
 @opt("--out", "the attestation file (default: RUN_DIR/attestation.intoto.jsonl)", PATH)
-def attest(run_dir, key, out):
+def attest(run_dir: Path, key: Path | None, out: Path | None) -> said.Said:
     """Write a release attestation of RUN_DIR (in-toto Statement v1: every file with its sha256, the input hashes, the
     gate's checks, versions and command; with --key, a signed DSSE envelope). Exit 0; 3: no run directory, a damaged
     manifest or report, an unreadable key, an unwritable --out; 5: the run changed since it ran."""
@@ -324,24 +326,18 @@ def attest(run_dir, key, out):
 
 
 @main.group(cls=Group)
-def graphrag():
+def graphrag() -> None:
     """Audit answers of a GraphRAG index: citations → text units → documents."""
 
 
 @graphrag.command("trace")
 @arg("output_dir")
 @opt("--answer answer_file", "the answer: text/markdown, JSON ({'response': ...}) or a notebook (.ipynb) with recorded answers", PATH, required=True)  # fmt: skip
-@opt(
-    "--format fmt",
-    "markdown for people, json for tools",
-    click.Choice(["markdown", "json"]),
-    default="markdown",
-    show_default=True,
-)
+@opt("--format fmt", "markdown for people, json for tools", click.Choice(["markdown", "json"]), default="markdown", show_default=True)  # fmt: skip
 @flag("--verify", "score each claim against the text units of each of its sources")
 @opt("--threshold", "support at or above which a source counts as supporting (default 0.5)", click.FloatRange(0, 1))
 @opt("--model", "encoder for --verify", default=DEFAULT_MODEL, show_default=True)
-def graphrag_trace(output_dir, answer_file, **options):
+def graphrag_trace(output_dir: Path, answer_file: Path, **options: Any) -> said.Said:
     """Resolve every [Data: …] citation of the answer(s) in ANSWER against OUTPUT_DIR.
 
     Exit 0 when every cited id resolves to a text unit, 1 when some are dangling, 3 when an

@@ -3,7 +3,7 @@ for those several commands declare alike); the group that prints what a command 
 
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import click
 
@@ -15,24 +15,25 @@ from ragaudit.outputs.render.said import Said
 
 PATH, FILE, DIR = (click.Path(path_type=Path, **k) for k in ({}, {"dir_okay": False}, {"file_okay": False}))
 ARGV, COUNT = "ragaudit.argv", click.IntRange(min=1)  # where the argv is kept; a count
+F = TypeVar("F", bound=Callable[..., Any])  # a command, decorated by an option and returned as it was
 SPANS_HELD = ", ".join(f"{f.name} ({f.holds})" for f in INPUT_FORMATS.values() if f.reader)  # FORMAT of `ingest --help`
 
 
-def opt(decls: str, help: str, type: Any = None, **kw: Any) -> Any:
+def opt(decls: str, help: str, type: Any = None, **kw: Any) -> Callable[[F], F]:
     """An option: its flags and parameter name, space-separated (`--config config_path`), its help, its type."""
     return click.option(*decls.split(), type=type, help=help, **kw)
 
 
-def shared(*names: str) -> Any:
+def shared(*names: str) -> Callable[[F], F]:
     """The options of these names in SHARED, in this order: `@shared("--rate", "--seed")`."""
     return lambda command: reduce(lambda done, name: SHARED[name](done), reversed(names), command)
 
 
-def flag(decls: str, help: str) -> Any:
+def flag(decls: str, help: str) -> Callable[[F], F]:
     return click.option(*decls.split(), is_flag=True, help=help)
 
 
-def arg(name: str, type: Any = PATH, **kw: Any) -> Any:
+def arg(name: str, type: Any = PATH, **kw: Any) -> Callable[[F], F]:
     return click.argument(name, type=type, **kw)
 
 
@@ -61,17 +62,17 @@ SHARED = {  # the options several commands declare alike, one line each
 class Group(click.Group):
     """Prints the `Said` a command returns, ends with its exit code; RagauditError, ctrl-C, OSError: code and message."""
 
-    def make_context(self, *args, **kwargs):
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:
             return super().make_context(*args, **kwargs)
         except BrokenPipeError:  # `ragaudit --help | head -1`
             end_quietly()
 
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta.setdefault(ARGV, ["ragaudit", *args])  # the command as given, which a run records in its manifest
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         arrow.use_jemalloc()
         try:
             try:

@@ -29,7 +29,7 @@ def _fold(term: str) -> str:
 @dataclass(frozen=True)
 class Analyzer:
     name: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     normalize: Callable[[str], str]
     description: str
 
@@ -45,7 +45,7 @@ class Analyzer:
 
 
 @lru_cache(maxsize=1 << 14)
-def _count(pattern: re.Pattern, text: str) -> int:
+def _count(pattern: re.Pattern[str], text: str) -> int:
     # the same snippet text recurs across the runs of a trace file; count it once
     return len(pattern.findall(text))
 

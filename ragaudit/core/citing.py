@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Iterable
 
 from ragaudit.core.forgetting import forgotten
 from ragaudit.core.markers import ALL_FORMS, marker_ids, markers
@@ -49,7 +50,7 @@ class Bound:
     paragraph: int
 
 
-def marker_sources(match: re.Match) -> list[str]:
+def marker_sources(match: re.Match[str]) -> list[str]:
     """The ids a marker found by `MARKER` names, as the context numbers or names them: `[^1^]` and
     `【1:0†source】` name `1`; a GraphRAG data reference names none here (its adapter reads it)."""
     text = match.group()
@@ -69,7 +70,7 @@ def bound_sentences(
     out: list[Bound] = []
     for paragraph, block in enumerate(p for p in _PARAGRAPH.split(text) if p.strip()):
         found = list(markers(block, names=names, forms=forms))
-        pieces: list[list] = []  # [text, ids]
+        pieces: list[list[Any]] = []  # [text, ids]
         for a, b in sentence_spans(block):
             mine = [m for m in found if a <= m.start() < b]
             lead = _leading_markers(block, a, mine)
@@ -86,7 +87,7 @@ def bound_sentences(
     return tuple(out)
 
 
-def _leading_markers(block: str, at: int, found: list[re.Match]) -> int:
+def _leading_markers(block: str, at: int, found: list[re.Match[str]]) -> int:
     """Where the run of markers (and spaces or closing punctuation) that opens the sentence at `at`
     ends (`at` itself when none does); `found` are the sentence's markers, in order."""
     for m in found:
@@ -97,7 +98,7 @@ def _leading_markers(block: str, at: int, found: list[re.Match]) -> int:
     return at
 
 
-def _ids(found) -> list[str]:
+def _ids(found: Iterable[re.Match[str]]) -> list[str]:
     return [i for m in found for i in marker_sources(m)]
 
 
@@ -154,7 +155,7 @@ def resolve(ids: tuple[str, ...], retrieved: tuple[Payload, ...]) -> tuple[str, 
 
 def numbered_segments(
     text: str, numbered: Mapping[int, str], named: Mapping[str, str], forms: frozenset[str] = ALL_FORMS
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One segment per sentence of `text`, citing what its markers name when the context was
     numbered otherwise than by rank (a LlamaIndex CitationQueryEngine's "Source k" chunks): a number
     through `numbered`, any other id through `named` (`names`); an id that names nothing stays as

@@ -6,6 +6,7 @@ Codes are stable strings: never rename or reuse one. `ragaudit codes` prints thi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS, Issue, Trace
 
@@ -20,7 +21,7 @@ class Code:
     fix: str
     family: str = "trace"
 
-    def issue(self, message: str, **where) -> Issue:
+    def issue(self, message: str, **where: Any) -> Issue:
         return Issue(self.code, self.severity, message, self.fix, **where)
 
 
@@ -288,11 +289,11 @@ CODES.update({c[0]: Code(*c, family="audit") for c in _AUDIT_TABLE})
 CODES.update({c[0]: Code(*c, family="metric") for c in _METRIC_TABLE})
 
 
-def issue(code: str, message: str, **where) -> Issue:
+def issue(code: str, message: str, **where: Any) -> Issue:
     return CODES[code].issue(message, **where)
 
 
-def where(trace: Trace, path: str = "$", **extra) -> dict:
+def where(trace: Trace, path: str = "$", **extra: Any) -> dict[str, Any]:
     """The location fields of an issue about `trace`."""
     return dict(
         qid=trace.qid,

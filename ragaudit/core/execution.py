@@ -39,6 +39,8 @@ from ragaudit.core.errors import PipelineStartError
 from ragaudit.core.wire import dumps, received
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
     from ragaudit.io.config import Config
 
 DEFAULT_WORKERS = 1  # without --workers and without a config that sets [audit] workers
@@ -128,7 +130,9 @@ class ClusterExecutor(Executor, Protocol):
         ...
 
 
-def map_ordered(executor: Executor, fn: Callable[..., Any], items: Iterable, *args: Any, ahead: int) -> Iterator:
+def map_ordered(
+    executor: Executor, fn: Callable[..., Any], items: Iterable[Any], *args: Any, ahead: int
+) -> Iterator[Any]:
     """`fn(item, *args)` for each item, on `executor`: the results in the order of `items`, with at
     most `ahead` tasks submitted beyond the one whose result comes next. Tasks not yet handed out
     when the caller stops early are cancelled."""
@@ -161,7 +165,9 @@ class Threads:
 
     def __init__(self, workers: int, *, name: str = "ragaudit-worker"):
         self.workers = workers
-        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
         self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True) for i in range(workers)]
         for thread in self._threads:
             thread.start()
@@ -176,8 +182,8 @@ class Threads:
                     future.set_exception(exc)
             del task, future, fn, args
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
         self._tasks.put((future, fn, args))
         return future
 
@@ -189,9 +195,9 @@ class Threads:
 
 @dataclass(eq=False)
 class _Job:
-    future: Future
+    future: Future[Any]
     fn: Callable[..., Any]
-    args: tuple
+    args: tuple[Any, ...]
     deaths: int = 0
     running: bool = False  # handed to a worker once (its future says so)
 
@@ -217,7 +223,7 @@ class Processes:
         self,
         workers: int,
         *,
-        setup: tuple[Callable[..., Any], tuple] | None = None,
+        setup: tuple[Callable[..., Any], tuple[Any, ...]] | None = None,
         tries: int = TRIES,
         name: str = "ragaudit-worker",
         when_ready: bool = False,
@@ -256,8 +262,8 @@ class Processes:
         """The worker processes' ids, as they are now."""
         return [slot.process.pid for slot in self._slots]
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
         with self._lock:
             if self._closed or not self._slots:
                 raise RuntimeError("the executor is closed" if self._closed else "no worker process could start")
@@ -393,12 +399,12 @@ class Processes:
                 os.close(fd)
 
 
-def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None, parent: int) -> None:
+def _serve(pipe: Connection[Any, Any], setup: tuple[Callable[..., Any], tuple[Any, ...]] | None, parent: int) -> None:
     """A worker's life: the setup once, then tasks until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ctrl-C is for the parent, which stops us
     # the parent's id as the parent saw it: it may have died before this process got here
     threading.Thread(target=_watch_parent, args=(parent,), name="ragaudit-parent-watch", daemon=True).start()
-    broken: tuple | None = None
+    broken: tuple[str, BaseException, str] | None = None
     if setup is not None:
         try:
             setup[0](*setup[1])
@@ -420,7 +426,7 @@ def _serve(pipe, setup: tuple[Callable[..., Any], tuple] | None, parent: int) ->
                 return
             if enabled and not getattr(task[0], "without_collector", False):
                 gc.enable()
-            reply: tuple
+            reply: tuple[Any, ...]
             if broken is not None:
                 reply = broken
             else:
@@ -448,7 +454,7 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _raised(exc: BaseException) -> tuple:
+def _raised(exc: BaseException) -> tuple[str, BaseException, str]:
     """An exception as a reply the parent can read: the exception itself when it survives pickling,
     else a RuntimeError saying what it was; with its traceback either way."""
     text = "".join(traceback.format_exception(exc))

@@ -60,7 +60,7 @@ def openai_marks(response: Any) -> tuple[str, list[Mark]]:
     return text, marks
 
 
-def segments(text: str, marks: Iterable[tuple[int, int, Sequence[Id]]]) -> list[dict]:
+def segments(text: str, marks: Iterable[tuple[int, int, Sequence[Id]]]) -> list[dict[str, Any]]:
     """Answer segments: one per sentence of `text`, citing what the marks it holds cite.
 
     A mark `(start, end, ids)` with start < end belongs to every sentence it overlaps; a point

@@ -78,14 +78,14 @@ _CODE_DIRECTIVE = re.compile(
 _PROMPT = re.compile(r"[ \t]*(?:>>>|\.\.\.|\$)(?: |$)")
 
 
-def marker_ids(match: re.Match) -> list[str]:
+def marker_ids(match: re.Match[str]) -> list[str]:
     """The source ids of a list marker found by `MARKER`, as written (`[1, 2]` gives `["1", "2"]`);
     none for a GraphRAG data reference or a file citation."""
     ids = match.group("ids")
     return _SPLIT_IDS.split(ids) if ids else []
 
 
-def form(match: re.Match) -> str:
+def form(match: re.Match[str]) -> str:
     """The form (`FORMS`) of a marker found by `MARKER`."""
     if match.group("body") is not None:
         return "data"
@@ -100,7 +100,7 @@ def _code(text: str) -> list[tuple[int, int]]:
     spans = _code_lines(text) if "\n" in text or text[:1] in " \t>$." else []
     if "`" not in text and "~~~" not in text:
         return spans
-    opened: re.Match | None = None
+    opened: re.Match[str] | None = None
     for fence in _FENCE.finditer(text):
         if opened is None:
             opened = fence
@@ -170,7 +170,7 @@ def _fills_line(text: str, start: int, end: int) -> bool:
     )
 
 
-def _is_marker(match: re.Match, text: str, names: Collection[str] | None, forms: Collection[str]) -> bool:
+def _is_marker(match: re.Match[str], text: str, names: Collection[str] | None, forms: Collection[str]) -> bool:
     kind = form(match)
     if kind not in forms:
         return False
@@ -193,7 +193,7 @@ def _is_marker(match: re.Match, text: str, names: Collection[str] | None, forms:
 
 def markers(
     text: str, *, names: Collection[str] | None = None, forms: Collection[str] = ALL_FORMS
-) -> Iterator[re.Match]:
+) -> Iterator[re.Match[str]]:
     """The markers of `text`, in order: the candidates of `MARKER` that stand where a marker stands
     (see the module's docstring). `names`: the snippet and document ids of the retrieved sources,
     when they are known; `forms`: the forms accepted."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 _INDEXES: dict[tuple[str, ...], dict[str, int]] = {}  # names in order -> their positions, shared
 
@@ -32,7 +35,8 @@ class Means(Mapping[str, "float | None"]):
         i = self._index[name]
         return None if self._absent >> i & 1 else self._values[i]
 
-    def get(self, name: str, default=None):  # Mapping's, without its exception for an absent name
+    # Mapping's, without its exception for an absent name
+    def get(self, name: str, default: _T | None = None) -> float | _T | None:
         i = self._index.get(name)
         if i is None:
             return default
@@ -47,5 +51,5 @@ class Means(Mapping[str, "float | None"]):
     def __repr__(self) -> str:
         return f"Means({dict(self)!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Means], tuple[list[tuple[str, float | None]]]]:
         return (Means, (list(self.items()),))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ragaudit.core import shape
+from ragaudit.core import shape, types
 from ragaudit.core.errors import InputError
 from ragaudit.core.means import Means
-from ragaudit.core.shape import JSON, LAMBDA_STATES, ShapeError, get, items, numbers, obj
+from ragaudit.core.shape import JSON, ShapeError, get, items, numbers, obj
 
 # ---- the gate ------------------------------------------------------------------------------
 
@@ -146,7 +146,7 @@ class Lambda:
     def from_json(cls, data: Any, where: str) -> "Lambda":
         data = obj(data, where)
         return cls(
-            state=get(data, "state", where, shape.is_state, "a λ state (" + ", ".join(LAMBDA_STATES) + ")"),
+            state=get(data, "state", where, shape.is_state, "a λ state (" + ", ".join(types.LAMBDA_STATES) + ")"),
             symbol=str(data.get("symbol") or ""),
             css=get(data, "css", where, shape.opt_num, "a number or null", None),
             spread=get(data, "spread", where, shape.opt_num, "a number or null", None),

@@ -3,9 +3,12 @@ The runner executes this plan; the audit counts a planned run that left no trace
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 from ragaudit.core.types import GoldItem, Trace
+
+if TYPE_CHECKING:
+    from ragaudit.io.config import Config
 
 
 class PlannedRun(NamedTuple):
@@ -16,7 +19,7 @@ class PlannedRun(NamedTuple):
     query: str
 
 
-def planned_runs(config, items: list[GoldItem]) -> Iterator[PlannedRun]:
+def planned_runs(config: Config, items: list[GoldItem]) -> Iterator[PlannedRun]:
     """In order: pipeline, question, variant, seed."""
     for pipeline in config.pipelines:
         for item in items:
@@ -34,7 +37,7 @@ class PlanIndex:
     """Each planned run's position in plan order, computed rather than stored, and which positions
     are done (one bit each): memory grows with the gold set and the pipelines, not with the runs."""
 
-    def __init__(self, config, items: list[GoldItem]):
+    def __init__(self, config: Config, items: list[GoldItem]):
         import numpy as np
 
         self.config, self.items = config, items
@@ -79,7 +82,7 @@ class PlanIndex:
         self.done[at] = True
         return True
 
-    def missing(self, pipelines=None):
+    def missing(self, pipelines: Iterable[str] | None = None) -> Iterator[PlannedRun]:
         """The planned runs not done, in plan order, for the given pipelines (default all)."""
         wanted = set(self.pipelines) if pipelines is None else set(pipelines)
         for run in planned_runs(self.config, self.items):

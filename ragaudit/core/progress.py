@@ -29,9 +29,13 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ragaudit.core.progress_rate import Eta, rate_text
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.progress import Progress
 
 PERIOD_S = 5.0  # between two progress lines of one phase, when not on a terminal
 SHOWN_AFTER_S = 1.0  # a phase shorter than this shows only with verbose
@@ -408,13 +412,13 @@ class _Live:
         self.console = Console(file=stream, force_terminal=True, force_interactive=True, highlight=False)
         self.progress: Any = None
 
-    def _make(self):
+    def _make(self) -> Progress:
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         display = self
 
         class Rows(Progress):
-            def get_renderables(self):
+            def get_renderables(self) -> Iterable[RenderableType]:
                 display.sync()
                 return super().get_renderables()
 

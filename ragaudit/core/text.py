@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 from ragaudit.core.forgetting import forgotten
 from ragaudit.core.markers import strip_markers
@@ -25,7 +25,7 @@ _BRACKET_STOP = re.compile(r"[\]】][ \t]*[.!?][\"')]*\Z")
 
 
 @lru_cache(maxsize=1)
-def _segmenter():
+def _segmenter() -> Any:  # a pysbd.Segmenter (pysbd has no types)
     import pysbd
 
     return pysbd.Segmenter(language="en", clean=False, char_span=True)

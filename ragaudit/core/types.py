@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for annotations only: this module imports nothing of ragaudit when it runs
+    from ragaudit.core.analyzers import Analyzer
 
 TRACE_SCHEMA = "ragaudit.trace/1"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the embedding model, unless `[embedder] model` or `--model` names another
@@ -88,7 +91,7 @@ class Payload:
     embed_model: str | None
     analyzer: str | None
     rev: str | None
-    window: dict | None = None
+    window: dict[str, Any] | None = None
     page: int | None = None
     score_raw: float | None = None
     score_norm: float | None = None
@@ -100,7 +103,7 @@ class Payload:
     # the offsets when they are valid; "derived": built again by the constructor, never sent to a worker
     span: Span | None = field(init=False, compare=False, repr=False, metadata={"derived": True})
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.span = self.offsets.span if self.offsets is not None else None
 
 
@@ -200,8 +203,8 @@ class Issue:
     line: int | None = None
     pipeline: str | None = None  # the trace's `config`: which pipeline produced the run
 
-    def to_dict(self) -> dict:
-        out = {
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "code": self.code,
             "severity": self.severity,
             "qid": self.qid,
@@ -260,10 +263,10 @@ class Document:
 class Corpus:
     documents: dict[str, Document]
     path: str = ""
-    _token_spans: dict = field(default_factory=dict, repr=False, compare=False)
-    _sections: dict = field(default_factory=dict, repr=False, compare=False)
+    _token_spans: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict, repr=False, compare=False)
+    _sections: dict[tuple[str, str], Section] = field(default_factory=dict, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for doc in self.documents.values():
             for section in doc.sections:
                 self._sections[(doc.doc_id, section.section_id)] = section
@@ -280,7 +283,7 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.documents)
 
-    def token_spans(self, doc_id: str, analyzer) -> list[tuple[int, int]]:
+    def token_spans(self, doc_id: str, analyzer: Analyzer) -> list[tuple[int, int]]:
         """Char spans of the document's tokens under `analyzer`, computed once per pair."""
         key = (doc_id, analyzer.name)
         spans = self._token_spans.get(key)
@@ -288,7 +291,7 @@ class Corpus:
             spans = self._token_spans[key] = analyzer.spans(self.documents[doc_id].text)
         return spans
 
-    def char_span(self, doc_id: str, span: Span, analyzer=None) -> Span | None:
+    def char_span(self, doc_id: str, span: Span, analyzer: Analyzer | None = None) -> Span | None:
         """The span in chars; a token span needs the analyzer, and is None past the last token."""
         if span.unit == "char":
             return span

@@ -11,12 +11,15 @@ import inspect
 import io
 import operator
 import pickle
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _Reducers(dict):
+class _Reducers(dict[type, Callable[[Any], Any]]):
     """pickle's dispatch table, plus for each slotted dataclass (traces, payloads): built again by its
     constructor from its init fields, its other fields then set (twice as fast as field by field),
     but for those whose metadata says "derived": the constructor sets them (a payload's span)."""
@@ -45,7 +48,7 @@ class _Reducers(dict):
         return reduce
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple]:
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     """The tuple of an object's values of `names`."""
     if len(names) > 1:
         return operator.attrgetter(*names)
@@ -56,7 +59,7 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple]:
 _REDUCERS = _Reducers(copyreg.dispatch_table)
 
 
-def _rebuilt(cls: type, args: tuple, names: tuple[str, ...], values: tuple) -> Any:
+def _rebuilt(cls: type, args: tuple[Any, ...], names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
     obj = cls(*args)
     for name, value in zip(names, values):
         object.__setattr__(obj, name, value)
@@ -72,7 +75,7 @@ def without_collector(fn: F) -> F:
     return fn
 
 
-def received(pipe) -> Any:
+def received(pipe: Connection[Any, Any]) -> Any:
     """The next value down `pipe`, unpickled without the cyclic collector (a batch: many objects, no cycles)."""
     enabled = gc.isenabled()
     gc.disable()

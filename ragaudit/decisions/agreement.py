@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ragaudit.core.errors import InputError, Problem
-from ragaudit.io import rundir
+from ragaudit.io import rundir, runfiles
 from ragaudit.io.labels import DIMENSIONS, Label, LabelsFile, RunKey, read_labels, run_digest
 
 VERDICTS = ("good", *DIMENSIONS)
@@ -92,7 +92,7 @@ def run_verdicts(run_dir: Path) -> dict[RunKey, RunVerdict]:
     run_dir = Path(run_dir)
     rundir.read_manifest(run_dir)  # a folder that is no finished run is an input error naming it
     digests = {
-        (t.config or "", t.qid, t.variant, t.seed): run_digest(t) for t in stream_trace_file(run_dir / rundir.TRACES)
+        (t.config or "", t.qid, t.variant, t.seed): run_digest(t) for t in stream_trace_file(run_dir / runfiles.TRACES)
     }
     out = {}
     for batch in iter_runs(run_dir / RUNS):

@@ -280,10 +280,10 @@ def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -
     """Write the attestation of an unchanged run directory (to `out`, default RUN_DIR/DEFAULT_NAME);
     returns where, and the statement."""
     from ragaudit.core.errors import InputsChangedError
-    from ragaudit.io import rundir
+    from ragaudit.io import rundir, runfiles
 
     run_dir = Path(run_dir)
-    if not (run_dir / rundir.MANIFEST).is_file():
+    if not (run_dir / runfiles.MANIFEST).is_file():
         raise InputError(Problem(str(run_dir), "expected a run directory with manifest.json, found none"))
     target = Path(out) if out else run_dir / DEFAULT_NAME
     if inside(run_dir, target) and not _ATTESTATION.match(target.name):

@@ -30,7 +30,7 @@ from ragaudit.core.errors import InputError, UsageError
 from ragaudit.core.markers import markers
 from ragaudit.core.types import Corpus, Trace
 from ragaudit.decisions.agreement import RunVerdict, run_verdicts
-from ragaudit.io import rundir
+from ragaudit.io import rundir, runfiles
 from ragaudit.io.labels import DIMENSIONS, SAMPLES, Label, read_labels
 
 BY = ("random", "stratified", "uncertainty")
@@ -214,7 +214,7 @@ class _Context:
         manifest = rundir.read_manifest(run_dir)
         corpus_path = (manifest.get("paths") or {}).get("corpus")
         corpus = load_corpus(corpus_path) if corpus_path and Path(corpus_path).exists() else None
-        traces = {(t.config, t.qid, t.variant, t.seed): t for t in stream_trace_file(run_dir / rundir.TRACES)}
+        traces = {(t.config, t.qid, t.variant, t.seed): t for t in stream_trace_file(run_dir / runfiles.TRACES)}
         gold: dict[str, dict[str, Any]] = {}
         if (run_dir / QUESTIONS).is_file():
             import pyarrow.parquet as pq

@@ -30,7 +30,7 @@ def _code(exc: sqlite3.Error) -> int:
     return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
 
 
-def _shape(tables: dict[str, str]) -> dict[str, list[tuple]]:
+def _shape(tables: dict[str, str]) -> dict[str, list[tuple[str, str, int]]]:
     """Each table's columns (name, declared type, primary key position) as SQLite reports them."""
     db = sqlite3.connect(":memory:")
     try:
@@ -41,7 +41,7 @@ def _shape(tables: dict[str, str]) -> dict[str, list[tuple]]:
         db.close()
 
 
-def _columns(db: sqlite3.Connection, table: str) -> list[tuple]:
+def _columns(db: sqlite3.Connection, table: str) -> list[tuple[str, str, int]]:
     return [(row[1], str(row[2]).upper(), row[5]) for row in db.execute(f"PRAGMA table_info({table})")]
 
 
@@ -65,7 +65,7 @@ class CacheDB:
 
     # ---- use ----------------------------------------------------------------------------------
 
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a query; none when the cache cannot be read."""
         with self._lock:
             if not self.readable or self._db is None:

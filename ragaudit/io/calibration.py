@@ -15,9 +15,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.gatechecks.registry import KEYS
+
+if TYPE_CHECKING:
+    from ragaudit.io.config import Config
 
 SCHEMA = "ragaudit.calibration/1"
 # the [gate] keys a calibration may set, and whether each is a rate in [0, 1] (else a count)
@@ -98,7 +102,7 @@ def read_calibration(path: Path) -> Calibration:
     )
 
 
-def regated(calibration: Calibration | None, recorded: dict | None) -> str | None:
+def regated(calibration: Calibration | None, recorded: dict[str, Any] | None) -> str | None:
     """What to tell a user who gates a run again with `calibration` (a config's `[gate] from`, or
     None) when the run was gated with another one, as its recorded inputs (`recorded`: a manifest's
     or a report's `inputs`) hash it; None when it is the same, or when the run recorded none."""
@@ -113,7 +117,7 @@ def regated(calibration: Calibration | None, recorded: dict | None) -> str | Non
     )
 
 
-def check_inputs(calibration: Calibration, inputs: dict | None) -> None:
+def check_inputs(calibration: Calibration, inputs: dict[str, Any] | None) -> None:
     """InputError unless the calibration was built on these gold set and corpus (sha256 by name)."""
     differ = [name for name in ("gold", "corpus") if calibration.inputs.get(name) != (inputs or {}).get(name)]
     if differ:
@@ -127,10 +131,12 @@ def check_inputs(calibration: Calibration, inputs: dict | None) -> None:
         )
 
 
-def check_config(config) -> None:
+def check_config(config: Config) -> None:
     """`check_inputs` for a config whose [gate] reads a calibration, against its gold set and corpus."""
     if config.calibration is None:
         return
     from ragaudit.io.files import sha256_file
 
-    check_inputs(config.calibration, {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)})
+    # a config without a gold set or corpus fails here (TypeError), before Inputs.from_config would refuse it
+    gold, corpus = cast(Path, config.gold), cast(Path, config.corpus)
+    check_inputs(config.calibration, {"gold": sha256_file(gold), "corpus": sha256_file(corpus)})

@@ -32,7 +32,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import (
     ValidationError,
@@ -53,7 +53,7 @@ from ragaudit.io.config_schema import (
     SupportSection,
 )
 from ragaudit.io.tomlpos import BARE as _BARE
-from ragaudit.io.tomlpos import Positions
+from ragaudit.io.tomlpos import Loc, Positions
 
 if TYPE_CHECKING:
     from ragaudit.io.calibration import Calibration
@@ -103,6 +103,7 @@ from ragaudit.io.config_schema import (  # noqa: E402
     _defaults,
     _found,
     _option_defaults,
+    _Pipeline,
     _Root,
 )
 
@@ -134,7 +135,7 @@ _BOUNDS = {
 }
 
 
-def _unknown_key(parent: tuple, key: str, value: Any) -> str:
+def _unknown_key(parent: tuple[Any, ...], key: str, value: Any) -> str:  # a table's loc: names, an index, a kind
     if not parent:
         allowed = ", ".join(sorted([*_SECTIONS, "pipelines"]))
         what = f"unknown table [{key}]" if isinstance(value, dict) else f"unknown key {key!r}"
@@ -147,7 +148,7 @@ def _unknown_key(parent: tuple, key: str, value: Any) -> str:
     return f"expected one of {', '.join(sorted(_defaults(_SECTIONS[parent[0]])))}, found unknown key {key!r}"
 
 
-def _explain(error: Any) -> tuple[tuple, str]:  # a pydantic ErrorDetails
+def _explain(error: Any) -> tuple[Loc, str]:  # a pydantic ErrorDetails
     """The location (without pydantic's union tag) and house message of one pydantic error."""
     raw, kind, value, ctx = error["loc"], error["type"], error.get("input"), error.get("ctx") or {}
     loc = raw[:2] + raw[3:] if raw[:1] == ("pipelines",) and len(raw) > 2 else raw
@@ -172,7 +173,7 @@ def _explain(error: Any) -> tuple[tuple, str]:  # a pydantic ErrorDetails
     return loc, f"expected {_EXPECTED.get(kind, 'a valid value')}, found {_found(value)}"
 
 
-def _non_finite(value: Any, loc: tuple = ()):
+def _non_finite(value: Any, loc: Loc = ()) -> Iterator[tuple[Loc, float]]:
     """Every NaN or infinite number of a parsed TOML value, with its location (docs/reference.md §1.5: every number is finite)."""
     if isinstance(value, float) and not math.isfinite(value):
         yield loc, value
@@ -184,11 +185,11 @@ def _non_finite(value: Any, loc: tuple = ()):
             yield from _non_finite(item, loc + (index,))
 
 
-def _jsonpath(loc: tuple) -> str:
+def _jsonpath(loc: Loc) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" if _BARE.fullmatch(p) else f"[{p!r}]" for p in loc)
 
 
-def _problems(path: Path, text: str, raw: dict, error: ValidationError | None) -> list[Problem]:
+def _problems(path: Path, text: str, raw: dict[str, Any], error: ValidationError | None) -> list[Problem]:
     found = [_explain(e) for e in (error.errors(include_url=False) if error else [])]
     reported = {loc for loc, _ in found}
     for loc, value in _non_finite(raw):
@@ -201,19 +202,19 @@ def _problems(path: Path, text: str, raw: dict, error: ValidationError | None) -
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
-def _with_fitted(root, calibration):
+def _with_fitted(root: _Root, calibration: Calibration) -> _Root:
     """The config with the claim thresholds a calibration fitted to labels, where it sets none itself."""
     from ragaudit.io.calibration import CLAIMS
 
     changed: dict[str, dict[str, float]] = {}
     for key, value in calibration.claims.items():
         table, name = CLAIMS[key]
-        section = root.support if table == "support" else root.lambda_
+        section: SupportSection | LambdaSection = root.support if table == "support" else root.lambda_
         if name not in section.model_fields_set:  # the config's own keys win
             changed.setdefault(table, {})[name] = value
     if not changed:
         return root
-    updates = {}
+    updates: dict[str, SupportSection | LambdaSection] = {}
     if "support" in changed:
         updates["support"] = root.support.model_copy(update=changed["support"])
     if "lambda" in changed:
@@ -296,7 +297,7 @@ def load_config(path: str | Path) -> Config:
     )
 
 
-def _check_history_keys(path: Path, text: str, pipelines: list) -> None:
+def _check_history_keys(path: Path, text: str, pipelines: list[_Pipeline]) -> None:
     """Two pipelines cannot keep their values under one history key (a name, by default)."""
     owner: dict[str, str] = {}
     for i, p in enumerate(pipelines):

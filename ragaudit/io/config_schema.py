@@ -8,10 +8,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union, cast, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, core_schema
 
 from ragaudit.core.errors import describe
 from ragaudit.core.gatechecks.entry import Key
@@ -50,7 +50,7 @@ def _found(value: Any) -> str:
     return "a table" if isinstance(value, dict) else describe(value)
 
 
-def _path(value: Any, info) -> Path:
+def _path(value: Any, info: core_schema.ValidationInfo) -> Path:
     if not isinstance(value, str) or not value:
         raise _fail("a path string")
     config = (info.context or {}).get("path")
@@ -159,7 +159,7 @@ class _Gate(_Thresholds):
 
     @field_validator("pipelines")
     @classmethod
-    def _configured(cls, names: list[str], info) -> list[str]:
+    def _configured(cls, names: list[str], info: core_schema.ValidationInfo) -> list[str]:
         configured = (info.context or {}).get("pipelines") or ()
         unknown = [name for name in names if configured and name not in configured]
         if unknown:
@@ -250,7 +250,7 @@ class _Compare(_Table):
 
     @field_validator("pairs")
     @classmethod
-    def _configured(cls, pairs: list[list[str]], info) -> list[list[str]]:
+    def _configured(cls, pairs: list[list[str]], info: core_schema.ValidationInfo) -> list[list[str]]:
         configured = (info.context or {}).get("pipelines") or ()
         for i, pair in enumerate(pairs):
             unknown = [name for name in pair if configured and name not in configured]
@@ -304,7 +304,7 @@ class _Pipeline(_Table):
 
     @field_validator("name")
     @classmethod
-    def _unique(cls, name: str, info) -> str:
+    def _unique(cls, name: str, info: core_schema.ValidationInfo) -> str:
         count = ((info.context or {}).get("pipelines") or []).count(name)
         if count > 1:
             raise _fail("unique pipeline names", f"{name!r} {count} times")
@@ -323,7 +323,7 @@ class _Reference(_Pipeline):
 
     @field_validator("chunk_overlap")
     @classmethod
-    def _overlap(cls, overlap: int, info) -> int:
+    def _overlap(cls, overlap: int, info: core_schema.ValidationInfo) -> int:
         size = info.data.get("chunk_size")
         if size is not None and overlap >= size:
             raise _fail(f"chunk_overlap < chunk_size ({size})")
@@ -387,7 +387,7 @@ class PipelineKind:
 
     @property
     def name(self) -> str:
-        return get_args(self.table.model_fields["kind"].annotation)[0]
+        return cast(str, get_args(self.table.model_fields["kind"].annotation)[0])  # its `kind` Literal's one value
 
     @property
     def remote(self) -> bool:

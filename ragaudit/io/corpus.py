@@ -99,7 +99,7 @@ def sections_of(text: str, heads: list[tuple[int, int, str]]) -> tuple[Section, 
     return tuple(sections)
 
 
-def load_corpus(path: str | os.PathLike) -> Corpus:
+def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     """Read a corpus directory or `corpus.jsonl`; raises InputError listing every defect found."""
     path = Path(path)
     if path.is_dir():

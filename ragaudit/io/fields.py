@@ -24,7 +24,7 @@ def _a(kind: str) -> str:
 class Fields:
     """Reads the fields of one JSON object; each bad field adds a Problem and yields None."""
 
-    def __init__(self, obj: dict, problems: list[Problem], *, file: str, line: int | None, path: str = "$"):
+    def __init__(self, obj: dict[str, Any], problems: list[Problem], *, file: str, line: int | None, path: str = "$"):
         self.obj, self.problems, self.file, self.line, self.path = obj, problems, file, line, path
 
     def at(self, name: str | int) -> str:

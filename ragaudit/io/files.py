@@ -46,12 +46,12 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "a special file")
 
 
-def inside(folder: str | os.PathLike, path: str | os.PathLike) -> bool:
+def inside(folder: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
     """Whether `path`, its symlinks followed, lies inside the folder `folder` (its own symlinks followed)."""
     return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
 
 
-def open_regular(path: str | os.PathLike) -> BinaryIO:
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     """`path` opened for binary reading when it is a regular file (through symlinks); anything else
     is NotAFile, before it is opened. The open itself cannot wait either (O_NONBLOCK, in case the
     path became a FIFO meanwhile)."""
@@ -85,7 +85,7 @@ def umask() -> int:
     return mask
 
 
-def output_target(path: str | os.PathLike) -> Path:
+def output_target(path: str | os.PathLike[str]) -> Path:
     """The file writing `path` replaces: `path` itself, or the file a symlink there points to.
     Raises InputError when that is not a regular file (a FIFO, a device, a folder, a socket)."""
     real = Path(os.path.realpath(path))
@@ -101,7 +101,7 @@ def output_target(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside the file `path` names (through a symlink); when the block ends
     without error, it replaces that file with the umask's mode. On any error the temporary file
     is removed and the target is left as it was. Raises InputError, before the block runs, when
@@ -127,7 +127,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def sqlite_errors(doing: str, path: str | os.PathLike) -> Iterator[None]:
+def sqlite_errors(doing: str, path: str | os.PathLike[str]) -> Iterator[None]:
     """An SQLite error inside the block (a full disk, a file that cannot be made) as the
     input-output error it is (exit 3), saying what could not be done and naming the file."""
     import errno
@@ -140,7 +140,7 @@ def sqlite_errors(doing: str, path: str | os.PathLike) -> Iterator[None]:
         raise OSError(errno.ENOSPC if full else errno.EIO, f"cannot {doing}: {exc}", os.fspath(path)) from None
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write `data` (text as UTF-8) to `path` through a temporary file and a rename."""
     with atomic_path(path) as tmp:
         if isinstance(data, str):
@@ -149,7 +149,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
             tmp.write_bytes(data)
 
 
-def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether `a` and `b` name one file: by any relative path, symlink or hard link."""
     try:
         return os.path.samefile(a, b)
@@ -158,7 +158,7 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 def refuse_overwriting(
-    outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike | None], *, option: str = "--out"
+    outputs: Iterable[str | os.PathLike[str]], inputs: Iterable[str | os.PathLike[str] | None], *, option: str = "--out"
 ) -> None:
     """Raise UsageError (exit 2) when an output is one of the inputs, or lies inside an input
     folder (writing it would change that input), or is a file a run directory stamped (its
@@ -200,7 +200,7 @@ def folder_digest(folder: Path, names: Iterable[str], *, follow: bool = True) ->
     return digest
 
 
-def _add_content(digest, folder: Path, name: str, follow: bool) -> None:
+def _add_content(digest: hashlib._Hash, folder: Path, name: str, follow: bool) -> None:
     """Add the file `name` of `folder` to `digest`: its bytes, or (without `follow`) the link text
     of a symlink that leads out of the folder, which is not opened."""
     path = folder / name
@@ -210,7 +210,7 @@ def _add_content(digest, folder: Path, name: str, follow: bool) -> None:
     _hash_regular(digest, path)
 
 
-def _hash_blocks(digest, handle, size: int | None = None) -> None:
+def _hash_blocks(digest: hashlib._Hash, handle: BinaryIO, size: int | None = None) -> None:
     """Add what is left of an open binary file to `digest`, a megabyte at a time: at most `size`
     bytes when given, so that a file that never ends (a kernel's pseudo-file) is read no further
     than the size it had when opened."""
@@ -224,7 +224,7 @@ def _hash_blocks(digest, handle, size: int | None = None) -> None:
             left -= len(block)
 
 
-def _hash_regular(digest, path: Path) -> None:
+def _hash_regular(digest: hashlib._Hash, path: Path) -> None:
     """Add a regular file's bytes to `digest`, up to the size it has when opened (NotAFile else)."""
     with open_regular(path) as handle:
         _hash_blocks(digest, handle, os.fstat(handle.fileno()).st_size)
@@ -265,12 +265,12 @@ def _sha256_regular(path: Path) -> str:
     return digest.hexdigest()
 
 
-def dumps(value) -> str:
+def dumps(value: object) -> str:
     """A report-like value as JSON text, keys sorted; NaN and infinities are refused (JSON has none)."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
-def write_json(path: str | os.PathLike, value) -> None:
+def write_json(path: str | os.PathLike[str], value: object) -> None:
     write_atomic(path, dumps(value))
 
 
@@ -307,5 +307,5 @@ class DigestedAppend:
     def __enter__(self) -> DigestedAppend:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -14,7 +14,7 @@ from ragaudit.io.jsonl import BadLine
 ACCEPT = ("all", "any")
 
 
-def read_gold(path: str | os.PathLike) -> tuple[list[GoldItem], list[Problem]]:
+def read_gold(path: str | os.PathLike[str]) -> tuple[list[GoldItem], list[Problem]]:
     """All readable items and every problem of the unreadable ones. Raises InputError only when
     the file itself cannot be read or is empty."""
     name = os.fspath(path)

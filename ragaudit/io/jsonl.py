@@ -162,10 +162,10 @@ def _decode_slowly(data: bytes, finite: bool) -> tuple[Any, tuple[FieldError, ..
 class _Hooks:
     """Parser hooks that note what orjson would have refused, for the exact checks afterwards."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.duplicate = self.nonfinite = False
 
-    def pairs(self, pairs: list) -> dict:
+    def pairs(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
         if len(obj) != len(pairs):
             self.duplicate = True
@@ -199,7 +199,7 @@ def _check_duplicates(text: str) -> None:
 def _locate(text: str, *, nonfinite: bool) -> tuple[int, str, str] | None:
     """(offset, JSON path, message) of the first duplicate key, or non-finite number when asked,
     in `text`, which the standard parser has read. Iterative, so any depth is fine."""
-    stack: list[list] = []  # objects: [keys seen, current key, expecting a key]; arrays: [None, index]
+    stack: list[list[Any]] = []  # objects: [keys seen, current key, expecting a key]; arrays: [None, index]
     for match in _TOKEN.finditer(text):
         token = match.group()
         first = token[0]
@@ -261,7 +261,7 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _path(stack: list[list]) -> str:
+def _path(stack: list[list[Any]]) -> str:
     parts = ["$"]
     for top in stack:
         if top[0] is None:
@@ -293,8 +293,8 @@ def scrub(value: Any) -> tuple[Any, tuple[FieldError, ...]]:
     numbers replaced by None, and a FieldError naming each. Walks dicts, lists and tuples without
     recursion; copies only the containers on the way to a change and returns `value` itself
     when nothing changed, so a caller's objects are never modified."""
-    changes: list[tuple[tuple, str, Any]] = []  # (trail of keys and indexes, kind, detail)
-    stack: list[tuple[Any, tuple]] = [(value, ())]
+    changes: list[tuple[tuple[str | int, ...], str, Any]] = []  # (trail of keys and indexes, kind, detail)
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     active: set[int] = set()
     while stack:
         node, trail = stack.pop()
@@ -318,7 +318,7 @@ def scrub(value: Any) -> tuple[Any, tuple[FieldError, ...]]:
     return _apply(value, changes)
 
 
-def _apply(value: Any, changes: list[tuple[tuple, str, Any]]) -> tuple[Any, tuple[FieldError, ...]]:
+def _apply(value: Any, changes: list[tuple[tuple[str | int, ...], str, Any]]) -> tuple[Any, tuple[FieldError, ...]]:
     copies: dict[int, Any] = {}
 
     def own(node: Any) -> Any:
@@ -372,7 +372,7 @@ def _apply(value: Any, changes: list[tuple[tuple, str, Any]]) -> tuple[Any, tupl
     return root[0], tuple(note for _, note in sorted(notes, key=lambda n: n[0]))
 
 
-def _trail_path(trail: tuple) -> str:
+def _trail_path(trail: tuple[str | int, ...]) -> str:
     return "$" + "".join(f"[{step}]" if isinstance(step, int) else _member(str(step)) for step in trail)
 
 
@@ -394,7 +394,7 @@ def dump_line(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def dump_plain_line(value: dict) -> str:
+def dump_plain_line(value: dict[str, Any]) -> str:
     """`dump_line(value)`, byte for byte, written by orjson (several times faster) when the value
     is one orjson writes alike (`_plain`): a trace line, say."""
     if _plain(value):
@@ -405,10 +405,11 @@ def dump_plain_line(value: dict) -> str:
     return dump_line(value)
 
 
-def _plain(value: dict | list) -> bool:
+def _plain(value: dict[str, Any] | list[Any]) -> bool:
     """Does `value` hold only str keys, strs, bools, None, ints of 64 bits and floats that orjson
     and json.dumps write alike (0, or finite of magnitude in [1e-4, 1e16), where neither uses an
     exponent)? Exact types only: anything else goes to the one writer."""
+    v: Any
     for v in value.values() if type(value) is dict else value:
         kind = type(v)
         if kind is str or v is None or kind is bool:

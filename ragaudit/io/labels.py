@@ -68,7 +68,7 @@ class Label:
     def value(self, dimension: str) -> bool:
         return self.good if dimension == "good" else bool(getattr(self, dimension))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in LABEL_KEYS}
 
 

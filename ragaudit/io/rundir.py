@@ -18,11 +18,15 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from ragaudit.core.errors import InputError, Problem
 from ragaudit.io.files import HASH_VERSION, NotAFile, sha256_file, sha256_within, write_atomic
 from ragaudit.io.runfiles import MANIFEST, OUTPUTS, TRACES
+
+if TYPE_CHECKING:
+    from ragaudit.core.types import Corpus
+    from ragaudit.io.config import Config
 
 CALIBRATION = "calibration"  # the input a run has when its [gate] reads one (`[gate] from`)
 # every input a run hashes: the three it always has, then those its config may name (each decides
@@ -68,12 +72,12 @@ def locked(run_dir: Path) -> Iterator[None]:
         lock.release()
 
 
-def read_manifest(run_dir: Path) -> dict:
+def read_manifest(run_dir: Path) -> dict[str, Any]:
     """The manifest; a missing or damaged one is an input error (exit 3)."""
     from ragaudit.io.jsonfiles import read_json_file
 
     path = Path(run_dir) / MANIFEST
-    manifest = read_json_file(path, what="manifest")
+    manifest: dict[str, Any] = read_json_file(path, what="manifest")
     for key in ("inputs", "paths"):
         value = manifest.get(key)
         if not isinstance(value, dict) or not all(isinstance(value.get(n), str) for n in ("config", "gold", "corpus")):
@@ -137,9 +141,10 @@ def read_manifest(run_dir: Path) -> dict:
     return manifest
 
 
-def hash_version(manifest: dict) -> int:
+def hash_version(manifest: dict[str, Any]) -> int:
     """How the manifest's inputs were hashed: its hash_version, 1 when it has none."""
-    return manifest.get("hash_version", 1)
+    version: int = manifest.get("hash_version", 1)
+    return version
 
 
 _OPTIONAL = {
@@ -159,18 +164,18 @@ _OPTIONAL = {
 _NAMES = {dict: "an object", type(None): "null", str: "a string", list: "an array", bool: "a boolean"}
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     write_atomic(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-def update_manifest(run_dir: Path, **fields) -> dict:
+def update_manifest(run_dir: Path, **fields: Any) -> dict[str, Any]:
     manifest = read_manifest(run_dir)
     manifest.update(fields)
     write_manifest(run_dir, manifest)
     return manifest
 
 
-def document_hashes(corpus) -> dict[str, str]:
+def document_hashes(corpus: Corpus) -> dict[str, str]:
     """Each corpus document's text hash, so `verify` can say which documents changed."""
     return {
         doc_id: hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -178,7 +183,7 @@ def document_hashes(corpus) -> dict[str, str]:
     }
 
 
-def input_paths(config) -> dict[str, Path]:
+def input_paths(config: Config) -> dict[str, Path]:
     """A config's inputs by name (INPUTS): config, gold, corpus, and the files its `[gate] from`,
     `[support] params` and `[labels] path` name, when it names them."""
     calibration = config.calibration.path if config.calibration is not None else None
@@ -186,25 +191,25 @@ def input_paths(config) -> dict[str, Path]:
     return {name: Path(path) for name, path in zip(INPUTS, named) if path is not None}
 
 
-def input_hashes(config, *, version: int = HASH_VERSION) -> dict[str, str]:
+def input_hashes(config: Config, *, version: int = HASH_VERSION) -> dict[str, str]:
     """The sha256 of a config's inputs by name (`input_paths`), as a manifest records them: no file
     is parsed, the corpus is not loaded."""
     return {name: sha256_file(p, version=version) for name, p in input_paths(config).items()}
 
 
-def input_record(config, corpus, *, version: int = HASH_VERSION) -> dict:
+def input_record(config: Config, corpus: Corpus, *, version: int = HASH_VERSION) -> dict[str, Any]:
     """What the manifest records of a run's inputs, hashed as `version` says."""
     paths = input_paths(config)
     return {
         "hash_version": version,
-        "config_path": str(Path(config.path).resolve()),
+        "config_path": str(Path(cast(Path, config.path)).resolve()),  # a run's config was read from a file
         "inputs": input_hashes(config, version=version),
         "paths": {name: str(Path(p).resolve()) for name, p in paths.items()},
         "documents": document_hashes(corpus),
     }
 
 
-def gating_changes(manifest: dict, config) -> list[str]:
+def gating_changes(manifest: dict[str, Any], config: Config) -> list[str]:
     """What decides verdicts besides the traces, changed since the run the manifest records, in
     words: its config, the support params its `[support] params` names, and the calibration its
     `[gate] from` names (a run recorded before they were hashed names none). `ragaudit report`
@@ -221,7 +226,7 @@ def gating_changes(manifest: dict, config) -> list[str]:
     return found + ([said] if said else [])
 
 
-def older_hashes(path: str | os.PathLike | None, now: str | None) -> list[str]:
+def older_hashes(path: str | os.PathLike[str] | None, now: str | None) -> list[str]:
     """The hashes older ragaudit versions recorded for the input `path` (a corpus folder), when
     `now` is this version's hash of it: baselines and history rows from before name it so."""
     if path is None or now is None or not Path(path).is_dir() or sha256_file(Path(path)) != now:
@@ -229,7 +234,7 @@ def older_hashes(path: str | os.PathLike | None, now: str | None) -> list[str]:
     return [sha256_file(Path(path), version=v) for v in range(1, HASH_VERSION)]
 
 
-def stamp_outputs(run_dir: Path) -> dict:
+def stamp_outputs(run_dir: Path) -> dict[str, Any]:
     """Record the sha256 of every output present, and the ragaudit that wrote them (`harness`)."""
     run_dir = Path(run_dir)
     return update_manifest(
@@ -239,14 +244,14 @@ def stamp_outputs(run_dir: Path) -> dict:
     )
 
 
-def harness_record() -> dict:
+def harness_record() -> dict[str, str]:
     """ragaudit as it runs: its version and the sha256 of its package's files (by the framing of
     `folder_digest`; compiled files aside), which a release attestation names as the harness."""
     return dict(_harness())
 
 
 @functools.cache
-def _harness() -> tuple:
+def _harness() -> tuple[tuple[str, str], ...]:
     from ragaudit._version import __version__
     from ragaudit.io.files import folder_digest
 
@@ -259,7 +264,7 @@ def _harness() -> tuple:
     return (("name", "ragaudit"), ("version", __version__), ("sha256", folder_digest(package, names).hexdigest()))
 
 
-def _corpus_changes(manifest: dict, path: Path) -> str:
+def _corpus_changes(manifest: dict[str, Any], path: Path) -> str:
     from ragaudit.io.corpus import load_corpus
 
     before = manifest.get("documents") or {}
@@ -331,7 +336,7 @@ def changes(run_dir: Path, notes: list[str] | None = None, *, absent: list[str] 
     return found
 
 
-def _digest(found: list[str], label: str, digest) -> str | None:
+def _digest(found: list[str], label: str, digest: Callable[[], str]) -> str | None:
     """`digest()`; None, with the change noted in `found`, for a path that is no longer a file of
     the run (a FIFO, a device, a symlink out of the run directory), which is not read."""
     try:
@@ -341,7 +346,7 @@ def _digest(found: list[str], label: str, digest) -> str | None:
         return None
 
 
-def foreign_baseline(inputs: dict | None, baseline_inputs: dict | None) -> str | None:
+def foreign_baseline(inputs: dict[str, Any] | None, baseline_inputs: dict[str, Any] | None) -> str | None:
     """Why a baseline (built on `baseline_inputs`) cannot be compared with a run on these inputs
     (another gold set or corpus), or None when it can. Inputs are sha256 by name, as a manifest
     records them."""

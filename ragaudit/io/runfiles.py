@@ -23,7 +23,7 @@ OUTPUTS = (
 )
 
 
-def run_of(path: str | os.PathLike) -> Path | None:
+def run_of(path: str | os.PathLike[str]) -> Path | None:
     """The run directory whose own file `path` is (its symlinks followed): a folder holding a
     manifest, and the file its manifest, its traces or one of its outputs; None otherwise."""
     real = Path(os.path.realpath(path))

@@ -13,7 +13,7 @@ from ragaudit.io.traces import read_traces
 
 
 def stream_trace_file(
-    path: str | os.PathLike, *, offset_unit: str = "char", markers: frozenset[str] = ALL_FORMS
+    path: str | os.PathLike[str], *, offset_unit: str = "char", markers: frozenset[str] = ALL_FORMS
 ) -> Iterator[Trace]:
     """The traces of a file that must be whole (a run directory's `traces.jsonl`), one at a time.
     A line that is not a trace is an input error naming every such line: after the first one no
@@ -23,7 +23,7 @@ def stream_trace_file(
 
 
 def read_trace_file(
-    path: str | os.PathLike, *, offset_unit: str = "char", markers: frozenset[str] = ALL_FORMS
+    path: str | os.PathLike[str], *, offset_unit: str = "char", markers: frozenset[str] = ALL_FORMS
 ) -> list[Trace]:
     """Every trace of a file that must be whole; a line that is not a trace is an input error
     naming every such line."""

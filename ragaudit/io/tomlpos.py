@@ -18,26 +18,28 @@ _SCALAR = re.compile(r"[^,\]}#\r\n]*")
 _GAP = re.compile(r"(?:[ \t\r\n]+|#[^\n]*)*")
 _SPACE = re.compile(r"[ \t]*")
 
+Loc = tuple[str | int, ...]  # a path in the TOML: its keys, and the index of each array item
+
 
 class Positions:
     """The line of every table, key and array item of a valid TOML text, by path."""
 
     def __init__(self, text: str):
         self.text, self.i = text, 0
-        self.lines: dict[tuple, int] = {}
+        self.lines: dict[Loc, int] = {}
         self.ends = [m.end() for m in re.finditer("\n", text)]
         try:
             self._document()
         except (IndexError, ValueError, AttributeError, tomllib.TOMLDecodeError):
             pass  # keep what was found: a line is a help, never a reason to fail
 
-    def line_of(self, loc: tuple) -> int | None:
+    def line_of(self, loc: Loc) -> int | None:
         """The line of `loc`, or of its nearest enclosing table or item (a missing key's header)."""
         while loc and loc not in self.lines:
             loc = loc[:-1]
         return self.lines.get(loc)
 
-    def _at(self, path: tuple, header: bool = False) -> None:
+    def _at(self, path: Loc, header: bool = False) -> None:
         line = bisect_right(self.ends, self.i) + 1
         if header or path not in self.lines:
             self.lines[path] = line
@@ -46,8 +48,8 @@ class Positions:
         self.i = _matched((_GAP if newlines else _SPACE).match(self.text, self.i)).end()
 
     def _document(self) -> None:
-        table: tuple = ()
-        arrays: dict[tuple, int] = {}  # an array of tables -> index of its last [[item]]
+        table: Loc = ()
+        arrays: dict[Loc, int] = {}  # an array of tables -> index of its last [[item]]
         while True:
             self._skip()
             if self.i >= len(self.text):
@@ -81,7 +83,7 @@ class Positions:
                 return tuple(keys)
             self.i += 1
 
-    def _pair(self, table: tuple) -> None:
+    def _pair(self, table: Loc) -> None:
         keys = self._keys()
         for j in range(1, len(keys) + 1):
             self._at(table + keys[:j])
@@ -92,7 +94,7 @@ class Positions:
         self._skip(newlines=False)
         self._value(table + keys)
 
-    def _value(self, path: tuple) -> None:
+    def _value(self, path: Loc) -> None:
         opening = self.text[self.i]
         if opening not in "[{":
             self.i = _matched(_STRING.match(self.text, self.i) or _SCALAR.match(self.text, self.i)).end()

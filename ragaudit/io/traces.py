@@ -44,7 +44,7 @@ def _is_number(value: Any) -> bool:
 
 
 def read_traces(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     offset_unit: str = "char",
     markers: frozenset[str] = ALL_FORMS,
@@ -58,7 +58,7 @@ def read_traces(
     lines.require_records()
 
 
-def trace_lines(path: str | os.PathLike, start: int = 0, end: int | None = None) -> JsonLines:
+def trace_lines(path: str | os.PathLike[str], start: int = 0, end: int | None = None) -> JsonLines:
     """The lines of a trace file, or of the byte range [start, end) of it, for `traces_in`."""
     # NaN and Infinity come through as None with a note each, so that they are reported field by
     # field (`wrong_type`) and the rest of the trace is still checked.
@@ -259,7 +259,7 @@ def _shared(value: Any) -> Any:
     return intern(value) if type(value) is str else value
 
 
-def _payload(raw: dict, index: int, unit: str, errors: list[FieldError]) -> Payload:
+def _payload(raw: dict[str, Any], index: int, unit: str, errors: list[FieldError]) -> Payload:
     values = list(map(raw.get, _ORDER))
     signature = tuple(map(type, values))
     missing, well_typed = _SHAPES.get(signature) or _shape(signature)
@@ -428,7 +428,7 @@ def _steps(raw: Any, errors: list[FieldError]) -> tuple[Step, ...]:
 # ---- writing ------------------------------------------------------------------------------
 
 
-def payload_to_dict(p: Payload) -> dict:
+def payload_to_dict(p: Payload) -> dict[str, Any]:
     out: dict[str, Any] = {
         "doc_id": p.doc_id,
         "section_id": p.section_id,
@@ -450,7 +450,7 @@ def payload_to_dict(p: Payload) -> dict:
     return out
 
 
-def trace_to_dict(t: Trace) -> dict:
+def trace_to_dict(t: Trace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "schema": TRACE_SCHEMA,
         "qid": t.qid,

@@ -17,7 +17,7 @@ from ragaudit.checks import runstore
 from ragaudit.core.errors import InputError
 from ragaudit.core.model import Baseline, Report
 from ragaudit.core.progress import phase
-from ragaudit.io import rundir
+from ragaudit.io import rundir, runfiles
 from ragaudit.io.files import write_json
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings:
     run_dir = Path(run_dir)
     with tempfile.TemporaryDirectory(prefix=".audit-", dir=run_dir) as work:
         auditor = StreamingAudit(subject, Path(work), baseline=baseline)
-        auditor.extend(stream_trace_file(run_dir / rundir.TRACES, markers=subject.config.markers))
+        auditor.extend(stream_trace_file(run_dir / runfiles.TRACES, markers=subject.config.markers))
         return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
 
 

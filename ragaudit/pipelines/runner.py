@@ -30,7 +30,7 @@ from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.io import rundir
 from ragaudit.io.config import Config
 from ragaudit.io.files import DigestedAppend, sha256_file
-from ragaudit.io.rundir import MANIFEST, TRACES
+from ragaudit.io.runfiles import MANIFEST, TRACES
 from ragaudit.io.stream import stream_trace_file
 from ragaudit.io.traces import dump_trace
 from ragaudit.pipelines.base import Request

@@ -11,6 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ragaudit.adapters.graphrag.cite import parse_blocks
 from ragaudit.core.errors import InputError, Problem
@@ -52,7 +53,7 @@ def read_answers(path: str | Path) -> list[RecordedAnswer]:
     return unique
 
 
-def _read_json(path: Path):
+def _read_json(path: Path) -> Any:
     """The JSON of an answer file. NaN and Infinity read as null: a notebook's plots may hold
     them, and only strings are read here. Deep nesting and duplicate keys are input errors."""
     try:
@@ -67,7 +68,7 @@ def _read_json(path: Path):
     return value
 
 
-def _json(data, name: str) -> list[RecordedAnswer]:
+def _json(data: Any, name: str) -> list[RecordedAnswer]:
     items = data if isinstance(data, list) else [data]
     out = []
     for i, item in enumerate(items):
@@ -93,7 +94,7 @@ def _json(data, name: str) -> list[RecordedAnswer]:
     return out
 
 
-def _notebook(data, name: str) -> list[RecordedAnswer]:
+def _notebook(data: Any, name: str) -> list[RecordedAnswer]:
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise InputError(Problem(name, "expected a Jupyter notebook (an object with 'cells')"))
     out = []
@@ -112,7 +113,7 @@ def _notebook(data, name: str) -> list[RecordedAnswer]:
     return out
 
 
-def _join(text) -> str:
+def _join(text: Any) -> str:
     if isinstance(text, list):
         return "".join(t for t in text if isinstance(t, str))
     return text if isinstance(text, str) else ""
@@ -135,7 +136,7 @@ def _shown(text: str, where: str) -> list[RecordedAnswer]:
     return out
 
 
-def _eval(literal: str):
+def _eval(literal: str) -> Any:
     try:
         return ast.literal_eval(literal)
     except (ValueError, SyntaxError):

@@ -156,7 +156,7 @@ def split_claims(text: str, blocks: list[Block] | None = None) -> list[Claim]:
             continue
         spans.extend(_sentences(masked_text, line.start(), line.end()))
 
-    claims: list = []
+    claims: list[Claim] = []
     for start, end in spans:
         inside = tuple(b for b in blocks if start <= b.start < end)
         claims.append(Claim(len(claims) + 1, start, end, _without_blocks(text, start, end, inside), inside))

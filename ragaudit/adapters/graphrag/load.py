@@ -17,9 +17,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragaudit.core.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from pandas import DataFrame
 
 NAMES = (
     "documents",
@@ -89,7 +92,7 @@ class GraphIndex:
     missing: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.unit_position = {u.id: u.position for u in self.text_units}
 
 
@@ -115,7 +118,7 @@ def find_tables(root: Path) -> tuple[Path, dict[str, Path], bool]:
     )
 
 
-def _read(path: Path, wanted: tuple[str, ...]):
+def _read(path: Path, wanted: tuple[str, ...]) -> DataFrame:
     import pyarrow.parquet as pq
 
     try:
@@ -125,7 +128,7 @@ def _read(path: Path, wanted: tuple[str, ...]):
         raise InputError(Problem(str(path), f"unreadable parquet table: {exc}")) from exc
 
 
-def _require(frame, path: Path, *columns: str) -> None:
+def _require(frame: DataFrame, path: Path, *columns: str) -> None:
     absent = [c for c in columns if c not in frame.columns]
     if absent:
         raise InputError(
@@ -160,7 +163,7 @@ def _str(value: Any) -> str:
     return "" if _missing(value) else str(value)
 
 
-def _page(row: dict) -> int | str | None:
+def _page(row: dict[str, Any]) -> int | str | None:
     for key in ("page", "page_number"):
         if not _missing(row.get(key)):
             return _int(row[key]) if _int(row[key]) is not None else str(row[key])
@@ -210,11 +213,12 @@ def load_index(output_dir: str | Path) -> GraphIndex:
     return index
 
 
-def _rows(frame) -> list[dict]:
-    return [] if frame is None else frame.to_dict("records")
+def _rows(frame: DataFrame | None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [] if frame is None else frame.to_dict("records")
+    return rows
 
 
-def _text_units(frame) -> list[TextUnit]:
+def _text_units(frame: DataFrame | None) -> list[TextUnit]:
     out = []
     for position, row in enumerate(_rows(frame)):
         text = _str(row.get("text"))
@@ -226,7 +230,7 @@ def _text_units(frame) -> list[TextUnit]:
     return out
 
 
-def _documents(frame) -> dict[str, Document]:
+def _documents(frame: DataFrame | None) -> dict[str, Document]:
     docs: dict[str, Document] = {}
     for row in _rows(frame):
         title = _str(row.get("title")) or None
@@ -234,7 +238,7 @@ def _documents(frame) -> dict[str, Document]:
     return docs
 
 
-def _link_documents(index: GraphIndex, frame) -> None:
+def _link_documents(index: GraphIndex, frame: DataFrame | None) -> None:
     """Text units that do not name their document get it from the documents' `text_unit_ids`."""
     if frame is None or "text_unit_ids" not in frame.columns or all(u.document_ids for u in index.text_units):
         return
@@ -251,7 +255,9 @@ def _link_documents(index: GraphIndex, frame) -> None:
     index.notes.append("text units linked to documents through documents.text_unit_ids")
 
 
-def _keyed(index: GraphIndex, kind: str, frame, make) -> None:
+def _keyed(
+    index: GraphIndex, kind: str, frame: DataFrame | None, make: Callable[[int, dict[str, Any]], Record]
+) -> None:
     """Records of one kind by `human_readable_id` (row position when a table has none)."""
     table: dict[int, Record] = {}
     has_hrid = frame is not None and "human_readable_id" in frame.columns
@@ -271,7 +277,7 @@ def _keyed(index: GraphIndex, kind: str, frame, make) -> None:
     index.records[kind] = table
 
 
-def _entity_records(index: GraphIndex, frame) -> dict[str, Record]:
+def _entity_records(index: GraphIndex, frame: DataFrame | None) -> dict[str, Record]:
     _keyed(
         index,
         "Entities",
@@ -284,7 +290,7 @@ def _entity_records(index: GraphIndex, frame) -> dict[str, Record]:
     return {r.title: r for r in records} | {r.id: r for r in records}
 
 
-def _relationship_records(index: GraphIndex, frame) -> None:
+def _relationship_records(index: GraphIndex, frame: DataFrame | None) -> None:
     _keyed(
         index,
         "Relationships",
@@ -299,8 +305,8 @@ def _relationship_records(index: GraphIndex, frame) -> None:
     )
 
 
-def _claim_records(index: GraphIndex, frame) -> None:
-    def title(row: dict) -> str:
+def _claim_records(index: GraphIndex, frame: DataFrame | None) -> None:
+    def title(row: dict[str, Any]) -> str:
         kind = _str(row.get("type"))
         return _str(row.get("subject_id")) + (f" ({kind})" if kind else "")
 
@@ -314,7 +320,7 @@ def _claim_records(index: GraphIndex, frame) -> None:
     )
 
 
-def _report_records(index: GraphIndex, frames: dict, entities: dict[str, Record]) -> None:
+def _report_records(index: GraphIndex, frames: dict[str, DataFrame], entities: dict[str, Record]) -> None:
     """Reports cite their community; its text units come from `communities.text_unit_ids`, else
     from the text units of its entities (`communities.entity_ids`, or v0 `nodes` by community)."""
     members: dict[int, tuple[str, ...]] = {}
@@ -339,7 +345,7 @@ def _report_records(index: GraphIndex, frames: dict, entities: dict[str, Record]
         found = [u for m in names if m in entities for u in entities[m].text_unit_ids]
         return tuple(dict.fromkeys(found)), "community entities"
 
-    def make(key: int, row: dict) -> Record:
+    def make(key: int, row: dict[str, Any]) -> Record:
         ids, via = units(key)
         return Record("Reports", key, _str(row.get("id")), _str(row.get("title")), ids, via)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ragaudit.adapters.graphrag.resolve import Resolution
 from ragaudit.adapters.graphrag.trace import GraphRAGTrace
@@ -12,7 +13,9 @@ SCHEMA = "ragaudit.graphrag.trace/1"
 _UNITS_SHOWN = 10
 
 
-def to_json(traces: list[GraphRAGTrace], *, output_dir: str, layout: str, notes: list[str] | None = None) -> dict:
+def to_json(
+    traces: list[GraphRAGTrace], *, output_dir: str, layout: str, notes: list[str] | None = None
+) -> dict[str, Any]:
     """One document for every traced answer of a file; totals summed over them."""
     return {
         "schema": SCHEMA,
@@ -24,8 +27,8 @@ def to_json(traces: list[GraphRAGTrace], *, output_dir: str, layout: str, notes:
     }
 
 
-def total_counts(traces: list[GraphRAGTrace]) -> dict:
-    total: dict = {"answers": len(traces), "citations": 0, "resolved": 0, "dangling": 0, "by_kind": {}}
+def total_counts(traces: list[GraphRAGTrace]) -> dict[str, Any]:
+    total: dict[str, Any] = {"answers": len(traces), "citations": 0, "resolved": 0, "dangling": 0, "by_kind": {}}
     for trace in traces:
         counts = trace.counts()
         for key in ("citations", "resolved", "dangling"):

@@ -9,6 +9,7 @@ warnings: the citation still resolves through the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ragaudit.adapters.graphrag.load import GraphIndex, Record, TextUnit
 
@@ -57,7 +58,7 @@ class Resolution:
     def dangling(self) -> bool:
         return self.reason is not None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "id": self.key,
@@ -146,7 +147,7 @@ class Resolver:
             return replace(
                 base, reason="no_text_units", message=f"{base.kind} ({base.key}) {what}", warnings=tuple(warnings)
             )
-        documents: dict[str, tuple[list[int], list]] = {}
+        documents: dict[str, tuple[list[int], list[int | str]]] = {}
         for unit in units:
             for doc_id in unit.document_ids:
                 held = documents.setdefault(doc_id, ([], []))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from ragaudit.adapters.graphrag.answers import read_answers
 from ragaudit.adapters.graphrag.cite import (
@@ -28,7 +28,7 @@ DEFAULT_THRESHOLD = 0.5
 
 
 class Scorer(Protocol):
-    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]): ...
+    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> Iterable[float]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class GraphRAGTrace:
         score = None if claim is None or claim.support is None else claim.support.get(number)
         return "?" if score is None else ("✓" if score >= self.threshold else "✗")
 
-    def counts(self) -> dict:
+    def counts(self) -> dict[str, Any]:
         """Cited ids as written (every occurrence), resolved and dangling, by kind."""
         by_kind: dict[str, dict[str, int]] = {}
         total = {"citations": 0, "resolved": 0, "dangling": 0}
@@ -96,7 +96,7 @@ class GraphRAGTrace:
             out["checked"], out["supported"] = len(scores), sum(scores)
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "origin": self.origin,
             "query": self.query,
@@ -131,7 +131,8 @@ def default_scorer(model: str = DEFAULT_MODEL) -> Scorer:
     try:
         from ragaudit.pipelines.inputs import encoder_for, support_for
 
-        return support_for(None, encoder_for(model))
+        scorer: Scorer = support_for(None, encoder_for(model))
+        return scorer
     except ImportError as exc:
         raise RagauditError(
             f"verification needs ragaudit.checks.metrics.support, which cannot be imported: {exc}"

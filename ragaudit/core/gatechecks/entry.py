@@ -63,7 +63,7 @@ class Card:
 
     rank: int
     label: str
-    value: Callable[[dict, dict | None, GateSection], float | None]
+    value: Callable[[dict[str, Any], dict[str, Any] | None, GateSection], float | None]
     form: str = "pct"
     hint: str = ""
     mean: str | None = None
@@ -143,18 +143,19 @@ def labelled_detail(found: Estimate | None) -> str:
     )
 
 
-def convergent(p: dict, check: dict | None, t: GateSection) -> float | None:
+def convergent(p: dict[str, Any], check: dict[str, Any] | None, t: GateSection) -> float | None:
     lam = p.get("lambda") or {}
     n = sum(lam.values()) or p.get("questions") or 0
     return lam.get("convergent", 0) / n if n else None
 
 
-def covered(summary: dict, check: dict | None, minimum: float) -> float | None:
+def covered(summary: dict[str, Any], check: dict[str, Any] | None, minimum: float) -> float | None:
     """The share of runs meeting coverage_min, as the gate counted it (a missing coverage does
     not); for an ungated pipeline, from the coverage histogram's bins at or above the bar."""
     if check is not None:
-        return check["value"]
-    counts = (summary.get("histograms") or {}).get("coverage")
+        value: float | None = check["value"]
+        return value
+    counts: list[int] | None = (summary.get("histograms") or {}).get("coverage")
     if not counts or not sum(counts):
         return None
     bins = len(counts) - 1

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ragaudit.core.errors import Problem
 from ragaudit.core.markers import ALL_FORMS
 from ragaudit.core.types import FORMATS, INPUT_FORMATS, SPAN_FORMATS, Trace
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.spans.join import DEFAULT_WINDOW, LATE_SHOWN, TraceJoiner
+
+if TYPE_CHECKING:
+    from ragaudit.io.spans.record import SpanRecord
+
+    SpanReader = Callable[[str | os.PathLike[str]], Iterator[SpanRecord | BadLine]]  # a span format's reader
 
 
 class Ingest:
@@ -34,7 +39,7 @@ class Ingest:
     def __init__(
         self,
         format: str,
-        paths: Iterable[str | os.PathLike],
+        paths: Iterable[str | os.PathLike[str]],
         *,
         config_name: str | None = None,
         window: int = DEFAULT_WINDOW,
@@ -140,19 +145,20 @@ class Ingest:
         return None
 
 
-def _reader(format: str) -> Callable | None:
+def _reader(format: str) -> SpanReader | None:
     """The reader of a span format (`ragaudit.core.types.INPUT_FORMATS`), imported when first asked for;
     None for ragaudit's own traces."""
     reader = INPUT_FORMATS[format].reader
     if reader is None:
         return None
     module, _, function = reader.partition(":")
-    return getattr(importlib.import_module(module), function)
+    read: SpanReader = getattr(importlib.import_module(module), function)
+    return read
 
 
 def read_traces(
     format: str,
-    paths: Iterable[str | os.PathLike],
+    paths: Iterable[str | os.PathLike[str]],
     *,
     config_name: str | None = None,
     window: int = DEFAULT_WINDOW,

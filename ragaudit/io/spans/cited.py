@@ -107,7 +107,7 @@ class Response:
 
     text: str
     cited: Cited | None
-    documents: list[dict] | None = None
+    documents: list[dict[str, Any]] | None = None
 
 
 def from_output(value: Any) -> Response | None:
@@ -151,7 +151,7 @@ def request_query(value: Any) -> str | None:
     asked = field(request, "input") if isinstance(request, dict) else None
     if isinstance(asked, str):
         return asked
-    messages: list = asked if isinstance(asked, list) else []
+    messages: list[Any] = asked if isinstance(asked, list) else []
     for message in reversed(messages):
         content = field(message, "content")
         if field(message, "role") == "user":
@@ -190,7 +190,7 @@ def _openai_ref(note: Any) -> Ref | None:
     return None
 
 
-def _file_search(output: list) -> list[dict] | None:
+def _file_search(output: list[Any]) -> list[dict[str, Any]] | None:
     """The chunks an OpenAI file search returned (`include=["file_search_call.results"]`) as
     documents: id `<doc_id>#<revision of the text>` (doc_id: the `doc_id` attribute, else the file
     name without its extension), the attributes, file id and name in the metadata."""
@@ -201,7 +201,7 @@ def _file_search(output: list) -> list[dict] | None:
             documents.append({"position": position, "invalid": r})
             continue
         given = r.get("attributes")
-        attributes: dict = given if isinstance(given, dict) else {}
+        attributes: dict[str, Any] = given if isinstance(given, dict) else {}
         filename, text = r.get("filename"), r.get("text")
         doc_id = attributes.get("doc_id")
         if not isinstance(doc_id, str):
@@ -254,7 +254,12 @@ class Retrieved:
     """The retrieved documents as citations name them: `payloads` (their payload dicts, in
     order) and `documents` (as read from the span, for the metadata payloads leave out)."""
 
-    def __init__(self, payloads: list[dict], documents: list[dict], metadata: Callable[[dict], dict]):
+    def __init__(
+        self,
+        payloads: list[dict[str, Any]],
+        documents: list[dict[str, Any]],
+        metadata: Callable[[dict[str, Any]], dict[str, Any]],
+    ):
         self.ranked = [p.get("snippet_id") for p in payloads]
         self.ids = {i for i in self.ranked if isinstance(i, str)}
         pairs = [(p.get("snippet_id"), p.get("doc_id")) for p in payloads]
@@ -291,7 +296,7 @@ class Retrieved:
         return [ref.names[0] if ref.names else str((ref.index or 0) + 1)]  # dangling
 
 
-def cited_segments(cited: Cited, answer: str | None, retrieved: Retrieved) -> list[dict]:
+def cited_segments(cited: Cited, answer: str | None, retrieved: Retrieved) -> list[dict[str, Any]]:
     """The answer segments of structured citations, citing snippet ids."""
     out = []
     for n, (text, refs) in enumerate(cited.segments, start=1):
@@ -302,7 +307,7 @@ def cited_segments(cited: Cited, answer: str | None, retrieved: Retrieved) -> li
 
 def source_segments(
     sources: dict[int, str], answer: str, retrieved: Retrieved, forms: frozenset[str] = ALL_FORMS
-) -> list[dict] | None:
+) -> list[dict[str, Any]] | None:
     """The segments of an answer whose `[k]` markers cite "Source k" chunks, each the retrieved
     document that holds it; None when no marker cites anything."""
     numbered: dict[int, str] = {}

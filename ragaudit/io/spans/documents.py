@@ -40,12 +40,12 @@ _SAME = ("rev", "index_hash", "analyzer", "embed_model", "tokens", "page")
 _STAND_INS = (("snippet_id", "snippet_id"), ("score_raw", "score"))
 
 
-def documents_of(attributes: dict[str, Any]) -> list[dict] | None:
+def documents_of(attributes: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The documents a span's attributes carry, in retrieval order, or None when it carries none."""
     listed = attributes.get(_OPENINFERENCE)
     if isinstance(listed, list):
         return [openinference_document(item, i) for i, item in enumerate(listed)]
-    flat: dict[int, dict] = {}
+    flat: dict[int, dict[str, Any]] = {}
     known = _FLAT_KEYS
     for key, value in attributes.items():
         parsed = known.get(key, _UNSEEN)
@@ -91,7 +91,7 @@ def _flat_key(key: str) -> tuple[int, str] | None:
     return parsed
 
 
-def openinference_document(item: Any, position: int) -> dict:
+def openinference_document(item: Any, position: int) -> dict[str, Any]:
     if not isinstance(item, dict):
         return {"position": position, "invalid": item}
     nested = item.get("document")
@@ -105,7 +105,7 @@ def openinference_document(item: Any, position: int) -> dict:
     return out
 
 
-def plain_document(item: Any, position: int) -> dict:
+def plain_document(item: Any, position: int) -> dict[str, Any]:
     """A `{id, score, content | text | page_content, metadata}` document (GenAI, Langfuse output)."""
     if not isinstance(item, dict):
         return {"position": position, "invalid": item}
@@ -117,7 +117,7 @@ def plain_document(item: Any, position: int) -> dict:
     return out
 
 
-def payload_of(document: dict, index: int, notes: list[FieldError]) -> dict:
+def payload_of(document: dict[str, Any], index: int, notes: list[FieldError]) -> dict[str, Any]:
     """The payload dict of one document, the `index`-th of the trace's retrieved list; a document
     or metadata of the wrong type adds a note, which validation reports as `wrong_type`."""
     if "invalid" in document:
@@ -155,12 +155,12 @@ def payload_of(document: dict, index: int, notes: list[FieldError]) -> dict:
     return payload
 
 
-def metadata_of(document: dict) -> dict:
+def metadata_of(document: dict[str, Any]) -> dict[str, Any]:
     """A document's metadata as an object ({} when it is none), its problems left to `payload_of`."""
     return _metadata(document.get("metadata"), 0, [])
 
 
-def _metadata(raw: Any, index: int, notes: list[FieldError]) -> dict:
+def _metadata(raw: Any, index: int, notes: list[FieldError]) -> dict[str, Any]:
     if type(raw) is str:
         try:
             raw = orjson.loads(raw) if raw.strip() else {}
@@ -172,7 +172,7 @@ def _metadata(raw: Any, index: int, notes: list[FieldError]) -> dict:
     return raw
 
 
-def _offsets(meta: dict, content: Any) -> Any:
+def _offsets(meta: dict[str, Any], content: Any) -> Any:
     given = meta.get("offsets")
     if given is not None:
         return given

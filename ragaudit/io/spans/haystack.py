@@ -95,7 +95,8 @@ def answer_of(sockets: Any) -> str | None:
         and isinstance(answers[0], dict)
         and isinstance(answers[0].get("data"), str)
     ):
-        return answers[0]["data"]
+        data: str = answers[0]["data"]
+        return data
     replies = sockets.get("replies")
     if isinstance(replies, list) and replies:
         return _text(replies[0])
@@ -119,7 +120,7 @@ def _text(reply: Any) -> str | None:
     return "".join(texts) if texts else None
 
 
-def haystack_document(item: Any, position: int) -> dict:
+def haystack_document(item: Any, position: int) -> dict[str, Any]:
     """A serialised Haystack Document as `{id, content, score, metadata, position}`."""
     if not isinstance(item, dict):
         return {"position": position, "invalid": item}

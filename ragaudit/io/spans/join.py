@@ -43,7 +43,7 @@ already joined is a late span, reported (`late`, located) and left out, never a 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from typing import Any, Callable
 
 from ragaudit.core.errors import Problem
 from ragaudit.core.markers import ALL_FORMS
@@ -80,7 +80,8 @@ class TraceJoiner:
         self._last: dict[str, int] = {}
         self._count = self._size = 0  # spans seen, spans held
         self._joined: set[int | str] = set()  # every joined trace id, packed (`_packed`)
-        self._keys: dict[tuple, str | None] = {}  # run key -> where its trace is, of traces keyed by attributes
+        # run key (pipeline, qid, variant, seed, period) -> where its trace is, of traces keyed by attributes
+        self._keys: dict[tuple[str | None, str, int, int, str | None], str | None] = {}
 
     def add(self, span: SpanRecord) -> list[Trace | BadLine]:
         """The traces this span pushes out of the window."""
@@ -240,10 +241,10 @@ def _cited(
     answering: SpanRecord | None,
     answer: str | None,
     retriever: SpanRecord,
-    retrieved: list[dict],
+    retrieved: list[dict[str, Any]],
     notes: list[FieldError],
     markers: frozenset[str],
-) -> tuple[str | None, list[dict] | None]:
+) -> tuple[str | None, list[dict[str, Any]] | None]:
     """The answer and its segments from structured citations (`ragaudit.io.spans.cited`): the app's
     attributes (the outermost span's), else the answering LLM's response's (else the last LLM
     span's that has some), else the "Source k:" chunks of the LLM prompts; None: the answer's

@@ -24,7 +24,7 @@ and the "Source k:" chunks of a GENERATION's input.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -44,7 +44,7 @@ _RUN_KEY_PATHS = tuple(member_path(k, ".metadata") for k in RUN_KEY_ATTRIBUTES)
 _CONTENT_KEYS = ("content", "text", "page_content", "document.content", "document.id")
 
 
-def read_langfuse(path: str | os.PathLike) -> Iterator[SpanRecord | BadLine]:
+def read_langfuse(path: str | os.PathLike[str]) -> Iterator[SpanRecord | BadLine]:
     name = os.fspath(path)
     for line, value, notes in json_values(name):
         if notes:  # a NaN run key is a missing one, as pandas writes it
@@ -115,7 +115,7 @@ def _observation(obs: Any, name: str, line: int, at: str) -> Iterator[SpanRecord
     )
 
 
-def _either(first: dict, second: dict):
+def _either(first: dict[str, Any], second: dict[str, Any]) -> Callable[[str], Any]:
     """A lookup in `first`, else in `second`."""
     return lambda key: first[key] if first.get(key) is not None else second.get(key)
 
@@ -131,7 +131,7 @@ def _io(value: Any) -> Any:
     return value
 
 
-def _kind(kind: Any, metadata: dict, documents: list[dict] | None) -> str | None:
+def _kind(kind: Any, metadata: dict[str, Any], documents: list[dict[str, Any]] | None) -> str | None:
     if isinstance(kind, str) and kind.upper() not in _PLAIN:
         return _KINDS.get(kind.upper(), kind.upper())
     attributes = metadata.get("attributes")
@@ -143,7 +143,7 @@ def _kind(kind: Any, metadata: dict, documents: list[dict] | None) -> str | None
     return _PLAIN.get(kind.upper()) if isinstance(kind, str) else None
 
 
-def _documents(output: Any) -> list[dict] | None:
+def _documents(output: Any) -> list[dict[str, Any]] | None:
     if isinstance(output, dict):
         output = next((output[k] for k in _DOCUMENT_KEYS if isinstance(output.get(k), list)), None)
     if not isinstance(output, list) or not output or not all(isinstance(d, dict) for d in output):
@@ -156,7 +156,7 @@ def _documents(output: Any) -> list[dict] | None:
     ]
 
 
-def _is_document(item: dict) -> bool:
+def _is_document(item: dict[str, Any]) -> bool:
     """A retrieved document has content, or at least an id and a score."""
     return any(k in item for k in _CONTENT_KEYS) or ("id" in item and "score" in item)
 
@@ -171,7 +171,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _service(metadata: dict) -> str | None:
+def _service(metadata: dict[str, Any]) -> str | None:
     resource = metadata.get("resourceAttributes")
     service = resource.get("service.name") if isinstance(resource, dict) else None
     return service if isinstance(service, str) else None

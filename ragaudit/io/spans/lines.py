@@ -26,7 +26,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
 
-def json_values(path: str | os.PathLike) -> Iterator[tuple[int, Any, tuple[FieldError, ...]]]:
+def json_values(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, tuple[FieldError, ...]]]:
     """`(line, value, notes)` for each JSON value of the file (`value` a BadLine for a bad line);
     NaN and Infinity come through as None with a note each. Raises InputError when the file
     cannot be read or holds no value at all."""

@@ -47,7 +47,7 @@ def _expected(path: str, expected: str, value: Any) -> _Defect:
     return _Defect(path, f"expected {expected}, found {describe(value)}")
 
 
-def read_otlp(path: str | os.PathLike) -> Iterator[SpanRecord | BadLine]:
+def read_otlp(path: str | os.PathLike[str]) -> Iterator[SpanRecord | BadLine]:
     name = os.fspath(path)
     for line, value, notes in json_values(name):
         if isinstance(value, BadLine):
@@ -151,7 +151,7 @@ def _span(span: Any, service: str | None, name: str, line: int) -> tuple[SpanRec
     return record, problems
 
 
-def _field(obj: dict, camel: str, snake: str) -> Any:
+def _field(obj: dict[str, Any], camel: str, snake: str) -> Any:
     value = obj.get(camel)
     return obj.get(snake) if value is None else value
 

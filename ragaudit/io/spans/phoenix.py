@@ -36,7 +36,7 @@ _PARQUET_MAGIC = b"PAR1"
 _BATCH_ROWS = 1024
 
 
-def read_phoenix(path: str | os.PathLike) -> Iterator[SpanRecord | BadLine]:
+def read_phoenix(path: str | os.PathLike[str]) -> Iterator[SpanRecord | BadLine]:
     name = os.fspath(path)
     rows = _parquet_rows(name) if _is_parquet(name) else _json_rows(name)
     number = 0
@@ -66,7 +66,7 @@ def _json_rows(name: str) -> Iterator[tuple[int, Any]]:
             yield line, value if isinstance(value, (dict, BadLine)) else _not_a_row(name, line, value)
 
 
-def _is_cell(path: str, row: dict) -> bool:
+def _is_cell(path: str, row: dict[str, Any]) -> bool:
     """Whether `path` names a cell of `row` (a top-level member), not a value inside one."""
     return any(row[key] is None and path == member_path(key) for key in row)
 
@@ -102,7 +102,7 @@ def _parquet_rows(name: str) -> Iterator[tuple[int, Any]]:
         raise InputError(Problem(name, "expected span rows, found none"))
 
 
-def _span(row: dict, name: str, line: int, number: int) -> Iterator[SpanRecord | BadLine]:
+def _span(row: dict[str, Any], name: str, line: int, number: int) -> Iterator[SpanRecord | BadLine]:
     trace_id, span_id = _text(row.get("context.trace_id")), _text(row.get("context.span_id"))
     if trace_id is None:
         yield BadLine(name, line, f"expected a context.trace_id, found {describe(row.get('context.trace_id'))}")

@@ -55,10 +55,10 @@ class SpanRecord:
     query: Any = None
     output: Any = None
     llm_output: Any = None
-    documents: list[dict] | None = None
+    documents: list[dict[str, Any]] | None = None
     service: str | None = None
     error: str | None = None
-    run_key: dict | None = None  # ragaudit.qid (text), ragaudit.variant / ragaudit.seed (integers)
+    run_key: dict[str, Any] | None = None  # ragaudit.qid (text), ragaudit.variant / ragaudit.seed (integers)
     file: str = ""
     line: int = 0
     # run key values that are not one, as (where, "expected ..., found ..."): the span's trace
@@ -147,7 +147,7 @@ def from_attributes(
     )
 
 
-def run_key_of(values: Mapping[str, Any]) -> tuple[dict | None, tuple[tuple[str, str], ...]]:
+def run_key_of(values: Mapping[str, Any]) -> tuple[dict[str, Any] | None, tuple[tuple[str, str], ...]]:
     """The run key among `values` (`ragaudit.qid` text, `ragaudit.variant` and `ragaudit.seed`
     integers), read as pandas and pyarrow store such columns: an integral float is an integer
     (a column of integers with gaps is float64), and null or NaN is absent. Returns the key (None
