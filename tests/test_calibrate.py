@@ -77,6 +77,15 @@ def test_a_config_runs_with_the_calibration(calibrated):
     assert ran.exit_code == 0, ran.output
 
 
+def test_a_config_reading_a_calibration_without_a_gold_set_names_what_is_missing(tmp_path):
+    (tmp_path / "calibration.json").write_text(json.dumps({"schema": SCHEMA, "gate": {}, "inputs": {}}))
+    config = tmp_path / "gate-only.toml"
+    config.write_text('[gate]\nfrom = "calibration.json"\n')
+    ran = invoke("run", config)
+    assert ran.exit_code == 2 and "needs gold and corpus paths" in ran.output, ran.output
+    assert "Traceback" not in ran.output
+
+
 def test_a_bad_rate_or_an_output_over_an_input_is_a_usage_error(tmp_path):
     config = write_config(tmp_path, BM25, items=3, seeds="[1]")
     assert invoke("calibrate", config, "--rate", "0").exit_code == 2
