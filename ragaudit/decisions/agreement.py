@@ -23,13 +23,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragaudit.core.errors import InputError, Problem
 from ragaudit.io import rundir, runfiles
 from ragaudit.io.labels import DIMENSIONS, Label, LabelsFile, RunKey, read_labels, run_digest
+
+if TYPE_CHECKING:  # types only
+    from ragaudit.core.types import Trace
 
 VERDICTS = ("good", *DIMENSIONS)
 BOOTSTRAP = 2_000  # resamples of the kappa interval, seeded: the same labels give the same interval
@@ -50,8 +53,8 @@ class RunVerdict:
     why: str
     query: str
     answer: str
-    claims: list[dict] = field(default_factory=list)
-    spans: list[dict] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def good(self) -> bool:
@@ -427,9 +430,9 @@ class RunLabels:
             raise InputError(Problem(str(self.path), "expected a labels file ([labels] path), found none"))
         self.found = read_labels(self.path)
         self.digest = "sha256:" + hashlib.sha256(self.path.read_bytes()).hexdigest()
-        self.digests: dict[tuple, str] = {}
+        self.digests: dict[RunKey, str] = {}
 
-    def see(self, trace) -> None:
+    def see(self, trace: Trace) -> None:
         key = (trace.config or "", trace.qid, trace.variant, trace.seed)
         if key in self.found.labels:
             self.digests[key] = run_digest(trace)
@@ -437,7 +440,7 @@ class RunLabels:
     def summary(self, runs_path: Path) -> LabelSummary:
         from ragaudit.checks.runstore import iter_runs
 
-        verdicts: dict[tuple, RunVerdict] = {}
+        verdicts: dict[RunKey, RunVerdict] = {}
         for batch in iter_runs(runs_path):
             for row in batch:
                 key = (row["pipeline"], row["qid"], int(row["variant"]), int(row["seed"]))

@@ -27,7 +27,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.gatechecks.registry import BY_NAME
@@ -35,6 +35,9 @@ from ragaudit.decisions import evalresult
 from ragaudit.decisions.evalresult import STATEMENT_TYPE
 from ragaudit.io.files import inside, output_target, sha256_file, sha256_within, write_atomic
 from ragaudit.io.rundir import INPUTS
+
+if TYPE_CHECKING:  # types only
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 PREDICATE_TYPE = "https://ragaudit.dev/attestation/audit-run/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -91,8 +94,8 @@ def subject_files(run_dir: Path) -> list[str]:
 
 
 def _source(check: dict[str, Any], configured: set[str], keys: set[str]) -> str:
-    if isinstance(check.get("source"), str):
-        return check["source"]
+    if isinstance(source := check.get("source"), str):
+        return source
     entry = BY_NAME.get(check.get("name", ""))
     own = [k for k in (entry.keys if entry is not None else ()) if k in keys]
     if not own:
@@ -111,7 +114,7 @@ def _configured_gate(config_path: str | None) -> set[str]:
     return set(gate) if isinstance(gate, dict) else set()
 
 
-def _folder_hash(spec: str | None, resolve) -> dict[str, Any] | None:
+def _folder_hash(spec: str | None, resolve: Callable[[str], Path]) -> dict[str, Any] | None:
     if not spec:
         return None
     try:
@@ -199,7 +202,7 @@ def statement(run_dir: Path) -> dict[str, Any]:
 def _report(run_dir: Path) -> dict[str, Any]:
     from ragaudit.io.jsonfiles import read_json_file
 
-    report = read_json_file(run_dir / "report.json", what="report")
+    report: dict[str, Any] = read_json_file(run_dir / "report.json", what="report")
     gate = report.get("gate")
     if (
         not isinstance(gate, dict)
@@ -214,7 +217,7 @@ def _serialize(value: dict[str, Any]) -> bytes:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def keyid(public_key) -> str:
+def keyid(public_key: Ed25519PublicKey) -> str:
     """sha256 of the raw 32-byte ed25519 public key, in hex."""
     from cryptography.hazmat.primitives import serialization
 
@@ -222,7 +225,7 @@ def keyid(public_key) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def load_private_key(path: Path):
+def load_private_key(path: Path) -> Ed25519PrivateKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -243,7 +246,7 @@ def load_private_key(path: Path):
     return key
 
 
-def load_public_key(path: Path):
+def load_public_key(path: Path) -> Ed25519PublicKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -265,7 +268,7 @@ def _read_key(path: Path) -> bytes:
         raise InputError(Problem(str(path), f"cannot read key: {exc.strerror}")) from None
 
 
-def envelope(body: dict[str, Any], private_key) -> dict[str, Any]:
+def envelope(body: dict[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
     """A DSSE envelope of the statement, signed with the ed25519 key."""
     payload = _serialize(body)
     signature = private_key.sign(pae(PAYLOAD_TYPE, payload))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragaudit.core.errors import InputError, Problem, UsageError, describe
 from ragaudit.decisions import evalresult
@@ -22,14 +22,17 @@ from ragaudit.decisions.attest import (
     _HEX,
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
-    STATEMENT_TYPE,
     _entries,
     keyid,
     load_public_key,
     pae,
 )
+from ragaudit.decisions.evalresult import STATEMENT_TYPE
 from ragaudit.io.files import NotAFile, inside, same_file, sha256_within
 from ragaudit.io.rundir import LOCK, OWNER
+
+if TYPE_CHECKING:  # types only
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
 @dataclass
@@ -188,13 +191,13 @@ def read_bundle(path: Path) -> tuple[Line, list[Line]]:
     return runs[0], [line for line in lines if line is not runs[0]]
 
 
-def read_attestation(path: Path) -> tuple[dict, dict[str, Any] | None]:
+def read_attestation(path: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The statement of the run of an attestation file, and its DSSE envelope when it has one."""
     run, _ = read_bundle(path)
     return run.statement, run.envelope
 
 
-def _signature(path: Path, line: Line, public_key, pubkey: Path, what: str) -> str | None:
+def _signature(path: Path, line: Line, public_key: Ed25519PublicKey, pubkey: Path, what: str) -> str | None:
     """Why the statement's signature does not verify with the key, or None when it does."""
     from cryptography.exceptions import InvalidSignature
 

@@ -35,7 +35,7 @@ differences give the same CI and p-values, to the last bit, alone or among other
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -185,7 +185,7 @@ def sign_test_p(diffs: np.ndarray) -> float:
     for i in range(k):
         term = term * (n - i) // (i + 1)
         total += term
-    return min(1.0, 2 * total / 2**n)
+    return min(1.0, float(2 * total / 2**n))
 
 
 def noninferiority_p(better: np.ndarray, margin: float) -> float:
@@ -309,7 +309,7 @@ def compare_pairs(
     margin: float = MARGIN,
     tolerance: float = 0.01,
     assumptions: Assumptions = Assumptions(),
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Each pair's comparison, the resamples of all of them drawn together (module docstring)."""
     found = []
     for a, b in pairs:
@@ -402,6 +402,6 @@ def compare(
     }
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return float(np.mean(kept)) if kept else None

@@ -49,7 +49,7 @@ def decimal(value: float) -> str:
     return format(Decimal(repr(float(value) + 0.0)), "f")
 
 
-def claims(checks: list[dict], pipeline: str) -> list[dict]:
+def claims(checks: list[dict[str, Any]], pipeline: str) -> list[dict[str, Any]]:
     """The claims of one pipeline's gate checks (report.json's), in the gate's order."""
     out = []
     for check in checks:
@@ -77,7 +77,7 @@ def _file(run_dir: Path, name: str, media_type: str | None = None) -> dict[str, 
     return {"name": name, "digest": {"sha256": digest}, **({"mediaType": media_type} if media_type else {})}
 
 
-def statements(run_dir: Path, manifest: dict[str, Any], report: dict[str, Any]) -> list[dict]:
+def statements(run_dir: Path, manifest: dict[str, Any], report: dict[str, Any]) -> list[dict[str, Any]]:
     """One eval-result statement per gated pipeline of the run directory (report.json's gate)."""
     run_dir = Path(run_dir)
     subject = _file(run_dir, SUBJECT)
@@ -129,7 +129,7 @@ def statements(run_dir: Path, manifest: dict[str, Any], report: dict[str, Any]) 
     return out
 
 
-def check(run_dir: Path, found: list[tuple[dict, str]]) -> tuple[list[str], list[str]]:
+def check(run_dir: Path, found: list[tuple[dict[str, Any], str]]) -> tuple[list[str], list[str]]:
     """Each eval-result statement of a bundle (statement, where: "line N") held to the run
     directory as it is now: the mismatches (a statement that says what the run does not, or a
     gated pipeline with none), and notes (a bundle with none: an attestation of an older ragaudit)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ragaudit.core.gatechecks.entry import COMPARE, DRIFT, NOT_GATED, GateCheck
 from ragaudit.core.gatechecks.registry import BY_NAME, KEYS, STRUCTURAL, THRESHOLDED
@@ -19,6 +19,10 @@ from ragaudit.core.gatechecks.registry import CHECKS as ALL
 from ragaudit.core.model import Aborted, Baseline, Check, Gate, PipelineSummary, Question, QuestionStats
 from ragaudit.decisions.agreement import Estimate
 from ragaudit.io.config_schema import GateSection
+
+if TYPE_CHECKING:  # types only
+    from ragaudit.checks.metrics.evaluate import Evaluation
+    from ragaudit.io.config import Config
 
 ERRORED_NOTE = "{n} errored run{s} count as ΔS 1.0 and 0 on every rate"
 CHECKS = THRESHOLDED  # the checks of the [gate] table, in the order a gate lists them
@@ -55,14 +59,14 @@ def bar(name: str, threshold: float | None) -> tuple[str, float] | None:
     return (check.op, check.bar(threshold if threshold is not None else 0.0)) if check.bar is not None else None
 
 
-def fitted_to(config) -> str | None:
+def fitted_to(config: Config) -> str | None:
     """The sha256 of the labels the config's claim thresholds were fitted to, when it reads such a calibration."""
     calibration = getattr(config, "calibration", None)
     return calibration.labels if calibration is not None and calibration.claims else None
 
 
 def evaluate_gate(
-    evaluation,
+    evaluation: Evaluation,
     thresholds: GateSection,
     *,
     error_counts: dict[str, int],

@@ -21,13 +21,16 @@ import hashlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragaudit.checks.metrics.decide import AnchorEvidence, Evidence, Thresholds, anchor_verdict, grounding
 from ragaudit.decisions.agreement import VERDICTS, Dimension, RunVerdict, kappa, match, run_verdicts
 from ragaudit.io.labels import Label, read_labels
+
+if TYPE_CHECKING:  # types only
+    from ragaudit.io.config import Config
 
 MIN_LABELS = 30
 MIN_EACH = 5
@@ -209,7 +212,7 @@ class Calibrated:
 
 
 def calibrate_labels(
-    config,
+    config: str | Path | Config,
     labels: str | Path | None,
     run: str | Path | None,
     *,

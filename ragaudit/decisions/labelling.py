@@ -31,7 +31,7 @@ from ragaudit.core.markers import markers
 from ragaudit.core.types import Corpus, Trace
 from ragaudit.decisions.agreement import RunVerdict, run_verdicts
 from ragaudit.io import rundir, runfiles
-from ragaudit.io.labels import DIMENSIONS, SAMPLES, Label, read_labels
+from ragaudit.io.labels import DIMENSIONS, SAMPLES, Label, RunKey, read_labels
 
 BY = ("random", "stratified", "uncertainty")
 CONTEXT = 240  # characters of the document shown on each side of a passage
@@ -51,14 +51,14 @@ def _margin(v: RunVerdict, support: float, anchor: float) -> float:
 
 
 def choose(
-    verdicts: dict[tuple, RunVerdict],
-    done: set[tuple],
+    verdicts: dict[RunKey, RunVerdict],
+    done: set[RunKey],
     *,
     n: int | None,
     by: str,
     seed: int = 0,
     thresholds: tuple[float, float] = (0.7, 0.45),
-) -> list[tuple]:
+) -> list[RunKey]:
     """The keys of the runs to label, in the order they are shown."""
     if by not in BY:
         raise UsageError(f"The 'by' parameter must be one of {', '.join(BY)}. Got {by!r} instead.")
@@ -70,7 +70,7 @@ def choose(
     elif by == "uncertainty":
         todo.sort(key=lambda k: (_margin(verdicts[k], *thresholds), k))
     else:
-        strata: dict[tuple, list[tuple]] = {}
+        strata: dict[tuple[str, bool], list[RunKey]] = {}
         for k in todo:
             strata.setdefault((k[0], verdicts[k].good), []).append(k)
         rng = random.Random(seed)
@@ -80,7 +80,7 @@ def choose(
     return todo[:n] if n is not None else todo
 
 
-def _interleave(groups: list[list[tuple]]) -> list[list[tuple]]:
+def _interleave(groups: list[list[RunKey]]) -> list[list[RunKey]]:
     out = []
     for i in range(max((len(g) for g in groups), default=0)):
         out.append([g[i] for g in groups if i < len(g)])
@@ -95,9 +95,9 @@ class Session:
     labels_path: Path
     labeller: str
     by: str
-    keys: list[tuple]
-    verdicts: dict[tuple, RunVerdict]
-    tasks: list[dict]
+    keys: list[RunKey]
+    verdicts: dict[RunKey, RunVerdict]
+    tasks: list[dict[str, Any]]
     stale: list[Label]
     recorded: int = 0
 
@@ -171,7 +171,7 @@ def open_session(
     if path.exists() and not path.is_file():
         raise InputError(f"{path}: expected a labels file, found a folder or a device")
     stale: list[Label] = []
-    done: set[tuple] = set()
+    done: set[RunKey] = set()
     if path.exists():
         found = read_labels(path)
         matched = match(found, verdicts, run_dir)
@@ -202,7 +202,7 @@ class _Context:
     """What a task shows besides the run: its traces' passages and the gold items."""
 
     corpus: Corpus | None
-    traces: dict[tuple, Trace]
+    traces: dict[tuple[str | None, str, int, int], Trace]  # by (config, qid, variant, seed)
     gold: dict[str, dict[str, Any]]
 
     @classmethod

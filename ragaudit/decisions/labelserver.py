@@ -19,6 +19,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
 from ragaudit.core.errors import RagauditError
@@ -55,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "ragaudit-label"
     sys_version = ""
 
-    def log_message(self, format, *args):  # the command prints what matters; no access log on stderr
+    def log_message(self, format: str, *args: Any) -> None:  # the command prints what matters; no access log on stderr
         pass
 
     def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
@@ -80,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         route = urlparse(self.path).path
         if not self._allowed():
             return
@@ -100,7 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no {route}"})
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         route = urlparse(self.path).path
         if not self._allowed():
             return
@@ -127,7 +128,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.BAD_REQUEST, {"error": "expected POST /api/label {task, correct, supported, citation, note}"})  # fmt: skip
 
 
-def serve(session: Session, *, port: int = 0, browser: bool = False, opened=None) -> Session:
+def serve(
+    session: Session, *, port: int = 0, browser: bool = False, opened: Callable[[str], object] | None = None
+) -> Session:
     """Serve the session's page until the person is done (the page's Done, or ctrl-C); `opened` is
     called with the page's address once it can be opened, and a browser opens it when `browser`."""
     server = LabelServer(session, port)

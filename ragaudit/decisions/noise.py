@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
+
+if TYPE_CHECKING:  # pyarrow ships no types: to mypy these are Any, named for the reader
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def noise_floors(runs_path: Path | None, pipelines: list[str], metrics: Iterable
     return found
 
 
-def _runs_of(handle, pipeline: str, columns: list[str]):
+def _runs_of(handle: pq.ParquetFile, pipeline: str, columns: list[str]) -> pa.Table:
     """`columns` of the runs of `pipeline`: its runs are stored together, so only the row groups
     whose pipelines may include it are read."""
     import pyarrow as pa
@@ -104,7 +108,7 @@ def _runs_of(handle, pipeline: str, columns: list[str]):
     return table.filter(pc.equal(table.column("pipeline"), pipeline)).drop_columns(["pipeline"])
 
 
-def _floor(table, columns: list[str]) -> NoiseFloor:
+def _floor(table: pa.Table, columns: list[str]) -> NoiseFloor:
     """One pipeline's floor from its runs (a pyarrow table: qid, variant, seed and the metric columns)."""
     seed = table.column("seed").to_numpy()
     seeds = tuple(sorted(int(s) for s in np.unique(seed)))
@@ -120,7 +124,8 @@ def _floor(table, columns: list[str]) -> NoiseFloor:
     del qid, variant, group
 
     def values(column: str) -> np.ndarray:  # a run without the metric holds NaN
-        return table.column(column).to_numpy().astype(float)
+        column_values: np.ndarray = table.column(column).to_numpy().astype(float)
+        return column_values
 
     if all(_same_under_every_seed(values(c)[order], inside) for c in columns):
         return NoiseFloor("deterministic", seeds, {c[2:]: 0.0 for c in columns})

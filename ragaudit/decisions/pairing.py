@@ -168,7 +168,7 @@ def comparison_of(
     run_dirs: list[Path] | None = None,
     specs: list[str] | None = None,
     margin: float | None = None,
-) -> tuple[dict, list[str]]:
+) -> tuple[dict[str, Any], list[str]]:
     """The comparison of the reports' systems (see `ragaudit.decisions.comparison`), with the settings of the first
     report's `[compare]` where the caller gives none, and notes on pipelines left out. `run_dirs`
     locate runs.parquet, whose seeds give each system's noise floor."""

@@ -31,6 +31,7 @@ measures). A deterministic pipeline gives the same result for every seed: plan i
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
@@ -158,7 +159,8 @@ class Binomial:
         n = np.asarray(n, dtype=np.int64)
         k = np.clip(np.ceil(special.bdtrik(q, n, p)), 0, n)
         below = np.maximum(k - 1, 0)
-        return np.where(Binomial.cdf(below, n, p) >= q, below, k)
+        smallest: np.ndarray = np.where(Binomial.cdf(below, n, p) >= q, below, k)
+        return smallest
 
 
 def _moves(runs: int, delta: float, a: Assumptions) -> tuple[float, float]:
@@ -305,7 +307,7 @@ def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: fl
 
 
 def plan_gold(
-    gold_path,
+    gold_path: str | os.PathLike[str],
     *,
     variants: int = 3,
     seeds: int = 1,

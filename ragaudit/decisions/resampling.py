@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
+from typing import Callable
 
 import numpy as np
 
@@ -36,7 +37,10 @@ def rows_per_batch(n: int, batch_bytes: int) -> int:
     return max(1, batch_bytes // (CELL_BYTES * max(n, 1)))
 
 
-def _reduced(samples: np.ndarray, count: int, seed: int, batch_bytes: int, draw) -> np.ndarray:
+Draw = Callable[[np.random.Generator, int, int], np.ndarray]  # (generator, rows, n) -> rows × n weights
+
+
+def _reduced(samples: np.ndarray, count: int, seed: int, batch_bytes: int, draw: Draw) -> np.ndarray:
     """k × count: each row of `samples` (k × n) times each of the `count` rows that `draw(rng, rows,
     n)` makes, a batch of rows at a time from one generator seeded with `seed`."""
     k, n = samples.shape
@@ -67,7 +71,8 @@ def _signs(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
 
 def bootstrap_means(samples: np.ndarray, count: int, seed: int, batch_bytes: int) -> np.ndarray:
     """The means of `count` bootstrap resamples of each row of `samples` (k × n): k × count."""
-    return _reduced(samples, count, seed, batch_bytes, _counts) / samples.shape[1]
+    means: np.ndarray = _reduced(samples, count, seed, batch_bytes, _counts) / samples.shape[1]
+    return means
 
 
 def flipped_sums(samples: np.ndarray, count: int, seed: int, batch_bytes: int) -> np.ndarray:
