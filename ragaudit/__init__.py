@@ -1,6 +1,6 @@
 """ragaudit: offline, deterministic evaluation and audit of retrieval-augmented generation.
 
-As a library (each function is documented in `ragaudit.flows.api`; the report it returns is the typed
+As a library (each function is documented in `ragaudit.flows.api` or `ragaudit.flows.api_tools`; the report it returns is the typed
 `ragaudit.core.model.Report`):
 
     import ragaudit
@@ -19,22 +19,14 @@ As a library (each function is documented in `ragaudit.flows.api`; the report it
     ragaudit.support_scores([("Keys rotate yearly.", ["Keys are rotated every 12 months."])])
 
 Every `ragaudit` command is one of these calls (`ragaudit.plan_gold`, `ragaudit.audit_log`, `ragaudit.reanchor`,
-`ragaudit.cite`, `ragaudit.attest_run` and `ragaudit.probe` too, each documented in the module it names below).
+`ragaudit.cite`, `ragaudit.attest_run` and `ragaudit.probe` too).
 
-Each public name is imported from the module that defines it, below; the heavy libraries (PyTorch,
-pandas, Dask) only when a function needs them.
+Each public name is imported below from the facade that defines it; a function imports the modules
+of its flow (and numpy, PyTorch, pandas, Dask) when called, so `import ragaudit` stays light.
 """
 
 from ragaudit._version import __version__ as __version__
-from ragaudit.checks.goldtools.reanchor import reanchor_file as reanchor
-from ragaudit.checks.metrics.support import support_score as support_score
 from ragaudit.core.model import Report as Report
-from ragaudit.decisions.agreement import agree as agree
-from ragaudit.decisions.attest import attest as attest_run
-from ragaudit.decisions.labelfit import calibrate_labels as calibrate_labels
-from ragaudit.decisions.labelling import open_session as open_labels
-from ragaudit.decisions.labelserver import serve as serve_labels
-from ragaudit.decisions.power import plan_gold as plan_gold
 from ragaudit.flows.api import anchor as anchor
 from ragaudit.flows.api import audit as audit
 from ragaudit.flows.api import calibrate as calibrate
@@ -47,13 +39,21 @@ from ragaudit.flows.api import load_config as load_config
 from ragaudit.flows.api import load_run as load_run
 from ragaudit.flows.api import report as report
 from ragaudit.flows.api import run_baseline as run_baseline
+from ragaudit.flows.api import support_score as support_score
 from ragaudit.flows.api import support_scores as support_scores
 from ragaudit.flows.api import trends as trends
 from ragaudit.flows.api import validate as validate
 from ragaudit.flows.api import verify as verify
-from ragaudit.flows.auditlog import run_audit_log as audit_log
-from ragaudit.flows.probing import probe as probe
-from ragaudit.outputs.citations import render_traces as cite
+from ragaudit.flows.api_tools import agree as agree
+from ragaudit.flows.api_tools import attest_run as attest_run
+from ragaudit.flows.api_tools import audit_log as audit_log
+from ragaudit.flows.api_tools import calibrate_labels as calibrate_labels
+from ragaudit.flows.api_tools import cite as cite
+from ragaudit.flows.api_tools import open_labels as open_labels
+from ragaudit.flows.api_tools import plan_gold as plan_gold
+from ragaudit.flows.api_tools import probe as probe
+from ragaudit.flows.api_tools import reanchor as reanchor
+from ragaudit.flows.api_tools import serve_labels as serve_labels
 
 __all__ = [
     "Report",

@@ -26,6 +26,7 @@ from ragaudit.auditing.checking import ingest as ingest
 from ragaudit.auditing.checking import validate as validate
 from ragaudit.core.errors import InputError, RagauditError, UsageError
 from ragaudit.core.model import Gate, Report
+from ragaudit.flows.baselines import BaselineChoice, choose_baseline, read_report
 from ragaudit.io import rundir
 
 if TYPE_CHECKING:  # the types of results only: nothing of these is imported until a function needs it
@@ -37,70 +38,8 @@ if TYPE_CHECKING:  # the types of results only: nothing of these is imported unt
 
 ConfigLike = Union[str, Path, "Config"]  # a config file's path, or a Config loaded from one
 
-__all__ = """LAST_PASS Calibrated Compared ConfigLike Report anchor audit calibrate check_gold
-choose_baseline compare faults gate ingest load_config load_run read_report report run_baseline support_scores trends validate verify""".split()
-LAST_PASS = "last-pass"
-
-
-def read_report(path: str | Path) -> Report:
-    """A report.json, typed; a file that is not a ragaudit report is an InputError naming it."""
-    from ragaudit.checks.questionstore import complete
-    from ragaudit.io.jsonfiles import read_json_file
-
-    found = Report.from_json(read_json_file(Path(path), what="report"), str(path))
-    if found.summary.question_rows is not None:  # a bounded report: every row is in questions.parquet beside it
-        found.questions = complete(found, Path(path))
-    return found
-
-
-# ---- baselines -------------------------------------------------------------------------------
-
-
-@dataclass
-class BaselineChoice:
-    """The baseline a run or a gate compares with: its report.json's path and report (both None
-    when `last-pass` found no passing run yet), and what to tell the user about the choice."""
-
-    path: Path | None
-    report: Report | None
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-def choose_baseline(
-    baseline: str | Path,
-    config: Config,
-    inputs: dict[str, Any] | None,
-    *,
-    allow_foreign: bool = False,
-    history_dir: Path | None = None,
-    until: Path | None = None,
-) -> BaselineChoice:
-    """`baseline` is a report.json or `last-pass`: the history's latest passing run on the same
-    gold set and corpus (recorded before the run `until`; `history_dir` is where run directories
-    go, for the default history). A baseline built on another gold set or corpus is refused (exit
-    3) unless `allow_foreign`, then kept with a warning."""
-    from ragaudit.auditing import history
-
-    older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
-    if str(baseline) == LAST_PASS:
-        store = history.store_of(config, history_dir)
-        try:
-            path, found = history.last_pass(
-                store, gold=(inputs or {}).get("gold"), corpus=[(inputs or {}).get("corpus"), *older], until=until
-            )
-        except history.NoPassingRun as exc:  # a first run, or none has passed yet: gate without a baseline
-            return BaselineChoice(None, None, warnings=[f"no baseline, so no regression checks this time: {exc}"])
-        return BaselineChoice(path, found, notes=[f"baseline: {path} (the latest passing run in {store})"])
-    report = read_report(baseline)
-    why = rundir.foreign_baseline(inputs, report.inputs)
-    if why and any(
-        rundir.foreign_baseline({**(inputs or {}), "corpus": alias}, report.inputs) is None for alias in older
-    ):
-        why = None
-    if why and not allow_foreign:
-        raise InputError(f"{baseline}: {why}; pass --allow-foreign-baseline to compare anyway")
-    return BaselineChoice(Path(baseline), report, warnings=[f"{baseline}: {why}"] if why else [])
+__all__ = """Calibrated Compared ConfigLike anchor audit calibrate check_gold compare faults gate ingest load_config
+load_run report run_baseline support_score support_scores trends validate verify""".split()
 
 
 def run_baseline(
@@ -495,3 +434,10 @@ def support_scores(pairs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
     from ragaudit.checks.metrics.support import support_scores as scores
 
     return scores(pairs)
+
+
+def support_score(segment: str, cited_texts: Sequence[str]) -> float:
+    """How well `cited_texts` support `segment`, in [0, 1] (`ragaudit.checks.metrics.support.support_score`)."""
+    from ragaudit.checks.metrics.support import support_score as score
+
+    return score(segment, cited_texts)

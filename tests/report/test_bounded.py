@@ -17,6 +17,7 @@ from helpers import BM25, invoke, run_dir_of, write_config
 from ragaudit.auditing import reporting as model
 from ragaudit.core.errors import InputError
 from ragaudit.flows import api
+from ragaudit.flows.baselines import read_report
 from ragaudit.outputs.render import html
 
 
@@ -67,7 +68,7 @@ def test_a_large_run_keeps_every_run_in_parquet_and_a_few_in_the_report(tmp_path
     assert "questions.parquet lists all 12" in page
 
     # read back, the report has every row again: the report.json's (with their runs) and the table's
-    found = api.read_report(run_dir / "report.json")
+    found = read_report(run_dir / "report.json")
     assert sorted(q.qid for q in found.questions) == sorted(per_question)
     assert {q.qid for q in found.questions if q.runs is not None} == failing
     assert {q.qid: q.stats.runs for q in found.questions} == dict(per_question)

@@ -66,7 +66,7 @@ def gated_code(passed: bool, no_gate: bool = False) -> int:
 
 
 def baseline(chosen) -> Said:
-    """What the user should know about the baseline chosen (an `api.BaselineChoice`, or None)."""
+    """What the user should know about the baseline chosen (a `ragaudit.flows.baselines.BaselineChoice`, or None)."""
     return Said().err(chosen.warnings, "warning: ").err(chosen.notes) if chosen else Said()
 
 
