@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from ragaudit.core.execution import ClusterLost, WorkerDied
 
@@ -16,7 +17,7 @@ class DaskWorkers:
     on one of its tasks. Once it has had none for `wait_s` seconds it is lost for good, and says
     which workers it had."""
 
-    def __init__(self, client, wait_s: float):
+    def __init__(self, client: Any, wait_s: float):
         self.client, self.wait_s = client, wait_s
         self.seen: dict[str, None] = {}  # every worker the cluster had, in the order first seen
         self.empty_since: float | None = None
@@ -68,10 +69,10 @@ class DaskTask:
     WorkerDied, and one on a cluster that lost every worker ClusterLost; the cluster forgets the
     result once it is read."""
 
-    def __init__(self, future, watch: DaskWorkers):
+    def __init__(self, future: Any, watch: DaskWorkers):
         self.future, self.watch = future, watch
 
-    def result(self, timeout: float | None = None):
+    def result(self, timeout: float | None = None) -> Any:
         from distributed import KilledWorker
 
         try:
@@ -83,7 +84,7 @@ class DaskTask:
             if self.future.done():
                 self.future.release()
 
-    def _wait(self, timeout: float | None):
+    def _wait(self, timeout: float | None) -> Any:
         """The future's result, waited for a slice at a time: between slices, whether the cluster
         still has a worker to run it."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -101,7 +102,8 @@ class DaskTask:
                     raise
 
     def done(self) -> bool:
-        return self.future.done()
+        done: bool = self.future.done()
+        return done
 
     def cancel(self) -> bool:
         self.future.cancel()
