@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.progress import phase
-from ragaudit.core.types import Corpus, GoldItem, Issue
+from ragaudit.core.types import DEFAULT_MODEL, Corpus, GoldItem, Issue
 from ragaudit.io.config import Config
 from ragaudit.io.config_schema import SupportSection
 from ragaudit.io.corpus import load_corpus
@@ -29,7 +29,7 @@ def encoder_for(model: str | None = None, *, memory: int | None = None, on_disk:
     """The embedding encoder of `model` (the default model when None; `hashing` for no model),
     through the embedding cache (`on_disk`: the config's `[embedder] cache`): the one way every
     command builds it."""
-    from ragaudit.checks.metrics.embed import DEFAULT_MODEL, make_encoder
+    from ragaudit.checks.metrics.embed import make_encoder
 
     return make_encoder(str(model or DEFAULT_MODEL), memory=memory, on_disk=on_disk)
 
