@@ -333,13 +333,8 @@ class _Run:
 
     def _jobs(self, name: str) -> Iterator[Job]:
         for r in self.plan.missing([name]):
-            yield Job(
-                name,
-                cast(
-                    int, self.plan.position(r.pipeline, r.qid, r.variant, r.seed)
-                ),  # a missing run is one of the plan's
-                Request(r.qid, r.variant, r.seed, r.query, self.k[name]),
-            )
+            at = cast(int, self.plan.position(r.pipeline, r.qid, r.variant, r.seed))  # a missing run is in the plan
+            yield Job(name, at, Request(r.qid, r.variant, r.seed, r.query, self.k[name]))
 
     def _ask(self, name: str, pool: PipelinePool, stopper: Stopper, slots: int) -> None:
         """Request/response pipelines: jobs go out in plan order; each result waits until every
