@@ -17,7 +17,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ragaudit.checks import runstore
 from ragaudit.checks.metrics import memo
@@ -35,10 +35,15 @@ from ragaudit.decisions.gating import evaluate_gate, fitted_to
 from ragaudit.io.config_schema import kind_keys
 from ragaudit.pipelines.inputs import Inputs
 
+if TYPE_CHECKING:
+    from ragaudit.auditing.executors import RemoteScoring
+
 MISSING_RUN = "no run recorded: the run was interrupted or its pipeline was stopped"
 UNNAMED = "(no config)"
 BATCH = 2_000
 ISSUES_SHOWN = 200  # occurrences per code kept in report.json; issues.jsonl keeps every one
+# the runs scored before (`score_runs`): `same_scores` key -> (run record, gold unit of its unit_mismatch note)
+Remembered = dict[tuple[Any, ...], tuple[dict[str, Any], str | None]]
 
 
 @dataclass
@@ -46,9 +51,9 @@ class Audit:
     evaluation: Evaluation
     gate: Gate
     aborted: dict[str, Aborted]
-    issue_counts: Counter  # by code
+    issue_counts: Counter[str]  # by code
     issue_sample: list[Issue]  # the first ISSUES_SHOWN of each code
-    codes_by_pipeline: dict[str, Counter]
+    codes_by_pipeline: dict[str, Counter[str]]
     snippets: runstore.SnippetStore
     runs_path: Path | None  # None once the audit answers from memory (`audit`)
     issues_path: Path | None = None
@@ -68,13 +73,19 @@ class Scoring:
     book: Aggregates  # the batch's per-question accumulators
     snippets: dict[str, runstore.Snippet]
     unmatched: list[str]
-    runs: list[dict] = field(default_factory=list)  # the scored runs, when kept
+    runs: list[dict[str, Any]] = field(default_factory=list)  # the scored runs, when kept
     traces: list[Trace] = field(default_factory=list)  # and their traces
     warnings: list[str] = field(default_factory=list)  # what went wrong with a cache where it was scored
 
 
 def score_batch(
-    subject: Inputs, settings: Settings, gold: dict, batch: list[Trace], *, keep: bool = False, remembered=None
+    subject: Inputs,
+    settings: Settings,
+    gold: dict[str, GoldItem],
+    batch: list[Trace],
+    *,
+    keep: bool = False,
+    remembered: Remembered | None = None,
 ) -> Scoring:
     """Validate and score one batch of runs: a pure function of its inputs, so a batch can be
     scored anywhere (this process, another one, another machine) and folded in later.
@@ -121,8 +132,8 @@ class StreamingAudit:
         batch: int = BATCH,
         issues: bool = True,
         keep: bool = False,
-        remote=None,
-        remembered: dict | None = None,
+        remote: RemoteScoring | None = None,
+        remembered: Remembered | None = None,
     ):
         """`remote`, when given, scores batches elsewhere (`ragaudit.auditing.executors.RemoteScoring`);
         `remembered`, runs scored before with the same inputs, which are not scored again here
@@ -146,19 +157,19 @@ class StreamingAudit:
         )
         # every distinct snippet, whole on disk beside runs.parquet (in memory when every run is kept too)
         self.snippets = runstore.SnippetStore(None if keep else self.out / "snippets.sqlite")
-        self.counts: Counter = Counter()
-        self.by_pipeline: dict[str, Counter] = defaultdict(Counter)
+        self.counts: Counter[str] = Counter()
+        self.by_pipeline: dict[str, Counter[str]] = defaultdict(Counter)
         self.sample: list[Issue] = []
-        self.errors: Counter = Counter()
+        self.errors: Counter[str] = Counter()
         self.error_questions: dict[str, set[str]] = defaultdict(set)
         self.aborted: dict[str, Aborted] = {}
         self.unmatched: list[str] = []
         self.warnings: dict[str, None] = {}  # in the order they were first said, each once
         self.notes: list[Issue] = []
-        self.kept_runs: list[dict] = []
+        self.kept_runs: list[dict[str, Any]] = []
         self.kept_traces: list[Trace] = []
         self.seen_pipelines: list[str] = []
-        self.snippet_spans = SnippetSpans()
+        self.snippet_spans = SnippetSpans()  # type: ignore[no-untyped-call]  # unannotated in ragaudit.checks
         self._pending: list[Trace] = []
         self._scoring: progress.Phase | None = None  # shown from the first batch until `finish`
         gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
@@ -269,7 +280,8 @@ class StreamingAudit:
         self.runs.close()
         for found in self.snippet_spans.issues():
             self._record(found)
-        self.snippet_spans = SnippetSpans()  # checked: its entry per snippet leaves memory before the outputs
+        # checked: its entry per snippet leaves memory before the outputs
+        self.snippet_spans = SnippetSpans()  # type: ignore[no-untyped-call]  # unannotated in ragaudit.checks
         # An audit of its own (not one held in memory for fault injection): what scoring remembered
         # per text leaves memory now, and the question rows below take its place.
         if not self.keep:
@@ -343,7 +355,11 @@ def as_baseline(result: Audit) -> Baseline:
 
 
 def audit(
-    traces: Iterable[Trace], subject: Inputs, *, baseline: Baseline | None = None, remembered: dict | None = None
+    traces: Iterable[Trace],
+    subject: Inputs,
+    *,
+    baseline: Baseline | None = None,
+    remembered: Remembered | None = None,
 ) -> Audit:
     """Audit traces held in memory (fault injection, tests), keeping every run and trace in the
     result; its runs file is gone when this returns, so the result answers from memory.
@@ -358,7 +374,7 @@ def audit(
     return result
 
 
-def report_of(result: Audit, subject: Inputs, manifest: dict) -> Report:
+def report_of(result: Audit, subject: Inputs, manifest: dict[str, Any]) -> Report:
     """The report model of an audit."""
     from ragaudit.auditing.reporting import build_report
 

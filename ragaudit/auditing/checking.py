@@ -12,15 +12,23 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.types import Issue
 
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from ragaudit.auditing.executors import DaskClient
+    from ragaudit.checks.validation.engine import Validator
+    from ragaudit.io.config import Config
+    from ragaudit.io.spans import Ingest
+
 TRACES = "traces"
 
 
-def late_warnings(reader) -> list[str]:
+def late_warnings(reader: Ingest) -> list[str]:
     """A warning per late span (a span of a trace already written, left out), the first few named."""
     out = [str(problem) for problem in reader.late_problems]
     if reader.late > len(reader.late_problems):
@@ -33,21 +41,24 @@ class Validation:
     `records`, `counts` by code, `warnings` (late spans) and `problems` (inputs or lines that could
     not be read: exit 3)."""
 
-    def __init__(self, validator, issues: Iterator[Issue], readers: list, client=None):
+    def __init__(
+        self, validator: Validator, issues: Iterator[Issue], readers: list[Ingest], client: DaskClient | None = None
+    ):
         self.validator, self._issues, self._readers, self._client = validator, issues, readers, client
         self._previous: Any = None
 
     def __enter__(self) -> "Validation":
         from ragaudit.pipelines.workers import Interrupted
 
-        def terminated(signum, frame):  # unwinds like ctrl-C: workers stopped, spool files removed
+        # unwinds like ctrl-C: workers stopped, spool files removed
+        def terminated(signum: int, frame: FrameType | None) -> NoReturn:
             raise Interrupted(signum, "interrupted by SIGTERM")
 
         with contextlib.suppress(ValueError):  # not the main thread: signals are left alone
             self._previous = signal.signal(signal.SIGTERM, terminated)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
         if self._client is not None:
@@ -61,7 +72,7 @@ class Validation:
         return self.validator.records
 
     @property
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[str]:
         return self.validator.counts
 
     @property
@@ -124,7 +135,7 @@ def validate(
         from ragaudit.auditing.executors import WORKER_WAIT_S, DaskClient
 
         cluster = DaskClient(scheduler, worker_wait_s=loaded.executor.worker_wait_s if loaded else WORKER_WAIT_S)
-    readers: list = []
+    readers: list[Ingest] = []
     issues = (
         check_paths(validator, paths, workers=_workers(workers, loaded), executor=cluster)
         if source == TRACES
@@ -133,7 +144,7 @@ def validate(
     return Validation(validator, issues, readers, cluster)
 
 
-def _workers(requested: int | None, config) -> int:
+def _workers(requested: int | None, config: Config | None) -> int:
     """`--workers`, else the config's `[audit] workers` when above 1, else the CPUs this process may
     use: validating calls no pipeline, so the cores are its own."""
     from ragaudit.core.execution import cpu_workers, worker_count
@@ -143,7 +154,9 @@ def _workers(requested: int | None, config) -> int:
     return cpu_workers()
 
 
-def _span_issues(validator, source: str, paths, readers: list) -> Iterator[Issue]:
+def _span_issues(
+    validator: Validator, source: str, paths: Sequence[str | Path], readers: list[Ingest]
+) -> Iterator[Issue]:
     """Issues of span files joined into traces; a file that cannot be read ends the reading."""
     from ragaudit.io.spans import read_traces
 
@@ -243,7 +256,7 @@ class GoldCheck:
     problems: list[Problem]
 
     @property
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[str]:
         return Counter(i.code for i in self.issues)
 
     @property

@@ -26,25 +26,31 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
+from ragaudit.auditing.dask_tasks import DaskTask, DaskWorkers
 from ragaudit.core.errors import PipelineStartError, UsageError, require
 from ragaudit.core.execution import ClusterLost, Executor, Processes, Task, WorkerDied
 from ragaudit.core.types import EXECUTORS
 from ragaudit.core.wire import without_collector
 from ragaudit.io.files import sha256_file
 
+if TYPE_CHECKING:
+    from ragaudit.auditing.audit import Scoring
+    from ragaudit.core.types import GoldItem, LiveIndex, Trace
+    from ragaudit.pipelines.base import Pipeline, Request
+    from ragaudit.pipelines.inputs import Inputs
+
 CONNECT_TIMEOUT_S = 30  # how long a scheduler that does not answer is waited for (then exit 4)
 WORKER_WAIT_S = 120.0  # [executor] worker_wait_s: how long a cluster left without a worker may take to have one
-LOOK_S = 1.0  # how often a wait on a Dask task looks whether the cluster still has workers
-_cached: dict = {}  # on a worker: (config path, digest) -> Inputs
+_cached: dict[tuple[str, str], Inputs] = {}  # on a worker: (config path, digest) -> Inputs
 _pipelines = threading.local()
 
 
-def _inputs(config_path: str, digest: str):
+def _inputs(config_path: str, digest: str) -> Inputs:
     key = (config_path, digest)
     if key not in _cached:
         from ragaudit.io.config import load_config
@@ -57,12 +63,12 @@ def _inputs(config_path: str, digest: str):
     return _cached[key]
 
 
-def _worker_pipeline(config_path: str, digest: str, name: str):
+def _worker_pipeline(config_path: str, digest: str, name: str) -> Pipeline:
     """This worker thread's own instance of a pipeline, built on first use."""
     from ragaudit.pipelines.pool import build_pipeline
 
     inputs = _inputs(config_path, digest)
-    mine = getattr(_pipelines, "built", None)
+    mine: dict[tuple[str, str, str], Pipeline] | None = getattr(_pipelines, "built", None)
     if mine is None:
         mine = _pipelines.built = {}
     if (config_path, digest, name) not in mine:
@@ -71,26 +77,28 @@ def _worker_pipeline(config_path: str, digest: str, name: str):
     return mine[(config_path, digest, name)]
 
 
-def remote_run(config_path: str, digest: str, name: str, request):
+def remote_run(config_path: str, digest: str, name: str, request: Request) -> tuple[Trace, LiveIndex | None]:
     """One pipeline call on a worker."""
     pipeline = _worker_pipeline(config_path, digest, name)
     return pipeline.run(request), pipeline.index_info()
 
 
-def remote_run_many(config_path: str, digest: str, name: str, requests: list):
+def remote_run_many(
+    config_path: str, digest: str, name: str, requests: list[Request]
+) -> tuple[list[Trace], LiveIndex | None]:
     """Several pipeline calls on a worker, in order: one task for many short calls."""
     pipeline = _worker_pipeline(config_path, digest, name)
     return [pipeline.run(request) for request in requests], pipeline.index_info()
 
 
 @without_collector
-def remote_score(config_path: str, digest: str, traces: list, keep: bool):
+def remote_score(config_path: str, digest: str, traces: list[Trace], keep: bool) -> Scoring:
     """Validate and score one batch of runs on a worker."""
     from ragaudit.auditing.audit import score_batch
     from ragaudit.checks.metrics.evaluate import Settings
 
     inputs = _inputs(config_path, digest)
-    gold: dict = {}
+    gold: dict[str, GoldItem] = {}
     for item in inputs.items:
         gold.setdefault(item.qid, item)
     # as in this process's own scoring (StreamingAudit): a batch makes no cycles worth collecting
@@ -110,11 +118,11 @@ class DaskClient:
 
     name = "dask"
 
-    def __init__(self, scheduler, *, retries: int = 0, worker_wait_s: float = WORKER_WAIT_S):
+    def __init__(self, scheduler: Any, *, retries: int = 0, worker_wait_s: float = WORKER_WAIT_S):
         self.owned = scheduler is None or isinstance(scheduler, str)
         self.client = connect(scheduler) if self.owned else scheduler
         self.retries = retries  # times a task that raises is run again
-        self.watch = _Workers(self.client, worker_wait_s)
+        self.watch = DaskWorkers(self.client, worker_wait_s)
 
     @property
     def workers(self) -> int:
@@ -127,12 +135,12 @@ class DaskClient:
     def lost(self) -> ClusterLost | None:
         return self.watch.verdict()
 
-    def submit(self, fn, *args) -> "_DaskTask":
+    def submit(self, fn: Callable[..., Any], *args: Any) -> DaskTask:
         if (lost := self.lost) is not None:
             raise lost
-        return _DaskTask(self.client.submit(fn, *args, pure=False, retries=self.retries or None), self.watch)
+        return DaskTask(self.client.submit(fn, *args, pure=False, retries=self.retries or None), self.watch)
 
-    def scatter(self, value):
+    def scatter(self, value: Any) -> Any:
         """`value` sent to every worker once; pass what this returns as a task's argument."""
         try:
             return self.client.scatter(value, broadcast=True, hash=False, timeout=self.watch.wait_s)
@@ -142,103 +150,6 @@ class DaskClient:
     def close(self) -> None:
         if self.owned:
             self.client.close()
-
-
-class _Workers:
-    """Whether a Dask cluster still has a worker, looked at (at most every LOOK_S) by whoever waits
-    on one of its tasks. Once it has had none for `wait_s` seconds it is lost for good, and says
-    which workers it had."""
-
-    def __init__(self, client, wait_s: float):
-        self.client, self.wait_s = client, wait_s
-        self.seen: dict[str, None] = {}  # every worker the cluster had, in the order first seen
-        self.empty_since: float | None = None
-        self.looked = float("-inf")
-        self.lost: str | None = None
-        self._lock = threading.Lock()
-        self._look()  # the workers it has as the run starts
-
-    def verdict(self) -> ClusterLost | None:
-        """ClusterLost once the cluster is lost (a fresh one each time: threads raise it at once)."""
-        return ClusterLost(self.lost) if self.lost is not None else None
-
-    def check(self) -> ClusterLost | None:
-        """Look at the cluster's workers, unless another thread is looking or one looked just now."""
-        if self.lost is None and self._lock.acquire(blocking=False):
-            try:
-                if time.monotonic() - self.looked >= LOOK_S:
-                    self._look()
-            finally:
-                self._lock.release()
-        return self.verdict()
-
-    def _look(self) -> None:
-        try:
-            workers = list(self.client.nthreads(callback_timeout=5 * LOOK_S))
-        except (OSError, TimeoutError):  # a scheduler that does not answer reaches no worker either
-            workers = []
-        now = self.looked = time.monotonic()
-        if workers:
-            self.seen.update(dict.fromkeys(sorted(workers)))
-            self.empty_since = None
-        elif self.empty_since is None:
-            self.empty_since = now
-        elif now - self.empty_since >= self.wait_s:
-            self.lost = self.said()
-
-    def said(self, *, none_came: bool = False) -> str:
-        address = getattr(getattr(self.client, "scheduler", None), "address", None) or "(unknown address)"
-        within = f"within {self.wait_s:g} s ([executor] worker_wait_s)"
-        if none_came or not self.seen:
-            return f"no worker of the Dask cluster at {address} could be reached {within}"
-        had = list(self.seen)
-        shown = ", ".join(had[:10]) + (f" and {len(had) - 10} more" if len(had) > 10 else "")
-        return f"every worker of the Dask cluster at {address} is gone ({shown}) and none came back {within}"
-
-
-class _DaskTask:
-    """A Dask future as a task: a task the cluster gave up on after its workers died raises
-    WorkerDied, and one on a cluster that lost every worker ClusterLost; the cluster forgets the
-    result once it is read."""
-
-    def __init__(self, future, watch: _Workers):
-        self.future, self.watch = future, watch
-
-    def result(self, timeout: float | None = None):
-        from distributed import KilledWorker
-
-        try:
-            return self._wait(timeout)
-        except KilledWorker as exc:
-            tries = getattr(exc, "allowed_failures", None)
-            raise WorkerDied(tries + 1 if isinstance(tries, int) else 0) from None
-        finally:
-            if self.future.done():
-                self.future.release()
-
-    def _wait(self, timeout: float | None):
-        """The future's result, waited for a slice at a time: between slices, whether the cluster
-        still has a worker to run it."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = LOOK_S if deadline is None else min(LOOK_S, max(deadline - time.monotonic(), 0.0))
-            try:
-                return self.future.result(left)
-            except TimeoutError:
-                if self.future.done():  # it ended as the slice did (or the task raised TimeoutError itself)
-                    return self.future.result()
-                if (lost := self.watch.check()) is not None:
-                    self.future.cancel()
-                    raise lost from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    def done(self) -> bool:
-        return self.future.done()
-
-    def cancel(self) -> bool:
-        self.future.cancel()
-        return True
 
 
 class Cluster:
@@ -256,13 +167,13 @@ class Cluster:
         # them. A cluster's workers have cores of their own: as many as pipeline calls.
         self.scoring_ahead = executor.workers if isinstance(executor, Processes) else self.in_flight
 
-    def submit(self, fn, *args) -> Task:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Task:
         return self.executor.submit(fn, self.config_path, self.digest, *args)
 
-    def pipeline(self, name: str) -> "RemotePipeline":
+    def pipeline(self, name: str) -> RemotePipeline:
         return RemotePipeline(self, name)
 
-    def scorer(self, keep: bool) -> "RemoteScoring":
+    def scorer(self, keep: bool) -> RemoteScoring:
         return RemoteScoring(self, keep)
 
     @property
@@ -294,24 +205,25 @@ class RemotePipeline:
 
     def __init__(self, executor: Cluster, name: str):
         self.executor, self.name = executor, name
-        self._index = None
-        self._futures: set = set()
+        self._index: LiveIndex | None = None
+        self._futures: set[Task] = set()
         self.killed = False
 
-    def run(self, request):
+    def run(self, request: Request) -> Trace:
         if self.killed:
             from ragaudit.pipelines.base import error_trace
 
             return error_trace(self.name, request, f"pipeline {self.name!r} was stopped")
         return self._call(request, again=True)
 
-    def _call(self, request, *, again: bool):
+    def _call(self, request: Request, *, again: bool) -> Trace:
         """One call in a task of its own; when the cluster gives up on it, once more (`again`): a
         call can be given up on for sharing a worker with one that kills it."""
         future = self.executor.submit(remote_run, self.name, request)  # ClusterLost: never sent, not a run
         self._futures.add(future)
         try:
-            trace, index = future.result()
+            answered: tuple[Trace, LiveIndex | None] = future.result()  # remote_run's
+            trace, index = answered
         except WorkerDied as exc:  # a call that kills its workers is that run's error
             return self._call(request, again=False) if again and not self.killed else self._died(request, exc)
         except ClusterLost as exc:
@@ -321,16 +233,17 @@ class RemotePipeline:
         self._index = index or self._index
         return trace
 
-    def submit_many(self, requests: list):
+    def submit_many(self, requests: list[Request]) -> Batch:
         """Send several calls as one task (pipelines without limits or retries: a task costs a few
         milliseconds, a call of a CPU-bound pipeline often less)."""
         return Batch(self.executor.submit(remote_run_many, self.name, requests), requests)
 
-    def results(self, batch: "Batch") -> list:
+    def results(self, batch: Batch) -> list[Trace]:
         """The traces of a task of `submit_many`, in order; when the cluster gave up on the task,
         each of its calls is asked again in a task of its own."""
         try:
-            traces, index = batch.task.result()
+            answered: tuple[list[Trace], LiveIndex | None] = batch.task.result()  # remote_run_many's
+            traces, index = answered
         except WorkerDied:  # see the class docstring
             return self._one_by_one(batch.requests)
         except ClusterLost as exc:
@@ -338,11 +251,11 @@ class RemotePipeline:
         self._index = index or self._index
         return traces
 
-    def _one_by_one(self, requests: list) -> list:
+    def _one_by_one(self, requests: list[Request]) -> list[Trace]:
         """Each call in a task of its own, all at once; a call the cluster gives up on is asked
         once more, alone, once the others are done."""
-        futures: list = []
-        traces: list = []
+        futures: list[Task] = []
+        traces: list[Trace | None] = []
         try:
             for request in requests:
                 futures.append(self.executor.submit(remote_run, self.name, request))
@@ -371,7 +284,7 @@ class RemotePipeline:
             out.append(trace)
         return out
 
-    def _died(self, request, exc: WorkerDied):
+    def _died(self, request: Request, exc: WorkerDied) -> Trace:
         from ragaudit.pipelines.base import error_trace
 
         times = f" {exc.deaths} times, on as many workers" if exc.deaths else ""
@@ -383,12 +296,12 @@ class RemotePipeline:
             self._index,
         )
 
-    def _gone(self, request, exc: ClusterLost):
+    def _gone(self, request: Request, exc: ClusterLost) -> Trace:
         from ragaudit.pipelines.base import error_trace
 
         return error_trace(self.name, request, f"ClusterLost: {exc}", self._index)
 
-    def index_info(self):
+    def index_info(self) -> LiveIndex | None:
         return self._index
 
     def kill(self) -> None:
@@ -405,7 +318,7 @@ class Batch:
     """A task of several pipeline calls, and the calls it makes."""
 
     task: Task
-    requests: list
+    requests: list[Request]
 
     def done(self) -> bool:
         return self.task.done()
@@ -425,10 +338,10 @@ class RemoteScoring:
 
     def __init__(self, executor: Cluster, keep: bool):
         self.executor, self.keep = executor, keep
-        self._pending: deque = deque()
+        self._pending: deque[tuple[Task, list[Trace]]] = deque()
         self.lost: ClusterLost | None = None
 
-    def submit(self, batch: list) -> list:
+    def submit(self, batch: list[Trace]) -> list[Scoring]:
         """Send a batch; return the results now ready in order (waiting when too many are out)."""
         if self.lost is not None:
             return []
@@ -443,24 +356,26 @@ class RemoteScoring:
             return []
         return ready
 
-    def drain(self) -> list:
+    def drain(self) -> list[Scoring]:
         if self.lost is not None:
             raise self.lost
         out = [self._result(future, batch) for future, batch in self._pending]
         self._pending.clear()
         return out
 
-    def _result(self, future, batch: list):
+    def _result(self, future: Task, batch: list[Trace]) -> Scoring:
         for tries in range(1, self.TRIES + 1):
             try:
-                return future.result()
+                scored: Scoring = future.result()  # remote_score's
+                return scored
             except WorkerDied:
                 if tries == self.TRIES:
                     raise
                 future = self.executor.submit(remote_score, batch, self.keep)
+        raise AssertionError("unreachable: the last try raises")  # for the type checker: range() may look empty
 
 
-def connect(scheduler):
+def connect(scheduler: str | None) -> Any:  # a distributed.Client, whose methods are unannotated
     """A Dask client of the scheduler at `scheduler`; a usage error without one, a start error
     (exit 4) when it cannot be reached."""
     if not scheduler:
@@ -469,7 +384,7 @@ def connect(scheduler):
     from distributed import Client
 
     try:
-        return Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
+        return Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")  # type: ignore[no-untyped-call]  # distributed leaves Client.__init__ unannotated
     except OSError as exc:
         raise PipelineStartError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
 
@@ -480,7 +395,12 @@ def local_processes(workers: int, config_path: Path) -> Cluster:
 
 
 def make_executor(
-    kind: str, scheduler, config_path: Path | None, workers: int = 2, *, worker_wait_s: float = WORKER_WAIT_S
+    kind: str,
+    scheduler: str | None,
+    config_path: Path | None,
+    workers: int = 2,
+    *,
+    worker_wait_s: float = WORKER_WAIT_S,
 ) -> Cluster | None:
     """Where a run's pipeline calls and scoring go: None for `local` (the runner's own threads).
     `worker_wait_s`: how long a Dask cluster left without a worker may take to have one again."""

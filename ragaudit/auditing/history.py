@@ -32,12 +32,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragaudit.auditing.history_series import gated_metrics, history_key, parse_rename, rename_in, shown
 from ragaudit.checks.metrics.registry import TRENDED
 from ragaudit.core.errors import InputError, Problem, RagauditError, UsageError, describe
 from ragaudit.core.model import Report
+
+if TYPE_CHECKING:
+    from ragaudit.io.config import Config
 
 FILE = "history.sqlite"
 VERSION = 1
@@ -62,7 +65,7 @@ COMMIT;
 """
 
 
-def store_of(config=None, out: Path | None = None) -> Path:
+def store_of(config: Config | None = None, out: Path | None = None) -> Path:
     """The history file of runs written under `out` (default: the config's out, else ./reports)."""
     if os.environ.get("RAGAUDIT_HISTORY"):
         return Path(os.environ["RAGAUDIT_HISTORY"])

@@ -7,10 +7,14 @@ one; and by default only the metrics the gate read are shown.
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
 
 from ragaudit.core.errors import UsageError
 from ragaudit.core.gatechecks.registry import CHECKS
 from ragaudit.core.model import Report
+
+if TYPE_CHECKING:
+    from ragaudit.auditing.history import Point
 
 # The history's name for the figure each gate check reads (the history keeps pipeline means,
 # the share of convergent questions and counts of runs).
@@ -71,7 +75,7 @@ def rename_in(db: sqlite3.Connection, old: str, new: str) -> int:
     return int(runs)
 
 
-def shown(points: list, gated: set[str], *, every: bool) -> tuple[list, list[str]]:
+def shown(points: list[Point], gated: set[str], *, every: bool) -> tuple[list[Point], list[str]]:
     """The points to show (those of gated metrics, or all with `every`) and the metrics left out."""
     if every or not gated:
         return points, []

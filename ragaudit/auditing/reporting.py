@@ -17,13 +17,16 @@ import heapq
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from ragaudit._version import __version__
 from ragaudit.checks import runstore
 from ragaudit.core.codes import CODES
 from ragaudit.core.model import IssueCounts, PipelineResult, Question, Report, Summary
-from ragaudit.core.types import Corpus, GoldItem
+from ragaudit.core.types import Corpus, GoldItem, Issue
+
+if TYPE_CHECKING:
+    from ragaudit.auditing.audit import Audit
 
 SCHEMA_VERSION = "ragaudit.report/3"  # 3: every check's threshold a number, its bar in words as `bound`
 ALL_RUNS_UP_TO = 20_000  # below this many runs, every question's runs are in the report
@@ -41,12 +44,12 @@ def _version(package: str) -> str | None:
         return None
 
 
-def versions() -> dict:
+def versions() -> dict[str, str | None]:
     packages = ("numpy", "scikit-learn", "torch", "sentence-transformers", "orjson", "click", "pyarrow")
     return {"ragaudit": __version__, "python": platform.python_version(), **{p: _version(p) for p in packages}}
 
 
-def gold_row(item: GoldItem, corpus: Corpus | None) -> dict:
+def gold_row(item: GoldItem, corpus: Corpus | None) -> dict[str, Any]:
     """A question's gold reference as its row holds it."""
     a = item.anchor.span
     return {
@@ -59,7 +62,7 @@ def gold_row(item: GoldItem, corpus: Corpus | None) -> dict:
     }
 
 
-def detailed_questions(audit, questions: list[Question]) -> set[tuple[str, str]]:
+def detailed_questions(audit: Audit, questions: list[Question]) -> set[tuple[str, str]]:
     """The questions whose runs the report carries."""
     total = sum(p.runs for p in audit.evaluation.pipelines.values())
     if total <= ALL_RUNS_UP_TO:
@@ -72,20 +75,21 @@ def detailed_questions(audit, questions: list[Question]) -> set[tuple[str, str]]
 
 def build_report(
     *,
-    audit,
+    audit: Audit,
     items: list[GoldItem],
     corpus: Corpus | None,
-    manifest: dict,
+    manifest: dict[str, Any],
     pipelines: dict[str, PipelineResult],
-    gold_findings: list | tuple = (),
+    gold_findings: list[Issue] | tuple[Issue, ...] = (),
 ) -> Report:
     evaluation, gate = audit.evaluation, audit.gate
     gold: dict[str, GoldItem] = {}
     for item in items:
         gold.setdefault(item.qid, item)
     large = sum(p.runs for p in evaluation.pipelines.values()) > ALL_RUNS_UP_TO
+    runs_path = cast(Path, audit.runs_path)  # a report is built of a streaming audit: its runs are on disk
     runs = runstore.runs_of(
-        audit.runs_path, detailed_questions(audit, evaluation.questions), limit=RUNS_SHOWN if large else None
+        runs_path, detailed_questions(audit, evaluation.questions), limit=RUNS_SHOWN if large else None
     )
     used = {s["ref"] for found in runs.values() for run in found for s in run.get("spans") or []}
     held = held_keys(evaluation.questions, set(runs))
@@ -157,7 +161,7 @@ def held_keys(questions: list[Question], detailed: set[tuple[str, str]]) -> set[
     if len(questions) <= QUESTION_ROWS:
         return None
 
-    def worst(q: Question) -> tuple:
+    def worst(q: Question) -> tuple[float, str, str]:
         return (q.correct / max(q.stats.runs or 1, 1), q.pipeline, q.qid)
 
     others = (q for q in questions if q.key not in detailed)
@@ -178,7 +182,7 @@ def report_text(report: Report, rows: list[Question] | None = None) -> Iterator[
     without the whole document in memory at once."""
     from ragaudit.io.files import dumps
 
-    def text(value) -> str:
+    def text(value: Any) -> str:
         return dumps(value)[:-1]  # dumps ends the document with a newline
 
     document = report.to_json(questions=[])
@@ -211,7 +215,7 @@ def write_questions(path: Path, report: Report, items: list[GoldItem], corpus: C
     for item in items:
         gold.setdefault(item.qid, item)
 
-    def gold_of(q: Question):
+    def gold_of(q: Question) -> dict[str, Any] | None:
         return q.gold if q.gold is not None else gold_row(gold[q.qid], corpus) if q.qid in gold else None
 
     return write(path, report.questions, AVERAGED, gold_of)

@@ -36,14 +36,20 @@ class Request:
     corpus: str | None = None
     exclude: tuple[tuple[str, str | None], ...] = ()
 
-    def to_dict(self) -> dict:
-        out = {"qid": self.qid, "variant": self.variant, "seed": self.seed, "query": self.query, "k": self.k}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "qid": self.qid,
+            "variant": self.variant,
+            "seed": self.seed,
+            "query": self.query,
+            "k": self.k,
+        }
         if self.corpus is not None:  # a probe's request: a command pipeline reads where to answer from
             out |= {"corpus": self.corpus, "exclude": exclusions(self.exclude)}
         return out
 
 
-def exclusions(exclude) -> list[dict]:
+def exclusions(exclude: Excluded) -> list[dict[str, str | None]]:
     """Excluded sections as a pipeline is given them: `[{"doc_id", "section_id"}]`, a section_id of
     null meaning the whole document."""
     return [{"doc_id": doc_id, "section_id": section_id} for doc_id, section_id in exclude]

@@ -22,10 +22,13 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragaudit.core.types import LiveIndex, Trace
 from ragaudit.pipelines.base import Request
+
+if TYPE_CHECKING:
+    from ragaudit.core.types import Corpus
 
 POLICY_KEYS = ("max_in_flight", "rate_limit", "retries", "retry_backoff_s", "cache", "timeout_s", "k")
 
@@ -97,7 +100,7 @@ class AnswerCache:
         return list(self.db.warnings)
 
 
-def corpus_digest(corpus) -> str:
+def corpus_digest(corpus: Corpus) -> str:
     """The sha256 of a corpus's documents (ids and texts): an answer given on one corpus is never
     served for another, such as a probe's copy with one fact edited."""
     digest = hashlib.sha256()
@@ -107,7 +110,7 @@ def corpus_digest(corpus) -> str:
     return digest.hexdigest()
 
 
-def config_key(kind: str, options: dict, *, code: dict[str, str] | None = None) -> str:
+def config_key(kind: str, options: dict[str, Any], *, code: dict[str, str] | None = None) -> str:
     """What decides a pipeline's answers, besides the request and the live index, as one digest:
     its kind, its keys but the call policy's, and the digests of its code (`code_digests`)."""
     kept = {k: v for k, v in sorted(options.items()) if k not in POLICY_KEYS and v is not None}
@@ -115,7 +118,7 @@ def config_key(kind: str, options: dict, *, code: dict[str, str] | None = None) 
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def code_digests(kind: str, options: dict, folder: Path | None = None) -> dict[str, str]:
+def code_digests(kind: str, options: dict[str, Any], folder: Path | None = None) -> dict[str, str]:
     """The sha256 of each part of a pipeline's code, by what names it: a python pipeline's factory
     module (its folder's files for a package), the arguments of a command that name files
     (beside the config: `folder`), and every file or folder of `code`."""
@@ -154,7 +157,7 @@ class CallPolicy:
         self,
         name: str,
         kind: str,
-        options: dict,
+        options: dict[str, Any],
         *,
         cache_folder: Path | None = None,
         code: dict[str, str] | None = None,

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ragaudit.core.errors import PipelineStartError, UsageError, clip
 from ragaudit.core.markers import ALL_FORMS
@@ -72,9 +72,9 @@ class _Watcher:
     start) children are still ended by `close()` and `kill()`; only ragaudit's own death leaks them.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._owner: int | None = None
         self._groups: set[int] = set()  # what a new watcher must be told, should the last one be gone
 
@@ -100,7 +100,7 @@ class _Watcher:
             except (OSError, ValueError):
                 self._process = None  # gone: the next call starts a new one and tells it every group
 
-    def _running(self) -> tuple[subprocess.Popen, bool]:
+    def _running(self) -> tuple[subprocess.Popen[bytes], bool]:
         # A forked copy of ragaudit must not write into its parent's watcher.
         if self._process is not None and self._owner == os.getpid() and self._process.poll() is None:
             return self._process, False
@@ -139,7 +139,7 @@ class _Child:
         self.stdin, self.stdout, self.stderr = stdin, stdout, cast(io.BufferedReader, stderr)
         _watcher.watch(self.process.pid)
         self.answered = False
-        self.lines: queue.Queue = queue.Queue()
+        self.lines: queue.Queue[object] = queue.Queue()  # stdout's lines (bytes), then _EOF
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
         self._threads = [
@@ -337,7 +337,7 @@ class CommandPipeline:
             if item is _EOF:
                 return self._lost(request, "stopped before answering")
             try:
-                trace = self._answer(request, item)
+                trace = self._answer(request, cast(bytes, item))  # not _EOF: a line of stdout
             except Exception as exc:  # a line that breaks the parser fails this run only
                 return error_trace(
                     self.name, request, f"cannot read the answer of {self.shown}: {type(exc).__name__}: {exc}"
@@ -383,7 +383,7 @@ class CommandPipeline:
     def __enter__(self) -> CommandPipeline:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ---- the child's life ---------------------------------------------------------------------
@@ -479,7 +479,7 @@ class CommandPipeline:
         return error_trace(self.name, request, message)
 
 
-def _answers_other_run(output: dict, request: Request) -> bool:
+def _answers_other_run(output: dict[str, Any], request: Request) -> bool:
     """True when the line names a different run: a late answer to an earlier request."""
     qid, variant, seed = output.get("qid"), output.get("variant"), output.get("seed")
     return (

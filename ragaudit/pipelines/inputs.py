@@ -10,35 +10,40 @@ from typing import TYPE_CHECKING
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.progress import phase
-from ragaudit.core.types import Corpus, GoldItem, Issue
+from ragaudit.core.types import DEFAULT_MODEL, Corpus, GoldItem, Issue
 from ragaudit.io.config import Config
 from ragaudit.io.config_schema import SupportSection
 from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 
 if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
+    from ragaudit.checks.metrics.support import CrossEncoderScorer, Memoized, SupportScorer
     from ragaudit.checks.validation import Context
 
 
 VECTORS_HELD = 20_000  # embedding vectors an audit holds in memory (the cache file keeps every one of a model's)
 
 
-def encoder_for(model: str | None = None, *, memory: int | None = None, on_disk: bool | None = None):
+def encoder_for(model: str | None = None, *, memory: int | None = None, on_disk: bool | None = None) -> Encoder:
     """The embedding encoder of `model` (the default model when None; `hashing` for no model),
     through the embedding cache (`on_disk`: the config's `[embedder] cache`): the one way every
     command builds it."""
-    from ragaudit.checks.metrics.embed import DEFAULT_MODEL, make_encoder
+    from ragaudit.checks.metrics.embed import make_encoder
 
     return make_encoder(str(model or DEFAULT_MODEL), memory=memory, on_disk=on_disk)
 
 
-def support_for(section: SupportSection | None, encoder):
+def support_for(section: SupportSection | None, encoder: Encoder) -> SupportScorer | CrossEncoderScorer:
     """The support scorer of a config's `[support]` (its model and params; the calibrated one without
     a section), sharing `encoder`."""
     from ragaudit.checks.metrics.support import make_support_scorer
 
     model, params = (section.model, section.params) if section is not None else (None, None)
-    return make_support_scorer(str(model) if model else None, params=str(params) if params else None, encoder=encoder)
+    scorer: SupportScorer | CrossEncoderScorer = make_support_scorer(
+        str(model) if model else None, params=str(params) if params else None, encoder=encoder
+    )
+    return scorer
 
 
 class Inputs:
@@ -55,13 +60,13 @@ class Inputs:
         items: list[GoldItem],
         corpus: Corpus,
         *,
-        encoder=None,
-        support=None,
+        encoder: Encoder | None = None,
+        support: Memoized | None = None,
         gold_findings: list[Issue] | tuple[Issue, ...] = (),
         gold_problems: list[Problem] | tuple[Problem, ...] = (),
         memory: int | None = VECTORS_HELD,
         memo: int = 200_000,
-    ):
+    ) -> None:
         self.config = config
         self.items = list(items)
         self.corpus = corpus
@@ -74,7 +79,9 @@ class Inputs:
         self._lock = threading.RLock()
 
     @classmethod
-    def from_config(cls, config: Config, *, encoder=None, support=None, lenient: bool = False) -> Inputs:
+    def from_config(
+        cls, config: Config, *, encoder: Encoder | None = None, support: Memoized | None = None, lenient: bool = False
+    ) -> Inputs:
         """Load the gold set and corpus `config` names. An unreadable gold item stops it (InputError)
         unless `lenient`, which keeps it in `gold_problems` for the gold check to report."""
         if config.gold is None or config.corpus is None:
@@ -87,7 +94,7 @@ class Inputs:
         return cls(config, items, corpus, encoder=encoder, support=support, gold_problems=problems, memory=VECTORS_HELD)
 
     @property
-    def encoder(self):
+    def encoder(self) -> Encoder:
         with self._lock:
             if self._encoder is None:
                 self._encoder = encoder_for(self.config.model, memory=self._memory, on_disk=self.config.embed_cache)
@@ -101,7 +108,7 @@ class Inputs:
         return encoder.warnings() if encoder is not None and hasattr(encoder, "warnings") else []
 
     @property
-    def support(self):
+    def support(self) -> Memoized:
         with self._lock:
             if self._support is None:
                 from ragaudit.checks.metrics.support import Memoized
@@ -119,7 +126,7 @@ class Inputs:
                 self._context = Context.of(self.config, self.corpus)
             return self._context
 
-    def replace(self, *, config: Config | None = None, support=None) -> Inputs:
+    def replace(self, *, config: Config | None = None, support: Memoized | None = None) -> Inputs:
         """These inputs, with another config (another gate, say) or support scorer: the gold set,
         corpus, findings and models loaded so far are shared, never loaded again."""
         return Inputs(

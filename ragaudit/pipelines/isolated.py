@@ -28,7 +28,7 @@ import os
 import queue
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, cast
 
 from ragaudit.core.errors import PipelineStartError, UsageError, describe
 from ragaudit.core.markers import ALL_FORMS
@@ -49,7 +49,7 @@ class IsolatedPythonPipeline(CommandPipeline):
         self,
         name: str,
         factory: str,
-        options: dict | None = None,
+        options: dict[str, Any] | None = None,
         *,
         offset_unit: str = "char",
         markers: frozenset[str] = ALL_FORMS,
@@ -93,9 +93,10 @@ class IsolatedPythonPipeline(CommandPipeline):
                     f"pipeline {self.name!r}: the process of factory {self.factory!r} ended before it was "
                     f"ready (exit code {code})" + (f"; stderr: {tail}" if tail else "")
                 )
-            if not item.strip():
+            line = cast(bytes, item)  # not _EOF: a line of stdout
+            if not line.strip():
                 continue
-            hello = _hello(item)
+            hello = _hello(line)
             if "start_error" in hello:
                 child.kill()
                 self._children.discard(child)
@@ -118,11 +119,12 @@ class IsolatedPythonPipeline(CommandPipeline):
             if item is _EOF:
                 return None
             try:
-                said = json.loads(item)
+                said = json.loads(cast(bytes, item))  # not _EOF: a line of stdout
             except ValueError:
                 continue
             if isinstance(said, dict) and isinstance(said.get("close_error"), str):
-                return said["close_error"]
+                close_error: str = said["close_error"]
+                return close_error
 
     def _timed_out(self, request: Request) -> Trace:
         self._discard_child(kill=True)
@@ -136,7 +138,7 @@ class IsolatedPythonPipeline(CommandPipeline):
         )
 
 
-def _hello(line: bytes) -> dict:
+def _hello(line: bytes) -> dict[str, Any]:
     """The worker's first line: {"ready": true, "index"} or {"start_error"}."""
     try:
         hello = json.loads(line)
@@ -153,7 +155,7 @@ def _hello(line: bytes) -> dict:
 # ---- the worker process ---------------------------------------------------------------------
 
 
-def _index_dict(index: LiveIndex | None) -> dict | None:
+def _index_dict(index: LiveIndex | None) -> dict[str, Any] | None:
     return None if index is None else {key: getattr(index, key) for key in INDEX_KEYS}
 
 
@@ -166,7 +168,7 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot send {describe(value)} to ragaudit")
 
 
-def answer(target: Any, request: dict) -> dict:
+def answer(target: Any, request: dict[str, Any]) -> dict[str, Any]:
     """What the object answers to one request, as the line the parent reads (see the module)."""
     keys = {key: request.get(key) for key in ("qid", "variant", "seed")}
     index = None
@@ -188,10 +190,10 @@ def answer(target: Any, request: dict) -> dict:
     return out
 
 
-def serve(spec: dict, stdin, out) -> int:
+def serve(spec: dict[str, Any], stdin: Iterable[bytes], out: BinaryIO) -> int:
     """Build the pipeline of `spec`, say so on `out`, then answer each request line of `stdin`."""
 
-    def say(message: dict) -> None:
+    def say(message: dict[str, Any]) -> None:
         try:
             line = json.dumps(without_surrogates(message), default=_plain, allow_nan=True)
         except (TypeError, ValueError) as exc:

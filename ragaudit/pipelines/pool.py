@@ -23,7 +23,8 @@ def build_pipeline(spec: PipelineConfig, inputs: Inputs, *, exclude: Excluded = 
     if kind is None:
         raise UsageError(f"pipeline {spec.name!r}: unknown kind {spec.kind!r}")
     module, _, function = kind.build.partition(":")
-    return getattr(importlib.import_module(module), function)(spec, inputs, exclude)
+    built: Pipeline = getattr(importlib.import_module(module), function)(spec, inputs, exclude)
+    return built
 
 
 REMOTE_KINDS = tuple(name for name, kind in KINDS.items() if kind.remote)  # may call a service: limits, retries, cache
@@ -36,7 +37,13 @@ class PipelinePool:
     never ragaudit's own exit."""
 
     def __init__(
-        self, spec: PipelineConfig, inputs: Inputs | None, workers: int, *, instance: Pipeline | None = None, exclude=()
+        self,
+        spec: PipelineConfig,
+        inputs: Inputs | None,
+        workers: int,
+        *,
+        instance: Pipeline | None = None,
+        exclude: Excluded = (),
     ):
         """Build the pipeline's instances (leaving the sections of `exclude` out of what they retrieve),
         or serve one given `instance` to every worker (a pipeline that runs elsewhere, such as on a
@@ -49,7 +56,7 @@ class PipelinePool:
             code = code_digests(spec.kind, spec.options, folder)
         corpus = corpus_digest(inputs.corpus) if inputs is not None and remote else None
         self.policy = CallPolicy(spec.name, spec.kind, spec.options if remote else {}, code=code, corpus=corpus)
-        self.free: queue.Queue = queue.Queue()
+        self.free: queue.Queue[Pipeline] = queue.Queue()
         self.instances: list[Pipeline] = []
         if instance is not None:
             self.shared, self.instances = True, [instance]

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from importlib.machinery import PathFinder
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ragaudit.core.errors import PipelineStartError, describe
 from ragaudit.core.markers import ALL_FORMS
@@ -42,6 +42,9 @@ from ragaudit.pipelines.base import (
     trace_from_output,
     without_surrogates,
 )
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 ENTRY_POINT_GROUP = "ragaudit.pipelines"
 INDEX_KEYS = ("index_hash", "analyzer", "embed_model", "store")
@@ -123,7 +126,7 @@ class PythonPipeline:
         self,
         name: str,
         factory: str,
-        options: dict | None = None,
+        options: dict[str, Any] | None = None,
         *,
         offset_unit: str = "char",
         markers: frozenset[str] = ALL_FORMS,
@@ -221,7 +224,7 @@ class PythonPipeline:
 REPOINTED = ("corpus_path", "exclude")  # the factory parameters a probe re-points a pipeline with
 
 
-def takes(make: Callable) -> tuple[str, ...]:
+def takes(make: Callable[..., Any]) -> tuple[str, ...]:
     """Which of REPOINTED the factory declares by name: what ragaudit can tell it about the corpus."""
     import inspect
 
@@ -253,10 +256,11 @@ def as_live_index(value: Any) -> LiveIndex | None:
     for key, field in fields.items():
         if field is not None and not isinstance(field, str):
             raise TypeError(f"index_info() {key} must be a string, found {describe(field)}")
-    return without_surrogates(LiveIndex(**fields))
+    index: LiveIndex = without_surrogates(LiveIndex(**fields))
+    return index
 
 
-def load_factory(name: str, factory: str, *, search_path: str | None = None):
+def load_factory(name: str, factory: str, *, search_path: str | None = None) -> Callable[..., Any]:
     """The callable named by `"module:callable"` or by an entry point; PipelineStartError if there is none.
 
     The module is imported from `sys.path` (an installed package, or a module in a folder on
@@ -306,7 +310,7 @@ def module_file(factory: str, search_path: str | None = None) -> Path | None:
     return origin.parent if spec.submodule_search_locations else origin
 
 
-def _import(module_name: str, search_path: str | None):
+def _import(module_name: str, search_path: str | None) -> ModuleType:
     if search_path is None or search_path in sys.path:
         return importlib.import_module(module_name)
     sys.path.append(search_path)
@@ -316,12 +320,12 @@ def _import(module_name: str, search_path: str | None):
         sys.path.remove(search_path)
 
 
-def _from_module(name: str, factory: str, search_path: str | None = None):
+def _from_module(name: str, factory: str, search_path: str | None = None) -> object:
     module_name, _, attribute = factory.partition(":")
     if not module_name or not attribute:
         raise PipelineStartError(f'pipeline {name!r}: factory must be "module:callable", found {factory!r}')
     try:
-        target = _import(module_name, search_path)
+        target: object = _import(module_name, search_path)
     except (Exception, SystemExit) as exc:  # a broken user module can raise anything while importing
         raise PipelineStartError(
             f"pipeline {name!r}: cannot import module {module_name!r} for factory {factory!r}: {exception_text(exc)}"
@@ -336,7 +340,7 @@ def _from_module(name: str, factory: str, search_path: str | None = None):
     return target
 
 
-def _from_entry_point(name: str, factory: str):
+def _from_entry_point(name: str, factory: str) -> object:
     found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
     matches = [ep for ep in found if ep.name == factory]
     if not matches:

@@ -34,7 +34,7 @@ class ReplayPipeline:
     def __init__(
         self,
         name: str,
-        traces: str | os.PathLike,
+        traces: str | os.PathLike[str],
         *,
         offset_unit: str = "char",
         markers: frozenset[str] = ALL_FORMS,

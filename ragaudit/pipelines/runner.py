@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from ragaudit._version import __version__
 from ragaudit.core.errors import InputError, PipelineStartError, Problem, UsageError
@@ -37,6 +37,9 @@ from ragaudit.pipelines.base import Request
 from ragaudit.pipelines.inputs import Inputs
 from ragaudit.pipelines.pool import PipelinePool
 from ragaudit.pipelines.workers import Interrupted, Stopper, run_jobs
+
+if TYPE_CHECKING:
+    from ragaudit.auditing.executors import Batch, Cluster, RemotePipeline
 
 __all__ = ["Inputs", "RunResult", "run"]
 
@@ -114,7 +117,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _check_resume(run_dir: Path, config: Config, inputs: Inputs) -> dict:
+def _check_resume(run_dir: Path, config: Config, inputs: Inputs) -> dict[str, Any]:
     """The manifest of the run to resume; refused (exit 2) when an input changed since."""
     manifest = rundir.read_manifest(run_dir)
     now = rundir.input_record(config, inputs.corpus, version=rundir.hash_version(manifest))["inputs"]
@@ -136,7 +139,7 @@ def run(
     workers: int | None = None,
     sink: Callable[[Trace], None] | None = None,
     on_start: Callable[[Path], None] | None = None,
-    executor=None,
+    executor: Cluster | None = None,
 ) -> RunResult:
     """Run every planned run not yet done; `sink` receives every trace of the run directory
     (recovered ones first), in the order they are stored. `on_start(run_dir)` is called once the
@@ -177,7 +180,16 @@ def run(
 
 
 class _Run:
-    def __init__(self, run_dir, manifest, config, inputs, workers, sink, executor=None):
+    def __init__(
+        self,
+        run_dir: Path,
+        manifest: dict[str, Any],
+        config: Config,
+        inputs: Inputs,
+        workers: int,
+        sink: Callable[[Trace], None] | None,
+        executor: Cluster | None = None,
+    ) -> None:
         self.run_dir, self.manifest, self.config, self.inputs = run_dir, manifest, config, inputs
         self.workers, self.sink, self.executor = workers, sink or (lambda trace: None), executor
         self.plan = PlanIndex(config, inputs.items)
@@ -228,7 +240,8 @@ class _Run:
                         slots = self.workers
                     self.pools[spec.name] = pool
                     if self.executor is not None and spec.kind != "replay" and not pool.policy.active:
-                        self._ask_in_chunks(spec.name, pool.instances[0], stopper)
+                        remote = cast("RemotePipeline", pool.instances[0])  # the cluster's, given to the pool above
+                        self._ask_in_chunks(spec.name, remote, stopper)
                     elif getattr(pool.instances[0], "streams", False):
                         self._stream(spec.name, pool, stopper)
                     else:
@@ -265,7 +278,7 @@ class _Run:
         # every pipeline keeps its identity: as its instance reports it now, else as the run (or the
         # run it resumes) last recorded it, else from its latest trace that names one
         names = {p.name for p in self.config.pipelines}
-        index: dict[str, dict | None] = {name: None for name in self.pools}
+        index: dict[str, dict[str, Any] | None] = {name: None for name in self.pools}
         index.update({k: _as_dict(v) for k, v in self.seen_index.items() if k in names})
         index.update({k: v for k, v in (self.manifest.get("index") or {}).items() if k in names and v is not None})
         index.update({name: found for name, pool in self.pools.items() if (found := _index_dict(pool)) is not None})
@@ -320,11 +333,8 @@ class _Run:
 
     def _jobs(self, name: str) -> Iterator[Job]:
         for r in self.plan.missing([name]):
-            yield Job(
-                name,
-                self.plan.position(r.pipeline, r.qid, r.variant, r.seed),
-                Request(r.qid, r.variant, r.seed, r.query, self.k[name]),
-            )
+            at = cast(int, self.plan.position(r.pipeline, r.qid, r.variant, r.seed))  # a missing run is in the plan
+            yield Job(name, at, Request(r.qid, r.variant, r.seed, r.query, self.k[name]))
 
     def _ask(self, name: str, pool: PipelinePool, stopper: Stopper, slots: int) -> None:
         """Request/response pipelines: jobs go out in plan order; each result waits until every
@@ -354,11 +364,12 @@ class _Run:
         while order and order[0] in waiting:  # after a stop: what is contiguous
             self._write(waiting.pop(order.popleft()))
 
-    def _ask_in_chunks(self, name: str, remote, stopper: Stopper) -> None:
+    def _ask_in_chunks(self, name: str, remote: RemotePipeline, stopper: Stopper) -> None:
         """A pipeline on a cluster with no limits, retries or cache: its jobs go out in plan-ordered
         chunks of CALLS_PER_TASK, one task each, and come back written chunk by chunk in order."""
         jobs = self._jobs(name)
-        pending: deque = deque()
+        cluster = cast("Cluster", self.executor)  # a pipeline on a cluster: the run has one
+        pending: deque[Batch] = deque()
         while not self._halted(stopper) and name not in self.cuts:
             chunk = list(islice(jobs, CALLS_PER_TASK))
             if not chunk:
@@ -367,7 +378,7 @@ class _Run:
                 pending.append(remote.submit_many([job.request for job in chunk]))
             except ClusterLost:  # never sent: --resume asks them; the chunks out on it are written as errors
                 break
-            while pending and (pending[0].done() or len(pending) >= self.executor.in_flight):
+            while pending and (pending[0].done() or len(pending) >= cluster.in_flight):
                 for trace in remote.results(pending.popleft()):
                     self._write(trace)
         while pending and not stopper.stopped and name not in self.cuts:
@@ -393,12 +404,12 @@ class _Run:
             self._write(replay.run(job.request))
 
 
-def _index_dict(pool: PipelinePool) -> dict | None:
+def _index_dict(pool: PipelinePool) -> dict[str, Any] | None:
     info = pool.instances[0].index_info()
     return None if info is None else _as_dict(info)
 
 
-def _as_dict(info: LiveIndex) -> dict:
+def _as_dict(info: LiveIndex) -> dict[str, Any]:
     return {
         "index_hash": info.index_hash,
         "analyzer": info.analyzer,

@@ -17,9 +17,13 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ragaudit.core.errors import RagauditError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+    from types import FrameType
 
 GRACE_S = 2.0  # how long runs in flight may still finish after a stop signal
 
@@ -47,11 +51,11 @@ class Stopper:
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.signum = signum
         self.on_stop()
 
@@ -61,8 +65,8 @@ class Stopper:
 
 
 def run_jobs(
-    jobs: Iterable,
-    work: Callable,
+    jobs: Iterable[Any],
+    work: Callable[[Any], Any],
     *,
     workers: int,
     stopper: Stopper,
@@ -74,7 +78,7 @@ def run_jobs(
     the runs in flight get GRACE_S to finish."""
     from ragaudit.core.execution import Threads
 
-    finished: queue.SimpleQueue = queue.SimpleQueue()
+    finished: queue.SimpleQueue[tuple[Any, Future[Any]]] = queue.SimpleQueue()
     threads = Threads(workers)
     pending = iter(jobs)
     in_flight = 0
@@ -110,7 +114,7 @@ def run_jobs(
         threads.close()
 
 
-def _put(finished: queue.SimpleQueue, job: Any, task: Any) -> None:
+def _put(finished: queue.SimpleQueue[tuple[Any, Future[Any]]], job: Any, task: Future[Any]) -> None:
     finished.put((job, task))
 
 

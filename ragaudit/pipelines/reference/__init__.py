@@ -7,7 +7,7 @@ hybrid retrieval → optional MMR rerank → extractive cite-first answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from ragaudit.core.analyzers import ANALYZERS, Analyzer
 from ragaudit.core.errors import UsageError
@@ -23,6 +23,7 @@ from ragaudit.pipelines.reference.retrievers import BM25, Dense, Hybrid, TfIdf, 
 if TYPE_CHECKING:
     import numpy as np
 
+    from ragaudit.checks.metrics.embed import Encoder
     from ragaudit.io.config import PipelineConfig
     from ragaudit.pipelines.inputs import Inputs
 
@@ -65,7 +66,7 @@ class ReferencePipeline:
         chunk_overlap: int = 0,
         rerank: str | None = None,
         temperature: float = 0.0,
-        encoder=None,
+        encoder: Encoder | None = None,
         exclude: tuple[tuple[str, str | None], ...] = (),
     ):
         """`encoder` embeds the index of a dense or hybrid retriever, and for every retriever lets the
@@ -91,7 +92,7 @@ class ReferencePipeline:
             ]
             chunking.advance(len(self.chunks))
         kind = RETRIEVERS[retriever]
-        self.embed_model = encoder.model_id if kind.dense else SPARSE_MODEL
+        self.embed_model = cast("Encoder", encoder).model_id if kind.dense else SPARSE_MODEL  # build() gives one
         self._encoder = encoder
         texts = [c.text for c in self.chunks]
         self.tiebreak = TieBreak([(c.section_id, c.snippet_id) for c in self.chunks])
@@ -127,7 +128,10 @@ class ReferencePipeline:
     def close(self) -> None:
         pass
 
-    def payload(self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank=None) -> Payload:
+    def payload(
+        self, chunk: Chunk, raw: float, norm: float, k_pos: int, rerank: tuple[int, float] | None = None
+    ) -> Payload:
+        reranked: dict[str, Any] = {} if rerank is None else {"rerank_score": rerank[1], "k_final": rerank[0]}
         return Payload(
             doc_id=chunk.doc_id,
             section_id=chunk.section_id,
@@ -144,7 +148,7 @@ class ReferencePipeline:
             score_norm=float(norm),
             k_pos=k_pos,
             text=chunk.text,
-            **({} if rerank is None else {"rerank_score": rerank[1], "k_final": rerank[0]}),
+            **reranked,
         )
 
     def retrieve(self, query: str, k: int) -> list[Payload]:
@@ -189,7 +193,7 @@ class ReferencePipeline:
         )
 
 
-def _sparse(kind: type[Sparse], texts: list[str], analyzer) -> Sparse:
+def _sparse(kind: type[Sparse], texts: list[str], analyzer: Analyzer) -> Sparse:
     with phase(f"{kind.store} index", total=len(texts), unit="chunks") as building:
         built = kind(texts, analyzer)
         building.advance(len(texts))

@@ -17,10 +17,14 @@ import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ragaudit.core.analyzers import Analyzer
 from ragaudit.core.text import content_stems, sentence_spans
 from ragaudit.core.types import Answer, Payload, Segment
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
 
 MAX_SENTENCES = 2
 STEM_WEIGHT = 0.5
@@ -46,7 +50,9 @@ def _answerable(text: str, analyzer: Analyzer) -> tuple[tuple[str, frozenset[str
     return tuple(found)
 
 
-def _candidates(query: str, payloads: list[Payload], analyzer: Analyzer, encoder=None) -> list[Candidate]:
+def _candidates(
+    query: str, payloads: list[Payload], analyzer: Analyzer, encoder: Encoder | None = None
+) -> list[Candidate]:
     wanted = set(content_stems(query))
     found = []
     for p in payloads:
@@ -84,7 +90,7 @@ def answer(
     seed: int,
     key: str,
     temperature: float = 0.0,
-    encoder=None,
+    encoder: Encoder | None = None,
 ) -> Answer | None:
     candidates = _candidates(query, payloads, analyzer, encoder)
     if not candidates:

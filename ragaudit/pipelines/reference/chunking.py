@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ragaudit.core.analyzers import Analyzer
 from ragaudit.core.text import sentence_spans
@@ -62,7 +63,7 @@ def chunk_corpus(corpus: Corpus, analyzer: Analyzer, *, chunk_size: int, overlap
     return chunks
 
 
-def index_hash(chunks: list[Chunk], **parameters) -> str:
+def index_hash(chunks: list[Chunk], **parameters: Any) -> str:
     """sha256 over everything that defines an index: its parameters and every chunk's identity and span."""
     body = {
         "parameters": parameters,

@@ -41,7 +41,8 @@ class TieBreak:
         tied = np.flatnonzero(s == kth)[: m - len(above)]
         # each part is in tie-break order and no score is in both, so a stable sort keeps ties in that order
         kept = np.concatenate([above, tied])
-        return self.perm[kept[np.argsort(-s[kept], kind="stable")]]
+        best: np.ndarray = self.perm[kept[np.argsort(-s[kept], kind="stable")]]
+        return best
 
     def order(self, scores: np.ndarray) -> np.ndarray:
         """Every chunk index, best first."""

@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ragaudit.core.analyzers import Analyzer
 from ragaudit.pipelines.reference.ranking import TieBreak
+
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    from ragaudit.checks.metrics.embed import Encoder
 
 RRF_K = 60
 
@@ -21,7 +26,7 @@ class Retriever(Protocol):
         """(raw, normalised) scores of every chunk, in chunk order."""
 
 
-def _vectorizer(analyzer: Analyzer, **options):
+def _vectorizer(analyzer: Analyzer, **options: Any) -> CountVectorizer:
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
     kind = TfidfVectorizer if options.pop("tfidf", False) else CountVectorizer
@@ -96,7 +101,7 @@ class Dense:
 
     store = "dense"
 
-    def __init__(self, texts: Sequence[str], encoder):
+    def __init__(self, texts: Sequence[str], encoder: Encoder):
         self.encoder = encoder
         self.matrix = encoder.encode(list(texts))
 
@@ -132,7 +137,8 @@ class Hybrid:
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (a zero row stays zero)."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    unit: np.ndarray = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return unit
 
 
 def mmr(
