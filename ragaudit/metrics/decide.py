@@ -66,8 +66,8 @@ def grounding(e: Evidence, t: Thresholds) -> str:
     elsewhere = taken(e)
     if elsewhere and e.other_support is not None and e.other_support >= t.support and not e.other_missed:
         return "misattributed"
-    # a heading states nothing, so supports nothing; a changed name, or an answer none of whose
-    # words its cited texts hold, is theirs in no words however well the scorer matches them
+    # a heading states nothing, so it supports nothing; a changed name, an answer they hold none
+    # of, or the question restated in words they lack is not what they say, however close it scores
     if e.adds > ADDS_MAX or e.echoes > ADDS_MAX or e.heading or e.swapped or e.unheld:
         return "unsupported"
     if not e.missed and not elsewhere and (e.support is not None and e.support >= t.support or e.said):
