@@ -66,3 +66,85 @@ def test_a_claim_citing_a_paragraph_that_says_it_stays_supported(runs):
     # its second claim cites the title: "This topic is also mentioned in passage [2], specifically in
     # the context of instance-based complexity theory."
     assert claim(run, 2)["grounding"] == "unsupported"
+
+
+@pytest.mark.parametrize(
+    ("key", "changed"),
+    [
+        # "According to passage [1], the Duke of Normandy was King William II of Normandy." where
+        # passage 1 says "In 1066, Duke William II of Normandy conquered England …"
+        (("according-greedy", "NORM-02", 1), "King William II of Normandy where it says Duke William II of Normandy"),
+        # "… originated from the Norman mercenaries who fought against the Byzantines during the
+        # Byzantine Restoration." where passage 1 says "during the period of the Comnenian Restoration"
+        (("according-greedy", "NORM-11", 0), "Byzantine Restoration where it says Comnenian Restoration"),
+    ],
+)
+def test_a_claim_that_changes_a_word_of_a_name_its_passage_writes_is_not_supported(runs, key, changed):
+    run = runs[key]
+    assert claim(run)["grounding"] == "unsupported"
+    assert claim(run)["swaps"] == [changed]
+    assert run["metrics"]["fully_grounded"] == 0
+
+
+def test_a_claim_whose_answer_its_passage_never_writes_is_not_supported(runs):
+    # "According to passage [1], a function problem is an example of computability theory." to "A
+    # function problem is an example of what?"; passage 1 says it is a computational problem and
+    # writes neither "computability" nor "theory"
+    run = runs[("according-sampled", "COMP-09", 0)]
+    assert claim(run)["grounding"] == "unsupported"
+    assert set(claim(run)["adds"]) == {"computability", "theory"}
+    assert run["metrics"]["fully_grounded"] == 0
+
+
+def test_a_claim_that_restates_the_question_in_words_its_passage_lacks_is_not_supported(runs):
+    # "According to passage [3], a computational problem can be described as a string over an
+    # alphabet." to "… in a computational problem, what can be described as a string over an
+    # alphabet?"; passage 3 (paragraph 1) speaks of neither strings nor alphabets
+    run = runs[("according-sampled", "COMP-06", 1)]
+    assert claim(run)["grounding"] == "unsupported"
+    assert set(claim(run)["echoes"]) == {"described", "string", "alphabet"}
+    assert run["metrics"]["fully_grounded"] == 0
+
+
+def test_a_claim_citing_only_the_title_is_not_supported_even_in_the_questions_words(runs):
+    # "According to passage [3], one of the main topics studied in computational complexity theory
+    # is computational complexity theory." where passage 3 is the title line, which states nothing
+    run = runs[("according-greedy", "COMP-07", 1)]
+    assert claim(run)["adds"] == []
+    assert claim(run)["grounding"] == "unsupported"
+
+
+@pytest.mark.parametrize("variant", [0, 1])
+def test_a_claim_giving_the_name_the_question_asks_for_is_supported(runs, variant):
+    # "According to passage [1], the name of the count of Apulia was Robert Guiscard." (variant 1:
+    # "… the count of Apulia was named Robert Guiscard.") where passage 1 says "Robert Guiscard, …
+    # previously elevated to the dignity of count of Apulia …"
+    run = runs[("according-greedy", "NORM-12", variant)]
+    assert claim(run)["grounding"] == "supported"
+    assert run["correct"] and run["metrics"]["fully_grounded"] == 1
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("according-greedy", "COMP-01", 0),  # "… a branch of theoretical computer science that deals with …"
+        (
+            "according-greedy",
+            "NORM-17",
+            0,
+        ),  # "Harold II died at the Battle of Hastings." ("… killing King Harold II …")
+        ("according-sampled", "NORM-11", 1),  # "the Raoulii are of Norman origin." ("… of Norman mercenary origin …")
+    ],
+)
+def test_a_claim_its_passage_says_in_other_words_stays_supported(runs, key):
+    assert claim(runs[key])["grounding"] == "supported"
+
+
+def test_a_claim_naming_an_actor_its_passage_does_not_name_does_not_state_the_anchor(runs):
+    # "According to passage [1], Edward the Confessor married her to Ethelred II of England, but it
+    # is a typical example of the attitudes of Edward." to "Who did Emma marry?" where passage 1,
+    # the anchor's, tells of "the marriage of Emma … and King Ethelred II of England" and never
+    # names Edward the Confessor
+    run = runs[("according-sampled", "NORM-15", 0)]
+    assert not run["correct"]
+    assert "it names edward, confessor, which neither its cited texts nor the question name" in run["why"]

@@ -40,6 +40,9 @@ class Evidence:
     other_missed: bool = False  # that passage lacks one of its quantities
     adds: int = 0  # its content words that neither its cited texts nor the question hold, nor a word like them
     heading: bool = False  # its cited texts are headings only, which state nothing
+    echoes: int = 0  # the question's words it repeats that its cited texts lack, nor a word like them
+    swapped: int = 0  # names of its cited texts it changes one word of (`swaps.py`)
+    unheld: bool = False  # its cited texts hold none of what it adds to the question, nor a word like it
 
     def to_json(self) -> dict:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -63,7 +66,9 @@ def grounding(e: Evidence, t: Thresholds) -> str:
     elsewhere = taken(e)
     if elsewhere and e.other_support is not None and e.other_support >= t.support and not e.other_missed:
         return "misattributed"
-    if e.adds > ADDS_MAX or (e.heading and e.adds):  # a heading supports no word it does not hold
+    # a heading states nothing, so it supports nothing; a changed name, an answer they hold none
+    # of, or the question restated in words they lack is not what they say, however close it scores
+    if e.adds > ADDS_MAX or e.echoes > ADDS_MAX or e.heading or e.swapped or e.unheld:
         return "unsupported"
     if not e.missed and not elsewhere and (e.support is not None and e.support >= t.support or e.said):
         return "supported"
@@ -83,16 +88,21 @@ class AnchorEvidence:
     missing: tuple[str, ...] = ()  # the key items it does not state
     added: tuple[str, ...] = ()  # its own items the anchor does not state
     mentions: tuple[str, ...] = ()  # the key's quantities
+    invented: tuple[str, ...] = ()  # names it writes that neither its cited texts nor the question write
 
     NUMBERS = ("conflicts", "support", "share", "drawn", "answers", "mentioned")  # what a threshold reads
 
     def to_json(self) -> dict:
-        return {f: getattr(self, f) for f in self.NUMBERS}
+        return {**{f: getattr(self, f) for f in self.NUMBERS}, "invented": list(self.invented)}
 
     @classmethod
     def from_json(cls, value: dict, missing=(), added=(), mentions=()) -> AnchorEvidence:
         return cls(
-            **{f: value[f] for f in cls.NUMBERS}, missing=tuple(missing), added=tuple(added), mentions=tuple(mentions)
+            **{f: value[f] for f in cls.NUMBERS},
+            missing=tuple(missing),
+            added=tuple(added),
+            mentions=tuple(mentions),
+            invented=tuple(value.get("invented", ())),  # a report written before it names none
         )
 
 
@@ -110,6 +120,8 @@ def anchor_verdict(a: AnchorEvidence, t: Thresholds) -> tuple[str, tuple[str, ..
         )
     if not a.mentioned:
         unmet.append(f"it states none of {', '.join(a.mentions[:4])}")
+    if a.invented:  # another actor, place or thing than its sources give: not the anchor's fact
+        unmet.append(f"it names {', '.join(a.invented[:4])}, which neither its cited texts nor the question name")
     if a.support is not None and a.support < t.anchor_support_min:  # no scorer: the key content decides
         unmet.append(f"anchor support {a.support:.2f} < {t.anchor_support_min:.2f}")
     return ("other" if unmet else "states"), tuple(unmet)

@@ -3,8 +3,10 @@
 * against its **cited texts** (grounding): `supported` when the support scorer gives at least
   `support.threshold` and it states no quantity, identifier or acronym that its cited texts lack
   (a quantity the question itself gives is no hallucination: "the heart rate of 120 you
-  mention"), contradicts none of them (`contradiction.py`) and takes no content from a retrieved
-  passage it does not cite; `contradicted` when it says the opposite of a cited text;
+  mention"), contradicts none of them (`contradiction.py`), changes none of their names
+  (`swaps.py`), draws some of what it adds to the question from them, adds or echoes from the
+  question at most two words they lack, cites more than headings, and takes no content from a
+  retrieved passage it does not cite; `contradicted` when it says the opposite of a cited text;
   `misattributed` when another retrieved passage, uncited, holds what its cited texts lack and
   supports it; `unsupported` otherwise; `uncited` when it cites nothing;
 * against the **gold anchor**, for claims citing a payload that matches the gold: `states` when it
@@ -39,7 +41,8 @@ from ragaudit.checks.metrics.keycontent import (
     words_to_prepare,
 )
 from ragaudit.checks.metrics.memo import LONGEST, SIZE, Memo, memo_of
-from ragaudit.checks.metrics.quantities import hallucinated
+from ragaudit.checks.metrics.quantities import hallucinated, holds, mentions
+from ragaudit.checks.metrics.swaps import swaps
 from ragaudit.core.text import STOPWORDS, WORD, clean, content_stems, heading_only, names, sentences, stem
 
 GROUNDING = ("supported", "unsupported", "contradicted", "misattributed", "uncited")
@@ -65,6 +68,8 @@ class Judged:
     attributed: tuple[str, ...] = ()  # uncited retrieved snippets that hold them
     unmet: tuple[str, ...] = ()  # why it does not state the anchor: each bar it misses, in words
     adds: tuple[str, ...] = ()  # its content words that neither its cited texts nor the question hold
+    swaps: tuple[str, ...] = ()  # the names of its cited texts it changes, each as "<its> where it says <theirs>"
+    echoes: tuple[str, ...] = ()  # the question's words it repeats that its cited texts do not hold
     evidence: Evidence | None = None  # what its grounding read
     against: AnchorEvidence | None = None  # what its judgement against the anchor read
 
@@ -88,6 +93,8 @@ class Judged:
             "lacks": list(self.lacks),
             "attributed": list(self.attributed),
             "adds": list(self.adds),
+            "swaps": list(self.swaps),
+            "echoes": list(self.echoes),
             "evidence": None if self.evidence is None else self.evidence.to_json(),
             "against": None if self.against is None else self.against.to_json(),
         }
@@ -138,6 +145,8 @@ class _Plan:
     alternative: int | None = None  # its pair with the uncited passage that holds what it lacks
     elsewhere: list[str] = dataclasses.field(default_factory=list)  # that passage and the question
     novel: tuple[tuple[str, bool], ...] = ()  # (word, is a name) its cited texts and the question lack
+    beyond: tuple[str, ...] = ()  # its content words the question lacks: what it adds to the question
+    echoes: tuple[tuple[str, bool], ...] = ()  # (word, is a name) it repeats from the question, its cited texts lack
     beside: tuple[str, ...] = ()  # the words of its cited texts, which a novel word may be like
 
 
@@ -175,11 +184,14 @@ def judge_claims(
             step = _Plan(claim, [*cited, given], cited, at, against)
             if claim.citations:
                 step.novel = novel(claim.text, cited, given)
-                if any(not is_name for _, is_name in step.novel):  # a word like a heading's is no word it states
+                step.beyond = tuple(w for w, _ in _own(claim.text, set(content_stems(given))))
+                step.echoes = echoed(claim.text, cited, given)
+                unnamed = [w for w, is_name in (*step.novel, *step.echoes) if not is_name]
+                if unnamed:  # a word like a heading's is no word it states
                     step.beside = tuple(
                         dict.fromkeys(w for t in cited if not heading_only(t) for _, w in cited_words(t))
                     )
-                    words += [w for w, is_name in step.novel if not is_name] + list(step.beside)
+                    words += unnamed + list(step.beside)
                 others = {c: t for c, t in texts[i].items() if c not in claim.citations and c is not None}
                 found = lacking(claim.text, cited, others)
                 if found is not None:
@@ -211,7 +223,15 @@ def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vec
         heading=bool(step.cited) and all(heading_only(t) for t in step.cited),
     )
     adds = tuple(w for w, is_name in step.novel if is_name or not vectors.similar(w, step.beside))
-    evidence = dataclasses.replace(evidence, adds=len(adds))
+    echoes = tuple(w for w, is_name in step.echoes if is_name or not vectors.similar(w, step.beside))
+    changed = swaps(claim.text, step.covering) if claim.citations else ()
+    evidence = dataclasses.replace(
+        evidence,
+        adds=len(adds),
+        echoes=len(echoes),
+        swapped=len(changed),
+        unheld=bool(adds) and set(step.beyond) <= set(adds) and not _quantity_held(claim.text, step.cited),
+    )
     elsewhere = taken(evidence)
     judged = Judged(
         claim,
@@ -223,6 +243,8 @@ def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vec
         attributed=step.attributed if elsewhere else (),
         evidence=evidence,
         adds=adds,
+        swaps=tuple(c.describe() for c in changed),
+        echoes=echoes,
     )
     best: tuple[str, tuple[str, ...], AnchorEvidence, Stated] | None = None
     for key, about, pair, anchor in step.against or ():
@@ -240,6 +262,7 @@ def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vec
             missing=found.missing,
             added=found.added,
             mentions=tuple(m.surface for m in key.mentions),
+            invented=tuple(w for w, is_name in step.novel if is_name),
         )
         verdict, unmet = anchor_verdict(facts, thresholds)
         if best is None or _rank(verdict, facts) > _rank(best[0], best[2]):
@@ -276,21 +299,39 @@ def _said_in(claim: str, cited: tuple[str, ...], question: str) -> bool:
     question? Then it answers the question in the claim's words, however short the claim ("Within
     7 days [1]." for "… must be patched within 7 days."), where the support scorer may underrate a
     fragment; a fragment that answers another question ("Within 1 hour of the loss being noticed"
-    for when Okta access is revoked) is not said there."""
-    asked = {s for s in content_stems(question) if s not in _ASKING}
-    mine = {s for s in content_stems(clean(claim)) if s not in _DISCOURSE_STEMS} | asked
+    for when Okta access is revoked) is not said there. The words that ask for a name ("What was
+    the name of the count of Apulia?") are the question's form, in the claim that echoes them too
+    ("The name of the count of Apulia was Robert Guiscard")."""
+    stems = set(content_stems(question))
+    asked = stems - _ASKING
+    mine = {s for s in content_stems(clean(claim)) if s not in _DISCOURSE_STEMS and s not in stems & _NAMING} | asked
     return bool(mine) and any(mine <= set(content_stems(sentence)) for text in cited for sentence in sentences(text))
 
 
 _DISCOURSE_STEMS = frozenset(stem(w) for w in DISCOURSE)
-_ASKING = frozenset(stem(w) for w in "many long often soon quickly frequently far old".split())  # "how many"
+_NAMING = frozenset(stem(w) for w in "name named called".split())  # "what was the name of", "what is it called"
+# "how many", "can you tell me": words of asking, not of what is asked
+_ASKING = frozenset(stem(w) for w in "many long often soon quickly frequently far old tell".split()) | _NAMING
 
 
 def novel(claim: str, cited: list[str], question: str) -> tuple[tuple[str, bool], ...]:
     """The claim's content words (lower-cased, each once) whose stems neither its cited texts nor
     the question hold, each with whether it is a name (a name never passes for a word like it);
     words that relate a fact rather than carry one ("need", "no later than", "solely") aside."""
-    held = set(content_stems(question)).union(*(content_stems(t) for t in cited))
+    return _own(claim, set(content_stems(question)).union(*(content_stems(t) for t in cited)))
+
+
+def echoed(claim: str, cited: list[str], question: str) -> tuple[tuple[str, bool], ...]:
+    """The question's content words (each once, with whether it is a name) that the claim repeats
+    and its cited texts do not hold, the words of asking ("how long", "the name of") aside: what
+    the claim takes from the question and not from its sources."""
+    asked = set(content_stems(question)) - _ASKING
+    lacking = _own(claim, set().union(*(content_stems(t) for t in cited)))
+    return tuple((w, is_name) for w, is_name in lacking if len(w) > 1 and stem(w) in asked)
+
+
+def _own(claim: str, held: set[str]) -> tuple[tuple[str, bool], ...]:
+    """The claim's content words whose stems `held` lacks, as `novel` reads them."""
     capitalised = names(claim)
     out: dict[str, bool] = {}
     for word in WORD.findall(clean(claim)):
@@ -324,6 +365,12 @@ def lacking(claim: str, cited: list[str], others: dict[str, str]) -> tuple[tuple
         return None
     theirs = set(content_stems(others[best]))
     return tuple(w for s, w in lacks.items() if s in theirs), (best,)
+
+
+def _quantity_held(claim: str, cited: list[str]) -> bool:
+    """Does the claim state a quantity, date or identifier that its cited texts hold (which it
+    then draws from them, whatever its words)?"""
+    return any(holds(m, text) for m in mentions(claim) for text in cited)
 
 
 def _missed(claim: str, covering: list[str]) -> tuple[str, ...]:
