@@ -169,7 +169,7 @@ class StreamingAudit:
         self.kept_runs: list[dict[str, Any]] = []
         self.kept_traces: list[Trace] = []
         self.seen_pipelines: list[str] = []
-        self.snippet_spans = SnippetSpans()  # type: ignore[no-untyped-call]  # unannotated in ragaudit.checks
+        self.snippet_spans = SnippetSpans()
         self._pending: list[Trace] = []
         self._scoring: progress.Phase | None = None  # shown from the first batch until `finish`
         gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
@@ -281,7 +281,7 @@ class StreamingAudit:
         for found in self.snippet_spans.issues():
             self._record(found)
         # checked: its entry per snippet leaves memory before the outputs
-        self.snippet_spans = SnippetSpans()  # type: ignore[no-untyped-call]  # unannotated in ragaudit.checks
+        self.snippet_spans = SnippetSpans()
         # An audit of its own (not one held in memory for fault injection): what scoring remembered
         # per text leaves memory now, and the question rows below take its place.
         if not self.keep:

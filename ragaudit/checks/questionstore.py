@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import orjson
 
 from ragaudit.core.errors import InputError, Problem
 from ragaudit.core.model import PipelineSummary, Question, QuestionStats, Report, Summary
 from ragaudit.core.shape import ShapeError
+
+if TYPE_CHECKING:  # pyarrow ships no types: to mypy these are Any, named for the reader
+    import pyarrow as pa
 
 QUESTIONS = "questions.parquet"
 TEXT = ("pipeline", "qid", "doc_id", "section_id", "question")
@@ -28,7 +31,7 @@ LAMBDA = ("state", "symbol", "css", "spread")
 BATCH = 5_000
 
 
-def _schema(metrics: tuple[str, ...]):
+def _schema(metrics: tuple[str, ...]) -> pa.Schema:
     import pyarrow as pa
 
     fields = [pa.field(k, pa.string()) for k in TEXT]
@@ -67,8 +70,10 @@ def write_questions(
     return written
 
 
-def _columns(rows: list[Question], metrics: tuple[str, ...], gold_of: Callable[[Question], Any]) -> dict:
-    columns: dict[str, list] = {k: [getattr(q, k) for q in rows] for k in (*TEXT, *COUNTS)}
+def _columns(
+    rows: list[Question], metrics: tuple[str, ...], gold_of: Callable[[Question], Any]
+) -> dict[str, list[Any]]:
+    columns: dict[str, list[Any]] = {k: [getattr(q, k) for q in rows] for k in (*TEXT, *COUNTS)}
     for k in LAMBDA:
         columns[f"lambda.{k}"] = [getattr(q.lam, k) for q in rows]
     for name in metrics:
@@ -105,7 +110,7 @@ def read_questions(path: Path, *, gold: bool = False) -> Iterator[Question]:
         ) from None
 
 
-def _question(row: dict, path: Path, number: int) -> Question:
+def _question(row: dict[str, Any], path: Path, number: int) -> Question:
     """A row as report.json holds a question, read as `Question.from_json` reads one there."""
     data = {k: row.get(k) for k in (*TEXT, *COUNTS)}
     data["lambda"] = {k: row.get(f"lambda.{k}") for k in LAMBDA}
@@ -178,7 +183,7 @@ class _Totals:
     questions: int = 0
     runs: int = 0
     errored: int = 0
-    states: Counter = field(default_factory=Counter)
+    states: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: Question) -> None:
         self.questions, self.runs, self.errored = (
@@ -188,7 +193,7 @@ class _Totals:
         )
         self.states[row.lam.state] += 1
 
-    def figures(self) -> tuple:
+    def figures(self) -> tuple[int, int, int, dict[str, int]]:
         return (self.questions, self.runs, self.errored, {s: n for s, n in sorted(self.states.items()) if n})
 
     @classmethod
@@ -199,7 +204,7 @@ class _Totals:
 class _Tally:
     """The checks `complete` makes as the table's rows go by, a row at a time."""
 
-    def __init__(self, path: Path, summary: Summary, held: dict[tuple[str, str], Question]):
+    def __init__(self, path: Path, summary: Summary, held: dict[tuple[str, str], Question]) -> None:
         self.path, self.summary, self.held = path, summary, dict(held)
         self.last: tuple[str, str] | None = None
         self.number = 0
@@ -242,5 +247,5 @@ class _Tally:
                 )
 
 
-def _counts(q: Question) -> tuple:
+def _counts(q: Question) -> tuple[int, int, int, str]:
     return (q.stats.runs, q.correct, q.errored, q.lam.state)

@@ -12,14 +12,17 @@ import contextlib
 import functools
 import hashlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 import orjson
 
 from ragaudit.checks.metrics.delta_s import payload_text
 from ragaudit.core.shape import RENAMED_METRICS
-from ragaudit.core.types import Corpus, Trace
+from ragaudit.core.types import Corpus, Payload, Trace
 from ragaudit.io.files import sqlite_errors
+
+if TYPE_CHECKING:  # pyarrow ships no types: to mypy these are Any, named for the reader
+    import pyarrow as pa
 
 RUNS = "runs.parquet"
 CONTEXT = 160  # characters of document shown on each side of a span in the drill-down
@@ -30,13 +33,13 @@ NESTED = ("citations", "sections", "stated_sections", "segments", "claims", "spa
 READ_BATCH = 2_000  # runs read back at a time: a batch's rows, decoded, are the memory a read holds
 
 
-def snippet_ref(p) -> str:
+def snippet_ref(p: Payload) -> str:
     """A short key for a snippet's content, so each distinct snippet is stored once."""
     body = f"{p.doc_id}|{p.snippet_id}|{p.offsets and (p.offsets.start, p.offsets.end, p.offsets.unit)}|{p.text}"
     return hashlib.sha1(body.encode("utf-8", "replace")).hexdigest()[:12]
 
 
-def context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> dict | None:
+def context(corpus: Corpus | None, doc_id: str | None, start: int, end: int) -> dict[str, str] | None:
     if corpus is None or doc_id is None or doc_id not in corpus:
         return None
     text = corpus[doc_id].text
@@ -57,7 +60,7 @@ class Snippet(NamedTuple):
     before: str | None  # the document's text on each side of a char span; None without one in the corpus
     after: str | None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "snippet_id": self.snippet_id,
             "doc_id": self.doc_id,
@@ -75,7 +78,7 @@ class SnippetStore:
     section id and revision, which traces.log shows) held in memory. A snippet's texts (its own and
     the document around it) are most of its size, and the report reads back only the few it shows."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None) -> None:
         import sqlite3
 
         self._places: dict[str, tuple[str | None, str | None]] = {}
@@ -133,7 +136,7 @@ class SnippetStore:
         self._db.close()
 
 
-def _snippet(p, corpus: Corpus | None) -> Snippet:
+def _snippet(p: Payload, corpus: Corpus | None) -> Snippet:
     span = p.span
     around = context(corpus, p.doc_id, span.start, span.end) if span and span.unit == "char" else None
     before, after = (around["before"], around["after"]) if around else (None, None)
@@ -151,7 +154,7 @@ def _snippet(p, corpus: Corpus | None) -> Snippet:
     )
 
 
-def spans(trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> list[dict]:
+def spans(trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> list[dict[str, Any]]:
     """The run's retrieved payloads as references into `snippets` (filled here), with their scores."""
     cited = set(trace.answer.citations) if trace.answer else None
     out = []
@@ -174,7 +177,7 @@ def spans(trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> 
     return out
 
 
-def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> dict:
+def detail(record: dict[str, Any], trace: Trace, corpus: Corpus | None, snippets: dict[str, Snippet]) -> dict[str, Any]:
     """A scored run with what a reader needs to see it: its answer, segments, cited spans, steps,
     and the live index it ran against (for traces.log and rag_traces)."""
     answer = trace.answer
@@ -206,7 +209,7 @@ def detail(record: dict, trace: Trace, corpus: Corpus | None, snippets: dict[str
 
 
 @functools.lru_cache(maxsize=8)
-def schema(metric_names: tuple[str, ...]):
+def schema(metric_names: tuple[str, ...]) -> pa.Schema:
     """runs.parquet's columns for these metrics."""
     import pyarrow as pa
 
@@ -218,7 +221,7 @@ def schema(metric_names: tuple[str, ...]):
     return pa.schema(fields)
 
 
-def record_batch(rows: list[dict], metric_names: Iterable[str]):
+def record_batch(rows: list[dict[str, Any]], metric_names: Iterable[str]) -> pa.RecordBatch:
     """Scored runs (`detail` rows) as one columnar batch of runs.parquet: built where the runs were
     scored, so a worker process hands back buffers rather than a list of dicts."""
     import pyarrow as pa
@@ -237,13 +240,13 @@ def record_batch(rows: list[dict], metric_names: Iterable[str]):
 class RunWriter:
     """Appends batches of scored runs (`record_batch`) to runs.parquet, one row group per batch."""
 
-    def __init__(self, path: Path, metric_names: Iterable[str]):
+    def __init__(self, path: Path, metric_names: Iterable[str]) -> None:
         self.path = Path(path)
         self.schema = schema(tuple(metric_names))
         self._writer: Any = None  # a pyarrow ParquetWriter, opened with the first batch
         self.rows = 0
 
-    def write(self, batch) -> None:
+    def write(self, batch: pa.RecordBatch) -> None:
         import pyarrow.parquet as pq
 
         if batch.num_rows == 0:
@@ -261,7 +264,7 @@ class RunWriter:
         self._writer.close()
 
 
-def _row(table_row: dict) -> dict:
+def _row(table_row: dict[str, Any]) -> dict[str, Any]:
     out = {k: table_row[k] for k in (*KEYS, *TEXT, *FLAGS)}
     out["metrics"] = {RENAMED_METRICS.get(k[2:], k[2:]): v for k, v in table_row.items() if k.startswith("m.")}
     for k in NESTED:
@@ -273,7 +276,9 @@ def _row(table_row: dict) -> dict:
     return out
 
 
-def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int | None = None) -> Iterator[list[dict]]:
+def iter_runs(
+    path: Path, *, columns: list[str] | None = None, batch_size: int | None = None
+) -> Iterator[list[dict[str, Any]]]:
     """The stored runs in batches of row dicts (all columns, or only `columns` as stored), READ_BATCH
     rows at a time unless told."""
     import pyarrow.parquet as pq
@@ -284,7 +289,7 @@ def iter_runs(path: Path, *, columns: list[str] | None = None, batch_size: int |
         yield rows if columns else [_row(r) for r in rows]
 
 
-def iter_values(path: Path, columns: tuple[str, ...]) -> Iterator[Iterator[tuple]]:
+def iter_values(path: Path, columns: tuple[str, ...]) -> Iterator[Iterator[tuple[Any, ...]]]:
     """The stored runs in batches of tuples of the values of `columns`, in that order, READ_BATCH
     rows at a time: a reader of a few columns of every run builds no dict per run."""
     import pyarrow.parquet as pq
@@ -294,7 +299,9 @@ def iter_values(path: Path, columns: tuple[str, ...]) -> Iterator[Iterator[tuple
         yield zip(*(batch.column(name).to_pylist() for name in columns))
 
 
-def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) -> dict[tuple[str, str], list[dict]]:
+def runs_of(
+    path: Path, keys: set[tuple[str, str]], limit: int | None = None
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """The full runs of some questions, by (pipeline, qid), in (variant, seed) order, whatever
     order they were stored in; with `limit`, at most that many a question: its failing runs
     first, then correct ones (each the first in that order)."""
@@ -304,14 +311,15 @@ def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) ->
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    failing: dict[tuple[str, str], list[tuple[tuple, int, dict]]] = {}
-    passing: dict[tuple[str, str], list[tuple[tuple, int, dict]]] = {}
+    # (the run's order negated, its position, its row), a heap per question
+    failing: dict[tuple[str, str], list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
+    passing: dict[tuple[str, str], list[tuple[tuple[int, ...], int, dict[str, Any]]]] = {}
     if not keys:
         return {}
     handle = pq.ParquetFile(path)
     wanted = pa.array(sorted(f"{p}\x1f{q}" for p, q in keys))
 
-    def joined(batch):
+    def joined(batch: pa.RecordBatch | pa.Table) -> pa.Array | pa.ChunkedArray:
         return pc.binary_join_element_wise(batch.column("pipeline"), batch.column("qid"), "\x1f")
 
     # only the row groups that hold a wanted run are read whole, a batch at a time
@@ -333,7 +341,7 @@ def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) ->
                 heapq.heappush(kept, entry)
             elif entry[0] > kept[0][0]:
                 heapq.heapreplace(kept, entry)
-    found: dict[tuple[str, str], list[dict]] = {}
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for key in {*failing, *passing}:
         first = [sorted(failing.get(key, []), reverse=True), sorted(passing.get(key, []), reverse=True)]
         chosen = first[0] + first[1]
@@ -343,7 +351,7 @@ def runs_of(path: Path, keys: set[tuple[str, str]], limit: int | None = None) ->
     return found
 
 
-def coverage_share(path: Path):
+def coverage_share(path: Path) -> Callable[[str, float], float]:
     """A function (pipeline, minimum) -> share of that pipeline's runs whose coverage is at least
     `minimum` (a run without coverage never is), read from the stored runs."""
     import numpy as np

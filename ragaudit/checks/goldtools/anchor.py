@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ragaudit.checks.goldtools.find import Found, exact, normalised, similar
 from ragaudit.core.types import Corpus
 from ragaudit.io.corpus import slugify
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
 
 QID_LENGTH = 48
 
@@ -27,7 +30,7 @@ class Anchoring:
         return self.candidates[0].how if self.candidates else None
 
 
-def find_anchor(corpus: Corpus, answer: str, encoder: Callable[[], object]) -> Anchoring:
+def find_anchor(corpus: Corpus, answer: str, encoder: Callable[[], Encoder]) -> Anchoring:
     """The candidate anchors of `answer` in `corpus`; `encoder` makes the embedding model, called
     only when neither exact nor folded matching finds the answer."""
     for finder in (exact, normalised):

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ragaudit.core.types import Corpus, Document, Section
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
 
 MARKUP = frozenset("*_`~")  # emphasis, strong, inline code and strike-through marks, Markdown and reST alike
 
@@ -107,7 +110,7 @@ def sentence_windows(document: Document, longest: int) -> Iterator[tuple[int, in
                 yield spans[i][0], spans[j][1]
 
 
-def similar(corpus: Corpus, text: str, encoder, *, top: int = 3) -> list[Found]:
+def similar(corpus: Corpus, text: str, encoder: Encoder, *, top: int = 3) -> list[Found]:
     """The `top` sentences most like `text` by the encoder's cosine similarity (ties: corpus order);
     headings and lines of fewer than three words are not candidates."""
     import numpy as np

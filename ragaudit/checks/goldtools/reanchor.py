@@ -21,10 +21,11 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragaudit.checks.goldtools.find import Found, exact, fuzzy, section_at
 from ragaudit.core.errors import InputError, Problem
-from ragaudit.core.types import Corpus
+from ragaudit.core.types import Corpus, GoldItem
 from ragaudit.io.jsonfiles import iter_json_lines
 from ragaudit.io.jsonl import BadLine
 
@@ -63,7 +64,7 @@ class _NotMoved(Exception):
 
 
 def reanchor(
-    gold_path: str | os.PathLike, new: Corpus, *, old: Corpus | None = None, min_ratio: float = DEFAULT_MIN_RATIO
+    gold_path: str | os.PathLike[str], new: Corpus, *, old: Corpus | None = None, min_ratio: float = DEFAULT_MIN_RATIO
 ) -> Reanchored:
     """Move every anchor of the gold set at `gold_path` into `new`. Raises InputError (nothing
     moved) when a line of the gold set is not a gold item object."""
@@ -74,7 +75,8 @@ def reanchor(
     if problems:
         raise InputError(problems)
     raw = {number: obj for number, obj in iter_json_lines(name) if not isinstance(obj, BadLine)}
-    outcomes, lines = [], []
+    outcomes: list[Outcome] = []
+    lines: list[str] = []
     for item in items:
         obj = json.loads(json.dumps(raw[item.line or 0]))  # a copy to rewrite
         outcome = Outcome(item.qid, item.line or 0, "stayed")
@@ -105,7 +107,7 @@ def reanchor(
     return Reanchored(outcomes, lines)
 
 
-def _citation(new: Corpus, old: Corpus | None, item, cite: dict, i: int, min_ratio: float) -> Found:
+def _citation(new: Corpus, old: Corpus | None, item: GoldItem, cite: dict[str, Any], i: int, min_ratio: float) -> Found:
     text = cite.get("text")
     if (
         not text
@@ -162,7 +164,7 @@ def _place(
     )
 
 
-def _notes(what: str, found: Found, item, obj: dict) -> list[str]:
+def _notes(what: str, found: Found, item: GoldItem, obj: dict[str, Any]) -> list[str]:
     before = item.anchor.text if what == "anchor" else None
     if found.how != "fuzzy" or before is None:
         return []
@@ -172,7 +174,9 @@ def _notes(what: str, found: Found, item, obj: dict) -> list[str]:
     return [f"numbers differ: {', '.join(old_numbers) or 'none'} → {', '.join(new_numbers) or 'none'}"]
 
 
-def report(result: Reanchored, gold_path: str | os.PathLike, out: str | os.PathLike) -> tuple[list[str], list[Problem]]:
+def report(
+    result: Reanchored, gold_path: str | os.PathLike[str], out: str | os.PathLike[str]
+) -> tuple[list[str], list[Problem]]:
     """A line per item that moved (each span: how it was found, where it went, notes) and a
     summary; a located problem per item that did not."""
     lines = []
@@ -202,7 +206,12 @@ def _move(what: str, found: Found) -> str:
 
 
 def reanchor_file(
-    gold_path, corpus_path, out, *, old=None, min_ratio: float = 0.9
+    gold_path: str | os.PathLike[str],
+    corpus_path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    old: str | os.PathLike[str] | None = None,
+    min_ratio: float = 0.9,
 ) -> tuple[list[str], list[Problem], int]:
     """`ragaudit gold reanchor`: the gold set at GOLD moved into the corpus at `corpus_path` (from the
     corpus `old` when given) and written to `out`, which may overwrite none of the inputs; the report's

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import re
+from typing import Iterable, Iterator, cast
 
-from ragaudit.checks.validation.registry import rule
+from ragaudit.checks.validation.registry import Context, rule
 from ragaudit.core.citing import retrieved_names
 from ragaudit.core.codes import issue, where
 from ragaudit.core.markers import ALL_FORMS
 from ragaudit.core.markers import markers as find_markers
 from ragaudit.core.text import sentence_spans
+from ragaudit.core.types import Answer, Issue, Trace
 
 _WORD_CHAR = re.compile(r"\w")
 
 
 @rule("dangling_citation")
-def dangling(trace, ctx):
+def dangling(trace: Trace, ctx: Context) -> Iterable[Issue]:
     retrieved = {p.snippet_id for p in trace.retrieved}
     for step in trace.steps:
         for cited in step.citations:
@@ -35,7 +37,7 @@ def dangling(trace, ctx):
     return ()
 
 
-def _dangling_issues(trace, retrieved: set):
+def _dangling_issues(trace: Trace, retrieved: set[str | None]) -> Iterator[Issue]:
     for k, step in enumerate(trace.steps):
         for j, cited in enumerate(step.citations):
             if cited not in retrieved:
@@ -96,7 +98,7 @@ def citations_trail(text: str, names: frozenset[str] | None = None, forms: froze
 
 
 @rule("cite_after_answer")
-def cite_first(trace, ctx):
+def cite_first(trace: Trace, ctx: Context) -> Iterable[Issue]:
     answer = trace.answer
     if answer is None:
         return ()
@@ -123,7 +125,7 @@ def cite_first(trace, ctx):
 
 
 @rule("cross_section_reuse", "uncited_segment")
-def segments(trace, ctx):
+def segments(trace: Trace, ctx: Context) -> Iterable[Issue]:
     answer = trace.answer
     if answer is None or not answer.segments:
         return ()
@@ -134,9 +136,9 @@ def segments(trace, ctx):
     return ()  # every segment cites, and none can reach across sections
 
 
-def _segment_issues(trace, ctx):
+def _segment_issues(trace: Trace, ctx: Context) -> Iterator[Issue]:
     section_of = {p.snippet_id: p.section_id for p in trace.retrieved if p.section_id is not None}
-    for i, segment in enumerate(trace.answer.segments):
+    for i, segment in enumerate(cast(Answer, trace.answer).segments):  # asked only of an answer with segments
         at = f"$.answer.segments[{i}]"
         if not segment.citations:
             yield issue(

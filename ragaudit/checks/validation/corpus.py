@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from ragaudit.checks.validation.registry import rule
-from ragaudit.core.analyzers import get_analyzer
+from typing import Iterable, cast
+
+from ragaudit.checks.validation.registry import Context, rule
+from ragaudit.core.analyzers import Analyzer, get_analyzer
 from ragaudit.core.codes import issue, where
+from ragaudit.core.types import Corpus, Issue, Trace
 
 
 @rule(
@@ -16,8 +19,8 @@ from ragaudit.core.codes import issue, where
     "rev_mismatch",
     needs_corpus=True,
 )
-def against_corpus(trace, ctx):
-    corpus = ctx.corpus
+def against_corpus(trace: Trace, ctx: Context) -> Iterable[Issue]:
+    corpus = cast(Corpus, ctx.corpus)  # needs_corpus: the engine runs this rule only with a corpus
     documents = corpus.documents
     found = []
     for i, p in enumerate(trace.retrieved):
@@ -62,7 +65,8 @@ def against_corpus(trace, ctx):
         text = doc.text
         chars = span if span.unit == "char" else corpus.char_span(doc_id, span, analyzer)
         if chars is None or chars.end > len(text):
-            limit = len(text) if span.unit == "char" else len(corpus.token_spans(doc_id, analyzer))
+            # a token span has its analyzer (one ragaudit cannot reproduce was passed over above)
+            limit = len(text) if span.unit == "char" else len(corpus.token_spans(doc_id, cast(Analyzer, analyzer)))
             found.append(
                 issue(
                     "span_out_of_bounds",
@@ -94,7 +98,7 @@ def against_corpus(trace, ctx):
 
 
 @rule("tokens_mismatch")
-def token_count(trace, ctx):
+def token_count(trace: Trace, ctx: Context) -> Iterable[Issue]:
     """Needs no corpus for token spans, or for char spans whose payload carries its text."""
     documents = ctx.corpus.documents if ctx.corpus is not None else None
     found = []
@@ -109,7 +113,12 @@ def token_count(trace, ctx):
                 continue
         if span.unit == "token":
             expected = len(span)
-        elif documents is not None and (doc := documents.get(p.doc_id)) is not None and span.end <= len(doc.text):
+        elif (
+            documents is not None
+            and p.doc_id is not None
+            and (doc := documents.get(p.doc_id)) is not None
+            and span.end <= len(doc.text)
+        ):
             expected = analyzer.count(doc.text[span.start : span.end])
         elif p.text is not None:
             expected = analyzer.count(p.text)

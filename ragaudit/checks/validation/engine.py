@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
-from ragaudit.checks.validation.registry import RULES, Context, Rule
+from ragaudit.checks.validation.registry import RULES, Check, Context, Rule
 from ragaudit.checks.validation.spool import Spool
 from ragaudit.core.codes import CODES, issue
 from ragaudit.core.errors import InputError
@@ -14,7 +14,8 @@ from ragaudit.core.types import Issue, Trace
 from ragaudit.io.jsonl import BadLine
 from ragaudit.io.traces import read_traces
 
-Check = Callable[[Trace, Context], Iterable[Issue]]
+# the checks to run: aborting ones, the rest, and those that still run on an aborted trace
+Plan = tuple[tuple[Check, ...], tuple[Check, ...], tuple[Check, ...]]
 
 
 def _active_rules(ctx: Context) -> tuple[list[Rule], list[Rule]]:
@@ -23,7 +24,7 @@ def _active_rules(ctx: Context) -> tuple[list[Rule], list[Rule]]:
     return [r for r in rules if r.aborts], [r for r in rules if not r.aborts]
 
 
-def _plan(ctx: Context) -> tuple[tuple[Check, ...], tuple[Check, ...], tuple[Check, ...]]:
+def _plan(ctx: Context) -> Plan:
     """The checks to run: aborting ones, the rest, and those that still run on an aborted trace."""
     aborting, rest = _active_rules(ctx)
     return (
@@ -45,7 +46,7 @@ def validate_traces(traces: Iterable[Trace], ctx: Context = Context()) -> list[I
     return [found for trace in traces for found in _check(trace, ctx, plan)]
 
 
-def _check(trace: Trace, ctx: Context, plan) -> list[Issue]:
+def _check(trace: Trace, ctx: Context, plan: Plan) -> list[Issue]:
     aborting, rest, after_abort = plan
     found: list[Issue] = []
     for check in aborting:
@@ -100,12 +101,12 @@ class Validator:
                 counts[found_issue.code] += 1
                 yield found_issue
 
-    def check_files(self, paths: Iterable[str | os.PathLike]) -> Iterator[Issue]:
+    def check_files(self, paths: Iterable[str | os.PathLike[str]]) -> Iterator[Issue]:
         """Issues of each file in turn. Raises InputError at the first file that cannot be read."""
         for path in paths:
             yield from self.check(read_traces(path, offset_unit=self.offset_unit, markers=self.ctx.markers))
 
-    def check_paths(self, paths: Iterable[str | os.PathLike]) -> Iterator[Issue]:
+    def check_paths(self, paths: Iterable[str | os.PathLike[str]]) -> Iterator[Issue]:
         """Issues of each file in turn, in this process; a file that cannot be read goes to
         `unreadable` and the others are still checked. `ragaudit.checks.validation.shards.check_paths`
         shares large inputs among processes or a Dask cluster with exactly this output."""

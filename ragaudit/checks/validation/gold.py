@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ragaudit.checks.validation.corpus import text_difference
 from ragaudit.core.codes import issue
@@ -12,11 +13,14 @@ from ragaudit.core.errors import Problem
 from ragaudit.core.progress import phase
 from ragaudit.core.types import Corpus, GoldItem, Issue
 
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
+
 ANCHOR_DELTA_S_MAX = 0.35
 SECTION_ITEMS = (3, 5)
 
 
-def _at(item: GoldItem, file: str, path: str) -> dict:
+def _at(item: GoldItem, file: str, path: str) -> dict[str, Any]:
     return dict(qid=item.qid, variant=None, seed=None, path=path, file=file, line=item.line)
 
 
@@ -27,7 +31,7 @@ def check_gold(
     file: str,
     paraphrases: int = 3,
     problems: list[Problem] | tuple[Problem, ...] = (),
-    encoder=None,
+    encoder: Encoder | None = None,
     ignore: Collection[str] = (),
     severity: Mapping[str, str] | None = None,
 ) -> list[Issue]:
@@ -50,7 +54,14 @@ def check_gold(
     ]
 
 
-def _findings(items, corpus: Corpus, file: str, paraphrases: int, problems, encoder) -> list[Issue]:
+def _findings(
+    items: list[GoldItem],
+    corpus: Corpus,
+    file: str,
+    paraphrases: int,
+    problems: Sequence[Problem],
+    encoder: Encoder | None,
+) -> list[Issue]:
     found = [
         issue(
             "gold_malformed", p.message, qid=None, variant=None, seed=None, path=p.path or "$", file=p.file, line=p.line
@@ -59,7 +70,7 @@ def _findings(items, corpus: Corpus, file: str, paraphrases: int, problems, enco
     ]
     first_line: dict[str, int | None] = {}
     per_section: Counter[tuple[str, str]] = Counter()
-    section_lines: dict[tuple[str, str], list] = defaultdict(list)
+    section_lines: dict[tuple[str, str], list[GoldItem]] = defaultdict(list)
     sound: list[GoldItem] = []
     for item in items:
         if item.qid in first_line:
@@ -205,7 +216,7 @@ def _check_anchor(item: GoldItem, corpus: Corpus, file: str) -> list[Issue]:
     return out
 
 
-def _check_distance(items: list[GoldItem], encoder, file: str) -> list[Issue]:
+def _check_distance(items: list[GoldItem], encoder: Encoder, file: str) -> list[Issue]:
     from ragaudit.checks.metrics.embed import delta_s_pairs
 
     scores = delta_s_pairs(encoder, [i.question for i in items], [i.anchor.text for i in items])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from ragaudit.checks.validation.registry import rule
+from typing import Iterable, Iterator
+
+from ragaudit.checks.validation.registry import Context, rule
 from ragaudit.core.codes import issue, where
+from ragaudit.core.types import Issue, LiveIndex, Trace
 
 _PARITY = (
     ("analyzer", "analyzer_mismatch"),
@@ -13,7 +16,7 @@ _PARITY = (
 
 
 @rule("missing_live_index", "analyzer_mismatch", "mismatch_index_hash", "embed_model_mismatch")
-def live_index_parity(trace, ctx):
+def live_index_parity(trace: Trace, ctx: Context) -> Iterable[Issue]:
     index = trace.index
     if index is None:
         if trace.retrieved and ctx.asks_live_index(trace):
@@ -44,7 +47,7 @@ def live_index_parity(trace, ctx):
     return ()
 
 
-def _parity_issues(trace, index):
+def _parity_issues(trace: Trace, index: LiveIndex) -> Iterator[Issue]:
     for field_name, code in _PARITY:
         live = getattr(index, field_name)
         if live is None:

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from ragaudit.checks.validation.registry import rule
+from typing import Iterable, Iterator, cast
+
+from ragaudit.checks.validation.registry import Context, rule
 from ragaudit.core.codes import issue, where
 from ragaudit.core.errors import describe
-from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS, UNITS
+from ragaudit.core.types import REQUIRED_PAYLOAD_FIELDS, UNITS, Issue, Offsets, Trace
 
 
 @rule(*(f"missing_{name}" for name in REQUIRED_PAYLOAD_FIELDS))
-def required_fields(trace, ctx):
+def required_fields(trace: Trace, ctx: Context) -> Iterable[Issue]:
     for p in trace.retrieved:
         if p.missing:
             return _missing_fields(trace)
     return ()
 
 
-def _missing_fields(trace):
+def _missing_fields(trace: Trace) -> Iterator[Issue]:
     for i, p in enumerate(trace.retrieved):
         for name in sorted(p.missing):
             yield issue(
@@ -26,7 +28,7 @@ def _missing_fields(trace):
             )
 
 
-def offsets_problem(offsets) -> str | None:
+def offsets_problem(offsets: Offsets) -> str | None:
     """Why these offsets are not `0 <= start < end` integers in a known unit, or None."""
     s, e, unit = offsets.start, offsets.end, offsets.unit
     if unit not in UNITS:
@@ -41,7 +43,7 @@ def offsets_problem(offsets) -> str | None:
 
 
 @rule("bad_offsets", "mixed_offset_units")
-def offsets(trace, ctx):
+def offsets(trace: Trace, ctx: Context) -> Iterable[Issue]:
     # Every span valid (so no bad offsets and none missing) and all in one unit: nothing to say.
     unit = None
     for p in trace.retrieved:
@@ -52,15 +54,15 @@ def offsets(trace, ctx):
     return ()
 
 
-def _offset_issues(trace):
-    units = {}
+def _offset_issues(trace: Trace) -> Iterator[Issue]:
+    units: dict[str, int] = {}
     for i, p in enumerate(trace.retrieved):
         if p.offsets is None:
             continue
         if p.span is None:
             yield issue(
                 "bad_offsets",
-                offsets_problem(p.offsets),
+                cast(str, offsets_problem(p.offsets)),  # offsets without a span are not valid: there is a problem
                 **where(trace, f"$.retrieved[{i}].offsets", citation=p.snippet_id),
             )
         elif p.offsets.unit not in units:
@@ -75,7 +77,7 @@ def _offset_issues(trace):
 
 
 @rule("missing_score", "score_out_of_range", "missing_k_pos", "missing_k_final")
-def scores_and_ranks(trace, ctx):
+def scores_and_ranks(trace: Trace, ctx: Context) -> Iterable[Issue]:
     for p in trace.retrieved:
         norm = p.score_norm
         if (
@@ -91,7 +93,7 @@ def scores_and_ranks(trace, ctx):
     return ()
 
 
-def _score_issues(trace):
+def _score_issues(trace: Trace) -> Iterator[Issue]:
     for i, p in enumerate(trace.retrieved):
         at = f"$.retrieved[{i}]"
         if p.score_raw is None and p.score_norm is None:
@@ -120,7 +122,7 @@ def _score_issues(trace):
             )
 
 
-def _typed_wrong(trace, at: str) -> set[str]:
+def _typed_wrong(trace: Trace, at: str) -> set[str]:
     """Names of the fields under `at` already reported as `wrong_type`."""
     if not trace.field_errors:
         return set()

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from ragaudit.checks.validation.registry import rule
+from typing import Any, Iterable, Iterator, Sequence
+
+from ragaudit.checks.validation.registry import Context, rule
 from ragaudit.core.codes import issue, where
+from ragaudit.core.types import Issue, Payload, Trace
 
 SCORE_ORDER = ("rerank_score", "score_norm", "score_raw")
 
 
-def field(payload, name: str):
+def field(payload: Payload | dict[str, Any], name: str) -> Any:
     """A field of a parsed Payload or of a payload dict as written (the pipelines build dicts)."""
     return payload.get(name) if isinstance(payload, dict) else getattr(payload, name)
 
 
-def tiebreak_key(payload) -> tuple[str, str]:
+def tiebreak_key(payload: Payload | dict[str, Any]) -> tuple[str, str]:
     """The documented tie-break: equal primary scores are ordered by section_id, then snippet_id."""
     return (field(payload, "section_id") or "", field(payload, "snippet_id") or "")
 
 
-def _primary_of_payloads(payloads) -> str | None:
+def _primary_of_payloads(payloads: Sequence[Payload]) -> str | None:
     """The score a ranking is ordered by: the first of SCORE_ORDER that every payload carries
     (written out, with attribute reads the interpreter can specialise)."""
     for p in payloads:
@@ -38,7 +41,7 @@ def _primary_of_payloads(payloads) -> str | None:
 
 
 @rule("tiebreak_violation")
-def tiebreak(trace, ctx):
+def tiebreak(trace: Trace, ctx: Context) -> Iterable[Issue]:
     payloads = trace.retrieved
     if len(payloads) < 2:
         return ()
@@ -54,7 +57,7 @@ def tiebreak(trace, ctx):
     return ()
 
 
-def _tiebreak_issues(trace, name: str):
+def _tiebreak_issues(trace: Trace, name: str) -> Iterator[Issue]:
     payloads = trace.retrieved
     for i in range(1, len(payloads)):
         a, b = payloads[i - 1], payloads[i]
@@ -68,7 +71,7 @@ def _tiebreak_issues(trace, name: str):
 
 
 @rule("rank_mismatch")
-def final_ranks(trace, ctx):
+def final_ranks(trace: Trace, ctx: Context) -> Iterable[Issue]:
     rank = 1
     for p in trace.retrieved:
         if p.k_final != rank:
@@ -91,14 +94,14 @@ def final_ranks(trace, ctx):
 
 
 @rule("duplicate_snippet")
-def duplicates(trace, ctx):
+def duplicates(trace: Trace, ctx: Context) -> Iterable[Issue]:
     payloads = trace.retrieved
     if len({p.snippet_id for p in payloads}) == len(payloads):
         return ()  # all distinct (at most one absent id, which is never a duplicate)
     return _duplicate_issues(trace)
 
 
-def _duplicate_issues(trace):
+def _duplicate_issues(trace: Trace) -> Iterator[Issue]:
     first: dict[str, int] = {}
     for i, p in enumerate(trace.retrieved):
         if p.snippet_id is None:

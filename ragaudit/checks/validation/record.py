@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from ragaudit.checks.validation.registry import rule
+from typing import Iterable
+
+from ragaudit.checks.validation.registry import Context, rule
 from ragaudit.core.codes import issue, where
+from ragaudit.core.types import Issue, Trace
 
 
 @rule("wrong_type")
-def field_types(trace, ctx):
+def field_types(trace: Trace, ctx: Context) -> Iterable[Issue]:
     if not trace.field_errors:
         return ()
     return [
@@ -17,7 +20,7 @@ def field_types(trace, ctx):
 
 
 @rule("pipeline_error", aborts=True)
-def pipeline_error(trace, ctx):
+def pipeline_error(trace: Trace, ctx: Context) -> Iterable[Issue]:
     if trace.error:
         return [
             issue("pipeline_error", f"expected a finished run, found error: {trace.error}", **where(trace, "$.error"))
@@ -26,7 +29,7 @@ def pipeline_error(trace, ctx):
 
 
 @rule("empty_citations", aborts=True)
-def empty_citations(trace, ctx):
+def empty_citations(trace: Trace, ctx: Context) -> Iterable[Issue]:
     if not trace.retrieved and not (trace.answer and trace.answer.citations):
         return [
             issue(

@@ -10,11 +10,14 @@ that walks the trace again). Creating a generator per rule and trace costs more 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ragaudit.core.codes import CODES
 from ragaudit.core.markers import ALL_FORMS
 from ragaudit.core.types import Corpus, Issue, Trace
+
+if TYPE_CHECKING:
+    from ragaudit.io.config import Config
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,9 @@ class Context:
     markers: frozenset[str] = ALL_FORMS  # the marker forms an answer's text cites with ([audit] markers)
 
     @classmethod
-    def of(cls, config, corpus: Corpus | None, *, spans: bool = False, live_index: bool = False) -> "Context":
+    def of(
+        cls, config: Config | None, corpus: Corpus | None, *, spans: bool = False, live_index: bool = False
+    ) -> "Context":
         """The context of a config's section policy (none: no cross-section whitelist) over `corpus`:
         the one way every command builds it. `spans`: the traces come from production spans, as do
         those of a replay pipeline with a span format; such traces are asked for the live index only
@@ -62,11 +67,15 @@ class Context:
         return not self.spans and trace.config not in self.span_pipelines and trace.source != "spans"
 
 
+# a rule's check: the issues a trace raises, given the context
+Check = Callable[[Trace, Context], Iterable[Issue]]
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
     codes: tuple[str, ...]
-    check: Callable[[Trace, Context], Iterable[Issue]] = field(repr=False)
+    check: Check = field(repr=False)
     needs_corpus: bool = False
     aborts: bool = False  # when it fires, the trace's remaining rules are skipped
 
@@ -74,12 +83,12 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(*codes: str, needs_corpus: bool = False, aborts: bool = False):
+def rule(*codes: str, needs_corpus: bool = False, aborts: bool = False) -> Callable[[Check], Check]:
     for code in codes:
         if code not in CODES:
             raise ValueError(f"rule declares unknown code {code!r}")
 
-    def register(check):
+    def register(check: Check) -> Check:
         RULES.append(Rule(check.__name__, codes, check, needs_corpus, aborts))
         return check
 

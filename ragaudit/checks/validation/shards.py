@@ -26,9 +26,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, fields, replace
 from itertools import islice
 from operator import attrgetter
-from typing import Generator, Iterator
+from typing import Any, Generator, Iterable, Iterator, Sequence
 
 from ragaudit.checks.validation.engine import Validator, bad_line_of
+from ragaudit.checks.validation.registry import Context
 from ragaudit.core.errors import InputError, Problem, RagauditError
 from ragaudit.core.execution import (
     ClusterExecutor,
@@ -52,6 +53,7 @@ CHUNK = 512  # issues per pickled chunk of a spool file
 _ISSUE_FIELDS = tuple(f.name for f in fields(Issue))
 _LINE = _ISSUE_FIELDS.index("line")
 _issue_values = attrgetter(*_ISSUE_FIELDS)
+IssueValues = tuple[Any, ...]  # an Issue's fields in order, as a spool file holds it
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,10 @@ class PieceResult:
     problems: tuple[Problem | str, ...] = ()  # why the file could not be read, when it could not
 
 
+# a job's results, and its issues when they come back with them (None: in the spool folder)
+JobOutcome = tuple[list[PieceResult], list[IssueValues] | None]
+
+
 def plan(
     paths: list[str], *, workers: int, min_bytes: int | None = None, job_bytes: int | None = None
 ) -> list[Job] | None:
@@ -97,7 +103,7 @@ def plan(
     batch: list[Piece] = []
     batch_bytes = 0
 
-    def flush():
+    def flush() -> None:
         nonlocal batch, batch_bytes
         if batch:
             jobs.append(Job(len(jobs), tuple(batch)))
@@ -138,7 +144,11 @@ def _regular_size(path: str) -> int | None:
 
 
 def check_paths(
-    validator: Validator, paths, *, workers: int = 1, executor: ClusterExecutor | None = None
+    validator: Validator,
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    workers: int = 1,
+    executor: ClusterExecutor | None = None,
 ) -> Iterator[Issue]:
     """`validator.check_paths(paths)`, or with `workers` > 1 its inputs large enough to pay for the
     start-up validated by that many processes, with exactly the issues, order, counts and line
@@ -153,7 +163,7 @@ def check_paths(
 
 def check_sharded(
     validator: Validator,
-    paths: list,
+    paths: Sequence[str | os.PathLike[str]],
     *,
     workers: int,
     min_bytes: int | None = None,
@@ -194,7 +204,7 @@ def check_sharded(
                 name="ragaudit-validate",
                 when_ready=True,
             )
-            done: Iterator = _sharing(pool, remote, validator, spool_dir, ahead=workers * AHEAD_PER_WORKER)
+            done: Iterator[JobOutcome] = _sharing(pool, remote, validator, spool_dir, ahead=workers * AHEAD_PER_WORKER)
         else:
             args = (executor.scatter(validator.ctx), validator.offset_unit)
             done = map_ordered(executor, _run_job_returning, remote, *args, ahead=workers * AHEAD_PER_WORKER)
@@ -224,7 +234,7 @@ def _sharing(
     process, rather than wait for the next result, validates the next job no worker has taken yet
     (its task cancelled, so that no worker takes it after). Workers that start slowly, or a core
     busy elsewhere, then cost little: what they do not take, this process does."""
-    tasks: dict[int, Future] = {}
+    tasks: dict[int, Future[tuple[list[PieceResult], None]]] = {}
     here: dict[int, list[PieceResult]] = {}
     submitted = 0
     for at, job in enumerate(jobs):
@@ -255,7 +265,7 @@ def _here(job: Job, validator: Validator, spool_dir: str) -> list[PieceResult]:
         raise
 
 
-def _outcome(done: Iterator) -> tuple[list[PieceResult], list[tuple] | None]:
+def _outcome(done: Iterator[JobOutcome]) -> JobOutcome:
     """The next job's results, or WorkerFailed saying why there are none."""
     try:
         return next(done)
@@ -277,7 +287,11 @@ class _FileState:
 
 
 def _emit_piece(
-    validator: Validator, piece: Piece, result: PieceResult, issues: Iterator[tuple], files: dict[int, _FileState]
+    validator: Validator,
+    piece: Piece,
+    result: PieceResult,
+    issues: Iterator[IssueValues],
+    files: dict[int, _FileState],
 ) -> Iterator[Issue]:
     offset = 0
     if not piece.whole:
@@ -314,7 +328,7 @@ def _emit_piece(
         validator.unreadable.append(InputError(no_records(piece.path, state.lines)))
 
 
-def _read_issues(path: str) -> Generator[tuple, None, None]:
+def _read_issues(path: str) -> Generator[IssueValues, None, None]:
     with open(path, "rb") as spool:
         while True:
             try:
@@ -330,7 +344,7 @@ class WorkerFailed(RuntimeError):
 
 # ---- a worker -----------------------------------------------------------------------------------
 
-_context: list = []  # in a worker process: the Context every job reads, loaded once
+_context: list[Context] = []  # in a worker process: the Context every job reads, loaded once
 
 
 def _load_context(context_file: str) -> None:
@@ -343,7 +357,7 @@ def _run_job_spooled(job: Job, offset_unit: str, spool_dir: str) -> tuple[list[P
     return run_job(job, _context[0], offset_unit, os.path.join(spool_dir, f"{job.index}.issues")), None
 
 
-def _run_job_returning(job: Job, ctx, offset_unit: str) -> tuple[list[PieceResult], list[tuple]]:
+def _run_job_returning(job: Job, ctx: Context, offset_unit: str) -> tuple[list[PieceResult], list[IssueValues]]:
     """`run_job` on a cluster's worker: the issues come back with the results (its disk is not ours)."""
     handle, spool = tempfile.mkstemp(prefix="ragaudit-validate-", suffix=".issues")
     os.close(handle)
@@ -354,11 +368,11 @@ def _run_job_returning(job: Job, ctx, offset_unit: str) -> tuple[list[PieceResul
         os.unlink(spool)
 
 
-def run_job(job: Job, ctx, offset_unit: str, spool: str) -> list[PieceResult]:
+def run_job(job: Job, ctx: Context, offset_unit: str, spool: str) -> list[PieceResult]:
     """Validate a job's pieces in order, writing their issues to `spool` (line numbers within
     each range) and returning what the parent needs to stitch them into the sequential output."""
-    results = []
-    chunk: list[tuple] = []
+    results: list[PieceResult] = []
+    chunk: list[IssueValues] = []
     with open(spool, "wb") as out:
         for piece in job.pieces:
             validator = Validator(ctx, offset_unit=offset_unit, keep_bad_lines=False)

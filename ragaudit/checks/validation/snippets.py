@@ -18,20 +18,23 @@ NAMED = 50  # runs named per disagreeing span
 
 # where a run is, as an issue names it: (qid, variant, seed, pipeline, file, line)
 Run = tuple[str, int, int, "str | None", "str | None", "int | None"]
+# a snippet: (pipeline, index hash, snippet id); where it is: (document, start, end, unit)
+Key = tuple["str | None", "str | None", str]
+SpanAt = tuple["str | None", int, int, str]
 
 
 @dataclass(slots=True)
 class _Seen:
-    span: tuple
+    span: SpanAt
     count: int = 0
     first: int = 0  # order of first sight, the tie-break
     runs: list[tuple[Run, int]] = field(default_factory=list)  # (run, payload index), kept once in conflict
 
 
 class SnippetSpans:
-    def __init__(self):
-        self._spans: dict[tuple, _Seen] = {}  # a snippet seen at one span so far
-        self._conflicts: dict[tuple, dict[tuple, _Seen]] = {}  # a snippet seen at two or more
+    def __init__(self) -> None:
+        self._spans: dict[Key, _Seen] = {}  # a snippet seen at one span so far
+        self._conflicts: dict[Key, dict[SpanAt, _Seen]] = {}  # a snippet seen at two or more
         self._names: dict[str, str] = {}  # one copy of each repeated name (pipeline, index, document, qid, file)
         self._order = 0
 
@@ -67,7 +70,7 @@ class SnippetSpans:
                 found.runs.append((self._run(trace), at))
             found.count += 1
 
-    def _first(self, span: tuple, trace: Trace, at: int) -> _Seen:
+    def _first(self, span: SpanAt, trace: Trace, at: int) -> _Seen:
         self._order += 1
         doc, start, end, unit = span
         return _Seen((self._name(doc), start, end, unit), 1, self._order, [(self._run(trace), at)])
