@@ -4,12 +4,14 @@ footnotes. Knowledge-base sources are named by collection and file; web sources 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, unquote, urlparse
 
 from ragaudit.core.markers import strip_markers
-from ragaudit.core.types import Trace
+from ragaudit.core.types import Payload, Trace
 from ragaudit.outputs.render.markdown import md
 
 FORMATS = ("internal_kb", "web_urls", "mixed")
@@ -53,7 +55,7 @@ class CitationRecord:
         )
 
 
-def hit_of(payload) -> Hit:
+def hit_of(payload: Payload) -> Hit:
     """A payload as a Hit: `file:` URLs become collection (the corpus folder) and file; http(s) stay web."""
     url = payload.source_url
     collection = file = None
@@ -79,7 +81,7 @@ def hit_of(payload) -> Hit:
     )
 
 
-def _escape(text) -> str:
+def _escape(text: object) -> str:
     """Trace text as inert markdown: a snippet or answer can carry `[x](javascript:…)` or HTML."""
     return md(text)
 
@@ -162,14 +164,16 @@ def render_trace(trace: Trace, *, base_url: str | None = None) -> str:
     return "\n".join(out)
 
 
-def render_traces(paths, *, qids=(), base_url: str | None = None):
+def render_traces(
+    paths: Iterable[str | os.PathLike[str]], *, qids: Collection[str] = (), base_url: str | None = None
+) -> Iterator[str]:
     """Each run of the trace files (of the questions `qids`, all when empty) as markdown, in file
     order; the lines that are not traces raise one InputError naming each, after every readable run."""
     from ragaudit.core.errors import InputError
     from ragaudit.io.jsonl import BadLine
     from ragaudit.io.traces import read_traces
 
-    bad = []
+    bad: list[BadLine] = []
     for path in paths:
         for trace in read_traces(path):
             if isinstance(trace, BadLine):

@@ -30,7 +30,7 @@ RUN_COUNTS = {
 }
 
 
-def _pandas():
+def _pandas() -> Any:  # the pandas module (which ships no type information)
     require("pandas", extra="notebook", purpose="a run's tables as DataFrames")
     import pandas
 
@@ -74,16 +74,18 @@ class Run:
     path: Path
 
     @cached_property
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         from ragaudit.io.jsonfiles import read_json_file
 
-        return read_json_file(self.path / REPORT, what="report")
+        report: dict[str, Any] = read_json_file(self.path / REPORT, what="report")
+        return report
 
     @cached_property
-    def manifest(self) -> dict:
+    def manifest(self) -> dict[str, Any]:
         from ragaudit.io.jsonfiles import read_json_file
 
-        return read_json_file(self.path / MANIFEST, what="manifest")
+        manifest: dict[str, Any] = read_json_file(self.path / MANIFEST, what="manifest")
+        return manifest
 
     @cached_property
     def runs(self) -> Any:
@@ -110,7 +112,7 @@ class Run:
         frame.insert(at, "gold_doc_id", [gold.get(qid, (None, None))[0] for qid in frame["qid"]])
         return frame
 
-    def _question_rows(self) -> Iterator[dict]:
+    def _question_rows(self) -> Iterator[dict[str, Any]]:
         """Every question row as report.json holds it; those it does not hold (above 2,000 rows)
         read from questions.parquet beside it, a batch at a time."""
         held = self.report.get("questions", [])

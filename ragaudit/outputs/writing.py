@@ -10,7 +10,7 @@ import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ragaudit.auditing.history import Point
 from ragaudit.checks import runstore
@@ -21,12 +21,17 @@ from ragaudit.io import rundir, runfiles
 from ragaudit.io.files import write_json
 
 if TYPE_CHECKING:
+    from ragaudit.auditing.audit import Audit
     from ragaudit.core.execution import Executor, Task
+    from ragaudit.outputs.render.logs import Places
+    from ragaudit.pipelines.inputs import Inputs
 
 TREND_RUNS = 20  # runs the trend panel of report.html shows
 
 
-def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings: list[str] | None = None) -> Report:
+def build(
+    run_dir: Path, subject: Inputs, *, baseline: Baseline | None = None, warnings: list[str] | None = None
+) -> Report:
     """Audit the stored traces of `run_dir`, read once as a stream, then write every output.
     Returns the report; what went wrong without stopping it goes to `warnings`."""
     from ragaudit.auditing.audit import StreamingAudit
@@ -40,7 +45,7 @@ def build(run_dir: Path, subject, *, baseline: Baseline | None = None, warnings:
 
 
 def write_outputs(
-    run_dir: Path, result, subject, *, warnings: list[str] | None = None, beside: Executor | None = None
+    run_dir: Path, result: Audit, subject: Inputs, *, warnings: list[str] | None = None, beside: Executor | None = None
 ) -> Report:
     """Every output of a finished audit (whose files are in a work folder inside `run_dir`);
     report.html shows the trend of the runs before it in the history the manifest names (none,
@@ -59,7 +64,8 @@ def write_outputs(
     memo.forget()  # the runs are scored: what scoring remembered per text leaves memory before the outputs
     with phase("writing outputs", counts_as="writing"):
         manifest = rundir.update_manifest(run_dir, embed_model_id=subject.encoder.model_id)
-        os.replace(result.runs_path, run_dir / runstore.RUNS)
+        # a streamed audit's runs are in a file (runs_path is None only for an audit answered from memory)
+        os.replace(cast(Path, result.runs_path), run_dir / runstore.RUNS)
         result.runs_path = run_dir / runstore.RUNS
         if result.issues_path is not None:
             os.replace(result.issues_path, run_dir / "issues.jsonl")
@@ -98,7 +104,9 @@ def write_outputs(
                 with phase("traces.log and rag_traces.sqlite"):  # the rest of it, when it is not done yet
                     _logged(logging, run_dir, result.runs_path, states, places)
         except BaseException:
-            beside_us: list = [task for task in (comparing, logging) if task is not None]
+            beside_us: list[Any] = [  # futures: the comparison's, and the logs' (a Future of this machine's processes)
+                task for task in (comparing, logging) if task is not None
+            ]
             wait(beside_us)
             raise
         comparison = None
@@ -112,7 +120,7 @@ def write_outputs(
     return report
 
 
-def _logged(task: Task, run_dir: Path, runs_path: Path, states: dict, places: dict) -> None:
+def _logged(task: Task, run_dir: Path, runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> None:
     """Wait for the logs written beside; when every worker given them died, write them here (a
     worker that died mid-write leaves its temporary files: they go first)."""
     from ragaudit.core.execution import WorkerDied
@@ -135,7 +143,7 @@ def write_comparison(
     run_dirs: list[Path] | None = None,
     pairs: list[str] | None = None,
     margin: float | None = None,
-) -> tuple[dict, list[str]]:
+) -> tuple[dict[str, Any], list[str]]:
     """compare.json and compare.html for pairs of the systems (pipelines) of one or more reports
     (`ragaudit.decisions.pairing`); returns the comparison and notes on pipelines left out."""
     from ragaudit.decisions.pairing import comparison_of

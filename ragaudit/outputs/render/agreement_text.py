@@ -4,7 +4,7 @@ recall; the support score's reliability; the corrected good-run rate; every disa
 from __future__ import annotations
 
 from ragaudit.decisions.agreement import Agreement
-from ragaudit.decisions.labelfit import FOLDS
+from ragaudit.decisions.labelfit import FOLDS, Fit
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -66,7 +66,7 @@ def render(found: Agreement) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_fit(fit) -> str:
+def render_fit(fit: Fit) -> str:
     """`calibrate --labels`: the thresholds from and to, the held-out agreement before and after."""
     lines = [f"{fit.labelled} labelled runs of {fit.run_dir} ({fit.labels}, {fit.digest[:19]}…)"]
     if fit.more is not None:

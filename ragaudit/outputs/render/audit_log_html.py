@@ -10,6 +10,7 @@ text from a trace.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ragaudit.checks.metrics.delta_s import ZONES
 from ragaudit.io.files import write_atomic
@@ -40,12 +41,12 @@ svg .s-stable{fill:#9fd4ad}svg .s-transit{fill:#f3d774}svg .s-risk{fill:#f2a86b}
 ZONE_NAMES = [name for name, _ in ZONES]
 
 
-def _where(example: dict) -> str:
+def _where(example: dict[str, Any]) -> str:
     where = example.get("file") or "-"
     return where if example.get("line") is None else f"{where}:{example['line']}"
 
 
-def _label(example: dict) -> str:
+def _label(example: dict[str, Any]) -> str:
     """What names an example: its query (clipped), as a reader knows the request."""
     query = " ".join(str(example.get("query") or "").split())
     if not query:
@@ -53,7 +54,7 @@ def _label(example: dict) -> str:
     return query if len(query) <= QUERY else query[: QUERY - 1] + "…"
 
 
-def _trace_id(example: dict) -> str:
+def _trace_id(example: dict[str, Any]) -> str:
     """The trace as the logs name it: a span trace's id alone (variant and seed 0: spans carry
     none), else its run key, `qid vV sS`."""
     if "qid" not in example:
@@ -63,7 +64,7 @@ def _trace_id(example: dict) -> str:
     return f"{example['qid']} v{example['variant']} s{example['seed']}"
 
 
-def _window(window: dict, changed: set) -> dict:
+def _window(window: dict[str, Any], changed: set[tuple[str, str, Any]]) -> dict[str, Any]:
     index = {
         field: [
             {
@@ -85,7 +86,7 @@ def _window(window: dict, changed: set) -> dict:
     }
 
 
-def _entry_value(kind: str, entry: dict) -> str:
+def _entry_value(kind: str, entry: dict[str, Any]) -> str:
     if kind == "delta_s":
         return f"ΔS {num(entry['delta_s'])} ({entry['zone']})"
     if kind == "support":
@@ -95,7 +96,7 @@ def _entry_value(kind: str, entry: dict) -> str:
     return f"{entry['errors']} errors: " + ", ".join(entry["codes"])
 
 
-def _example(example: dict) -> dict:
+def _example(example: dict[str, Any]) -> dict[str, Any]:
     fields = [
         ("where", _where(example)),
         ("trace", _trace_id(example) if "qid" in example else None),
@@ -124,7 +125,7 @@ def _example(example: dict) -> dict:
     }
 
 
-def render_audit_log(model: dict) -> str:
+def render_audit_log(model: dict[str, Any]) -> str:
     summary = model["summary"]
     changed = {(d["field"], d["window"], d["value"]) for d in model["drift"]}
     windows = [_window(w, changed) for w in model["windows"]]
@@ -169,5 +170,5 @@ def render_audit_log(model: dict) -> str:
     )
 
 
-def write_audit_log_html(path: Path, model: dict) -> None:
+def write_audit_log_html(path: Path, model: dict[str, Any]) -> None:
     write_atomic(path, render_audit_log(model))

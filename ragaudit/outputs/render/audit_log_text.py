@@ -3,10 +3,12 @@ each index change (drift) with the values before it and their first-seen times, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragaudit.checks.metrics.delta_s import ZONES
 
 
-def _cell(value, digits: int = 3) -> str:
+def _cell(value: object, digits: int = 3) -> str:
     if value is None:
         return "–"
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
@@ -24,7 +26,7 @@ def _size(kind: str, relative: bool, value: float) -> str:
     return f"{value:+.3f}"
 
 
-def describe(r: dict, metrics: dict) -> list[str]:
+def describe(r: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
     """A regression: metric, levels, size with its CI, p, noise floor and windows; then the queries
     that moved most, each with its worst runs."""
     kind, relative = metrics[r["metric"]]["kind"], metrics[r["metric"]]["relative"]
@@ -49,7 +51,7 @@ def describe(r: dict, metrics: dict) -> list[str]:
     return lines
 
 
-def render_windows(model: dict) -> str:
+def render_windows(model: dict[str, Any]) -> str:
     zones = [name for name, _ in ZONES]
     lines = [
         f"{'window':<22} {'traces':>7} {'errors':>7} {'grounded':>9} {'mean ΔS':>8} {'halluc.':>8}  "

@@ -3,14 +3,16 @@ them from the faults, the proposed threshold, and what that threshold catches.""
 
 from __future__ import annotations
 
+from typing import Any
 
-def _num(value) -> str:
+
+def _num(value: object) -> str:
     if value is None:
         return "–"
     return f"{value:.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
 
-def render_calibration(result: dict) -> str:
+def render_calibration(result: dict[str, Any]) -> str:
     lines = [
         f"calibration of {result['questions']} questions: the oracle and its LLM-style rewrite as controls, "
         "every fault class injected",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from html import escape
+from typing import Callable
 
 
 def _f(x: float) -> str:
@@ -58,8 +59,8 @@ def histogram(
     bins = len(counts)
     step = _nice_step(max(counts) if counts else 1)
     ymax = max(step, math.ceil(max(counts, default=0) / step) * step)
-    x = lambda v: left + v * pw  # noqa: E731
-    y = lambda c: top + ph - c / ymax * ph  # noqa: E731
+    x: Callable[[float], float] = lambda v: left + v * pw  # noqa: E731
+    y: Callable[[float], float] = lambda c: top + ph - c / ymax * ph  # noqa: E731
     out = [
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(label)}">',

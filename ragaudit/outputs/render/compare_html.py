@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ragaudit.io.files import write_atomic
 from ragaudit.outputs.render import compare_text
@@ -18,7 +19,7 @@ th{background:#f4f6f9}.better{background:#e3f6e8}.worse{background:#fde7e7}.tie,
 .note{color:#5b6475}"""
 
 
-def _pair(result: dict, pair: dict) -> dict:
+def _pair(result: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
     return {
         "a": pair["a"],
         "b": pair["b"],
@@ -34,7 +35,7 @@ def _pair(result: dict, pair: dict) -> dict:
     }
 
 
-def render_compare(result: dict) -> str:
+def render_compare(result: dict[str, Any]) -> str:
     return render(
         "compare.html",
         style=trusted(STYLE),
@@ -45,5 +46,5 @@ def render_compare(result: dict) -> str:
     )
 
 
-def write_compare_html(path: Path, result: dict) -> None:
+def write_compare_html(path: Path, result: dict[str, Any]) -> None:
     write_atomic(path, render_compare(result))

@@ -3,6 +3,8 @@ compare.html and summary.md say for each pair ("b is no worse than a by more tha
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def points(margin: float) -> str:
     """A margin on a 0–1 scale in percentage points: 0.02 is '2 points'."""
@@ -14,7 +16,7 @@ def p_text(p: float) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.4f}"
 
 
-def noninferiority(pair: dict, name: str) -> str:
+def noninferiority(pair: dict[str, Any], name: str) -> str:
     m, a, b = pair["metrics"][name], pair["a"], pair["b"]
     ni = m["noninferior"]
     if ni["holds"]:
@@ -25,7 +27,7 @@ def noninferiority(pair: dict, name: str) -> str:
     )
 
 
-def difference(pair: dict, name: str) -> str:
+def difference(pair: dict[str, Any], name: str) -> str:
     m = pair["metrics"][name]
     interval = f"{m['difference']:+.3f} (95% CI {m['ci95'][0]:+.3f} to {m['ci95'][1]:+.3f})"
     if m["verdict"] == "noise":
@@ -36,7 +38,7 @@ def difference(pair: dict, name: str) -> str:
     return f"it is {m['verdict']}: {interval}, {p_text(m['p_holm'])} (Holm)"
 
 
-def ci_note(pair: dict, name: str) -> str | None:
+def ci_note(pair: dict[str, Any], name: str) -> str | None:
     """Why a metric whose 95% CI excludes 0 is a tie, or None when its CI and its verdict agree.
 
     The verdict is the test's: exact (the sign test; the sign-flip test up to 16 moves) and adjusted
@@ -62,12 +64,12 @@ def ci_note(pair: dict, name: str) -> str | None:
     )
 
 
-def sentences(pair: dict) -> list[str]:
+def sentences(pair: dict[str, Any]) -> list[str]:
     """One sentence per metric: non-inferiority at the margin, then the difference's verdict."""
     return [f"{noninferiority(pair, name)}; {difference(pair, name)}." for name in pair["metrics"]]
 
 
-def noise_line(result: dict, pair: dict) -> str:
+def noise_line(result: dict[str, Any], pair: dict[str, Any]) -> str:
     names = list(dict.fromkeys((pair["a"], pair["b"])))
     parts = []
     for name in names:
@@ -83,7 +85,7 @@ def noise_line(result: dict, pair: dict) -> str:
     return "noise floor: " + "; ".join(parts)
 
 
-def mde_line(pair: dict) -> str:
+def mde_line(pair: dict[str, Any]) -> str:
     d = pair["mde"]
     design = (
         f"{d['questions']} questions × {d['runs_per_question']:g} runs, {d['power']:.0%} power, α = {d['alpha']:g}; "
@@ -94,7 +96,7 @@ def mde_line(pair: dict) -> str:
     return f"detectable change in a rate: {d['rate']:.3f} or more ({design})"
 
 
-def metric_line(name: str, m: dict) -> str:
+def metric_line(name: str, m: dict[str, Any]) -> str:
     ni = m["noninferior"]
     return (
         f"  {name:<20} {m['mean_a']:.3f} -> {m['mean_b']:.3f}  diff {m['difference']:+.3f} "
@@ -104,7 +106,7 @@ def metric_line(name: str, m: dict) -> str:
     )
 
 
-def render_text(result: dict, notes: list[str] | tuple[str, ...] = ()) -> str:
+def render_text(result: dict[str, Any], notes: list[str] | tuple[str, ...] = ()) -> str:
     lines = []
     for pair in result["pairs"]:
         lines.append(f"{pair['b']} vs {pair['a']} ({pair['questions']} questions)")

@@ -6,6 +6,7 @@ named."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ragaudit.io.files import write_atomic
 from ragaudit.outputs.render.compare_html import STYLE
@@ -15,7 +16,7 @@ EXTRA = """body{max-width:1500px}.caught{background:#e3f6e8}.missed{background:#
 td.l:first-child{min-width:16rem}code{font-size:12px}"""
 
 
-def _cells(row: dict, gated: list[str]) -> list[dict]:
+def _cells(row: dict[str, Any], gated: list[str]) -> list[dict[str, Any]]:
     cells = []
     for name in gated:
         p = row["pipelines"].get(name) or {}
@@ -30,7 +31,7 @@ def _cells(row: dict, gated: list[str]) -> list[dict]:
     return cells
 
 
-def render_faults(result: dict) -> str:
+def render_faults(result: dict[str, Any]) -> str:
     gated = result["gated"]
     clean = result["clean"]
     faults = [
@@ -59,5 +60,5 @@ def render_faults(result: dict) -> str:
     )
 
 
-def write_faults_html(path: Path, result: dict) -> None:
+def write_faults_html(path: Path, result: dict[str, Any]) -> None:
     write_atomic(path, render_faults(result))

@@ -3,19 +3,21 @@ gated alone and against the clean run as its baseline, per gated pipeline."""
 
 from __future__ import annotations
 
+from typing import Any
 
-def _rate(value) -> str:
+
+def _rate(value: float | None) -> str:
     return "   –" if value is None else f"{value:4.0%}"
 
 
-def _cells(pipelines: dict, gated: list[str]) -> str:
+def _cells(pipelines: dict[str, Any], gated: list[str]) -> str:
     return "  ".join(
         f"{p['verdict']:<5}{_rate(p['detection_rate']):>5}{_rate(p['false_flag_rate']):>5}"
         for p in (pipelines[n] for n in gated)
     )
 
 
-def render_fault_matrix(result: dict) -> str:
+def render_fault_matrix(result: dict[str, Any]) -> str:
     gated = result["gated"]
     width = 15 * len(gated) + 2 * (len(gated) - 1)
     lines = [

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-def num(value, digits: int = 3) -> str:
+
+def num(value: object, digits: int = 3) -> str:
     """A number as shown in tables: floats to `digits` decimals, ints whole, booleans yes/no,
     a missing value as a dash; any other value as its text."""
     if value is None:
@@ -17,7 +19,7 @@ def num(value, digits: int = 3) -> str:
     return str(value)
 
 
-def pct(value, digits: int = 1) -> str:
+def pct(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}%}"
 
 
@@ -25,12 +27,12 @@ def signed(value: float, digits: int = 3) -> str:
     return f"{value:+.{digits}f}"
 
 
-def blank(value) -> str:
+def blank(value: object) -> str:
     """A value as an attribute or cell text: missing is empty."""
     return "" if value is None else str(value)
 
 
-def value(found) -> str:
+def value(found: object) -> str:
     """A gate threshold or value, which may be a number, a string, a list or a dict."""
     if isinstance(found, dict):
         return ", ".join(f"{k} {value(v)}" for k, v in found.items())
@@ -39,7 +41,7 @@ def value(found) -> str:
     return num(found)
 
 
-def limit(threshold) -> str:
+def limit(threshold: object) -> str:
     """A threshold as configured: 0.45, not 0.450."""
     if isinstance(threshold, float):
         return f"{threshold:g}"
@@ -48,7 +50,7 @@ def limit(threshold) -> str:
     return value(threshold)
 
 
-def against(found, threshold, digits: int = 3) -> str:
+def against(found: object, threshold: object, digits: int = 3) -> str:
     """A gate check's value, with as many decimals beyond `digits` as it takes to tell it from its
     threshold: 0.40038 against 0.4 shows as 0.4004, never as 0.400 beside a bar of 0.4."""
     if not isinstance(found, float) or isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
@@ -60,7 +62,7 @@ def against(found, threshold, digits: int = 3) -> str:
     return num(found, digits)
 
 
-def check_value(check) -> str:
+def check_value(check: dict[str, Any]) -> str:
     """`against` for a check as the HTML views hold it (a dict with value and threshold)."""
     return against(check["value"], check["threshold"])
 

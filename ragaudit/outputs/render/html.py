@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Iterable
 
 from ragaudit.checks.metrics.lam import STATES, SYMBOLS
 from ragaudit.checks.metrics.registry import VIEWS, labels
@@ -73,7 +74,7 @@ QUESTION_COLUMNS = (
 )
 
 
-def _header(report: dict) -> dict:
+def _header(report: dict[str, Any]) -> dict[str, Any]:
     meta = report.get("meta") or {}
     facts = [
         ("run", meta.get("run_id")),
@@ -86,7 +87,7 @@ def _header(report: dict) -> dict:
     return {"facts": [(k, v) for k, v in facts if v not in (None, "")]}
 
 
-def _banner(report: dict) -> dict:
+def _banner(report: dict[str, Any]) -> dict[str, Any]:
     verdict = _verdict(report)
     checks = _checks_by_pipeline(report)
     pipes = report.get("pipelines") or {}
@@ -113,7 +114,7 @@ def _banner(report: dict) -> dict:
     }
 
 
-def pipeline_label(pipe: dict) -> str:
+def pipeline_label(pipe: dict[str, Any]) -> str:
     """What a pipeline is, from what it was given and what it reported: a reference pipeline by its
     retriever and reranker, any other by the store and model its index named; then its k."""
     opts, index = pipe.get("options") or {}, pipe.get("index") or {}
@@ -125,7 +126,7 @@ def pipeline_label(pipe: dict) -> str:
     return " · ".join(str(v) for v in parts if v)
 
 
-def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") -> dict:
+def _kpi(label: str, value: str, gate: str, check: dict[str, Any] | None, hint: str = "") -> dict[str, Any]:
     state = "neutral" if check is None else ("pass" if check["passed"] else "fail")
     return {"label": label, "value": value, "gate": gate, "state": state, "hint": hint or gate}
 
@@ -134,7 +135,7 @@ def _kpi(label: str, value: str, gate: str, check: dict | None, hint: str = "") 
 CARDS = sorted((c for c in CHECKS if c.card is not None), key=lambda c: c.card.rank if c.card else 0)
 
 
-def _card(check: GateCheck, p: dict, found: dict | None, t: GateSection) -> dict:
+def _card(check: GateCheck, p: dict[str, Any], found: dict[str, Any] | None, t: GateSection) -> dict[str, Any]:
     """A check's card: its figure, its bar in force (`gate ≥` a share, `max ≤` a number) and the mean of
     the metric it reads."""
     card = check.card
@@ -154,7 +155,7 @@ def _card(check: GateCheck, p: dict, found: dict | None, t: GateSection) -> dict
     )
 
 
-def _cards(report: dict, t: GateSection) -> dict:
+def _cards(report: dict[str, Any], t: GateSection) -> dict[str, Any]:
     s = report["summary"]
     issues = s.get("issues") or {}
     stats = [
@@ -195,7 +196,7 @@ def _cards(report: dict, t: GateSection) -> dict:
 # ---- gate checks, questions, issues ----------------------------------------------------------
 
 
-def _check(c: dict) -> dict:
+def _check(c: dict[str, Any]) -> dict[str, Any]:
     """A gate check with every field the page shows (a report may leave some out)."""
     failing = (c.get("questions") or []) if not c["passed"] else []
     return {
@@ -213,14 +214,14 @@ def _check(c: dict) -> dict:
     }
 
 
-def _gate(report: dict) -> dict:
+def _gate(report: dict[str, Any]) -> dict[str, Any]:
     checks = list(enumerate((report.get("gate") or {}).get("checks", [])))
     checks.sort(key=lambda ic: (bool(ic[1]["passed"]), ic[0]))
     rows = [_check(c) for _, c in checks]
     return {"rows": rows, "failed": sum(1 for r in rows if r["state"] == "fail")}
 
 
-def _question_row(i: int, q: dict, t: GateSection) -> dict:
+def _question_row(i: int, q: dict[str, Any], t: GateSection) -> dict[str, Any]:
     lam, m = q.get("lambda") or {}, q.get("metrics") or {}
     match, cov, ds = m.get("citation_match"), m.get("coverage"), m.get("delta_s_qr")
     runs, correct = (q.get("stats") or {}).get("runs"), q.get("correct")
@@ -253,21 +254,21 @@ def _question_row(i: int, q: dict, t: GateSection) -> dict:
     }
 
 
-def shown_questions(report: dict) -> list[dict]:
+def shown_questions(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The question rows the page holds: those with runs to open first, then the others worst
     first (fewest correct runs), at most QUESTION_ROWS; report.json has them all."""
-    questions = report.get("questions", [])
+    questions: list[dict[str, Any]] = report.get("questions", [])
     if len(questions) <= QUESTION_ROWS:
         return questions
 
-    def worst(q):
+    def worst(q: dict[str, Any]) -> tuple[bool, float, str, str]:
         stats = q.get("stats") or {}
         return ("runs" not in q, (q.get("correct") or 0) / max(stats.get("runs") or 1, 1), q["pipeline"], q["qid"])
 
     return sorted(questions, key=worst)[:QUESTION_ROWS]
 
 
-def _questions(report: dict, t: GateSection) -> dict:
+def _questions(report: dict[str, Any], t: GateSection) -> dict[str, Any]:
     questions = shown_questions(report)
     return {
         "columns": QUESTION_COLUMNS,
@@ -279,8 +280,8 @@ def _questions(report: dict, t: GateSection) -> dict:
     }
 
 
-def _issues(report: dict) -> dict:
-    groups: dict[str, list[dict]] = defaultdict(list)
+def _issues(report: dict[str, Any]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for issue in [*(report.get("gold_check") or []), *(report.get("issues") or [])]:
         groups[issue.get("code") or "?"].append(issue)
     order = sorted(groups, key=lambda c: (groups[c][0].get("severity") != "error", -len(groups[c]), c))
@@ -309,13 +310,13 @@ def _issues(report: dict) -> dict:
     return {"groups": shown, "unmatched": len(unmatched), "unmatched_shown": ", ".join(map(str, unmatched[:50]))}
 
 
-def _labels(report: dict) -> dict | None:
+def _labels(report: dict[str, Any]) -> dict[str, Any] | None:
     """The agreement with the labels of `[labels] path`, and each pipeline's corrected good-run rate."""
     found = (report.get("meta") or {}).get("labels")
     if not found:
         return None
 
-    def pct(value) -> str:
+    def pct(value: float | None) -> str:
         return "–" if value is None else f"{100 * value:.1f}%"
 
     rows = []
@@ -355,7 +356,7 @@ def _labels(report: dict) -> dict | None:
     }
 
 
-def _footer(report: dict) -> dict:
+def _footer(report: dict[str, Any]) -> dict[str, Any]:
     meta = report.get("meta") or {}
     inputs = meta.get("inputs") or {}
     return {
@@ -368,12 +369,12 @@ def _footer(report: dict) -> dict:
 # ---- embedded data and the page --------------------------------------------------------------
 
 
-def _some(mapping: dict, keys) -> dict:
+def _some(mapping: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """The keys that have a value, floats cut to 4 decimals: the drill-down reads a missing key as null."""
     return {k: _round(mapping[k]) for k in keys if mapping.get(k) is not None}
 
 
-def drill_data(report: dict, t: GateSection) -> dict:
+def drill_data(report: dict[str, Any], t: GateSection) -> dict[str, Any]:
     """What the drill-down shows, and nothing else: the page stays a few MB for thousands of runs."""
     used: set[str] = set()
     questions = []
@@ -417,13 +418,13 @@ def drill_data(report: dict, t: GateSection) -> dict:
     }
 
 
-def script_json(value) -> str:
+def script_json(value: object) -> str:
     """JSON that is inert inside <script>: no `<`, `>` or `&` survives, so `</script>` cannot appear."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _page(report: dict, trend: str) -> dict:
+def _page(report: dict[str, Any], trend: str) -> dict[str, Any]:
     """What the page's template reads."""
     t = thresholds(report)
     return dict(
@@ -446,7 +447,7 @@ def _page(report: dict, trend: str) -> dict:
     )
 
 
-def render_html(report: dict, trend: str = "") -> str:
+def render_html(report: dict[str, Any], trend: str = "") -> str:
     """The page; `trend` is the trend panel's HTML (`ragaudit.outputs.render.trends`, which escapes what it
     shows), placed before the questions."""
     return render("report.html", **_page(report, trend))

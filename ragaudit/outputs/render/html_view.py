@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 from ragaudit.checks.metrics.delta_s import ZONES
 from ragaudit.checks.metrics.lam import STATES, SYMBOLS
@@ -17,13 +18,13 @@ from ragaudit.outputs.render.templating import trusted
 SECTION_ROWS = 1_000  # sections the page's table shows; report.json lists every one
 
 
-def _zone(delta_s) -> str | None:
+def _zone(delta_s: float | None) -> str | None:
     if delta_s is None:
         return None
     return next(name for name, upper in ZONES if delta_s < upper)
 
 
-def _round(value):
+def _round(value: Any) -> Any:
     """Floats cut to 4 decimals for the embedded data: enough to display, far smaller. NaN and
     infinity become null, which JSON.parse accepts and they are not."""
     if isinstance(value, float):
@@ -31,11 +32,11 @@ def _round(value):
     return value
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def thresholds(report: dict) -> GateSection:
+def thresholds(report: dict[str, Any]) -> GateSection:
     """The thresholds the report was gated with, read back from its checks: each check's own (None:
     not gated) and the settings it read (coverage_min); the defaults for a check it does not carry."""
     defaults, found = GateSection(), {}
@@ -57,17 +58,17 @@ def misses(value: float | None, bar: float | None) -> bool:
     return value is not None and bar is not None and value < bar
 
 
-def _verdict(report: dict) -> str:
+def _verdict(report: dict[str, Any]) -> str:
     return (report.get("gate") or {}).get("verdict") or report["summary"].get("verdict") or "unknown"
 
 
-def _pipelines(report: dict) -> list[str]:
+def _pipelines(report: dict[str, Any]) -> list[str]:
     names = list((report.get("gate") or {}).get("pipelines") or [])
     return names + [p for p in report["summary"]["pipelines"] if p not in names]
 
 
-def _checks_by_pipeline(report: dict) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = defaultdict(list)
+def _checks_by_pipeline(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for check in (report.get("gate") or {}).get("checks", []):
         out[check["pipeline"]].append(check)
     return out
@@ -76,11 +77,11 @@ def _checks_by_pipeline(report: dict) -> dict[str, list[dict]]:
 # ---- charts and the per-section table --------------------------------------------------------
 
 
-def _limit(words: str, value, spec: str) -> str:
+def _limit(words: str, value: object, spec: str) -> str:
     return "not gated" if value is None else f"{words} {spec.format(value)}"
 
 
-def _charts(report: dict, t: GateSection) -> dict:
+def _charts(report: dict[str, Any], t: GateSection) -> dict[str, Any]:
     bands, lo = [], 0.0
     for name, upper in ZONES:
         hi = min(upper, 1.0)
@@ -141,7 +142,7 @@ def _charts(report: dict, t: GateSection) -> dict:
     }
 
 
-def section_result(section: dict, t: GateSection) -> str:
+def section_result(section: dict[str, Any], t: GateSection) -> str:
     """pass, warn or fail for one section of one pipeline; the legend under the table says how."""
     m = section.get("metrics") or {}
     match, cov = m.get("citation_match"), m.get("coverage")
@@ -159,7 +160,7 @@ def _far(excess: float | None, t: GateSection) -> bool:
     return excess is not None and limit is not None and excess > limit
 
 
-def _section_cell(name: str, s: dict | None, t: GateSection) -> dict | None:
+def _section_cell(name: str, s: dict[str, Any] | None, t: GateSection) -> dict[str, Any] | None:
     if s is None:
         return None
     m = s.get("metrics") or {}
@@ -178,13 +179,13 @@ def _section_cell(name: str, s: dict | None, t: GateSection) -> dict | None:
     }
 
 
-def _sections(report: dict, t: GateSection) -> dict:
+def _sections(report: dict[str, Any], t: GateSection) -> dict[str, Any]:
     sections = report["summary"].get("sections") or []
     names = [n for n in _pipelines(report) if any(s["pipeline"] == n for s in sections)]
-    table: dict[tuple, dict] = defaultdict(dict)
+    table: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
     for s in sections:
         table[(s.get("doc_id") or "", s.get("section_id") or "")][s["pipeline"]] = s
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"doc_id": doc, "section_id": sec, "cells": [_section_cell(n, per.get(n), t) for n in names]}
         for (doc, sec), per in sorted(table.items())
     ]

@@ -8,10 +8,14 @@ import json
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragaudit.auditing.checking import GoldCheck, Validation
+    from ragaudit.core.types import Issue
 
 
-def issue_line(issue) -> str:
+def issue_line(issue: Issue) -> str:
     where = issue.file or "-"
     if issue.line is not None:
         where += f":{issue.line}"
@@ -26,7 +30,12 @@ def issue_line(issue) -> str:
 
 
 def write_issues(
-    issues: Iterable, out: IO[str], *, fmt: str, records_of: Callable[[], int], counts_of: Callable[[], Mapping]
+    issues: Iterable[Issue],
+    out: IO[str],
+    *,
+    fmt: str,
+    records_of: Callable[[], int],
+    counts_of: Callable[[], Mapping[str, int]],
 ) -> None:
     """Write issues as they come (text), or as one JSON document `{"records", "issues", "counts"}`
     without holding them in memory (json: spooled to a temporary file, then copied)."""
@@ -108,12 +117,12 @@ def metrics(fmt: str, config_path: Path | None = None) -> str:
     return "\n".join(lines) + f"\n\n{GATED_DELTA_S}"
 
 
-def write_checked(found, out: IO[str], *, fmt: str) -> None:
+def write_checked(found: GoldCheck, out: IO[str], *, fmt: str) -> None:
     """The findings of `gold check` (a `checking.GoldCheck`) written to `out`."""
     write_issues(found.issues, out, fmt=fmt, records_of=lambda: found.records, counts_of=lambda: found.counts)
 
 
-def stream_validation(found, out: IO[str], *, fmt: str) -> None:
+def stream_validation(found: Validation, out: IO[str], *, fmt: str) -> None:
     """`validate`'s issues (a `checking.Validation`) written to `out` as they are found, inside its
     `with`, shown as the phase `validating`."""
     from ragaudit.core.progress import phase

@@ -20,7 +20,7 @@ from ragaudit.outputs.render.formatting import against
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def xml_safe(text) -> str:
+def xml_safe(text: object) -> str:
     """`text` without the characters XML 1.0 cannot hold (each becomes U+FFFD)."""
     return _NOT_XML.sub("\ufffd", str(text))
 
@@ -31,7 +31,7 @@ _IN_TEXT = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 _IN_ATTRIBUTE = (*_IN_TEXT, ('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
 
 
-def _escaped(value, table: tuple[tuple[str, str], ...]) -> str:
+def _escaped(value: object, table: tuple[tuple[str, str], ...]) -> str:
     """`value` made XML-safe, then escaped by `table`, as ElementTree escapes it."""
     text = xml_safe(value)
     for char, reference in table:
@@ -50,7 +50,7 @@ def _case(classname: str, name: str, message: str | None = None, detail: str = "
     return f"{head}>\n      {failure}\n    </testcase>"
 
 
-def _fmt(value) -> str:
+def _fmt(value: object) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 
@@ -60,7 +60,7 @@ LOG_SOURCE = (  # the columns of runs.parquet the rows are read from, in the ord
 Places = dict[str, tuple[str | None, str | None]]  # each snippet's (section id, revision), by ref
 
 
-def rows(runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> Iterator[dict]:
+def rows(runs_path: Path, states: dict[tuple[str, str], str], places: Places) -> Iterator[dict[str, Any]]:
     """The rows of both outputs, in stored run order, read from runs.parquet a batch at a time; a
     run without segments gives one row with seg null. `places` is `SnippetStore.places()`."""
     from ragaudit.checks.runstore import iter_values
@@ -96,7 +96,7 @@ def rows(runs_path: Path, states: dict[tuple[str, str], str], places: Places) ->
                 }
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -106,7 +106,7 @@ def _text(value) -> str:
     return str(value)
 
 
-def log_value(value) -> str:
+def log_value(value: object) -> str:
     """A value as logfmt writes it: bare when it is plain, else a JSON string (all escaped)."""
     text = _text(value)
     return text if text and _PLAIN.match(text) else json.dumps(text, ensure_ascii=True)
@@ -116,7 +116,7 @@ _NAMED = tuple((c, f"{LOG_NAMES.get(c, c)}=") for c in LOG_ORDER)
 _MEMO_MAX = 1 << 16
 
 
-def log_line(row: dict, memo: dict[str, str]) -> str:
+def log_line(row: dict[str, Any], memo: dict[str, str]) -> str:
     """The traces.log line of a row (no newline): each column as `log_value` writes it. `memo`
     keeps the written form of strings, which repeat row after row (pipelines, hashes, qids)."""
     parts = []
@@ -143,7 +143,7 @@ def log_line(row: dict, memo: dict[str, str]) -> str:
     return " ".join(parts)
 
 
-def _list_value(value: list) -> str:
+def _list_value(value: list[Any]) -> str:
     """`log_value` of a list of scalars, without its recursion (anything else goes to it)."""
     parts = []
     for item in value:
@@ -169,7 +169,7 @@ def write_log_files(run_dir: Path, runs_path: Path, states: dict[tuple[str, str]
     write_logs(run_dir / "traces.log", run_dir / "rag_traces.sqlite", rows(runs_path, states, places))
 
 
-def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict]) -> None:
+def write_logs(log_path: Path, sqlite_path: Path, table: Iterable[dict[str, Any]]) -> None:
     """traces.log and rag_traces.sqlite from one pass over the rows."""
     import itertools
     import sqlite3
@@ -202,5 +202,5 @@ CREATE = (
 INSERT = f"INSERT INTO rag_traces VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
-def _sql_row(r: dict) -> tuple:
+def _sql_row(r: dict[str, Any]) -> tuple[Any, ...]:
     return tuple([orjson.dumps(v).decode() if isinstance(v, list) else v for v in map(r.__getitem__, COLUMNS)])

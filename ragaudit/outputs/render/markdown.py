@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from ragaudit.checks.metrics.registry import VIEWS, labels
 from ragaudit.core.model import Gate, Report
@@ -18,7 +19,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()|~!])")
 
 
-def md(text) -> str:
+def md(text: object) -> str:
     """Text from traces and configs as inert markdown: markup characters backslash-escaped, HTML
     special characters as entities, line breaks as spaces (a table row stays one row), control
     characters as U+FFFD."""
@@ -26,7 +27,7 @@ def md(text) -> str:
     return _MARKDOWN.sub(r"\\\1", text)
 
 
-def plain(text) -> str:
+def plain(text: object) -> str:
     """Text as a terminal shows it: line breaks as spaces, control characters as U+FFFD, nothing escaped."""
     return " ".join(_CONTROL.sub("\ufffd", str(text)).split())
 
@@ -41,13 +42,13 @@ class _Marks:
         self.sub = "" if terminal else "## "
 
 
-def _fmt(value) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "–"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def render_summary(report: Report, comparison: dict | None = None, *, terminal: bool = False) -> str:
+def render_summary(report: Report, comparison: dict[str, Any] | None = None, *, terminal: bool = False) -> str:
     """summary.md; with `terminal`, the same for a terminal: no markdown escapes, no emphasis marks."""
     m = _Marks(terminal)
     md = m.text
@@ -142,7 +143,7 @@ def _unsupported(report: Report, m: _Marks) -> list[str]:
     return lines
 
 
-def decisions(comparison: dict, m: _Marks | None = None) -> list[str]:
+def decisions(comparison: dict[str, Any], m: _Marks | None = None) -> list[str]:
     """Each compared pair in words (compare.json has the figures)."""
     from ragaudit.outputs.render import compare_text
 
@@ -156,5 +157,5 @@ def decisions(comparison: dict, m: _Marks | None = None) -> list[str]:
     return lines
 
 
-def write_summary(path: Path, report: Report, comparison: dict | None = None) -> None:
+def write_summary(path: Path, report: Report, comparison: dict[str, Any] | None = None) -> None:
     write_atomic(path, render_summary(report, comparison))

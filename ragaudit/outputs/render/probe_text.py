@@ -4,17 +4,19 @@ not follow their source (the first of each pipeline), and the gate of faithful_m
 
 from __future__ import annotations
 
+from typing import Any
+
 SHOWN = 5  # runs that did not follow, per pipeline
 
 
-def _rate(rate: dict, what: str) -> str:
+def _rate(rate: dict[str, Any], what: str) -> str:
     if rate["rate"] is None:
         return f"{what} –"
     low, high = rate["ci95"]
     return f"{what} {rate['rate']:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def render_probe(probe: dict, gate: dict) -> str:
+def render_probe(probe: dict[str, Any], gate: dict[str, Any]) -> str:
     lines = [
         f"probe: {probe['questions']} questions, edits {', '.join(probe['edit_kinds'])}, seeds "
         f"{', '.join(map(str, probe['seeds']))}"

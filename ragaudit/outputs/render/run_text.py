@@ -3,10 +3,17 @@ throughput, and the pipelines a baseline lacks."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ragaudit.core.progress_rate import rate_text
 
+if TYPE_CHECKING:
+    from ragaudit.core.model import Gate
+    from ragaudit.core.types import Issue
+    from ragaudit.pipelines.runner import RunResult
 
-def notices(result, findings) -> list[str]:
+
+def notices(result: RunResult, findings: list[Issue]) -> list[str]:
     """The run's warnings, its aborted pipelines and the gold check's counts, one line each (stderr)."""
     lines = [f"warning: {line}" for line in result.warnings]
     lines += [f"pipeline {name} aborted (analyzer parity): {why}" for name, why in sorted(result.aborted.items())]
@@ -16,7 +23,7 @@ def notices(result, findings) -> list[str]:
     return lines
 
 
-def throughput(result, took: float, breakdown: str) -> str:
+def throughput(result: RunResult, took: float, breakdown: str) -> str:
     """How many runs, run now or resumed, in how long, and where the time went."""
     return (
         f"{result.total:,} runs ({result.executed:,} run now, {result.resumed:,} resumed) in {took:.1f} s, "
@@ -24,7 +31,7 @@ def throughput(result, took: float, breakdown: str) -> str:
     )
 
 
-def baseline_gaps(gate) -> list[str]:
+def baseline_gaps(gate: Gate) -> list[str]:
     """A warning for each gated pipeline the baseline does not hold (stderr)."""
     return [
         f"warning: pipeline {name} is not in the baseline: no drift checks for it"

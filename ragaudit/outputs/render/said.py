@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from ragaudit.core.errors import InputsChangedError, RagauditError
 
@@ -16,7 +16,16 @@ if TYPE_CHECKING:
     from ragaudit.auditing.checking import GoldCheck, Ingested, Validation
     from ragaudit.auditing.history import Trends
     from ragaudit.checks.goldtools.anchor import Anchoring
+    from ragaudit.core.errors import Problem
     from ragaudit.core.model import Report
+    from ragaudit.decisions.agreement import Agreement
+    from ragaudit.decisions.labelfit import Calibrated
+    from ragaudit.decisions.labelling import Session
+    from ragaudit.flows.api import FaultsResult, Gated, Rebuilt, Verified
+    from ragaudit.flows.app import Outcome
+    from ragaudit.flows.auditlog import AuditLogResult
+    from ragaudit.flows.baselines import BaselineChoice
+    from ragaudit.flows.probing import Probed
 
 
 @dataclass
@@ -65,7 +74,7 @@ def gated_code(passed: bool, no_gate: bool = False) -> int:
 # ---- run, report, gate -------------------------------------------------------------------------
 
 
-def baseline(chosen) -> Said:
+def baseline(chosen: BaselineChoice | None) -> Said:
     """What the user should know about the baseline chosen (a `ragaudit.flows.baselines.BaselineChoice`, or None)."""
     return Said().err(chosen.warnings, "warning: ").err(chosen.notes) if chosen else Said()
 
@@ -79,7 +88,7 @@ def finished(report: Report, run_dir: Path, no_gate: bool, said: Said | None = N
     return said.out(f"\nrun directory: {run_dir}").ends(gated_code(report.gate.passed, no_gate))
 
 
-def run(outcome, no_gate: bool) -> Said:
+def run(outcome: Outcome, no_gate: bool) -> Said:
     """`ragaudit run`: the run's notices, its throughput, then as `finished`."""
     from ragaudit.core import progress
     from ragaudit.outputs.render import run_text
@@ -90,12 +99,12 @@ def run(outcome, no_gate: bool) -> Said:
     return finished(outcome.report, outcome.result.run_dir, no_gate, said)
 
 
-def rebuilt(built, no_gate: bool) -> Said:
+def rebuilt(built: Rebuilt, no_gate: bool) -> Said:
     """`ragaudit report`: the warnings of the rebuild (an `api.Rebuilt`), then as `finished`."""
     return finished(built.report, built.run_dir, no_gate, Said().err(built.warnings, "warning: "))
 
 
-def gated(found, fmt: str) -> Said:
+def gated(found: Gated, fmt: str) -> Said:
     """`ragaudit gate`: the baseline's warnings and notes, then the gate as JSON or the summary."""
     from ragaudit.outputs.render.markdown import render_summary
     from ragaudit.outputs.render.run_text import baseline_gaps
@@ -111,7 +120,7 @@ def gated(found, fmt: str) -> Said:
 # ---- compare, faults, calibrate, verify --------------------------------------------------------
 
 
-def compared(result: dict, notes: list[str], target: Path | None, fmt: str) -> Said:
+def compared(result: dict[str, Any], notes: list[str], target: Path | None, fmt: str) -> Said:
     """`ragaudit compare`: the comparison as JSON (its notes on stderr), or as text; then the files
     written, when it wrote some (`--out`)."""
     from ragaudit.outputs.render.compare_text import render_text
@@ -122,7 +131,7 @@ def compared(result: dict, notes: list[str], target: Path | None, fmt: str) -> S
     return said.out(f"wrote {target / 'compare.json'} and {target / 'compare.html'}") if target else said
 
 
-def faults(done) -> Said:
+def faults(done: FaultsResult) -> Said:
     """`ragaudit faults`: the fault matrix and the files written (an `api.FaultsResult`)."""
     from ragaudit.outputs.render.faults_text import render_fault_matrix
 
@@ -130,7 +139,7 @@ def faults(done) -> Said:
     return said.err(done.warnings, "warning: ").ends(gated_code(done.passed))
 
 
-def probed(done) -> Said:
+def probed(done: Probed) -> Said:
     """`ragaudit probe`: what each pipeline's answers did on the edited copies (a `probing.Probed`),
     the probe directory; exit 0 when faithful_min passes (or is not set), 1 when it fails."""
     from ragaudit.outputs.render.probe_text import render_probe
@@ -141,7 +150,7 @@ def probed(done) -> Said:
     return said.err(done.warnings, "warning: ").ends(gated_code(done.passed))
 
 
-def calibrated(result: dict, target: Path, fmt: str) -> Said:
+def calibrated(result: dict[str, Any], target: Path, fmt: str) -> Said:
     """`ragaudit calibrate`: the proposal as JSON, or as text and where it was written."""
     from ragaudit.outputs.render.calibration_text import render_calibration
 
@@ -154,7 +163,7 @@ def calibrated(result: dict, target: Path, fmt: str) -> Said:
     )
 
 
-def fitted(done, fmt: str) -> Said:
+def fitted(done: Calibrated, fmt: str) -> Said:
     """`ragaudit calibrate --labels`: the held-out agreement before and after, the thresholds and the
     file written; exit 1 when the labels were too few to fit anything."""
     from ragaudit.outputs.render.agreement_text import render_fit
@@ -170,7 +179,7 @@ def fitted(done, fmt: str) -> Said:
     return said.out(f'wrote {done.path}; use it with [gate] from = "{done.path.name}"')
 
 
-def labelling(session) -> Said:
+def labelling(session: Session) -> Said:
     """`ragaudit label`, before the page opens: what will be labelled, and the stale labels."""
     said = Said().err(
         [
@@ -190,11 +199,11 @@ def label_page(url: str) -> Said:
     return Said().out(f"label at {url}  (Done on the page, or ctrl-C, ends)")
 
 
-def labelled(session) -> Said:
+def labelled(session: Session) -> Said:
     return Said().out(f"wrote {session.recorded} labels to {session.labels_path}")
 
 
-def agreed(found, fmt: str) -> Said:
+def agreed(found: Agreement, fmt: str) -> Said:
     """`ragaudit agree`: the agreement as JSON or text, its notes on stderr (exit 0)."""
     from ragaudit.outputs.render.agreement_text import render
 
@@ -202,7 +211,7 @@ def agreed(found, fmt: str) -> Said:
     return said.out(as_json(found.to_json())) if fmt == "json" else said.out(render(found), nl=False)
 
 
-def verified(checked) -> Said:
+def verified(checked: Verified) -> Said:
     """`ragaudit verify`: its notes, then what was checked, or the changes as the error (exit 5)."""
     said = Said().err(checked.notes, "note: ")
     if checked.changed:
@@ -271,7 +280,7 @@ def anchored(found: Anchoring, question: str, answer: str, *, qid: str | None, p
     return said
 
 
-def reanchored(lines: list[str], problems: list, exit_code: int) -> Said:
+def reanchored(lines: list[str], problems: list[Problem], exit_code: int) -> Said:
     """`ragaudit gold reanchor`: what became of each item, and the items that could not be moved."""
     return Said().out("\n".join(lines)).err(problems, "error: ").ends(exit_code)
 
@@ -295,7 +304,7 @@ def history(found: Trends, fmt: str) -> Said:
     return said.out(text)
 
 
-def audit_log(result) -> Said:
+def audit_log(result: AuditLogResult) -> Said:
     """`ragaudit audit-log`: the windows, the files written, the warnings and the inputs not read."""
     from ragaudit.outputs.render.audit_log_text import render_windows
 
@@ -306,14 +315,14 @@ def audit_log(result) -> Said:
 # ---- plan, attest ------------------------------------------------------------------------------
 
 
-def planned(result: dict, fmt: str) -> Said:
+def planned(result: dict[str, Any], fmt: str) -> Said:
     """`ragaudit plan`: the detectable changes, as JSON or text."""
     from ragaudit.decisions.power import render_text
 
     return Said().out(as_json(result)) if fmt == "json" else Said().out(render_text(result), nl=False)
 
 
-def attested(path: Path, body: dict, *, signed: bool) -> Said:
+def attested(path: Path, body: dict[str, Any], *, signed: bool) -> Said:
     """`ragaudit attest`: the attestation written, what it holds, and whether it is signed."""
     predicate = body["predicate"]
     return Said().out(

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+    from markupsafe import Markup
 
 
 @cache
-def environment():
+def environment() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     from ragaudit.outputs.render.formatting import FILTERS
@@ -27,16 +31,16 @@ def environment():
     return env
 
 
-def render(name: str, **context) -> str:
+def render(name: str, **context: Any) -> str:
     return environment().get_template(name).render(**context)
 
 
-def stream(name: str, **context) -> Iterator[str]:
+def stream(name: str, **context: Any) -> Iterator[str]:
     """The text `render` gives, in the pieces the template yields, none of them held after."""
     return environment().get_template(name).generate(**context)
 
 
-def trusted(markup: str):
+def trusted(markup: str) -> Markup:
     """Markup this package built and escaped itself (chart SVG, the page's CSS and script): the
     templates insert it as it is."""
     from markupsafe import Markup

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -40,7 +41,7 @@ CREATE = (
 INSERT = f"INSERT INTO rag_traces VALUES ({', '.join('?' * len(ALL_COLUMNS))})"
 
 
-def _cell(value):
+def _cell(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return orjson.dumps(list(value)).decode()
     if isinstance(value, bool):
@@ -68,7 +69,7 @@ class TraceTable:
         """An SQLite error (a full disk, say) as the input-output error it is: exit 3."""
         return sqlite_errors(f"write {self._path.name}", self._path)
 
-    def add(self, rows: list[dict]) -> None:
+    def add(self, rows: list[dict[str, Any]]) -> None:
         if rows:
             with self._failing(), self._db:
                 self._db.executemany(INSERT, [tuple(_cell(r[c]) for c in ALL_COLUMNS) for r in rows])
