@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from ragaudit.core.errors import InputError
 from ragaudit.core.model import Baseline, Report
@@ -16,6 +17,9 @@ from ragaudit.io.calibration import check_config
 from ragaudit.io.config import Config
 from ragaudit.io.files import refuse_overwriting
 from ragaudit.pipelines.runner import RunResult
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import CachedEncoder, Encoder
 
 
 @dataclass
@@ -72,7 +76,7 @@ def audit_config(
         workers=workers,
         worker_wait_s=config.executor.worker_wait_s,
     )
-    audit: dict = {}
+    audit: dict[str, Any] = {}  # "work": the audit's folder; "auditor": its StreamingAudit, once the run starts
 
     def start_audit(run_dir: Path) -> None:  # the run is scored as it goes: its traces are read once
         audit["work"] = Path(tempfile.mkdtemp(prefix=".audit-", dir=run_dir))
@@ -141,11 +145,12 @@ def _record(store: Path, result: RunResult, report: Report) -> None:
         )
 
 
-def _note_cache(encoder) -> None:
+def _note_cache(encoder: Encoder) -> None:
     """With --verbose: what the embedding cache saved."""
     from ragaudit.core import progress
 
     if hasattr(encoder, "requested"):
+        encoder = cast("CachedEncoder", encoder)  # only the embedding cache counts what it was asked
         progress.note(
             f"embedding cache: {encoder.requested:,} texts asked, {encoder.hits:,} found, {encoder.encoded:,} "
             f"encoded in {encoder.encode_seconds:.1f} s ({encoder.path})"

@@ -66,7 +66,7 @@ def inputs_key(config: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def code_files(kind: str, options: dict, folder: Path) -> list[Path]:
+def code_files(kind: str, options: dict[str, Any], folder: Path) -> list[Path]:
     """The files of a pipeline's own code, found as the pipeline finds them, without running it."""
     if kind == "python" and isinstance(options.get("factory"), str):
         return _module_files(options["factory"], folder)
@@ -296,7 +296,7 @@ def kept_audit(config_path: Path, *, fresh: bool = False) -> tuple[Path, Hold, l
     return run_dir, hold, warnings
 
 
-def _kept(folder: Path) -> dict:
+def _kept(folder: Path) -> dict[str, Any]:
     try:
         kept = json.loads((folder / POINTER).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ragaudit.auditing.audit import Audit, audit
 from ragaudit.checks.metrics.support import Memoized
@@ -92,7 +92,9 @@ class Scored:
 AUDITS = 1 + len(FAULTS)  # the oracle, then each fault class (controls included)
 
 
-def score(traces: list[Trace], subject: Inputs, *, rate: float = 0.2, seed: int = 0, done=None) -> Scored:
+def score(
+    traces: list[Trace], subject: Inputs, *, rate: float = 0.2, seed: int = 0, done: Callable[[], object] | None = None
+) -> Scored:
     """Audit the oracle, its LLM-style rewrite (every question) and each fault class (a seeded `rate`
     share of the questions). A fault leaves most runs as the oracle ran them: each distinct run is
     scored once, in the first audit that holds it, and its record is read back in the others.
@@ -101,7 +103,7 @@ def score(traces: list[Trace], subject: Inputs, *, rate: float = 0.2, seed: int 
     traces = sorted(traces, key=run_order)
     controls: dict[str, Audit] = {}
     faults: dict[str, tuple[Audit, list[str]]] = {}
-    remembered: dict = {}
+    remembered: dict[tuple[Any, ...], Any] = {}  # each run scored once: same_scores key -> what score_runs keeps
     with phase("oracle", counts_as="calibrate"):
         controls[ORACLE] = audit(traces, subject, remembered=remembered)
     if done is not None:
@@ -127,13 +129,13 @@ def _stats(tuned: Tuned, rows: list[Question]) -> list[float]:
     return [v for v in (tuned.stat(q) for q in rows) if v is not None and not math.isnan(v)]
 
 
-def propose(scored: Scored) -> dict:
+def propose(scored: Scored) -> dict[str, Any]:
     """Per check: values, separation, the proposed threshold and what it catches."""
-    checks = {}
+    checks: dict[str, Any] = {}
     for tuned in TUNED:
         controls = {name: tuned.value(a) for name, a in scored.controls.items()}
         clean = [s for a in scored.controls.values() for s in _stats(tuned, _questions(a))]
-        per_fault: dict[str, dict] = {}
+        per_fault: dict[str, dict[str, Any]] = {}
         touched: dict[str, list[float]] = {}
         for name, (result, affected) in scored.faults.items():
             mine = touched[name] = _stats(tuned, _questions(result, set(affected)))
@@ -212,7 +214,9 @@ def _detection(tuned: Tuned, threshold: float | None, touched: list[float]) -> f
     return sum(1 for v in touched if v > bar) / len(touched)
 
 
-def calibration(checks: dict, inputs: dict, *, model: str, support_model: str | None, questions: int) -> dict:
+def calibration(
+    checks: dict[str, Any], inputs: dict[str, str], *, model: str, support_model: str | None, questions: int
+) -> dict[str, Any]:
     """calibration.json: the proposed [gate] and what supports each figure."""
     gate = {key: c["proposed"] for key, c in checks.items()}
     gate |= KEPT
@@ -228,7 +232,9 @@ def calibration(checks: dict, inputs: dict, *, model: str, support_model: str | 
     }
 
 
-def calibrate(inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None, done=None) -> dict:
+def calibrate(
+    inputs: Inputs, *, rate: float = 0.2, seed: int = 0, k: int | None = None, done: Callable[[], object] | None = None
+) -> dict[str, Any]:
     """The calibration of `inputs` (config, gold set, corpus, models); `done` is called after each
     of its AUDITS audits (progress)."""
     from ragaudit.io.config import PipelineConfig

@@ -32,13 +32,22 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import pytest
 
-SESSION_AUDITS = pytest.StashKey[dict]()  # config path -> run directory, or the error that stopped it
-SESSION_RUNS = pytest.StashKey[dict]()  # config path -> loaded run, for the fixture
-SESSION_HOLDS = pytest.StashKey[list]()  # the kept runs this session reads, released when it ends
+if TYPE_CHECKING:
+    from _pytest._code.code import TracebackStyle
+
+    from ragaudit.flows.auditcache import Hold
+    from ragaudit.outputs.results import Run
+
+# config path -> run directory, or the error that stopped it
+SESSION_AUDITS: pytest.StashKey[dict[Path, Path | Exception]] = pytest.StashKey()
+SESSION_RUNS: pytest.StashKey[dict[Path, Run]] = pytest.StashKey()  # config path -> loaded run, for the fixture
+SESSION_HOLDS: pytest.StashKey[list[Hold]] = (
+    pytest.StashKey()
+)  # the kept runs this session reads, released when it ends
 
 
 class KeptAuditWarning(UserWarning):
@@ -85,9 +94,10 @@ def session_audit(config: pytest.Config, path: Path) -> Path:
             audits[path] = run_dir
             for line in said:
                 warnings.warn(line, KeptAuditWarning, stacklevel=2)
-    if isinstance(audits[path], Exception):
-        raise audits[path]
-    return audits[path]
+    found = audits[path]
+    if isinstance(found, Exception):
+        raise found
+    return found
 
 
 def audit_error(exc: Exception) -> str:
@@ -102,7 +112,7 @@ def audit_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def read_report(run_dir: Path) -> dict:
+def read_report(run_dir: Path) -> dict[str, Any]:
     """The audit's report.json, with what the plugin reads checked: an InputError naming the file
     and what it lacks otherwise."""
     from ragaudit.core.errors import InputError, Problem
@@ -110,7 +120,7 @@ def read_report(run_dir: Path) -> dict:
     from ragaudit.io.jsonfiles import read_json_file
 
     path = run_dir / "report.json"
-    report = read_json_file(path, what="report")
+    report: dict[str, Any] = read_json_file(path, what="report")
     problem = report_problem(report)
     if problem:
         raise InputError(Problem(str(path), problem))
@@ -124,11 +134,11 @@ class AuditFailure(Exception):
     """A question flagged by the gate, a failing gate check, or a config that could not be audited."""
 
 
-def _mapping(value: object) -> dict:
+def _mapping(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _against(check: dict) -> str:
+def _against(check: dict[str, Any]) -> str:
     """`value 0.627, threshold 0.9`: rounded as the reports round them, never 0.6266666666666667."""
     from ragaudit.outputs.render.formatting import against, limit
 
@@ -136,7 +146,7 @@ def _against(check: dict) -> str:
 
 
 class QuestionItem(pytest.Item):
-    def __init__(self, *, question: dict, failing: list[dict], **kwargs: Any):
+    def __init__(self, *, question: dict[str, Any], failing: list[dict[str, Any]], **kwargs: Any):
         super().__init__(**kwargs)
         self.question, self.failing = question, failing
 
@@ -163,17 +173,17 @@ class QuestionItem(pytest.Item):
                 ]
             raise AuditFailure("\n".join(lines))
 
-    def repr_failure(self, excinfo, style=None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None) -> str:
         if isinstance(excinfo.value, AuditFailure):
             return f"{self.question['pipeline']} · {self.question['qid']} is flagged by the gate:\n{excinfo.value}"
         return str(super().repr_failure(excinfo, style))
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, f"ragaudit question {self.name}"
 
 
 class CheckItem(pytest.Item):
-    def __init__(self, *, check: dict, **kwargs: Any):
+    def __init__(self, *, check: dict[str, Any], **kwargs: Any):
         super().__init__(**kwargs)
         self.check = check
 
@@ -184,12 +194,12 @@ class CheckItem(pytest.Item):
             detail = f" ({c['detail']})" if c.get("detail") else ""
             raise AuditFailure(f"{_against(c)}{detail}; questions: {named}")
 
-    def repr_failure(self, excinfo, style=None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None) -> str:
         if isinstance(excinfo.value, AuditFailure):
             return f"gate check {self.name} failed: {excinfo.value}"
         return str(super().repr_failure(excinfo, style))
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, f"ragaudit gate check {self.name}"
 
 
@@ -203,25 +213,25 @@ class AuditErrorItem(pytest.Item):
     def runtest(self) -> None:
         raise AuditFailure(self.error)
 
-    def repr_failure(self, excinfo, style=None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None) -> str:
         if isinstance(excinfo.value, AuditFailure):
             return f"the audit of {self.path} could not run:\n{excinfo.value}"
         return str(super().repr_failure(excinfo, style))
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, f"ragaudit audit of {self.path.name}"
 
 
 class AuditCollector(pytest.Collector):
     """The tests of one config's audit."""
 
-    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+    def collect(self) -> Iterator[pytest.Item]:
         try:
             report = read_report(session_audit(self.config, self.path))
         except Exception as exc:  # one failing test says why, whatever stopped the audit
             yield AuditErrorItem.from_parent(self, name="audit", error=audit_error(exc))
             return
-        failing: dict[tuple[str, str], list[dict]] = {}
+        failing: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for check in report["gate"]["checks"]:
             if not check["passed"]:
                 for qid in check.get("questions") or []:
@@ -238,7 +248,7 @@ class AuditCollector(pytest.Collector):
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect, so they apply to these items too
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: set[Path] = set()
     for name in config.getoption("ragaudit") or []:
         path = (Path(config.invocation_params.dir) / name).resolve()
@@ -253,7 +263,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         collector = AuditCollector.from_parent(session, name=shown, path=path, nodeid=shown)
         collected = list(collector.collect())
         # reported as pytest reports a collected file, so "collected N items" counts them
-        session.ihook.pytest_collectreport(report=pytest.CollectReport(shown, "passed", None, collected))
+        nodes = cast("list[pytest.Item | pytest.Collector]", collected)  # a list of items, which the report only reads
+        session.ihook.pytest_collectreport(report=pytest.CollectReport(shown, "passed", None, nodes))
         items.extend(collected)
 
 
@@ -261,7 +272,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 @pytest.fixture
-def ragaudit_run(request: pytest.FixtureRequest):
+def ragaudit_run(request: pytest.FixtureRequest) -> Run:
     """The loaded run (`ragaudit.load_run`) of the marked or configured config's audit, shared by
     every test of the session that names the same config."""
     from ragaudit.outputs.results import load_run

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ragaudit.core.errors import InputError, Problem, UsageError
 from ragaudit.core.markers import ALL_FORMS
@@ -26,6 +26,9 @@ from ragaudit.flows.auditlog.windows import parse_window, window_of
 from ragaudit.flows.auditlog.worst import KINDS, LIMIT
 from ragaudit.io.jsonl import BadLine
 
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
+
 SCHEMA = "ragaudit.audit_log/1"
 JSON_NAME, HTML_NAME, TABLE_NAME = "audit_log.json", "audit_log.html", "rag_traces.sqlite"
 SUPPORT_MEMO = 5_000  # (segment, cited texts) pairs remembered across batches
@@ -34,7 +37,7 @@ ENCODER_MEMORY = 20_000  # vectors held in memory (the embedding cache file keep
 
 @dataclass
 class AuditLogResult:
-    model: dict  # what audit_log.json holds
+    model: dict[str, Any]  # what audit_log.json holds
     out: Path
     problems: list[Problem | str] = field(default_factory=list)  # unreadable files and lines that are not traces
     warnings: list[Problem | str] = field(default_factory=list)  # late spans, left out
@@ -57,8 +60,8 @@ def read_records(
     *,
     offset_unit: str,
     markers: frozenset[str] = ALL_FORMS,
-    problems: list,
-    warnings: list | None = None,
+    problems: list[Problem | str],
+    warnings: list[Problem | str] | None = None,
     window: int | None = None,
 ) -> Iterator[Trace | BadLine]:
     """The records of the inputs: ragaudit's own trace files one by one (a file that cannot be
@@ -113,18 +116,18 @@ def read_baseline(path: Path) -> tuple[str, dict[str, Tally]]:
 
 
 def run_audit_log(
-    paths: Sequence[str | os.PathLike],
+    paths: Sequence[str | os.PathLike[str]],
     *,
-    corpus: str | os.PathLike | None = None,
+    corpus: str | os.PathLike[str] | None = None,
     fmt: str = "traces",
     window: str = "1d",
-    out: str | os.PathLike | None = None,
-    config: str | os.PathLike | None = None,
+    out: str | os.PathLike[str] | None = None,
+    config: str | os.PathLike[str] | None = None,
     limit: int = LIMIT,
     batch: int = BATCH,
-    encoder=None,
+    encoder: Encoder | None = None,
     live_index: bool = False,
-    baseline: str | os.PathLike | None = None,
+    baseline: str | os.PathLike[str] | None = None,
 ) -> AuditLogResult:
     """Audit production traces in `paths` and write the three outputs to `out`. `config` supplies
     the embedding model, the support model and threshold, `metrics.k`, the ΔS reading, the section
@@ -164,8 +167,8 @@ def run_audit_log(
     context = inputs.context
     target.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
-    problems: list = []
-    warnings: list = []
+    problems: list[Problem | str] = []
+    warnings: list[Problem | str] = []
     table = TraceTable(target / TABLE_NAME)
     try:
         audit = LogAudit(snapshot, scoring, window=length, context=context, table=table.add, limit=limit, batch=batch)

@@ -102,9 +102,9 @@ class QueryTally:
     text: str
     runs: int = 0
     sums: dict[str, list[float]] = field(default_factory=dict)  # metric -> [sum, count]
-    worst: dict[str, list[tuple[float, dict]]] = field(default_factory=dict)  # metric -> [(badness, run)]
+    worst: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)  # metric -> [(badness, run)]
 
-    def add(self, values: dict[str, float], run: dict) -> None:
+    def add(self, values: dict[str, float], run: dict[str, Any]) -> None:
         self.runs += 1
         for name, value in values.items():
             total = self.sums.setdefault(name, [0.0, 0])
@@ -131,13 +131,13 @@ class Tally:
     """The health of one pipeline's traffic in one window."""
 
     traces: int = 0
-    hits: Counter = field(default_factory=Counter)  # rate -> traces at 1
-    trials: Counter = field(default_factory=Counter)  # rate -> traces it applies to
-    values: dict[str, Counter] = field(default_factory=dict)  # distribution -> {value: count}
+    hits: Counter[str] = field(default_factory=Counter)  # rate -> traces at 1
+    trials: Counter[str] = field(default_factory=Counter)  # rate -> traces it applies to
+    values: dict[str, Counter[float]] = field(default_factory=dict)  # distribution -> {value: count}
     queries: dict[str, QueryTally] = field(default_factory=dict)
     queries_dropped: int = 0
 
-    def add(self, trace: Trace, values: dict[str, float], run: dict) -> None:
+    def add(self, trace: Trace, values: dict[str, float], run: dict[str, Any]) -> None:
         self.traces += 1
         for name, value in values.items():
             if HEALTH[name].kind == "rate":

@@ -47,9 +47,11 @@ def _worse(name: str, size: float) -> bool | None:
     return None if better is None else (size < 0 if better == "higher" else size > 0)
 
 
-def compare_tallies(before: Tally, after: Tally, floors: dict[str, float | None], t: Thresholds) -> dict[str, dict]:
+def compare_tallies(
+    before: Tally, after: Tally, floors: dict[str, float | None], t: Thresholds
+) -> dict[str, dict[str, Any]]:
     """Per metric: before, after, size, CI, p, Holm p, floor and the verdict with its reason."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     raw: dict[str, float] = {}
     for name, metric in HEALTH.items():
         n_a, n_b = before.n(name), after.n(name)
@@ -82,7 +84,7 @@ def compare_tallies(before: Tally, after: Tally, floors: dict[str, float | None]
     return out
 
 
-def _moved(name: str, before: Tally, after: Tally) -> list[dict]:
+def _moved(name: str, before: Tally, after: Tally) -> list[dict[str, Any]]:
     """The queries of `after` that pulled `name` the worse way most, each with its worst runs: the
     queries seen in both windows first, by runs × their change, then the new ones, by runs × how
     far their mean lies from the window's mean before."""
@@ -111,12 +113,12 @@ def regressions(
     series: dict[str, list[tuple[str, Tally]]],
     thresholds: Thresholds,
     baseline: tuple[str, dict[str, Tally]] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """`series`: per pipeline, its dated windows in time order as (window, tally). `baseline`:
     (what it is, per pipeline its tally), or None. The model's `health` part: the comparisons and
     the regressions among them."""
-    comparisons: list[dict] = []
-    found: list[dict] = []
+    comparisons: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
     for pipeline, windows in sorted(series.items()):
         floors: dict[str, float | None] = dict.fromkeys(HEALTH)
         pairs: dict[str, int] = dict.fromkeys(HEALTH, 0)
@@ -126,7 +128,7 @@ def regressions(
                 against.append(("previous", windows[i - 1][0], windows[i - 1][1]))
             if baseline is not None and pipeline in baseline[1] and window != baseline[0]:
                 against.append(("baseline", baseline[0], baseline[1][pipeline]))
-            step: dict[str, dict] | None = None
+            step: dict[str, dict[str, Any]] | None = None
             for kind, reference, earlier in against:
                 metrics = compare_tallies(earlier, tally, floors, thresholds)
                 for name, m in metrics.items():
@@ -160,8 +162,8 @@ def regressions(
 
 
 def _regression(
-    pipeline: str, window: str, kind: str, reference: str, name: str, m: dict, before: Tally, after: Tally
-) -> dict:
+    pipeline: str, window: str, kind: str, reference: str, name: str, m: dict[str, Any], before: Tally, after: Tally
+) -> dict[str, Any]:
     keep = ("before", "after", "size", "low", "high", "p", "p_holm", "effect", "floor", "floor_pairs", "traces")
     return {
         "pipeline": pipeline,

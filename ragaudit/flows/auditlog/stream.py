@@ -9,7 +9,7 @@ the batch, not on the number of traces.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable
 
 from ragaudit.checks.validation import Context, validate_trace
 from ragaudit.checks.validation.engine import malformed
@@ -57,7 +57,7 @@ class LogAudit:
         *,
         window: int,
         context: Context | None = None,
-        table: Callable[[list[dict]], None] | None = None,
+        table: Callable[[list[dict[str, Any]]], None] | None = None,
         limit: int = LIMIT,
         batch: int = BATCH,
     ):
@@ -108,14 +108,14 @@ class LogAudit:
             traces = [t for _, t in batch]
             found = [validate_trace(t, self.context) for t in traces]
             scores = score_traces(traces, self.corpus, self.scoring)
-            rows: list[dict] = []
+            rows: list[dict[str, Any]] = []
             for (record, trace), issues, score in zip(batch, found, scores):
                 rows += self._fold(record, trace, issues, score)
             if self.table is not None:
                 self.table(rows)
             scoring.advance(len(batch))
 
-    def _fold(self, record: int, trace: Trace, issues: list[Issue], score: TraceScore) -> list[dict]:
+    def _fold(self, record: int, trace: Trace, issues: list[Issue], score: TraceScore) -> list[dict[str, Any]]:
         at = parse_time(trace.retrieved_at, self.length)
         window = self._window(at)
         window.traces += 1
@@ -148,7 +148,7 @@ class LogAudit:
     def _offer(
         self, record: int, trace: Trace, issues: list[Issue], errors: list[Issue], score: TraceScore, window: str
     ) -> None:
-        candidates: list[tuple[str, tuple, dict]] = []
+        candidates: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         if not score.errored and score.delta_s is not None:
             candidates.append(("delta_s", (score.delta_s, -record), {"delta_s": score.delta_s, "zone": score.zone}))
         for s in score.segments:
@@ -164,7 +164,7 @@ class LogAudit:
 
     def finish(
         self, thresholds: Thresholds = Thresholds(), baseline: str | tuple[str, dict[str, Tally]] | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The audit's model: summary, windows (in time order, undated last), drift, health (window
         over window, and against `baseline`: a window's name, or (what, per pipeline its tally) of
         an earlier audit), worst lists and their examples."""
@@ -223,10 +223,12 @@ def baseline_window(dated: list[Window], name: str) -> tuple[str, dict[str, Tall
     return found[0].key, found[0].health
 
 
-def _summary(windows: list[Window], changes: list[dict], records: int, regressed: list[dict]) -> dict:
+def _summary(
+    windows: list[Window], changes: list[dict[str, Any]], records: int, regressed: list[dict[str, Any]]
+) -> dict[str, Any]:
     total = {key: sum(getattr(w, key) for w in windows) for key in COUNTS}
-    issues: Counter = sum((w.issues for w in windows), Counter())
-    zones: Counter = sum((w.zones for w in windows), Counter())
+    issues: Counter[str] = sum((w.issues for w in windows), Counter())
+    zones: Counter[str | None] = sum((w.zones for w in windows), Counter())
     measured = sum(w.delta_s_count for w in windows)
     why = []
     if total["errors"]:
@@ -262,7 +264,7 @@ def _summary(windows: list[Window], changes: list[dict], records: int, regressed
     }
 
 
-def _issue(found: Issue) -> dict:
+def _issue(found: Issue) -> dict[str, Any]:
     return {
         "code": found.code,
         "severity": found.severity,
@@ -273,7 +275,7 @@ def _issue(found: Issue) -> dict:
     }
 
 
-def _cited(payload: Payload, corpus: Corpus | None) -> dict:
+def _cited(payload: Payload, corpus: Corpus | None) -> dict[str, Any]:
     from ragaudit.checks.metrics.delta_s import payload_text
 
     return {
@@ -286,7 +288,7 @@ def _cited(payload: Payload, corpus: Corpus | None) -> dict:
     }
 
 
-def _segment(s: SegmentScore) -> dict:
+def _segment(s: SegmentScore) -> dict[str, Any]:
     return {
         "seg": s.seg,
         "text": clip(s.text, TEXT_SHOWN),
@@ -297,7 +299,9 @@ def _segment(s: SegmentScore) -> dict:
     }
 
 
-def _example(record: int, trace: Trace, issues: list[Issue], score: TraceScore, window: str, corpus) -> dict:
+def _example(
+    record: int, trace: Trace, issues: list[Issue], score: TraceScore, window: str, corpus: Corpus | None
+) -> dict[str, Any]:
     """What a reader needs to see why a trace is among the worst, with every text clipped."""
     cited = {id(p): p for p in score.cited}
     for s in score.segments:
@@ -325,7 +329,7 @@ def _example(record: int, trace: Trace, issues: list[Issue], score: TraceScore, 
     }
 
 
-def _payload_columns(cited: tuple[Payload, ...]) -> dict:
+def _payload_columns(cited: tuple[Payload, ...]) -> dict[str, Any]:
     first = cited[0] if cited else None
     return {
         "section_id": first and first.section_id,
@@ -339,7 +343,7 @@ def _payload_columns(cited: tuple[Payload, ...]) -> dict:
 
 def _rows(
     record: int, trace: Trace, issues: list[Issue], score: TraceScore, window: str, values: dict[str, list[str]]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     store = trace.index.store if trace.index is not None else None
     base = {
         "ts": trace.retrieved_at,

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any, Callable
 
 from ragaudit.checks.metrics.delta_s import ZONES
 from ragaudit.core.errors import UsageError
@@ -84,7 +85,7 @@ def window_start(seconds: float, length: int) -> int:
     return ORIGIN + math.floor((seconds - ORIGIN) / length) * length
 
 
-def window_of(length: int):
+def window_of(length: int) -> Callable[[str | None], str]:
     """The name of the window of `length` seconds that a trace's `retrieved_at` falls in (`undated`
     when it has none): the part of a span run key that keeps one day's runs apart from another's."""
 
@@ -104,14 +105,14 @@ class Window:
     traces: int = 0
     malformed: int = 0  # lines that were not traces (undated window only)
     errored: int = 0  # traces that errored or cite nothing: ΔS 1.0 and every segment ungrounded
-    issues: Counter = field(default_factory=Counter)  # by code, every severity
+    issues: Counter[str] = field(default_factory=Counter)  # by code, every severity
     errors: int = 0
     warnings: int = 0
     values: dict[str, dict[str, float | None]] = field(default_factory=lambda: {f: {} for f in INDEX_FIELDS})
-    values_dropped: Counter = field(default_factory=Counter)  # distinct values past VALUES_KEPT, by field
+    values_dropped: Counter[str] = field(default_factory=Counter)  # distinct values past VALUES_KEPT, by field
     segments: int = 0  # answer segments, and one per errored trace without segments
     grounded: int = 0
-    zones: Counter = field(default_factory=Counter)
+    zones: Counter[str | None] = field(default_factory=Counter)  # by ΔS zone: traces with a ΔS
     unscored: int = 0  # traces with no query to measure ΔS against
     delta_s_total: float = 0.0
     delta_s_count: int = 0
@@ -141,7 +142,7 @@ class Window:
             self.first = at if self.first is None else min(self.first, at)
             self.last = at if self.last is None else max(self.last, at)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "window": self.key,
             "start": None if self.start is None else iso(self.start),
@@ -171,7 +172,7 @@ class Window:
         }
 
 
-def drift(windows: list[Window]) -> list[dict]:
+def drift(windows: list[Window]) -> list[dict[str, Any]]:
     """Every change of index_hash, analyzer or embed_model, between windows and within one.
 
     Per dated window, in time order, and per field: a value is a change when it is not a value of
@@ -182,7 +183,7 @@ def drift(windows: list[Window]) -> list[dict]:
     was first seen, and the values before it (`previous`) with theirs (`previous_first_seen`: the
     earliest time each was first seen, in this window or the one before); `within_window` says
     whether a value before it was seen in the same window, i.e. the change happened inside it."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     dated = [w for w in windows if w.start is not None]
     for previous, current in zip([None, *dated], dated):
         for name in INDEX_FIELDS:

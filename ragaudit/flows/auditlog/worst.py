@@ -9,7 +9,7 @@ it, and shared by every list that does.
 from __future__ import annotations
 
 import heapq
-from typing import Callable
+from typing import Any, Callable
 
 KINDS = {
     "delta_s": "highest ΔS(query, cited text)",
@@ -28,12 +28,12 @@ class Worst:
         if limit < 0:
             raise ValueError(f"The 'limit' parameter must be an int in [0, inf). Got {limit!r} instead.")
         self.limit = limit
-        self._heap: list[tuple[tuple, dict, dict]] = []
+        self._heap: list[tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]] = []
 
-    def wants(self, rank: tuple) -> bool:
+    def wants(self, rank: tuple[Any, ...]) -> bool:
         return len(self._heap) < self.limit or (self.limit > 0 and rank > self._heap[0][0])
 
-    def add(self, rank: tuple, entry: dict, example: dict) -> None:
+    def add(self, rank: tuple[Any, ...], entry: dict[str, Any], example: dict[str, Any]) -> None:
         if not self.wants(rank):
             return
         item = (rank, entry, example)
@@ -45,7 +45,7 @@ class Worst:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def ranked(self) -> list[tuple[dict, dict]]:
+    def ranked(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(entry, example) pairs, worst first."""
         return [(entry, example) for _, entry, example in sorted(self._heap, key=lambda item: item[0], reverse=True)]
 
@@ -56,10 +56,12 @@ class WorstExamples:
     def __init__(self, limit: int = LIMIT):
         self.lists = {kind: Worst(limit) for kind in KINDS}
 
-    def offer(self, candidates: list[tuple[str, tuple, dict]], example: Callable[[], dict]) -> None:
+    def offer(
+        self, candidates: list[tuple[str, tuple[Any, ...], dict[str, Any]]], example: Callable[[], dict[str, Any]]
+    ) -> None:
         """`candidates` are (kind, rank, entry) of one record; `example()` builds its details,
         called at most once and only when some list takes a candidate."""
-        built: dict | None = None
+        built: dict[str, Any] | None = None
         for kind, rank, entry in candidates:
             if self.lists[kind].wants(rank):
                 built = built if built is not None else example()
@@ -69,10 +71,10 @@ class WorstExamples:
         """Entries held, over every list: never more than the limit times the kinds."""
         return sum(len(w) for w in self.lists.values())
 
-    def to_dict(self) -> tuple[dict, list[dict]]:
+    def to_dict(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """(the lists, worst first, each entry naming its example by id; the examples, in input order)."""
-        lists: dict[str, list[dict]] = {}
-        examples: dict[str, dict] = {}
+        lists: dict[str, list[dict[str, Any]]] = {}
+        examples: dict[str, dict[str, Any]] = {}
         for kind, worst in self.lists.items():
             lists[kind] = []
             for entry, example in worst.ranked():

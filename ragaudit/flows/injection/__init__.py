@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from ragaudit.auditing.audit import Audit, as_baseline, audit, regate
 from ragaudit.checks.metrics.support import Memoized
@@ -61,7 +62,7 @@ def inject(fault: Fault, traces: list[Trace], subject: Inputs, *, rate: float, s
     gold = {i.qid: i for i in subject.items}
     pools = _pools(traces)
     k = subject.config.metrics.k
-    mutated: dict[str, dict[tuple, Trace]] = defaultdict(dict)
+    mutated: dict[str, dict[tuple[str, str, int, int], Trace]] = defaultdict(dict)
     for t in traces:
         if t.qid not in gold or t.error is not None:
             continue
@@ -88,7 +89,7 @@ def inject(fault: Fault, traces: list[Trace], subject: Inputs, *, rate: float, s
     return Injection(fault, applicable, affected, dict(changed), out)
 
 
-def _row(result: Audit, gate: Gate, gated: list[str], affected: dict[str, set[str]]) -> dict:
+def _row(result: Audit, gate: Gate, gated: list[str], affected: dict[str, set[str]]) -> dict[str, Any]:
     flagged = gate.flagged_questions()
     pipelines = {}
     for name in gated:
@@ -109,13 +110,13 @@ def _row(result: Audit, gate: Gate, gated: list[str], affected: dict[str, set[st
     return {"verdict": gate.verdict, "pipelines": pipelines}
 
 
-def _failed_everywhere(row: dict) -> bool:
+def _failed_everywhere(row: dict[str, Any]) -> bool:
     return all(p["verdict"] == "fail" for p in row["pipelines"].values())
 
 
 def run_faults(
     traces: list[Trace], subject: Inputs, *, only: list[str] | None = None, rate: float = 0.2, seed: int = 0
-) -> tuple[dict, dict[str, Audit]]:
+) -> tuple[dict[str, Any], dict[str, Audit]]:
     """faults.json's content, and the audits behind it by name ("clean" first) for benchmarks."""
     if only is not None and not only:
         raise UsageError(f"expected some of the faults {', '.join(FAULTS)}, found none")

@@ -27,10 +27,12 @@ from ragaudit.core.types import Answer, Corpus, Segment, Trace
 from ragaudit.flows.injection.mutations import Fault, Scene, cited_ids, with_answer
 from ragaudit.flows.injection.rewrite import rewrite
 
-_READ: dict[int, tuple[Corpus, tuple]] = {}  # id(corpus) -> (the corpus, its statements): a corpus is unhashable
+Statement = tuple[str, str, frozenset[str], bool]  # (doc_id, text, content stems, has a quantity)
+# id(corpus) -> (the corpus, its statements): a corpus is unhashable
+_READ: dict[int, tuple[Corpus, tuple[Statement, ...]]] = {}
 
 
-def _statements(corpus: Corpus) -> tuple[tuple[str, str, frozenset[str], bool], ...]:
+def _statements(corpus: Corpus) -> tuple[Statement, ...]:
     """Every sentence of the corpus that reads as a claim: (doc_id, text, content stems, has a quantity)."""
     held = _READ.get(id(corpus))
     if held is not None and held[0] is corpus:

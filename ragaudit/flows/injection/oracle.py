@@ -11,12 +11,16 @@ states the anchor and cites the chunks holding it.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ragaudit.core.markers import strip_markers
 from ragaudit.core.progress import phase
 from ragaudit.core.types import Corpus, GoldItem, Payload, Segment, Trace
 from ragaudit.flows.injection.mutations import with_answer
 from ragaudit.pipelines.reference import ReferencePipeline
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
 
 ORACLE = "oracle"
 
@@ -34,7 +38,7 @@ def _holding(pipeline: ReferencePipeline, item: GoldItem) -> list[int]:
 def oracle_traces(
     items: list[GoldItem],
     corpus: Corpus,
-    encoder,
+    encoder: Encoder,
     *,
     variants: int,
     seeds: tuple[int, ...],

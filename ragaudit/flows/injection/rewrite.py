@@ -175,7 +175,7 @@ def synonyms(text: str, rng: random.Random, *, share: float = 0.6) -> str:
     keys = sorted(SYNONYMS, key=len, reverse=True)
     pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in keys) + r")\b", re.IGNORECASE)
 
-    def swap(m: re.Match) -> str:
+    def swap(m: re.Match[str]) -> str:
         word = m.group(0)
         options = SYNONYMS.get(word.lower())
         named = word[:1].isupper() and m.start() > 0  # "Reliability Review" is a name, not a review

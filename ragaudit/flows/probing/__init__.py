@@ -18,7 +18,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 from ragaudit.core.errors import UsageError
 from ragaudit.core.model import Report
@@ -53,7 +53,7 @@ class Probed:
         return self.report.gate.passed
 
 
-def _listed(value, choices, what: str) -> list[str]:
+def _listed(value: str | Iterable[str], choices: Collection[str], what: str) -> list[str]:
     names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
     unknown = [n for n in names if n not in choices]
     if unknown or not names:
@@ -86,7 +86,7 @@ def _folder(config: Config, out: Path | None) -> Path:
 
 
 def probe(
-    config,
+    config: str | Path | Config,
     *,
     only: str | list[str] | None = None,
     sample: int | None = None,
@@ -172,7 +172,8 @@ class _Work:
             for i in items
             for kind in (*kinds, "number", "entity")
         }
-        self.index: dict[str, dict | None] = {  # as the runs on the real corpus reported it (a resumed probe's too)
+        # as the runs on the real corpus reported it (a resumed probe's too)
+        self.index: dict[str, dict[str, Any] | None] = {
             r["pipeline"]: t["index"] for r in ledger.of("before") for t in r["traces"] if t.get("index")
         }
         self.warnings: list[str] = []
@@ -316,7 +317,7 @@ class _Work:
 
     def _stated_before(self, spec: PipelineConfig, item: GoldItem, fact: Edit) -> dict[int, bool]:
         """Per seed, whether the pipeline's answer on the real corpus stated the fact as it is."""
-        before: list[dict] = next(
+        before: list[dict[str, Any]] = next(
             (r["traces"] for r in self.ledger.of("before", spec.name) if r["qid"] == item.qid), []
         )
         from ragaudit.checks.metrics.keycontent import key_content
@@ -368,7 +369,7 @@ def _answer(trace: Trace) -> str | None:
     return trace.answer.text or " ".join(s.text for s in trace.answer.segments)
 
 
-def _parsed(trace: dict, config: Config) -> Trace:
+def _parsed(trace: dict[str, Any], config: Config) -> Trace:
     from ragaudit.io.traces import parse_trace
 
     found = parse_trace(trace, offset_unit=config.offset_unit, markers=config.markers)

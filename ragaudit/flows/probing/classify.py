@@ -175,7 +175,9 @@ def still_states(fact: Edit, trace: Trace) -> Outcome:
     return Outcome(NECESSARY, f"no claim states {_said(fact, False)} once its passage is gone")
 
 
-def states_fact(fact: Edit, trace: Trace, key: KeyContent | None = None, *, recall=0.3, precision=0.5) -> bool:
+def states_fact(
+    fact: Edit, trace: Trace, key: KeyContent | None = None, *, recall: float = 0.3, precision: float = 0.5
+) -> bool:
     """Does the run (on the real corpus) state the anchor's fact: its quantity or name, or for a
     negation its statement? A negation's side is only the statement's polarity, so the claim must
     also state the anchor's `key` content as a run's `correct` reads it (at least `recall` of it,

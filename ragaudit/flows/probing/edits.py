@@ -22,6 +22,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ragaudit.checks.metrics.quantities import Mention, mentions
 from ragaudit.core.text import STOPWORDS, negated
@@ -63,7 +64,7 @@ class Edit:
     start: int  # the anchor's span in the edited document
     end: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "doc_id": self.doc_id,
@@ -78,7 +79,7 @@ class Edit:
         }
 
     @classmethod
-    def from_json(cls, qid: str, data: dict) -> Edit:
+    def from_json(cls, qid: str, data: dict[str, Any]) -> Edit:
         return cls(qid=qid, **data)
 
 
@@ -176,7 +177,7 @@ def catalog(corpus: Corpus) -> dict[str, list[str]]:
     return {kind: sorted(names) for kind, names in found.items()}
 
 
-def _pattern(name: str) -> re.Pattern:
+def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])", re.IGNORECASE)
 
 

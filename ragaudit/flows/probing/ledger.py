@@ -17,15 +17,15 @@ SCHEMA = "ragaudit.probe/1"
 CHECKED = ("inputs", "pipelines", "qids", "edits", "seeds")  # what a resumed probe must share with its start
 
 
-def key_of(record: dict) -> tuple:
+def key_of(record: dict[str, Any]) -> tuple[str, str | None, str | None, str | None]:
     """What a record finishes: (what, pipeline, qid, kind)."""
     return (record["record"], record.get("pipeline"), record.get("qid"), record.get("kind"))
 
 
 class Ledger:
-    def __init__(self, folder: Path, header: dict, *, resume: bool):
+    def __init__(self, folder: Path, header: dict[str, Any], *, resume: bool):
         self.path = Path(folder) / LEDGER
-        self.records: list[dict] = []
+        self.records: list[dict[str, Any]] = []
         if resume:
             found = self._read()
             if not found or found[0].get("schema") != SCHEMA:
@@ -43,7 +43,7 @@ class Ledger:
             self.path.write_text(json.dumps(self.header, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
         self.done = {key_of(r) for r in self.records}
 
-    def _read(self) -> list[dict]:
+    def _read(self) -> list[dict[str, Any]]:
         if not self.path.is_file():
             raise InputError(Problem(str(self.path), "expected the ledger of a probe, found no such file"))
         data = self.path.read_bytes()
@@ -74,5 +74,5 @@ class Ledger:
     def has(self, what: str, pipeline: str | None = None, qid: str | None = None, kind: str | None = None) -> bool:
         return (what, pipeline, qid, kind) in self.done
 
-    def of(self, what: str, pipeline: str | None = None) -> list[dict]:
+    def of(self, what: str, pipeline: str | None = None) -> list[dict[str, Any]]:
         return [r for r in self.records if r["record"] == what and (pipeline is None or r.get("pipeline") == pipeline)]

@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ragaudit.checks import runstore
 from ragaudit.checks.metrics.faithful import faithful
@@ -19,13 +20,14 @@ from ragaudit.core.types import Trace
 from ragaudit.decisions.gating import evaluate_gate
 from ragaudit.flows.probing.ledger import Ledger
 from ragaudit.flows.probing.summary import ProbeSummary
+from ragaudit.io.config_schema import GateSection
 from ragaudit.io.traces import parse_trace
 from ragaudit.pipelines.inputs import Inputs
 
 GATED = ("faithful_min",)  # the checks a probe gates: its runs on the real corpus are a sample, not a run
 
 
-def audited(ledger: Ledger, inputs: Inputs, folder: Path, manifest: dict, names: list[str]) -> Report:
+def audited(ledger: Ledger, inputs: Inputs, folder: Path, manifest: dict[str, Any], names: list[str]) -> Report:
     """The report of the probe's runs on the real corpus; runs.parquet goes into `folder`."""
     from ragaudit.auditing.audit import StreamingAudit, report_of
 
@@ -56,7 +58,7 @@ def audited(ledger: Ledger, inputs: Inputs, folder: Path, manifest: dict, names:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def with_findings(report: Report, found: ProbeSummary, thresholds) -> Report:
+def with_findings(report: Report, found: ProbeSummary, thresholds: GateSection) -> Report:
     """The report with the probe's faithful rates in its rows and summary, `meta.probe`, and the probe's gate."""
     probed = {name for name, p in found.pipelines.items() if p.skipped is None and p.faithful.value is not None}
     for q in report.questions:
@@ -71,7 +73,7 @@ def with_findings(report: Report, found: ProbeSummary, thresholds) -> Report:
     return report
 
 
-def probe_gate(report: Report, found: ProbeSummary, thresholds) -> Gate:
+def probe_gate(report: Report, found: ProbeSummary, thresholds: GateSection) -> Gate:
     """`faithful_min` for every probed pipeline (unset: no check); a pipeline the probe could not
     re-point fails it, saying why."""
     from ragaudit.checks.metrics.evaluate import Evaluation

@@ -5,6 +5,7 @@ the answers before and after (docs/reference.md §13). `meta.probe` of the probe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ragaudit.checks.metrics.faithful import FOLLOWS, KEEPS_OLD, OTHER, faithful, necessary, wilson
 from ragaudit.flows.probing.ledger import Ledger
@@ -26,7 +27,7 @@ class Rate:
     def ci(self) -> tuple[float, float] | None:
         return None if self.value is None or not self.units else wilson(self.value, self.units)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         ci = self.ci
         return {
             "rate": self.value,
@@ -38,7 +39,7 @@ class Rate:
         }
 
 
-def _rate(records: list[dict], measure) -> Rate:
+def _rate(records: list[dict[str, Any]], measure: Callable[..., float | None]) -> Rate:
     """The rate over the records' runs whose answer on the real corpus stated the fact."""
     units = [[run["outcome"] for run in r["runs"] if run.get("stated_before")] for r in records]
     outcomes = [o for unit in units for o in unit]
@@ -60,7 +61,7 @@ class PipelineProbe:
     builds: int = 0  # index builds: the pipeline started on a corpus (the real one or a copy)
     calls: int = 0  # requests it answered
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "skipped": self.skipped,
             "no_exclusion": self.no_exclusion,
@@ -77,12 +78,12 @@ class ProbeSummary:
     kinds: list[str]
     seeds: list[int]
     questions: int
-    cannot: list[dict]  # {qid, kind, why}: edits that could not be made
-    edits: list[dict]  # per pipeline, question and kind: the edit and each run before and after
-    exclusions: list[dict]  # per pipeline and question: the section left out and each run
+    cannot: list[dict[str, Any]]  # {qid, kind, why}: edits that could not be made
+    edits: list[dict[str, Any]]  # per pipeline, question and kind: the edit and each run before and after
+    exclusions: list[dict[str, Any]]  # per pipeline and question: the section left out and each run
     by_question: dict[tuple[str, str], list[str]]  # (pipeline, qid) -> the outcomes of its edit runs
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "pipelines": {name: p.to_json() for name, p in self.pipelines.items()},
             "edit_kinds": self.kinds,
@@ -102,7 +103,7 @@ def _answers(ledger: Ledger, pipeline: str, qid: str) -> dict[int, str | None]:
     return {}
 
 
-def _text(trace: dict) -> str | None:
+def _text(trace: dict[str, Any]) -> str | None:
     if trace.get("error"):
         return None
     answer = trace.get("answer")
@@ -121,8 +122,8 @@ def summarize(ledger: Ledger, names: list[str], kinds: list[str]) -> ProbeSummar
             found.skipped = record["why"]
         elif record["record"] == "no_exclusion":
             found.no_exclusion = record["why"]
-    edits: list[dict] = []
-    exclusions: list[dict] = []
+    edits: list[dict[str, Any]] = []
+    exclusions: list[dict[str, Any]] = []
     by_question: dict[tuple[str, str], list[str]] = {}
     for name, found in pipelines.items():
         done = ledger.of("edit", name)

@@ -17,17 +17,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable
 
 from ragaudit.core.errors import PipelineStartError, RagauditError
 from ragaudit.core.types import Corpus, GoldItem, Trace
-from ragaudit.io.config import PipelineConfig
+from ragaudit.io.config import Config, PipelineConfig
 from ragaudit.io.corpus import load_corpus
 from ragaudit.pipelines.base import Request, error_trace
 from ragaudit.pipelines.inputs import Inputs
 from ragaudit.pipelines.pool import PipelinePool
 
 
-def cannot_repoint(spec: PipelineConfig, config) -> str | None:
+def cannot_repoint(spec: PipelineConfig, config: Config) -> str | None:
     """Why the pipeline cannot be pointed at a corpus copy, or None when it can (as far as ragaudit
     can tell before asking it)."""
     if spec.kind == "replay":
@@ -40,14 +41,14 @@ def cannot_repoint(spec: PipelineConfig, config) -> str | None:
     return None
 
 
-def cannot_exclude(spec: PipelineConfig, config) -> str | None:
+def cannot_exclude(spec: PipelineConfig, config: Config) -> str | None:
     """Why the pipeline cannot be told to leave a passage out of what it retrieves, or None."""
     if spec.kind == "python" and "exclude" not in _takes(spec, config):
         return f"its factory {spec.options.get('factory')!r} declares no exclude parameter (docs/guide.md §3.3)"
     return None
 
 
-def _takes(spec: PipelineConfig, config) -> tuple[str, ...]:
+def _takes(spec: PipelineConfig, config: Config) -> tuple[str, ...]:
     from ragaudit.pipelines.python import load_factory, takes
 
     folder = str(Path(config.path).parent.resolve()) if config.path else None
@@ -70,7 +71,15 @@ class Target:
     """One pipeline built on one corpus variant, leaving `exclude` out: one index build, then one call
     per request. A build that fails is remembered, and every request then answers with its error."""
 
-    def __init__(self, spec: PipelineConfig, base: Inputs, variant: Variant, exclude=(), *, must_start: bool = False):
+    def __init__(
+        self,
+        spec: PipelineConfig,
+        base: Inputs,
+        variant: Variant,
+        exclude: Iterable[tuple[str, str | None]] = (),
+        *,
+        must_start: bool = False,
+    ):
         self.spec, self.variant, self.exclude = spec, variant, tuple(exclude)
         self.calls, self.failed = 0, None
         inputs = Inputs(
@@ -98,7 +107,7 @@ class Target:
         except PipelineStartError as exc:  # a program that never answers on this copy: its runs fail
             return error_trace(self.spec.name, request, f"it could not be reached on the edited copy: {exc}")
 
-    def index(self) -> dict | None:
+    def index(self) -> dict[str, Any] | None:
         found = self.pool.instances[0].index_info() if self.pool is not None and self.pool.instances else None
         return dataclasses.asdict(found) if found is not None else None
 
