@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ragaudit.auditing.audit import Audit, audit
+from ragaudit.auditing.audit import Audit, Remembered, audit
 from ragaudit.checks.metrics.support import Memoized
 from ragaudit.core.errors import UsageError
 from ragaudit.core.gatechecks.registry import CHECKS
@@ -103,7 +103,7 @@ def score(
     traces = sorted(traces, key=run_order)
     controls: dict[str, Audit] = {}
     faults: dict[str, tuple[Audit, list[str]]] = {}
-    remembered: dict[tuple[Any, ...], Any] = {}  # each run scored once: same_scores key -> what score_runs keeps
+    remembered: Remembered = {}  # each distinct run scored once, in the first audit that holds it
     with phase("oracle", counts_as="calibrate"):
         controls[ORACLE] = audit(traces, subject, remembered=remembered)
     if done is not None:
