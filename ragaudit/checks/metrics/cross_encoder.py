@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -15,10 +15,13 @@ from ragaudit.core.errors import InputError, Problem, require
 from ragaudit.core.progress import phase
 from ragaudit.core.text import clean
 
+if TYPE_CHECKING:
+    from sentence_transformers import CrossEncoder
+
 CROSS_ENCODER_SCHEMA = "ragaudit.support_params/1"
 
 
-def _cross_encoder_config(path: Path) -> dict:
+def _cross_encoder_config(path: Path) -> dict[str, Any]:
     """config.json of a sentence-transformers CrossEncoder folder, or InputError saying what is there."""
     config_file, config = path / "config.json", None
     if not path.exists():
@@ -45,7 +48,7 @@ def _cross_encoder_config(path: Path) -> dict:
     )
 
 
-def _entailment_column(path: Path, config: dict) -> int | None:
+def _entailment_column(path: Path, config: dict[str, Any]) -> int | None:
     """None for a one-logit model (a reranker); else the column of the NLI model's entailment label."""
     # as transformers reads it: id2label when written, else num_labels, else its default of 2
     id2label = {int(k): str(v) for k, v in (config.get("id2label") or {}).items()}
@@ -65,7 +68,7 @@ def _entailment_column(path: Path, config: dict) -> int | None:
     )
 
 
-def check_calibration(params: dict, where: str) -> dict:
+def check_calibration(params: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise InputError(Problem(where, f"expected a calibration object, found {type(params).__name__}"))
     if params.get("schema") != CROSS_ENCODER_SCHEMA or params.get("kind") != "cross-encoder":
@@ -92,7 +95,7 @@ class CrossEncoderScorer:
     sigmoid(intercept + slope * raw). Nothing is downloaded; the model loads on first use.
     """
 
-    def __init__(self, path: str | Path, params: dict | None = None, *, batch_size: int = 16):
+    def __init__(self, path: str | Path, params: dict[str, Any] | None = None, *, batch_size: int = 16):
         self.path = Path(path).expanduser()
         config = _cross_encoder_config(self.path)
         require("sentence_transformers", extra="model", purpose=f"[support] model {str(self.path)!r}", error=InputError)
@@ -100,11 +103,11 @@ class CrossEncoderScorer:
         self.params = None if params is None else check_calibration(params, str(self.path))
         self.batch_size = batch_size
         self.model_id = f"cross-encoder:{self.path.name}" + (":calibrated" if params else "")
-        self._model = None
+        self._model: CrossEncoder | None = None
         self._lock = threading.Lock()
 
     @property
-    def model(self):
+    def model(self) -> CrossEncoder:
         with self._lock:
             if self._model is None:
                 with phase("support model load", counts_as="model load"):
@@ -144,9 +147,11 @@ class CrossEncoderScorer:
 
     def _probabilities(self, logits: np.ndarray) -> np.ndarray:
         if self._entailment is None:
-            return 1.0 / (1.0 + np.exp(-logits[:, 0]))
+            reranker: np.ndarray = 1.0 / (1.0 + np.exp(-logits[:, 0]))
+            return reranker
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return shifted[:, self._entailment] / shifted.sum(axis=1)
+        nli: np.ndarray = shifted[:, self._entailment] / shifted.sum(axis=1)
+        return nli
 
     def score(self, segment: str, cited_texts: Sequence[str]) -> float:
         return float(self.score_many([(segment, cited_texts)])[0])

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import AbstractSet, Any, Callable, Hashable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -117,7 +117,7 @@ def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
     return _Pair(segment, seg, seg_sents or [seg], evidence)
 
 
-def _recall(needles, haystack: set | frozenset) -> float:
+def _recall(needles: Iterable[Hashable], haystack: AbstractSet[object]) -> float:
     needles = list(dict.fromkeys(needles))
     return sum(1 for n in needles if n in haystack) / len(needles) if needles else 1.0
 
@@ -132,7 +132,7 @@ class _Vectors:
     chunks: np.ndarray
 
 
-def _features(p: _Pair, vec, ev: _Vectors) -> dict[str, float]:
+def _features(p: _Pair, vec: Callable[[list[str]], np.ndarray], ev: _Vectors) -> dict[str, float]:
     seg = vec([p.seg])[0]
     sims = np.sort(ev.units @ seg)[::-1]
     cover = (vec(p.seg_sents) @ ev.units.T).max(axis=1)
@@ -208,11 +208,11 @@ def feature_rows(pairs: Sequence[tuple[str, Sequence[str]]], encoder: Encoder) -
 # ---------------------------------------------------------------- the calibrated scorer
 
 
-def load_params(path: Path = PARAMS_PATH) -> dict:
+def load_params(path: Path = PARAMS_PATH) -> dict[str, Any]:
     """The shipped calibration, checked against the features this module computes."""
     from ragaudit.io.jsonfiles import read_json_file
 
-    params = read_json_file(Path(path), what="support params file")
+    params: dict[str, Any] = read_json_file(Path(path), what="support params file")
     names = params.get("features", [])
     unknown = sorted(set(names) - set(FEATURES))
     if unknown or not names:
@@ -236,7 +236,7 @@ class SupportScorer:
     defaults to the model the calibration was fitted with, created on first use.
     """
 
-    def __init__(self, encoder: Encoder | None = None, params: dict | None = None):
+    def __init__(self, encoder: Encoder | None = None, params: dict[str, Any] | None = None):
         self.params = params if params is not None else load_params()
         self.model_id = f"ragaudit-support:{self.params['encoder']}"
         self._encoder = encoder
@@ -302,23 +302,29 @@ def support_score(segment: str, cited_texts: Sequence[str]) -> float:
     return support_scores([(segment, cited_texts)])[0]
 
 
+class Scorer(Protocol):
+    """A support scorer as its callers read it: the support of each (segment, cited texts) pair, in [0, 1]."""
+
+    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> Iterable[float]: ...
+
+
 class Memoized:
     """A support scorer that scores each distinct (segment, cited texts) pair once for as long as it
     lives (up to `size` pairs, the oldest forgotten first): across the runs of an audit the same
     answer is scored against the same snippets over and over. Scores are a pure function of the
     pair, so a remembered score is the score."""
 
-    def __init__(self, scorer, size: int = 200_000):
+    def __init__(self, scorer: Scorer, size: int = 200_000):
         self.scorer, self.size = scorer, size
-        self.model_id = getattr(scorer, "model_id", None)
-        self._memo: dict[tuple, float] = {}
+        self.model_id: str | None = getattr(scorer, "model_id", None)
+        self._memo: dict[tuple[str, tuple[str, ...]], float] = {}
         forgets(self)
 
     def forget(self) -> None:
         """Let go of every remembered score (`ragaudit.core.forgetting`)."""
         self._memo = {}
 
-    def score_many(self, pairs) -> list[float]:
+    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
         known = self._memo  # this call's, even if forgotten meanwhile
         keys = [(seg, tuple(texts)) for seg, texts in pairs]
         todo = list(dict.fromkeys(k for k in keys if k not in known))
@@ -331,7 +337,9 @@ class Memoized:
         return scores
 
 
-def make_support_scorer(model: str | None, *, params: str | None = None, encoder: Encoder | None = None):
+def make_support_scorer(
+    model: str | None, *, params: str | None = None, encoder: Encoder | None = None
+) -> SupportScorer | CrossEncoderScorer:
     """The configured support scorer (`[support] model`): None or "" gives the bundled scorer (over
     `encoder`, with `params` as its calibration file if given); a folder path gives a CrossEncoderScorer
     (calibrated by the `params` file if given). Every scorer has `model_id` and `score_many(pairs)`."""
