@@ -401,7 +401,7 @@ def _platt(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 def calibrate_cross_encoder(args, claims: list[Claim], y, groups, fields) -> int:
     """Score the claims with the CrossEncoder, measure the 1-D logistic calibration of its score in
     both cross-validations, and write the calibration fitted on every claim to --out."""
-    from ragaudit.checks.metrics.support import CROSS_ENCODER_SCHEMA, CrossEncoderScorer
+    from ragaudit.checks.metrics.cross_encoder import CROSS_ENCODER_SCHEMA, CrossEncoderScorer
 
     scorer = CrossEncoderScorer(args.cross_encoder)
     started = time.perf_counter()

@@ -17,8 +17,9 @@ from ragaudit.io.corpus import load_corpus
 from ragaudit.io.gold import read_gold
 
 if TYPE_CHECKING:
+    from ragaudit.checks.metrics.cross_encoder import CrossEncoderScorer
     from ragaudit.checks.metrics.embed import Encoder
-    from ragaudit.checks.metrics.support import CrossEncoderScorer, Memoized, SupportScorer
+    from ragaudit.checks.metrics.support import Memoized, SupportScorer
     from ragaudit.checks.validation import Context
 
 

@@ -10,13 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragaudit.checks.metrics.cross_encoder import CrossEncoderScorer
 from ragaudit.checks.metrics.embed import HashingEncoder
-from ragaudit.checks.metrics.support import (
-    PARAMS_PATH,
-    CrossEncoderScorer,
-    SupportScorer,
-    make_support_scorer,
-)
+from ragaudit.checks.metrics.support import PARAMS_PATH, SupportScorer, make_support_scorer
 from ragaudit.core.errors import InputError
 
 WORDS = (

@@ -16,11 +16,14 @@ import math
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ragaudit.checks.metrics.lam import STATES, SYMBOLS, lambda_state
 from ragaudit.checks.metrics.spill import InOrder, entries
 from ragaudit.core.model import Lambda, PipelineSummary, Question, QuestionStats
+
+if TYPE_CHECKING:
+    from ragaudit.core.types import GoldItem
 
 ZONES = ("stable", "transit", "risk", "danger")
 HELD_RUNS = 100_000  # runs of unfinished questions held in memory before they go to a sorted spill file
@@ -37,7 +40,7 @@ class _Sums:
     total: dict[str, float] = field(default_factory=dict)
     count: dict[str, int] = field(default_factory=dict)
 
-    def add(self, metrics: dict) -> None:
+    def add(self, metrics: dict[str, Any]) -> None:
         for name, value in metrics.items():
             if value is not None and not (isinstance(value, float) and math.isnan(value)):
                 self.total[name] = self.total.get(name, 0.0) + float(value)
@@ -48,7 +51,7 @@ class _Sums:
             self.total[name] = self.total.get(name, 0.0) + value
             self.count[name] = self.count.get(name, 0) + other.count[name]
 
-    def means(self, names) -> dict[str, float | None]:
+    def means(self, names: Iterable[str]) -> dict[str, float | None]:
         return {n: (self.total[n] / self.count[n] if self.count.get(n) else None) for n in names}
 
 
@@ -69,12 +72,12 @@ class QuestionRuns:
     min_delta_s: float | None = None
     max_delta_s_excess: float | None = None
     empty: bool = False  # some run cited no section at all
-    common: frozenset | None = None
-    cited: set = field(default_factory=set)
+    common: frozenset[tuple[str, ...]] | None = None
+    cited: set[tuple[str, ...]] = field(default_factory=set)
     sums: _Sums = field(default_factory=_Sums)
     zones: dict[str, int] = field(default_factory=dict)
 
-    def add(self, run: dict) -> None:
+    def add(self, run: dict[str, Any]) -> None:
         m = run["metrics"]
         self.runs += 1
         self.errored += bool(run["errored"])
@@ -168,12 +171,12 @@ def lambda_(*, question: QuestionRuns, css_min: float = 0.50) -> str:
 LIGHT = ("variant", "seed", "metrics", "errored", "correct", "sections", "stated_sections", "zone")
 
 
-def _light(run: dict) -> dict:
+def _light(run: dict[str, Any]) -> dict[str, Any]:
     """What a question's aggregates read of a run."""
     return {k: run.get(k) for k in LIGHT}
 
 
-def _run_key(run: dict) -> tuple:
+def _run_key(run: dict[str, Any]) -> tuple[int, int, int, str, str]:
     variant, seed = run["variant"], run["seed"]
     if isinstance(variant, int) and isinstance(seed, int):
         return (0, variant, seed, "", "")
@@ -207,7 +210,7 @@ class Aggregates:
         self.averaged, self.css_min = averaged, css_min
         self.planned, self.order, self.spill = planned, order, spill
         self.limit = HELD_RUNS if limit is None else limit
-        self._pending: dict[tuple[str, str], list[dict]] = {}  # runs of questions not folded yet
+        self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}  # runs of questions not folded yet
         self._held_runs = 0  # the runs in `_pending`
         self._chunks: list[Path] = []  # spill files of unfinished questions' runs, each sorted by question
         self._chunked: dict[tuple[str, str], int] = {}  # runs of a question in those files
@@ -230,7 +233,7 @@ class Aggregates:
         """Runs held in memory, of the questions not finished yet."""
         return self._held_runs
 
-    def add(self, run: dict) -> None:
+    def add(self, run: dict[str, Any]) -> None:
         key = (run["pipeline"], run["qid"])
         pending = self._pending.get(key)
         if pending is None:
@@ -301,7 +304,7 @@ class Aggregates:
         assert self.spill is not None
         return self.spill.with_name(f"{self.spill.name}.{name}")
 
-    def _write_chunk(self, entries) -> None:
+    def _write_chunk(self, entries: Iterable[tuple[tuple[str, str], list[dict[str, Any]]]]) -> None:
         """A spill file of (question, runs) entries, in question order."""
         path = self._part(str(len(self._chunks)))
         with open(path, "wb") as out:
@@ -309,7 +312,7 @@ class Aggregates:
                 pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
         self._chunks.append(path)
 
-    def _merged(self) -> Iterator[tuple[tuple[str, str], list[dict]]]:
+    def _merged(self) -> Iterator[tuple[tuple[str, str], list[dict[str, Any]]]]:
         """Every question of the sorted spill files, its runs together: the finished questions'
         last runs sorted into files of their own (`limit` runs at a time), then all files merged."""
         if self._late is not None:
@@ -351,7 +354,9 @@ class Aggregates:
         for key, runs in self._pending.items():
             yield key, _fold(runs)
 
-    def finish(self, gold: dict) -> tuple[list[Question], list[dict], dict[str, PipelineSummary]]:
+    def finish(
+        self, gold: dict[str, GoldItem]
+    ) -> tuple[list[Question], list[dict[str, Any]], dict[str, PipelineSummary]]:
         """Question, section and pipeline rows; `gold` (qid -> item) names each question.
 
         Each question's accumulators become its row as they are read back, and leave memory but
@@ -363,7 +368,7 @@ class Aggregates:
         sums = InOrder(self.spill.with_name(f"{self.spill.name}.sums") if self.spill is not None else None)
         rank: dict[tuple[str, str], int] = {}  # without a plan: the order questions finished
 
-        def planned(key: tuple[str, str]) -> tuple:
+        def planned(key: tuple[str, str]) -> tuple[int, int, str, str]:
             at = self.order(*key) if self.order is not None else None
             return (0, at, "", "") if at is not None else (1, rank.setdefault(key, len(rank)), *key)
 
@@ -406,7 +411,7 @@ class Aggregates:
             sums.close()
         self._released, self._extra = set(), set()  # every question is a row now: what was released no longer matters
         questions.sort(key=lambda q: q.key)
-        sections: dict[tuple, list[Question]] = {}
+        sections: dict[tuple[str, str | None, str | None], list[Question]] = {}
         for q in questions:
             sections.setdefault((q.pipeline, q.doc_id, q.section_id), []).append(q)
         section_rows = [
@@ -459,7 +464,7 @@ class _Parts:
             self.zones[zone] = self.zones.get(zone, 0) + n
 
 
-def _fold(runs: list[dict]) -> QuestionRuns:
+def _fold(runs: list[dict[str, Any]]) -> QuestionRuns:
     """A question's accumulators from its runs, added in (variant, seed) order."""
     question = QuestionRuns()
     for run in sorted(runs, key=_run_key):
@@ -467,6 +472,6 @@ def _fold(runs: list[dict]) -> QuestionRuns:
     return question
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ragaudit.checks.metrics.spans import in_unit, intersection_length, length, merge
-from ragaudit.core.types import Corpus, GoldItem, Payload, Span, Trace
+from ragaudit.core.types import Corpus, ExpectedCitation, GoldItem, Payload, Span, Trace
 
 
 def cited_payloads(trace: Trace, k: int = 5) -> tuple[Payload, ...]:
@@ -38,7 +38,7 @@ class RunView:
         return cited_payloads(self.trace, self.k)
 
     @cached_property
-    def gold(self):
+    def gold(self) -> tuple[ExpectedCitation, ...]:
         return self.item.gold_citations
 
     def span_of(self, payload: Payload, unit: str) -> Span | None:
@@ -99,7 +99,7 @@ class RunView:
         )
 
 
-def _coverage_of(run: RunView, gold: list) -> float | None:
+def _coverage_of(run: RunView, gold: list[ExpectedCitation]) -> float | None:
     covered = total = 0
     for doc_id in sorted({g.doc_id for g in gold}):
         mine = [g for g in gold if g.doc_id == doc_id]

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import fmean
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from ragaudit.checks.metrics import citation
 from ragaudit.checks.metrics.citation import RunView
@@ -49,7 +49,7 @@ class ScoredRun:
         return errored(self.view.trace)
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[float | None]) -> float | None:
     kept = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return fmean(kept) if kept else None
 

@@ -8,6 +8,7 @@ without opening the trace."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from ragaudit.checks.metrics.citation import RunView
 from ragaudit.checks.metrics.grounding import Judged, anchor_texts
@@ -25,7 +26,7 @@ class Verdict:
     stating: tuple[int, ...] = ()  # the claims (by n) that state the anchor
 
 
-def _where(doc_id, section_id) -> str:
+def _where(doc_id: str | None, section_id: str | None) -> str:
     return f"{doc_id or '?'} § {section_id or '?'}"
 
 
@@ -67,7 +68,7 @@ def _clash(claim: Judged) -> str:
 DANGLING_SHOWN = 3  # snippet ids a verdict names; it counts the others
 
 
-def dangling(ids) -> str:
+def dangling(ids: Iterable[str]) -> str:
     """`the answer cites S1, which was not retrieved`; `cites S1 and S2, which were`; with more than
     DANGLING_SHOWN, the first of them and how many more."""
     ids = list(dict.fromkeys(ids))

@@ -10,6 +10,7 @@ Nothing here reads text: the evidence is read once, by `grounding.py`, `keyconte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Iterable
 
 TAKEN_MARGIN = 0.1  # how much better an uncited passage must support a claim to be where it came from
 ADDS_MAX = 2  # content words a claim may add to its cited texts and the question: a third is something they do not say
@@ -44,11 +45,11 @@ class Evidence:
     swapped: int = 0  # names of its cited texts it changes one word of (`swaps.py`)
     unheld: bool = False  # its cited texts hold none of what it adds to the question, nor a word like it
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__slots__}
 
     @classmethod
-    def from_json(cls, value: dict) -> Evidence:
+    def from_json(cls, value: dict[str, Any]) -> Evidence:
         return cls(**{f: value[f] for f in cls.__slots__ if f in value})  # a field added later takes its default
 
 
@@ -92,11 +93,13 @@ class AnchorEvidence:
 
     NUMBERS = ("conflicts", "support", "share", "drawn", "answers", "mentioned")  # what a threshold reads
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**{f: getattr(self, f) for f in self.NUMBERS}, "invented": list(self.invented)}
 
     @classmethod
-    def from_json(cls, value: dict, missing=(), added=(), mentions=()) -> AnchorEvidence:
+    def from_json(
+        cls, value: dict[str, Any], missing: Iterable[str] = (), added: Iterable[str] = (), mentions: Iterable[str] = ()
+    ) -> AnchorEvidence:
         return cls(
             **{f: value[f] for f in cls.NUMBERS},
             missing=tuple(missing),

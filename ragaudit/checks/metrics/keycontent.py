@@ -33,7 +33,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from ragaudit.checks.metrics.memo import LONGEST, SIZE, Memo
 from ragaudit.checks.metrics.quantities import Mention, holds, mentions
 from ragaudit.core.forgetting import forgotten
 from ragaudit.core.text import WORD, clauses, clean, content_stems, names, sentences, stem
+
+if TYPE_CHECKING:
+    from ragaudit.checks.metrics.embed import Encoder
 
 WORD_SIMILARITY = 0.65  # cosine of two single words' embeddings that counts as the same word
 # Words that relate a fact rather than carry it (modality, bounds, order in time): "must" or "will
@@ -194,7 +197,7 @@ class WordVectors:
     """Single-word embeddings from the configured encoder, encoded a batch at a time (and cached
     by the encoder like any text)."""
 
-    def __init__(self, encoder):
+    def __init__(self, encoder: Encoder | None) -> None:
         self.encoder = encoder
         self._rows: dict[str, np.ndarray] = {}
 

@@ -28,7 +28,7 @@ LONGEST = 4_000  # characters: a longer text is computed each time rather than h
 # with the audit's distinct questions would keep. SIZE keeps the first and holds memory flat.
 SIZE = 1 << 13
 
-_EVERY: WeakSet[Memo] = WeakSet()
+_EVERY: WeakSet[Memo[Any]] = WeakSet()
 
 
 class Memo(Generic[V]):
@@ -67,12 +67,12 @@ class Memo(Generic[V]):
             self._values.clear()
 
 
-_OWNED: WeakKeyDictionary[Any, dict[str, Memo]] = WeakKeyDictionary()
-_UNOWNED: dict[str, Memo] = {}
+_OWNED: WeakKeyDictionary[Any, dict[str, Memo[Any]]] = WeakKeyDictionary()
+_UNOWNED: dict[str, Memo[Any]] = {}
 _LOCK = threading.Lock()
 
 
-def memo_of(owner: Any, name: str, size: int) -> Memo:
+def memo_of(owner: Any, name: str, size: int) -> Memo[Any]:
     """The memo `name` of `owner` (the encoder its values depend on; None for none), kept as long as
     the owner lives: batch after batch of an audit share it. An owner that cannot be weakly
     referred to gets a fresh memo each call."""
@@ -89,7 +89,7 @@ def memo_of(owner: Any, name: str, size: int) -> Memo:
         return memos[name]
 
 
-def every() -> list[Memo]:
+def every() -> list[Memo[Any]]:
     """Every memo alive."""
     return list(_EVERY)
 

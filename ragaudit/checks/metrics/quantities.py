@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 from ragaudit.checks.metrics.acronyms import unwritten
 from ragaudit.core.forgetting import forgotten
@@ -267,7 +267,7 @@ def _masked(text: str) -> str:
     return _BULLET.sub(blank, strip_markers(text, keep_length=True))
 
 
-def _dates(text: str):
+def _dates(text: str) -> Iterator[tuple[int, int, str, str]]:
     for pattern in _DATES:
         for m in pattern.finditer(text):
             parts = m.groupdict()
@@ -282,7 +282,7 @@ def _dates(text: str):
             yield m.start(), m.end(), "date", key
 
 
-def _token_identifier(m: re.Match):
+def _token_identifier(m: re.Match[str]) -> tuple[int, int, str, str] | None:
     """An identifier (FIDO2, AES-256, H2O, p99, eu-west-1, a number written in three or more groups:
     9-1-1, 1-800-555-0100), or None for a quantity (21st, 12-day, 5k, a range 10-12)."""
     token, start = m.group(), m.start()
@@ -306,7 +306,7 @@ def _token_identifier(m: re.Match):
     return start, start + len(core), "identifier", _identifier_key(core)
 
 
-def _identifiers(text: str):
+def _identifiers(text: str) -> Iterator[tuple[int, int, str, str]]:
     for m in _ACRONYM.finditer(text):
         # the UK 2019 ...: a year, not a code; USD 500: an amount
         if not re.fullmatch(r"(?:19|20)\d\d", m["num"]) and m["name"] not in _CURRENCY_CODES:
@@ -319,7 +319,7 @@ def _identifiers(text: str):
             yield found
 
 
-def _times(text: str):
+def _times(text: str) -> Iterator[tuple[int, int, str, str]]:
     for m in _TIME.finditer(text):
         if m["m"] or m["ampm"]:  # else a plain number
             hour = int(m["h"])
@@ -328,7 +328,7 @@ def _times(text: str):
             yield m.start(), m.end(), "number", f"{hour:02d}:{m['m'] or '00'}"
 
 
-def _numbers(text: str):
+def _numbers(text: str) -> Iterator[tuple[int, int, str, str]]:
     for m in _NUMBER.finditer(text):
         if m["abbr"] and not m["cur"] and m["abbr"] not in ("k", "K"):
             continue  # 5m or 2B with no currency is a name: the identifiers have it
@@ -337,7 +337,7 @@ def _numbers(text: str):
         yield start, m.end(), "number", _with_unit(_number_key(m["num"], scale), m["unit"])
 
 
-def _words(text: str, every: bool = True):
+def _words(text: str, every: bool = True) -> Iterator[tuple[int, int, str, str]]:
     """Numbers written as words; with `every` False, those with a unit only (and never a bare
     ordinal: "the third party")."""
     for m in _WORDS.finditer(text):
@@ -350,13 +350,13 @@ def _words(text: str, every: bool = True):
         yield m.start(), m.end(), "number", _with_unit(_canonical(value * scale), m["unit"])
 
 
-def _unit_words(text: str):
+def _unit_words(text: str) -> Iterator[tuple[int, int, str, str]]:
     return _words(text, every=False)
 
 
 def _scan(text: str, *, words: bool) -> list[Mention]:
     masked = _masked(text)
-    found: list[list] = []
+    found: list[list[Any]] = []  # [start, end, kind, key, took the unit written after it]
     occupied = bytearray(len(text))
     for find in (_dates, _times, _identifiers, _numbers, _words if words else _unit_words):
         for start, end, kind, key in find(masked):
@@ -471,7 +471,7 @@ def _covered_by(text: str) -> frozenset[tuple[str, str]]:
 
 @forgotten
 @lru_cache(maxsize=1 << 15)
-def _needed(segment: str) -> tuple[tuple[str, tuple[str, str], frozenset], ...]:
+def _needed(segment: str) -> tuple[tuple[str, tuple[str, str], frozenset[tuple[str, str]]], ...]:
     """Each distinct mention of a segment: its surface, its key and what would cover it."""
     out, seen = [], set()
     for m in mentions(segment):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragaudit.core.types import Trace
 
 
@@ -11,11 +13,11 @@ def payload_relevance(score_norm: float | None, rank: int, confidence: float | N
     return base * confidence if confidence is not None else base
 
 
-def step_attribution(trace: Trace) -> dict:
+def step_attribution(trace: Trace) -> dict[str, Any]:
     """all_sources (unique by doc_id, highest relevance, sorted desc), primary_sources (top 3 with
     relevance > 0.7, else top 3) and usage by step (step number → doc ids, in citation order)."""
     position = {p.snippet_id: (i, p) for i, p in enumerate(trace.retrieved)}
-    best: dict[str | None, dict] = {}  # by doc_id; a payload may lack one
+    best: dict[str | None, dict[str, Any]] = {}  # by doc_id; a payload may lack one
     usage: dict[int, list[str | None]] = {}
     for step in trace.steps:
         used: list[str | None] = []

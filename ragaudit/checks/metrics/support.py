@@ -7,7 +7,7 @@ quantities, dates and identifiers that the evidence contains (`quantities.py`). 
 non-negative, it never falls when a feature rises. Weights, the features' standardisation and the
 link live in `support_params.json`, written by `bench/calibrate_support.py` from expert labels
 (ExpertQA); plain JSON numbers, so a score can be recomputed by hand. `[support] model` may name
-a local CrossEncoder folder instead (`CrossEncoderScorer`, calibrated by the same script).
+a local CrossEncoder folder instead (`cross_encoder.CrossEncoderScorer`, calibrated by the same script).
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import AbstractSet, Any, Callable, Hashable, Iterable, Protocol, Sequence
 
 import numpy as np
 
+from ragaudit.checks.metrics.cross_encoder import CrossEncoderScorer, check_calibration
 from ragaudit.checks.metrics.embed import Encoder, make_encoder
 from ragaudit.checks.metrics.quantities import hallucinated, mentions
-from ragaudit.core.errors import InputError, Problem, require
+from ragaudit.core.errors import InputError, Problem
 from ragaudit.core.forgetting import forgets
-from ragaudit.core.progress import phase
 from ragaudit.core.text import WORD, clean, content_stems, names, sentences, stem, units
 
 PARAMS_PATH = Path(__file__).with_name("support_params.json")
@@ -117,7 +117,7 @@ def _prepare(segment: str, cited_texts: Sequence[str]) -> _Pair | None:
     return _Pair(segment, seg, seg_sents or [seg], evidence)
 
 
-def _recall(needles, haystack: set | frozenset) -> float:
+def _recall(needles: Iterable[Hashable], haystack: AbstractSet[object]) -> float:
     needles = list(dict.fromkeys(needles))
     return sum(1 for n in needles if n in haystack) / len(needles) if needles else 1.0
 
@@ -132,7 +132,7 @@ class _Vectors:
     chunks: np.ndarray
 
 
-def _features(p: _Pair, vec, ev: _Vectors) -> dict[str, float]:
+def _features(p: _Pair, vec: Callable[[list[str]], np.ndarray], ev: _Vectors) -> dict[str, float]:
     seg = vec([p.seg])[0]
     sims = np.sort(ev.units @ seg)[::-1]
     cover = (vec(p.seg_sents) @ ev.units.T).max(axis=1)
@@ -208,11 +208,11 @@ def feature_rows(pairs: Sequence[tuple[str, Sequence[str]]], encoder: Encoder) -
 # ---------------------------------------------------------------- the calibrated scorer
 
 
-def load_params(path: Path = PARAMS_PATH) -> dict:
+def load_params(path: Path = PARAMS_PATH) -> dict[str, Any]:
     """The shipped calibration, checked against the features this module computes."""
     from ragaudit.io.jsonfiles import read_json_file
 
-    params = read_json_file(Path(path), what="support params file")
+    params: dict[str, Any] = read_json_file(Path(path), what="support params file")
     names = params.get("features", [])
     unknown = sorted(set(names) - set(FEATURES))
     if unknown or not names:
@@ -236,7 +236,7 @@ class SupportScorer:
     defaults to the model the calibration was fitted with, created on first use.
     """
 
-    def __init__(self, encoder: Encoder | None = None, params: dict | None = None):
+    def __init__(self, encoder: Encoder | None = None, params: dict[str, Any] | None = None):
         self.params = params if params is not None else load_params()
         self.model_id = f"ragaudit-support:{self.params['encoder']}"
         self._encoder = encoder
@@ -302,151 +302,10 @@ def support_score(segment: str, cited_texts: Sequence[str]) -> float:
     return support_scores([(segment, cited_texts)])[0]
 
 
-# ---------------------------------------------------------------- a pluggable model (docs/reference.md §3, [support] model)
+class Scorer(Protocol):
+    """A support scorer as its callers read it: the support of each (segment, cited texts) pair, in [0, 1]."""
 
-CROSS_ENCODER_SCHEMA = "ragaudit.support_params/1"
-
-
-def _cross_encoder_config(path: Path) -> dict:
-    """config.json of a sentence-transformers CrossEncoder folder, or InputError saying what is there."""
-    config_file, config = path / "config.json", None
-    if not path.exists():
-        found = "no such file or folder"
-    elif not path.is_dir():
-        found = "a file"
-    elif not config_file.is_file():
-        found = "a folder without config.json"
-    else:
-        from ragaudit.io.jsonfiles import read_json_file
-
-        try:
-            config = read_json_file(config_file, what="model config", expect=object, finite=False)
-            found = "a config.json that is not an object"
-        except InputError as exc:
-            found = f"an unreadable config.json ({exc})"
-    if isinstance(config, dict):
-        heads = config.get("architectures") or []
-        if not heads or any(h.endswith("ForSequenceClassification") for h in heads):
-            return config
-        found = f"a {', '.join(heads)} model without a classification head"
-    raise InputError(
-        Problem(str(path), f"expected a sentence-transformers CrossEncoder folder (config.json), found {found}")
-    )
-
-
-def _entailment_column(path: Path, config: dict) -> int | None:
-    """None for a one-logit model (a reranker); else the column of the NLI model's entailment label."""
-    # as transformers reads it: id2label when written, else num_labels, else its default of 2
-    id2label = {int(k): str(v) for k, v in (config.get("id2label") or {}).items()}
-    count = len(id2label) or int(config.get("num_labels") or 2)
-    if count == 1:
-        return None
-    names = [id2label.get(i, f"LABEL_{i}") for i in range(count)]
-    for column, name in enumerate(names):
-        if name.lower() == "entailment":
-            return column
-    raise InputError(
-        Problem(
-            str(path),
-            "expected a one-output model (a reranker) or an NLI model with an "
-            f"'entailment' label, found labels {names}",
-        )
-    )
-
-
-def _check_calibration(params: dict, where: str) -> dict:
-    if not isinstance(params, dict):
-        raise InputError(Problem(where, f"expected a calibration object, found {type(params).__name__}"))
-    if params.get("schema") != CROSS_ENCODER_SCHEMA or params.get("kind") != "cross-encoder":
-        raise InputError(
-            Problem(
-                where,
-                f"expected schema {CROSS_ENCODER_SCHEMA!r} and kind 'cross-encoder', "
-                f"found {params.get('schema')!r} and {params.get('kind')!r}",
-            )
-        )
-    for key in ("intercept", "slope"):
-        value = params.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise InputError(Problem(where, f"expected a finite number in {key!r}, found {value!r}"))
-    return params
-
-
-class CrossEncoderScorer:
-    """Support from a local sentence-transformers CrossEncoder (an NLI model or a reranker).
-
-    Each pair reads (segment, cited text) for every cited text and for their join; the score is the
-    best of them: the entailment probability of an NLI model, the sigmoid of a reranker's logit.
-    With calibration params (written by `bench/calibrate_support.py --cross-encoder`), p =
-    sigmoid(intercept + slope * raw). Nothing is downloaded; the model loads on first use.
-    """
-
-    def __init__(self, path: str | Path, params: dict | None = None, *, batch_size: int = 16):
-        self.path = Path(path).expanduser()
-        config = _cross_encoder_config(self.path)
-        require("sentence_transformers", extra="model", purpose=f"[support] model {str(self.path)!r}", error=InputError)
-        self._entailment = _entailment_column(self.path, config)
-        self.params = None if params is None else _check_calibration(params, str(self.path))
-        self.batch_size = batch_size
-        self.model_id = f"cross-encoder:{self.path.name}" + (":calibrated" if params else "")
-        self._model = None
-        self._lock = threading.Lock()
-
-    @property
-    def model(self):
-        with self._lock:
-            if self._model is None:
-                with phase("support model load", counts_as="model load"):
-                    from sentence_transformers import CrossEncoder
-
-                    # local_files_only reaches the config, the tokenizer and the weights: never the hub
-                    self._model = CrossEncoder(str(self.path), device="cpu", local_files_only=True)
-        return self._model
-
-    def raw_scores(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
-        """The uncalibrated score of each pair in [0, 1]; 0.0 where the segment or its evidence is empty."""
-        return self._raw(pairs)[0]
-
-    def _raw(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> tuple[np.ndarray, np.ndarray]:
-        wanted: list[list[tuple[str, str]]] = []
-        for segment, cited in pairs:
-            seg, texts = clean(segment), [c for c in map(clean, cited) if c]
-            inputs = [(seg, t) for t in texts] + ([(seg, "\n".join(texts))] if len(texts) > 1 else [])
-            wanted.append(inputs if seg else [])
-        # each distinct input once, longest first, so that a batch pads little
-        distinct = sorted(dict.fromkeys(x for inputs in wanted for x in inputs), key=lambda x: -len(x[0]) - len(x[1]))
-        probability: dict[tuple[str, str], float] = {}
-        if distinct:
-            import torch
-
-            logits = self.model.predict(
-                distinct,
-                batch_size=self.batch_size,
-                activation_fn=torch.nn.Identity(),
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            logits = np.asarray(logits, dtype=np.float64).reshape(len(distinct), -1)
-            probability = dict(zip(distinct, self._probabilities(logits).tolist()))
-        raw = np.array([max((probability[x] for x in inputs), default=0.0) for inputs in wanted], dtype=np.float64)
-        return raw, np.array([bool(inputs) for inputs in wanted], dtype=bool)
-
-    def _probabilities(self, logits: np.ndarray) -> np.ndarray:
-        if self._entailment is None:
-            return 1.0 / (1.0 + np.exp(-logits[:, 0]))
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return shifted[:, self._entailment] / shifted.sum(axis=1)
-
-    def score(self, segment: str, cited_texts: Sequence[str]) -> float:
-        return float(self.score_many([(segment, cited_texts)])[0])
-
-    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
-        """Support of each pair in [0, 1], calibrated when params were given; 0.0 for an empty side."""
-        raw, scored = self._raw(pairs)
-        if self.params is None:
-            return raw
-        calibrated = 1.0 / (1.0 + np.exp(-(self.params["intercept"] + self.params["slope"] * raw)))
-        return np.where(scored, calibrated, 0.0)
+    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> Iterable[float]: ...
 
 
 class Memoized:
@@ -455,17 +314,17 @@ class Memoized:
     answer is scored against the same snippets over and over. Scores are a pure function of the
     pair, so a remembered score is the score."""
 
-    def __init__(self, scorer, size: int = 200_000):
+    def __init__(self, scorer: Scorer, size: int = 200_000):
         self.scorer, self.size = scorer, size
-        self.model_id = getattr(scorer, "model_id", None)
-        self._memo: dict[tuple, float] = {}
+        self.model_id: str | None = getattr(scorer, "model_id", None)
+        self._memo: dict[tuple[str, tuple[str, ...]], float] = {}
         forgets(self)
 
     def forget(self) -> None:
         """Let go of every remembered score (`ragaudit.core.forgetting`)."""
         self._memo = {}
 
-    def score_many(self, pairs) -> list[float]:
+    def score_many(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
         known = self._memo  # this call's, even if forgotten meanwhile
         keys = [(seg, tuple(texts)) for seg, texts in pairs]
         todo = list(dict.fromkeys(k for k in keys if k not in known))
@@ -478,7 +337,9 @@ class Memoized:
         return scores
 
 
-def make_support_scorer(model: str | None, *, params: str | None = None, encoder: Encoder | None = None):
+def make_support_scorer(
+    model: str | None, *, params: str | None = None, encoder: Encoder | None = None
+) -> SupportScorer | CrossEncoderScorer:
     """The configured support scorer (`[support] model`): None or "" gives the bundled scorer (over
     `encoder`, with `params` as its calibration file if given); a folder path gives a CrossEncoderScorer
     (calibrated by the `params` file if given). Every scorer has `model_id` and `score_many(pairs)`."""
@@ -495,5 +356,5 @@ def make_support_scorer(model: str | None, *, params: str | None = None, encoder
         from ragaudit.io.jsonfiles import read_json_file
 
         calibration = read_json_file(Path(params), what="calibration file")
-        _check_calibration(calibration, str(params))
+        check_calibration(calibration, str(params))
     return CrossEncoderScorer(model, calibration)
