@@ -564,6 +564,14 @@ def as_questions(rows: dict[str, dict]) -> dict:
 REFERENCE = ROOT / "docs" / "reference.md"
 
 
+def readme_layout() -> str:
+    """The block of README.md's "Layout" section: a folder a line, its contents described beside it."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.search(r"## Layout\n\n```\n(.*?)```", readme, re.S).group(1)
+
+
 def markdown_table(text: str, marker: str) -> list[list[str]]:
     """The body rows of the markdown table after `<!-- marker -->` in `text`, cells unescaped."""
     import re

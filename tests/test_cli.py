@@ -342,9 +342,10 @@ def test_readme_layout_names_only_folders_and_files_that_exist():
     import re
     from pathlib import Path
 
+    from helpers import readme_layout
+
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    layout = re.search(r"## Layout\n\n```\n(.*?)```", readme, re.S).group(1)
+    layout = readme_layout()
     named: list[Path] = []
     parent = root
     for line in layout.splitlines():

@@ -467,3 +467,36 @@ def test_an_embedding_cache_that_cannot_be_written_is_a_warning_and_the_report_i
         f"{blocked / 'cache'}: Not a directory"
     ], uncached.stderr
     assert "Traceback" not in uncached.stderr
+
+
+class _EndsAsTheSliceEnds:
+    """A Dask future whose first timed wait runs out just as it finishes: the wait raises
+    TimeoutError, and the future is done with its result by the time anyone looks."""
+
+    def __init__(self):
+        self.finished = False
+        self.released = False
+
+    def result(self, timeout=None):
+        if timeout is not None and not self.finished:
+            self.finished = True
+            raise TimeoutError(f"timed out after {timeout} s.")
+        return "the trace"
+
+    def done(self):
+        return self.finished
+
+    def release(self):
+        self.released = True
+
+
+def test_a_task_that_ends_as_a_look_at_the_cluster_times_out_is_read_not_reported_as_timed_out():
+    from ragaudit.auditing.dask_tasks import DaskTask
+
+    class NoWatch:
+        def check(self):
+            raise AssertionError("a finished task needs no look at the cluster")
+
+    future = _EndsAsTheSliceEnds()
+    assert DaskTask(future, NoWatch()).result() == "the trace"
+    assert future.released

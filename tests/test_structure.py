@@ -169,9 +169,9 @@ def _layout_rooms() -> list[str]:
     """The rooms of `ragaudit/` in the order the README's Layout names them."""
     import re
 
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    layout = re.search(r"## Layout\n\n```\n(.*?)```", readme, re.S).group(1)
-    package = re.search(r"^ragaudit/ (.*?)\n(?=\S)", layout, re.S | re.M).group(1)
+    from helpers import readme_layout
+
+    package = re.search(r"^ragaudit/ (.*?)\n(?=\S)", readme_layout(), re.S | re.M).group(1)
     return re.findall(r"(?<![\w/.-])([a-z_]+)/", package)
 
 
