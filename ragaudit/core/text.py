@@ -282,7 +282,7 @@ _NEGATION = re.compile(
     r"higher|lower)\s+than\b|\s+matter\b)|never|none|cannot|neither|nor)\b|n't\b",
     re.IGNORECASE,
 )
-_CLAUSE = re.compile(r"\s*(?:;|,\s+(?:and|but|while|whereas|so|which means)\s+|\s+[—–]\s+)\s*", re.IGNORECASE)
+_CLAUSE = re.compile(r"\s*(?:;|,\s+(?:and|but|while|whereas|so|which means|which)\s+|\s+[—–]\s+)\s*", re.IGNORECASE)
 
 
 _UNDERLINE = re.compile(r"[=\-~^*#+`'\".:_]{3,}\Z")  # a reStructuredText heading's under- or overline

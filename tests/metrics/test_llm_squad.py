@@ -148,3 +148,13 @@ def test_a_claim_naming_an_actor_its_passage_does_not_name_does_not_state_the_an
     run = runs[("according-sampled", "NORM-15", 0)]
     assert not run["correct"]
     assert "it names edward, confessor, which neither its cited texts nor the question name" in run["why"]
+
+
+def test_a_claim_giving_the_anchors_answer_and_a_relative_clause_more_states_the_anchor(runs):
+    # "According to passage [3], one of the Norman's major exports was the Normans' extensive trade
+    # in fighting horsemen, which they exported to Italy, France, and England." to "What was one of
+    # the Norman's major exports?" where passage 3, the anchor's, says "one of the Normans' major
+    # exports was fighting horsemen": the relative clause adds a statement, it does not replace one
+    run = runs[("according-greedy", "NORM-07", 1)]
+    assert run["correct"]
+    assert claim(run)["anchor"] == "states"

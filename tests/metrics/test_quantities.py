@@ -134,7 +134,7 @@ def test_mentions_carry_their_span():
 
 def test_markers_and_list_numbering_are_not_mentions():
     text = (
-        "1. Keys rotate yearly [3] [1, 2] [pol-keys-1] [hb24-sec-keys-0007] [Data: Reports (4, 7)].\n"
+        "1. Keys rotate often [3] [1, 2] [pol-keys-1] [hb24-sec-keys-0007] [Data: Reports (4, 7)].\n"
         "2) Passwords too 【12】.\n  3. And tokens.\n4[1]."
     )
     assert mentions(text) == []
@@ -417,6 +417,24 @@ def test_between_is_read_just_before_a_range_as_searched_from_the_start(before):
     ],
 )
 def test_numbers_written_as_words_and_durations_are_quantities(claim, cited, missing):
+    assert hallucinated(claim, cited) == missing
+
+
+@pytest.mark.parametrize(
+    "claim, cited, missing",
+    [
+        ("Keys rotate annually.", ["Keys are rotated every 12 months."], []),
+        ("Keys rotate yearly.", ["Keys are rotated once a year."], []),
+        ("Access is reviewed quarterly.", ["Managers review access every three months."], []),
+        ("Reviews run every quarter.", ["Quarterly access reviews."], []),
+        ("Backups run daily.", ["A backup is taken each day."], []),
+        ("Managers perform annual access reviews.", ["Managers review access every quarter."], ["annual"]),
+        ("Reports go out weekly.", ["Reports go out every month."], ["weekly"]),
+        ("A semi-annual audit.", ["An audit."], []),  # no period of its own
+        ("A quarter of the hosts.", ["Some hosts."], []),  # a share, not a period
+    ],
+)
+def test_how_often_in_words_is_a_period(claim, cited, missing):
     assert hallucinated(claim, cited) == missing
 
 

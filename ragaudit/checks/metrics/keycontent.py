@@ -21,8 +21,8 @@ that happens to name the answer ("… a deterministic Turing machine is used") d
 
 A claim *conflicts* with the anchor when it is the anchor's statement (of all the sentences of its
 cited texts, the anchor shares the most content words with it) but gives a quantity, date or
-identifier of the same kind and unit as one of the anchor's in place of it (`16 characters` for
-`14 characters`), or negates it. A claim closer to another sentence of its cited texts states
+identifier of the same kind and measure as one of the anchor's in place of it (`16 characters` for
+`14 characters`; a duration in any unit, `annual` for `every quarter`), or negates it. A claim closer to another sentence of its cited texts states
 another fact of them, which is never a conflict: "Daily backups are kept 35 days" beside an anchor
 "Secondary copies are kept 7 days".
 """
@@ -39,7 +39,7 @@ import numpy as np
 
 from ragaudit.checks.metrics.claims import DISCOURSE
 from ragaudit.checks.metrics.memo import LONGEST, SIZE, Memo
-from ragaudit.checks.metrics.quantities import Mention, holds, mentions
+from ragaudit.checks.metrics.quantities import Mention, dimension, holds, mentions
 from ragaudit.core.forgetting import forgotten
 from ragaudit.core.text import WORD, clauses, clean, content_stems, names, sentences, stem
 
@@ -296,9 +296,10 @@ def stated(claim: str, key: KeyContent, vectors: WordVectors | None = None, *, a
 
 
 def rival_kind(m: Mention) -> tuple[str, str]:
-    """What two mentions must share to be rival values: their kind and unit (or a code's letters)."""
+    """What two mentions must share to be rival values: their kind and measure (a duration's base
+    unit, a number's own unit) or a code's letters."""
     if m.kind == "number":
-        return ("number", m.key.split(" ", 1)[1] if " " in m.key else "")
+        return ("number", dimension(m))  # a duration's base unit: "annual" rivals "every quarter"
     if m.kind == "identifier":
         return ("identifier", re.sub(r"[\d.]+", "#", m.key))
     return (m.kind, "")

@@ -226,6 +226,16 @@ _WORDS = re.compile(
     rf"(?:\s(?P<scale>(?i:thousand|million|billion|trillion)))?\b"
     rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?"
 )
+# how often, in words: a period ("quarterly", "every quarter", "once a year") is read as its length,
+# so that "annual" and "every 12 months" are one quantity and "annual" and "quarterly" rival ones
+_EVERY = {"hourly": "1 hour", "daily": "1 day", "weekly": "1 week", "fortnightly": "2 week", "monthly": "1 month"}
+_EVERY |= {"quarterly": "3 month", "yearly": "1 year", "annually": "1 year", "annual": "1 year"}
+_PERIOD = {"hour": "1 hour", "day": "1 day", "week": "1 week", "fortnight": "2 week", "month": "1 month"}
+_PERIOD |= {"quarter": "3 month", "year": "1 year"}
+_FREQUENCY = re.compile(
+    rf"(?<![\w-])(?i:(?P<adverb>{'|'.join(_EVERY)})"
+    rf"|(?:every|each|per|once\s+(?:a|an|per|every))\s+(?:calendar\s+)?(?P<period>{'|'.join(_PERIOD)}))(?![\w-])"
+)
 # what joins the numbers of a range or list that share one unit: 10-12 days, 10 to 12 days, 3, 6 or 12 months
 _JOIN = re.compile(r"\s*(?:-|–|—|to|or|through|,\s*(?:and|or))\s*")
 _AND = re.compile(r"\s*and\s*")
@@ -350,6 +360,12 @@ def _words(text: str, every: bool = True) -> Iterator[tuple[int, int, str, str]]
         yield m.start(), m.end(), "number", _with_unit(_canonical(value * scale), m["unit"])
 
 
+def _frequencies(text: str) -> Iterator[tuple[int, int, str, str]]:
+    for m in _FREQUENCY.finditer(text):
+        key = _EVERY[m["adverb"].lower()] if m["adverb"] else _PERIOD[m["period"].lower()]
+        yield m.start(), m.end(), "number", key
+
+
 def _unit_words(text: str) -> Iterator[tuple[int, int, str, str]]:
     return _words(text, every=False)
 
@@ -358,7 +374,7 @@ def _scan(text: str, *, words: bool) -> list[Mention]:
     masked = _masked(text)
     found: list[list[Any]] = []  # [start, end, kind, key, took the unit written after it]
     occupied = bytearray(len(text))
-    for find in (_dates, _times, _identifiers, _numbers, _words if words else _unit_words):
+    for find in (_dates, _times, _identifiers, _numbers, _words if words else _unit_words, _frequencies):
         for start, end, kind, key in find(masked):
             if end > start and not any(occupied[start:end]):
                 occupied[start:end] = b"\x01" * (end - start)
