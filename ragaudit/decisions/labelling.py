@@ -26,12 +26,15 @@ from typing import Any
 
 import orjson
 
+from ragaudit.checks.metrics.decide import Thresholds
 from ragaudit.core.errors import InputError, UsageError
 from ragaudit.core.markers import markers
 from ragaudit.core.types import Corpus, Trace
 from ragaudit.decisions.agreement import RunVerdict, run_verdicts
 from ragaudit.io import rundir, runfiles
 from ragaudit.io.labels import DIMENSIONS, SAMPLES, Label, RunKey, read_labels
+
+_DEFAULT = Thresholds()  # the config's support threshold and anchor support bar
 
 BY = ("random", "stratified", "uncertainty")
 CONTEXT = 240  # characters of the document shown on each side of a passage
@@ -57,7 +60,7 @@ def choose(
     n: int | None,
     by: str,
     seed: int = 0,
-    thresholds: tuple[float, float] = (0.7, 0.45),
+    thresholds: tuple[float, float] = (_DEFAULT.support, _DEFAULT.anchor_support_min),
 ) -> list[RunKey]:
     """The keys of the runs to label, in the order they are shown."""
     if by not in BY:
@@ -192,9 +195,10 @@ def _thresholds(run_dir: Path) -> tuple[float, float]:
     except (OSError, orjson.JSONDecodeError, AttributeError):
         meta = {}
     found = meta.get("thresholds") if isinstance(meta.get("thresholds"), dict) else {}
-    support, anchor = found.get("support", 0.7), found.get("anchor_support_min", 0.45)
+    default = (_DEFAULT.support, _DEFAULT.anchor_support_min)
+    support, anchor = found.get("support", default[0]), found.get("anchor_support_min", default[1])
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (support, anchor))
-    return (float(support), float(anchor)) if ok else (0.7, 0.45)
+    return (float(support), float(anchor)) if ok else default
 
 
 @dataclass

@@ -212,7 +212,7 @@ class GateSection(_Gate):
 
 class _Lambda(_Table):
     css_min: _Rate = 0.50
-    anchor_support_min: _Rate = 0.45
+    anchor_support_min: _Rate = 0.40
     key_recall_min: _Rate = 0.3  # share of the gold anchor's key content a claim must state
     key_precision_min: _Rate = 0.5  # share of the claim's own content (one clause's) the anchor must state
 

@@ -50,7 +50,7 @@ retriever = "bm25"
     assert config.gate.hallucination_max == 0
     assert (config.gate.source("coverage_min"), config.gate.source("delta_s_excess_max")) == ("config", "default")
     lam = config.lambda_
-    assert (lam.css_min, lam.anchor_support_min, lam.key_recall_min, lam.key_precision_min) == (0.5, 0.45, 0.3, 0.5)
+    assert (lam.css_min, lam.anchor_support_min, lam.key_recall_min, lam.key_precision_min) == (0.5, 0.40, 0.3, 0.5)
     assert (config.metrics.k, config.metrics.match_tolerance, config.metrics.delta_s) == (5, 0, "nearest")
     assert config.metrics.ndcg_k is None  # ndcg follows k
     assert (config.support.threshold, config.support.model, config.support.params) == (0.7, None, None)

@@ -12,18 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ragaudit.io.config_schema import LambdaSection, SupportSection
+
 TAKEN_MARGIN = 0.1  # how much better an uncited passage must support a claim to be where it came from
 ADDS_MAX = 2  # content words a claim may add to its cited texts and the question: a third is something they do not say
 
 
+_LAMBDA, _SUPPORT = LambdaSection(), SupportSection()  # the config's defaults
+
+
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """The thresholds a claim's judgement reads: `[support] threshold` and the `[lambda]` bars."""
+    """The thresholds a claim's judgement reads: `[support] threshold` and the `[lambda]` bars, by
+    default the config's."""
 
-    support: float = 0.7
-    anchor_support_min: float = 0.45
-    key_recall_min: float = 0.3
-    key_precision_min: float = 0.5
+    support: float = _SUPPORT.threshold
+    anchor_support_min: float = _LAMBDA.anchor_support_min
+    key_recall_min: float = _LAMBDA.key_recall_min
+    key_precision_min: float = _LAMBDA.key_precision_min
 
     FITTED = ("support", "anchor_support_min", "key_recall_min", "key_precision_min")
 
