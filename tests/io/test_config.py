@@ -42,10 +42,10 @@ retriever = "bm25"
 """,
     )
     config = load_config(path)
-    assert config.gold == path.parent.parent / "gold" / "gold.jsonl"
-    assert config.out == path.parent / "reports"
-    assert config.seeds == (1, 2) and config.paraphrases == 3
-    assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
+    assert config.audit.gold == path.parent.parent / "gold" / "gold.jsonl"
+    assert config.audit.out == path.parent / "reports"
+    assert config.audit.seeds == [1, 2] and config.audit.paraphrases == 3
+    assert config.audit.whitelist == (frozenset({"a/b", "a/c"}),)
     assert config.gate.coverage_min == 0.5 and config.gate.delta_s_excess_max == 0.25
     assert config.gate.hallucination_max == 0
     assert (config.gate.source("coverage_min"), config.gate.source("delta_s_excess_max")) == ("config", "default")
@@ -589,3 +589,4 @@ def test_toml_syntax_error_names_the_line(tmp_path):
 def test_missing_config(tmp_path):
     with pytest.raises(InputError, match="no such config file"):
         load_config(tmp_path / "nope.toml")
+
