@@ -210,8 +210,8 @@ class _Run:
         warnings: list[str] = []
         note(
             f"plan: {self.plan.size:,} runs (pipelines {len(self.config.pipelines)}, questions "
-            f"{len(self.inputs.items)}, variants up to {self.config.audit.paraphrases}, seeds {len(self.config.audit.seeds)}), "
-            f"{self.resumed:,} already done; workers {self.workers}"
+            f"{len(self.inputs.items)}, variants up to {self.config.audit.paraphrases}, "
+            f"seeds {len(self.config.audit.seeds)}), {self.resumed:,} already done; workers {self.workers}"
         )
 
         def kill_all() -> None:

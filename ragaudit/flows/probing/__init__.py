@@ -260,7 +260,8 @@ class _Work:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
         try:
-            variant = Variant.of(write_copy(Path(self.config.audit.corpus), self.inputs.corpus, edit, folder))  # type: ignore[arg-type]
+            written = write_copy(Path(self.config.audit.corpus), self.inputs.corpus, edit, folder)  # type: ignore[arg-type]
+            variant = Variant.of(written)
             if variant.corpus[edit.doc_id].text[edit.start : edit.end] != edit.edited:
                 raise ValueError(f"{edit.doc_id}: the edited copy does not hold the edited anchor")
             yield variant
