@@ -162,8 +162,8 @@ def write_tasks(corpus: str, config: Path, out: Path) -> int:
     from ragaudit.io.gold import read_gold
 
     loaded = load_config(config)
-    docs = load_corpus(loaded.corpus)
-    items = {i.qid: i for i in read_gold(loaded.gold)[0]}
+    docs = load_corpus(loaded.audit.corpus)
+    items = {i.qid: i for i in read_gold(loaded.audit.gold)[0]}
     out.mkdir(parents=True, exist_ok=True)
     tasks = []
     for path in recordings(corpus):

@@ -47,9 +47,9 @@ def audited(config_path: Path) -> tuple[int, int]:
     from ragaudit.io.gold import read_gold
 
     config = load_config(config_path)
-    assert config.gold is not None, f"{config_path}: no gold set"
-    items, _ = read_gold(config.gold)
-    per_pipeline = sum(len(item.variants[: config.paraphrases]) for item in items) * len(config.seeds)
+    assert config.audit.gold is not None, f"{config_path}: no gold set"
+    items, _ = read_gold(config.audit.gold)
+    per_pipeline = sum(len(item.variants[: config.audit.paraphrases]) for item in items) * len(config.audit.seeds)
     return per_pipeline * len(config.pipelines), per_pipeline * AUDITS
 
 

@@ -37,7 +37,7 @@ def audit_once(config_path: Path, cache: Path, out: Path):
     from ragaudit.pipelines import runner
 
     config = load_config(config_path)
-    model = Recording(SentenceTransformerEncoder(config.model))
+    model = Recording(SentenceTransformerEncoder(config.embedder.model))
     _ = model.inner.model  # load the weights before timing, as the raw baseline does
     encoder = CachedEncoder(model, cache)
     inputs = runner.Inputs.from_config(config, encoder=encoder)

@@ -116,7 +116,12 @@ def prepare(name: str, root: Path, questions: int | None) -> Corpus:
     inputs.check_gold(strict=False)
     subject = inputs
     oracle = oracle_traces(
-        inputs.items, inputs.corpus, inputs.encoder, variants=config.paraphrases, seeds=config.seeds, k=5
+        inputs.items,
+        inputs.corpus,
+        inputs.encoder,
+        variants=config.audit.paraphrases,
+        seeds=tuple(config.audit.seeds),
+        k=5,
     )
     rewrite = inject(FAULTS["llm_rewrite"], oracle, subject, rate=1.0, seed=0).traces
     clean = {"oracle": oracle, "oracle, llm-style": [dataclasses.replace(t, config="llm") for t in rewrite]}

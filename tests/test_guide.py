@@ -261,15 +261,15 @@ def test_every_config_example_loads(example, tmp_path):
         ("keywords-cli", "command"),
         ("prod-log", "replay"),
     ]
-    assert loaded.gold == example / "gold.jsonl" and loaded.corpus == example / "handbook"
+    assert loaded.audit.gold == example / "gold.jsonl" and loaded.audit.corpus == example / "handbook"
     snippets = blocks("config")
     assert len(snippets) == 5
     loaded_snippets = []
     for i, (_, body) in enumerate(snippets):
         (tmp_path / f"snippet{i}.toml").write_text(body, encoding="utf-8")
         loaded_snippets.append(load_config(tmp_path / f"snippet{i}.toml"))
-    assert loaded_snippets[0].markers == {"number"}  # the marker forms an app cites with
-    assert loaded_snippets[3].gate.labelled_good_min == 0.80 and loaded_snippets[3].labels.name == "labels.jsonl"
+    assert loaded_snippets[0].audit.marker_forms == {"number"}  # the marker forms an app cites with
+    assert loaded_snippets[3].gate.labelled_good_min == 0.80 and loaded_snippets[3].labels.path.name == "labels.jsonl"
     assert loaded_snippets[4].gate.faithful_min == 0.90  # ragaudit probe's gate
 
 

@@ -174,7 +174,7 @@ class StreamingAudit:
         self._scoring: progress.Phase | None = None  # shown from the first batch until `finish`
         gc.freeze()  # the gold set, corpus and model loaded so far are never garbage: skip them in collections
         self._issues = open(self.out / "issues.jsonl.tmp", "w", encoding="utf-8") if issues else None
-        self.labels = RunLabels(subject.config.labels) if subject.config.labels is not None else None
+        self.labels = RunLabels(subject.config.labels.path) if subject.config.labels.path is not None else None
 
     def add(self, trace: Trace) -> None:
         if not trace.config:

@@ -124,7 +124,7 @@ def validate(
         from ragaudit.io.config import load_config
 
         loaded = load_config(config)
-        offset_unit, corpus_path = loaded.offset_unit, corpus or loaded.corpus
+        offset_unit, corpus_path = loaded.audit.offset_unit, corpus or loaded.audit.corpus
     with phase("loading corpus", counts_as="loading") if corpus_path else contextlib.nullcontext():
         ctx = Context.of(
             loaded, load_corpus(corpus_path) if corpus_path else None, spans=source != TRACES, live_index=live_index
@@ -149,7 +149,7 @@ def _workers(requested: int | None, config: Config | None) -> int:
     use: validating calls no pipeline, so the cores are its own."""
     from ragaudit.core.execution import cpu_workers, worker_count
 
-    if requested or (config is not None and config.workers > 1):
+    if requested or (config is not None and config.audit.workers > 1):
         return worker_count(requested, config)
     return cpu_workers()
 
@@ -287,14 +287,13 @@ def check_gold(
     about questions far from their anchor, by the embedding `model` (the default model, or
     `hashing`), through the embedding cache a run uses. `config`'s [gold] table leaves codes out
     (`ignore`) or gives them another severity (`severity`)."""
-    import dataclasses
-
     from ragaudit.io.config import Config, load_config
-    from ragaudit.io.config_schema import GoldSection
+    from ragaudit.io.config_schema import AuditSection, EmbedderSection, GoldSection
     from ragaudit.pipelines.inputs import Inputs
 
-    rules = load_config(config).gold_check if config else GoldSection()
-    settings = Config(gold=Path(gold), corpus=Path(corpus), paraphrases=paraphrases, gold_check=rules)
-    inputs = Inputs.from_config(dataclasses.replace(settings, model=model) if model else settings, lenient=True)
+    rules = load_config(config).gold if config else GoldSection()
+    audit = AuditSection(gold=Path(gold), corpus=Path(corpus), paraphrases=paraphrases)
+    embedder = EmbedderSection(model=model) if model else EmbedderSection()
+    inputs = Inputs.from_config(Config(audit=audit, embedder=embedder, gold=rules), lenient=True)
     found = inputs.gold_issues(distance=distance)
     return GoldCheck(found, len(inputs.items) + len(inputs.gold_problems), inputs.gold_problems)

@@ -72,7 +72,7 @@ def store_of(config: Config | None = None, out: Path | None = None) -> Path:
     configured = config.history.path if config is not None else None
     if configured:
         return Path(configured)
-    return Path(out or getattr(config, "out", None) or "reports") / FILE
+    return Path(out or (config.audit.out if config is not None else "reports")) / FILE
 
 
 def _damaged(store: Path, found: str) -> InputError:

@@ -52,7 +52,7 @@ PARENT_CHECK_S = 0.5  # how often a worker process looks whether its parent is s
 def default_workers(config: Config | None = None) -> int:
     """The worker count of a command given no --workers: the config's `[audit] workers`, else
     DEFAULT_WORKERS. Every command counts its threads or processes this way."""
-    return max(1, config.workers) if config is not None else DEFAULT_WORKERS
+    return max(1, config.audit.workers) if config is not None else DEFAULT_WORKERS
 
 
 MAX_CPU_WORKERS = 8

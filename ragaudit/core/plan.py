@@ -23,8 +23,8 @@ def planned_runs(config: Config, items: list[GoldItem]) -> Iterator[PlannedRun]:
     """In order: pipeline, question, variant, seed."""
     for pipeline in config.pipelines:
         for item in items:
-            for variant, query in enumerate(item.variants[: config.paraphrases]):
-                for seed in config.seeds:
+            for variant, query in enumerate(item.variants[: config.audit.paraphrases]):
+                for seed in config.audit.seeds:
                     yield PlannedRun(pipeline.name, item.qid, variant, seed, query)
 
 
@@ -42,13 +42,13 @@ class PlanIndex:
 
         self.config, self.items = config, items
         self.pipelines = {p.name: i for i, p in enumerate(config.pipelines)}
-        self.seeds = {s: i for i, s in enumerate(config.seeds)}
+        self.seeds = {s: i for i, s in enumerate(config.audit.seeds)}
         self.questions: dict[str, tuple[int, int, GoldItem]] = {}  # qid -> (offset, variants, item)
         offset = 0
         for item in items:
             if item.qid in self.questions:
                 continue  # a duplicate qid stops a run before it starts; keep the first for `report`
-            variants = len(item.variants[: config.paraphrases])
+            variants = len(item.variants[: config.audit.paraphrases])
             self.questions[item.qid] = (offset, variants, item)
             offset += variants * len(self.seeds)
         self.per_pipeline = offset

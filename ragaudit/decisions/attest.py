@@ -156,7 +156,7 @@ def predicate(run_dir: Path, manifest: dict[str, Any], report: dict[str, Any]) -
         },
         "models": {
             "embedder": {
-                **(_folder_hash(config.model if config else manifest.get("embed_model"), resolve_model) or {}),
+                **(_folder_hash(config.embedder.model if config else manifest.get("embed_model"), resolve_model) or {}),
                 "model_id": manifest.get("embed_model_id"),
             },
             "support": {

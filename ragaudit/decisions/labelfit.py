@@ -239,9 +239,9 @@ def calibrate_labels(
 
     loaded = config if not isinstance(config, (str, Path)) else load_config(config)
     run, labels = Path(run), Path(labels)
-    if loaded.gold is None or loaded.corpus is None:
+    if loaded.audit.gold is None or loaded.audit.corpus is None:
         raise InputError(f"{loaded.path}: [audit] needs gold and corpus paths")
-    hashes = {"gold": sha256_file(loaded.gold), "corpus": sha256_file(loaded.corpus)}
+    hashes = {"gold": sha256_file(loaded.audit.gold), "corpus": sha256_file(loaded.audit.corpus)}
     made = rundir.read_manifest(run).get("inputs") or {}
     differ = [name for name in ("gold", "corpus") if made.get(name) != hashes[name]]
     if differ:
@@ -249,7 +249,7 @@ def calibrate_labels(
             Problem(str(run), f"expected a run on {loaded.path}'s {' and '.join(differ)}, found a run on another")
         )
     target = Path(out) if out else Path(loaded.path or ".").parent / "calibration.json"
-    refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus, labels, run])
+    refuse_overwriting([target], [loaded.path, loaded.audit.gold, loaded.audit.corpus, labels, run])
     found = fit_labels(run, labels, Settings.from_config(loaded).thresholds, seed=seed)
     if found.thresholds is None:
         return Calibrated(found, None, None)

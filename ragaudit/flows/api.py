@@ -247,7 +247,9 @@ def faults(
     loaded = _config(config_file)
     inputs = Inputs.from_config(loaded)
     with phase("reading traces", unit="runs", counts_as="loading") as reading:
-        traces = read_trace_file(Path(run_dir) / TRACES, offset_unit=loaded.offset_unit, markers=loaded.markers)
+        traces = read_trace_file(
+            Path(run_dir) / TRACES, offset_unit=loaded.audit.offset_unit, markers=loaded.audit.marker_forms
+        )
         reading.advance(len(traces))
     inputs.check_gold(strict=False)
     result, _ = run_faults(traces, inputs, only=list(only) if only else None, rate=rate, seed=seed)
@@ -281,7 +283,7 @@ def calibrate(config: ConfigLike, *, out: Path | None = None, rate: float = 0.2,
         raise UsageError(f"expected --rate in (0, 1], found {rate}")
     loaded = _config(config)
     target = Path(out) if out else (Path(loaded.path).parent if loaded.path else Path.cwd()) / "calibration.json"
-    refuse_overwriting([target], [loaded.path, loaded.gold, loaded.corpus])
+    refuse_overwriting([target], [loaded.path, loaded.audit.gold, loaded.audit.corpus])
     output_target(target)  # a folder, a FIFO or a device is refused before the oracle runs
     # one phase from the first second to the last audit: a first calibration embeds every text it
     # audits, minutes on a busy machine, and counts its audits meanwhile

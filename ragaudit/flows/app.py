@@ -60,8 +60,8 @@ def audit_config(
     from ragaudit.pipelines import runner
 
     store = history.store_of(config, Path(resume).parent if resume else out)
-    sources = [config.path, config.gold, config.corpus]
-    folder = Path(resume).parent if resume else Path(out or config.out)
+    sources = [config.path, config.audit.gold, config.audit.corpus]
+    folder = Path(resume).parent if resume else Path(out or config.audit.out)
     refuse_overwriting([folder], sources, option="--resume" if resume else "--out" if out else "[audit] out")
     refuse_overwriting([store], sources, option="the history")
     history.check(store)  # a damaged history stops the run before any work, not after it

@@ -45,9 +45,9 @@ def inputs_key(config: Any) -> str:
 
     named: dict[str, Any] = {
         "config": config.path,
-        "gold": config.gold,
-        "corpus": config.corpus,
-        "embedder": Path(config.model).expanduser(),  # a model folder; a model's name is in the config
+        "gold": config.audit.gold,
+        "corpus": config.audit.corpus,
+        "embedder": Path(config.embedder.model).expanduser(),  # a model folder; a model's name is in the config
         "support_model": config.support.model,
         "support_params": config.support.params,
     }

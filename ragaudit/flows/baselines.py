@@ -54,7 +54,7 @@ def choose_baseline(
     3) unless `allow_foreign`, then kept with a warning."""
     from ragaudit.auditing import history
 
-    older = rundir.older_hashes(config.corpus, (inputs or {}).get("corpus"))
+    older = rundir.older_hashes(config.audit.corpus, (inputs or {}).get("corpus"))
     if str(baseline) == LAST_PASS:
         store = history.store_of(config, history_dir)
         try:

@@ -249,8 +249,8 @@ def calibrate(
         inputs.items,
         inputs.corpus,
         inputs.encoder,
-        variants=config.paraphrases,
-        seeds=tuple(config.seeds),
+        variants=config.audit.paraphrases,
+        seeds=tuple(config.audit.seeds),
         k=k or config.metrics.k,
     )
     # every tuned check at its default, so that each has a value to compare, whatever the config
@@ -260,13 +260,13 @@ def calibrate(
     )
     subject = inputs.replace(config=gated)
     checks = propose(score(traces, subject, rate=rate, seed=seed, done=done))
-    if config.gold is None or config.corpus is None:  # Inputs.from_config refuses such a config
+    if config.audit.gold is None or config.audit.corpus is None:  # Inputs.from_config refuses such a config
         raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
-    hashes = {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)}
+    hashes = {"gold": sha256_file(config.audit.gold), "corpus": sha256_file(config.audit.corpus)}
     return calibration(
         checks,
         hashes,
-        model=getattr(inputs.encoder, "model_id", str(config.model)),
+        model=getattr(inputs.encoder, "model_id", str(config.embedder.model)),
         support_model=getattr(inputs.support, "model_id", None),
         questions=len(inputs.items),
     )

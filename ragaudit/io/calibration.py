@@ -137,6 +137,10 @@ def check_config(config: Config) -> None:
         return
     from ragaudit.io.files import sha256_file
 
-    if config.gold is None or config.corpus is None:  # nothing to run on: the run refuses it, naming what is missing
+    if (
+        config.audit.gold is None or config.audit.corpus is None
+    ):  # nothing to run on: the run refuses it, naming what is missing
         return
-    check_inputs(config.calibration, {"gold": sha256_file(config.gold), "corpus": sha256_file(config.corpus)})
+    check_inputs(
+        config.calibration, {"gold": sha256_file(config.audit.gold), "corpus": sha256_file(config.audit.corpus)}
+    )

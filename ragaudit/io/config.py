@@ -1,8 +1,10 @@
 """TOML config reader (docs/reference.md §1.5): one schema, every problem located.
 
-The pydantic models below are the schema: keys, types, ranges, defaults. `SCHEMA` (section -> key
--> (kind, default)) is derived from them and is the one table of the gate defaults (docs/reference.md §1.5). Paths
-are relative to the config's folder; every number is finite; rates and thresholds lie in [0, 1].
+The pydantic models of `ragaudit.io.config_schema` are the schema: keys, types, ranges, defaults. `SCHEMA`
+(section -> key -> (kind, default)) is derived from them and is the one table of the gate defaults
+(docs/reference.md §1.5). Paths are relative to the config's folder; every number is finite; rates and thresholds
+lie in [0, 1]. A loaded `Config` has the shape of its TOML: a field per table, holding that table's section model
+(`config.audit.gold`, `config.embedder.model`, `config.gold.ignore`), `[gate]` as the thresholds in force.
 
 Each `[[pipelines]]` entry takes the keys of its kind and no others:
 
@@ -39,15 +41,16 @@ from pydantic import (
 )
 
 from ragaudit.core.errors import InputError, Problem, UsageError, describe
-from ragaudit.core.markers import ALL_FORMS
-from ragaudit.core.types import DEFAULT_MODEL
 from ragaudit.io.config_schema import (
     AuditLogSection,
+    AuditSection,
     CompareSection,
+    EmbedderSection,
     ExecutorSection,
     GateSection,
     GoldSection,
     HistorySection,
+    LabelsSection,
     LambdaSection,
     MetricsSection,
     SupportSection,
@@ -68,19 +71,12 @@ class PipelineConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """A loaded config: a field per TOML table, named as the table (`lambda_` for [lambda]) and holding its
+    section model; `path` is the file it was read from, `calibration` the one [gate] from names."""
+
     path: Path | None = None
-    gold: Path | None = None
-    corpus: Path | None = None
-    paraphrases: int = 3
-    seeds: tuple[int, ...] = (1,)
-    out: Path = Path("reports")
-    allow_cross_section: bool = False
-    cross_section_whitelist: tuple[frozenset[str], ...] = ()
-    offset_unit: str = "char"
-    markers: frozenset[str] = ALL_FORMS  # [audit] markers: the marker forms answers cite with
-    workers: int = 1
-    model: str = DEFAULT_MODEL
-    embed_cache: bool | None = None  # [embedder] cache: the vectors in the cache file (None: for a model only)
+    audit: AuditSection = field(default_factory=AuditSection)
+    embedder: EmbedderSection = field(default_factory=EmbedderSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     gate: GateSection = field(default_factory=GateSection)  # the thresholds in force, with their sources
     lambda_: LambdaSection = field(default_factory=LambdaSection)
@@ -88,12 +84,11 @@ class Config:
     pipelines: tuple[PipelineConfig, ...] = ()
     executor: ExecutorSection = field(default_factory=ExecutorSection)
     history: HistorySection = field(default_factory=HistorySection)
-    gold_check: GoldSection = field(default_factory=GoldSection)  # [gold]: the gold check's ignore and severity
-    live_index: bool = False  # [audit] live_index: span-derived traces must carry the live index
-    calibration: Calibration | None = None  # the calibration named by [gate] from
+    gold: GoldSection = field(default_factory=GoldSection)  # [gold]: the gold check's ignore and severity
     compare: CompareSection = field(default_factory=CompareSection)
     audit_log: AuditLogSection = field(default_factory=AuditLogSection)  # [audit_log]: regression thresholds
-    labels: Path | None = None  # [labels] path: a person's labels of runs
+    labels: LabelsSection = field(default_factory=LabelsSection)  # [labels]: the path of a person's labels of runs
+    calibration: Calibration | None = None  # the calibration named by [gate] from
 
 
 from ragaudit.io.config_schema import (  # noqa: E402
@@ -257,7 +252,7 @@ def load_config(path: str | Path) -> Config:
         raise InputError(problems)
     _check_gold_codes(path, text, root.gold)
     _check_history_keys(path, text, root.pipelines)
-    audit, defaults = root.audit, _option_defaults()
+    defaults = _option_defaults()
     calibration = None
     if root.gate.from_ is not None:
         from ragaudit.io.calibration import read_calibration
@@ -266,34 +261,23 @@ def load_config(path: str | Path) -> Config:
         root = _with_fitted(root, calibration)
     return Config(
         path=path,
-        gold=audit.gold,
-        corpus=audit.corpus,
-        paraphrases=audit.paraphrases,
-        seeds=tuple(audit.seeds),
-        out=audit.out,
-        allow_cross_section=audit.allow_cross_section,
-        cross_section_whitelist=tuple(frozenset(g) for g in audit.cross_section_whitelist),
-        offset_unit=audit.offset_unit,
-        markers=frozenset(audit.markers),
-        workers=audit.workers,
-        model=root.embedder.model,
-        embed_cache=root.embedder.cache,
+        audit=root.audit,
+        embedder=root.embedder,
         metrics=root.metrics,
         gate=GateSection.of(root.gate, calibration),
-        calibration=calibration,
         lambda_=root.lambda_,
         support=root.support,
-        executor=root.executor,
-        history=root.history,
-        gold_check=root.gold,
-        live_index=audit.live_index,
-        compare=root.compare,
-        audit_log=root.audit_log,
-        labels=root.labels.path,
         pipelines=tuple(
             PipelineConfig(p.name, p.kind, {**defaults, **p.model_dump(exclude={"name", "kind"})})
             for p in root.pipelines
         ),
+        executor=root.executor,
+        history=root.history,
+        gold=root.gold,
+        compare=root.compare,
+        audit_log=root.audit_log,
+        labels=root.labels,
+        calibration=calibration,
     )
 
 

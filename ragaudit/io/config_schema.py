@@ -1,6 +1,8 @@
 """The config's schema: one pydantic model per table, with its keys, types, ranges and defaults
 (`ragaudit.io.config` reads a TOML file with it and locates every problem). `SCHEMA` (section ->
-key -> (kind, default)) is derived from the models."""
+key -> (kind, default)) is derived from the models. The `*Section` models are the tables a loaded
+Config carries, one field each (config.audit.gold, config.metrics.k); `GateSection` is the
+thresholds in force, [gate] merged with a calibration's."""
 
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ def _found(value: Any) -> str:
 
 
 def _path(value: Any, info: core_schema.ValidationInfo) -> Path:
+    if isinstance(value, Path):  # a section built in code (TOML has strings only): taken as it is
+        return value
     if not isinstance(value, str) or not value:
         raise _fail("a path string")
     config = (info.context or {}).get("path")
@@ -79,18 +83,17 @@ _MarkerForm = Literal["number", "id", "file", "data"]  # ragaudit.core.markers.F
 _MARKER_FORMS: tuple[_MarkerForm, ...] = ("number", "id", "file", "data")
 
 
-class _Audit(_Table):
+class AuditSection(_Table):
     gold: _ConfigPath | None = None
     corpus: _ConfigPath | None = None
     paraphrases: _Positive = 3
     seeds: list[_Count] = Field(default_factory=lambda: [1], min_length=1)
-    out: _ConfigPath = Field("reports", validate_default=True)
+    out: _ConfigPath = Field(default="reports", validate_default=True)
     allow_cross_section: bool = False
     cross_section_whitelist: list[list[_Text]] = Field(default_factory=list)
     offset_unit: Literal["char", "token"] = "char"
     workers: _Positive = 1
-    # check that traces read from production spans carry the live index (spans rarely do)
-    live_index: bool = False
+    live_index: bool = False  # check that traces read from production spans carry the live index (spans rarely do)
     markers: list[_MarkerForm] = Field(default_factory=lambda: list(_MARKER_FORMS), min_length=1)
 
     @field_validator("seeds")
@@ -101,13 +104,23 @@ class _Audit(_Table):
                 raise _fail("distinct seeds", f"seed {seed} again", at=i)
         return seeds
 
+    @property
+    def marker_forms(self) -> frozenset[str]:
+        """`markers` as a set: the marker forms an answer's text cites with."""
+        return frozenset(self.markers)
 
-class _Embedder(_Table):
+    @property
+    def whitelist(self) -> tuple[frozenset[str], ...]:
+        """`cross_section_whitelist` as sets: the groups of sections one sentence may cite together."""
+        return tuple(frozenset(group) for group in self.cross_section_whitelist)
+
+
+class EmbedderSection(_Table):
     model: _Text = DEFAULT_MODEL
     cache: bool | None = None  # the vectors in the cache file too; unset: for a model, not for hashing
 
 
-class _Metrics(_Table):
+class MetricsSection(_Table):
     k: _Positive = 5
     ndcg_k: _Positive | None = None  # ndcg's own cutoff; k when unset
     match_tolerance: _Count = 0
@@ -210,14 +223,14 @@ class GateSection(_Gate):
         return cls.model_construct(table.model_fields_set, **values, sources=sources, not_gated=not_gated)
 
 
-class _Lambda(_Table):
+class LambdaSection(_Table):
     css_min: _Rate = 0.50
     anchor_support_min: _Rate = 0.40
     key_recall_min: _Rate = 0.3  # share of the gold anchor's key content a claim must state
     key_precision_min: _Rate = 0.5  # share of the claim's own content (one clause's) the anchor must state
 
 
-class _Support(_Table):
+class SupportSection(_Table):
     threshold: _Rate = 0.7  # from the fault benchmark: every control claim above, most unsupported ones below
     model: _ConfigPath | None = None
     params: _ConfigPath | None = None
@@ -239,7 +252,7 @@ _OpenRate = Annotated[float, AfterValidator(_open_rate)]
 _Pair = Annotated[list[_Text], AfterValidator(_two)]
 
 
-class _Compare(_Table):
+class CompareSection(_Table):
     """Decisions between configurations: which pipelines to pair (each with the first when empty),
     the non-inferiority margin, and the planning assumptions of the detectable-change line."""
 
@@ -263,7 +276,7 @@ class _Compare(_Table):
         return pairs
 
 
-class _AuditLog(_Table):
+class AuditLogSection(_Table):
     """`audit-log` window over window: what a regression must reach (ragaudit.flows.auditlog.regression)."""
 
     alpha: _OpenRate = 0.05  # Holm-adjusted p-value below which a movement is significant
@@ -271,7 +284,7 @@ class _AuditLog(_Table):
     min_traces: _Positive = 20  # traces a window needs on a metric to be compared on it
 
 
-class _Gold(_Table):
+class GoldSection(_Table):
     """What the gold check reports: warning codes left out, and another severity per warning code
     ("info" is shown and counts as neither error nor warning). The codes are checked by the loader."""
 
@@ -279,15 +292,15 @@ class _Gold(_Table):
     severity: dict[str, Literal["info", "warning", "error"]] = Field(default_factory=dict)
 
 
-class _Labels(_Table):
+class LabelsSection(_Table):
     path: _ConfigPath | None = None  # a person's labels of runs (ragaudit label): agreement, corrected rate
 
 
-class _History(_Table):
+class HistorySection(_Table):
     path: _ConfigPath | None = None  # the history file (default: history.sqlite beside the run directories)
 
 
-class _Executor(_Table):
+class ExecutorSection(_Table):
     kind: _ExecutorKind = "local"
     scheduler: _Text | None = None  # a Dask scheduler address, such as "tcp://10.0.0.5:8786"
     # how long a run waits for a cluster left without a worker to have one again (then exit 4)
@@ -413,34 +426,34 @@ else:  # one table of the kinds', told apart by `kind`
 
 
 class _Root(_Table):
-    audit: _Audit
-    embedder: _Embedder
-    metrics: _Metrics
+    audit: AuditSection
+    embedder: EmbedderSection
+    metrics: MetricsSection
     gate: _Gate
-    lambda_: _Lambda = Field(alias="lambda")
-    support: _Support
-    executor: _Executor
-    history: _History
-    compare: _Compare
-    audit_log: _AuditLog
-    gold: _Gold
-    labels: _Labels
+    lambda_: LambdaSection = Field(alias="lambda")
+    support: SupportSection
+    executor: ExecutorSection
+    history: HistorySection
+    compare: CompareSection
+    audit_log: AuditLogSection
+    gold: GoldSection
+    labels: LabelsSection
     pipelines: list[_AnyPipeline] = []
 
 
 _SECTIONS: dict[str, type[_Table]] = {
-    "audit": _Audit,
-    "embedder": _Embedder,
-    "metrics": _Metrics,
+    "audit": AuditSection,
+    "embedder": EmbedderSection,
+    "metrics": MetricsSection,
     "gate": _Gate,
-    "lambda": _Lambda,
-    "support": _Support,
-    "executor": _Executor,
-    "history": _History,
-    "compare": _Compare,
-    "audit_log": _AuditLog,
-    "gold": _Gold,
-    "labels": _Labels,
+    "lambda": LambdaSection,
+    "support": SupportSection,
+    "executor": ExecutorSection,
+    "history": HistorySection,
+    "compare": CompareSection,
+    "audit_log": AuditLogSection,
+    "gold": GoldSection,
+    "labels": LabelsSection,
 }
 _KIND_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
 
@@ -484,15 +497,3 @@ def kind_keys(kind: str) -> tuple[str, ...]:
     """The keys a pipeline of this kind takes, but name and kind: what its report records."""
     model = _KINDS.get(kind)
     return tuple(key for key in _defaults(model) if key not in ("name", "kind")) if model else ()
-
-
-# The sections a loaded Config carries, validated and typed: read by attribute (config.metrics.k).
-MetricsSection = _Metrics
-LambdaSection = _Lambda
-SupportSection = _Support
-ExecutorSection = _Executor
-HistorySection = _History
-GoldSection = _Gold
-CompareSection = _Compare
-AuditLogSection = _AuditLog
-# and the gate's thresholds in force: `GateSection`

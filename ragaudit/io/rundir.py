@@ -187,7 +187,14 @@ def input_paths(config: Config) -> dict[str, Path]:
     """A config's inputs by name (INPUTS): config, gold, corpus, and the files its `[gate] from`,
     `[support] params` and `[labels] path` name, when it names them."""
     calibration = config.calibration.path if config.calibration is not None else None
-    named = (config.path, config.gold, config.corpus, calibration, config.support.params, config.labels)
+    named = (
+        config.path,
+        config.audit.gold,
+        config.audit.corpus,
+        calibration,
+        config.support.params,
+        config.labels.path,
+    )
     return {name: Path(path) for name, path in zip(INPUTS, named) if path is not None}
 
 

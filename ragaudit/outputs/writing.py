@@ -40,7 +40,7 @@ def build(
     run_dir = Path(run_dir)
     with tempfile.TemporaryDirectory(prefix=".audit-", dir=run_dir) as work:
         auditor = StreamingAudit(subject, Path(work), baseline=baseline)
-        auditor.extend(stream_trace_file(run_dir / runfiles.TRACES, markers=subject.config.markers))
+        auditor.extend(stream_trace_file(run_dir / runfiles.TRACES, markers=subject.config.audit.marker_forms))
         return write_outputs(run_dir, auditor.finish(), subject, warnings=warnings)
 
 

@@ -494,7 +494,7 @@ def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> Comma
     o, config, cwd = spec.options, inputs.config, str(inputs.config.path.parent) if inputs.config.path else None
     if not o["command"]:
         raise UsageError(f"pipeline {spec.name!r}: a command pipeline needs `command = [...]`")
-    unit, markers = config.offset_unit, config.markers
+    unit, markers = config.audit.offset_unit, config.audit.marker_forms
     return CommandPipeline(
         spec.name, o["command"], timeout_s=o["timeout_s"], cwd=cwd, offset_unit=unit, markers=markers
     )

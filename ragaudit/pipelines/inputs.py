@@ -85,11 +85,11 @@ class Inputs:
     ) -> Inputs:
         """Load the gold set and corpus `config` names. An unreadable gold item stops it (InputError)
         unless `lenient`, which keeps it in `gold_problems` for the gold check to report."""
-        if config.gold is None or config.corpus is None:
+        if config.audit.gold is None or config.audit.corpus is None:
             raise UsageError(f"{config.path}: [audit] needs gold and corpus paths")
         with phase("loading corpus and gold set", counts_as="loading"):
-            corpus = load_corpus(config.corpus)
-            items, problems = read_gold(config.gold)
+            corpus = load_corpus(config.audit.corpus)
+            items, problems = read_gold(config.audit.gold)
         if problems and not lenient:
             raise InputError(problems)
         return cls(config, items, corpus, encoder=encoder, support=support, gold_problems=problems, memory=VECTORS_HELD)
@@ -98,7 +98,9 @@ class Inputs:
     def encoder(self) -> Encoder:
         with self._lock:
             if self._encoder is None:
-                self._encoder = encoder_for(self.config.model, memory=self._memory, on_disk=self.config.embed_cache)
+                self._encoder = encoder_for(
+                    self.config.embedder.model, memory=self._memory, on_disk=self.config.embedder.cache
+                )
             return self._encoder
 
     def cache_warnings(self) -> list[str]:
@@ -150,12 +152,12 @@ class Inputs:
         return check_gold(
             self.items,
             self.corpus,
-            file=str(self.config.gold),
-            paraphrases=self.config.paraphrases,
+            file=str(self.config.audit.gold),
+            paraphrases=self.config.audit.paraphrases,
             problems=self.gold_problems,
-            encoder=self.encoder if distance and "gold_anchor_far" not in self.config.gold_check.ignore else None,
-            ignore=self.config.gold_check.ignore,
-            severity=self.config.gold_check.severity,
+            encoder=self.encoder if distance and "gold_anchor_far" not in self.config.gold.ignore else None,
+            ignore=self.config.gold.ignore,
+            severity=self.config.gold.severity,
         )
 
     def check_gold(self, *, strict: bool = True) -> list[Issue]:
@@ -165,7 +167,10 @@ class Inputs:
         fatal = [i for i in found if i.severity == "error" and (strict or i.code == "gold_duplicate_qid")]
         if fatal:
             raise InputError(
-                [Problem(i.file or str(self.config.gold), f"{i.code}: {i.message}", i.line, i.path) for i in fatal]
+                [
+                    Problem(i.file or str(self.config.audit.gold), f"{i.code}: {i.message}", i.line, i.path)
+                    for i in fatal
+                ]
             )
         self.gold_findings = found
         return found

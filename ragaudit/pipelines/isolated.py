@@ -256,10 +256,10 @@ def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> Pytho
         spec.name,
         o["factory"],
         o["options"],
-        offset_unit=config.offset_unit,
-        markers=config.markers,
+        offset_unit=config.audit.offset_unit,
+        markers=config.audit.marker_forms,
         timeout_s=o["timeout_s"],
         search_path=folder,
-        corpus_path=str(Path(config.corpus).resolve()) if config.corpus else None,
+        corpus_path=str(Path(config.audit.corpus).resolve()) if config.audit.corpus else None,
         exclude=exclude,
     )

@@ -84,5 +84,9 @@ def build(spec: PipelineConfig, inputs: Inputs, exclude: Excluded = ()) -> Repla
     if o["traces"] is None:
         raise UsageError(f"pipeline {spec.name!r}: a replay pipeline needs `traces`")
     return ReplayPipeline(
-        spec.name, o["traces"], offset_unit=config.offset_unit, markers=config.markers, format=o["format"]
+        spec.name,
+        o["traces"],
+        offset_unit=config.audit.offset_unit,
+        markers=config.audit.marker_forms,
+        format=o["format"],
     )

@@ -84,7 +84,7 @@ class RunResult:
 
 
 def new_run_dir(config: Config, out: Path | None) -> Path:
-    root = Path(out) if out else config.out
+    root = Path(out) if out else config.audit.out
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     digest = sha256_file(config.path)[:6] if config.path else "nofile"
     base = root / f"{stamp}-{digest}"
@@ -163,9 +163,9 @@ def run(
                 manifest = {
                     "ragaudit_version": __version__,
                     **rundir.input_record(config, inputs.corpus),
-                    "seeds": list(config.seeds),
-                    "paraphrases": config.paraphrases,
-                    "embed_model": config.model,
+                    "seeds": list(config.audit.seeds),
+                    "paraphrases": config.audit.paraphrases,
+                    "embed_model": config.embedder.model,
                     "started": _now(),
                 }
                 rundir.write_manifest(run_dir, manifest)
@@ -201,7 +201,7 @@ class _Run:
         self.k = {p.name: p.options.get("k") or config.metrics.k for p in config.pipelines}
 
     def go(self) -> RunResult:
-        for trace in recover_traces(self.run_dir / TRACES, self.config.markers):
+        for trace in recover_traces(self.run_dir / TRACES, self.config.audit.marker_forms):
             self.plan.mark(trace)
             self._parity(trace)
             self._saw_index(trace)
@@ -210,8 +210,8 @@ class _Run:
         warnings: list[str] = []
         note(
             f"plan: {self.plan.size:,} runs (pipelines {len(self.config.pipelines)}, questions "
-            f"{len(self.inputs.items)}, variants up to {self.config.paraphrases}, seeds {len(self.config.seeds)}), "
-            f"{self.resumed:,} already done; workers {self.workers}"
+            f"{len(self.inputs.items)}, variants up to {self.config.audit.paraphrases}, "
+            f"seeds {len(self.config.audit.seeds)}), {self.resumed:,} already done; workers {self.workers}"
         )
 
         def kill_all() -> None:
@@ -249,7 +249,9 @@ class _Run:
                             pool.prepare(
                                 list(
                                     dict.fromkeys(
-                                        q for i in self.inputs.items for q in i.variants[: self.config.paraphrases]
+                                        q
+                                        for i in self.inputs.items
+                                        for q in i.variants[: self.config.audit.paraphrases]
                                     )
                                 )
                             )

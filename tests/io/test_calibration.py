@@ -16,7 +16,10 @@ def calibration(tmp_path, **gate) -> dict:
     config = write_config(tmp_path, BM25, items=3, seeds="[1]")
     body = {
         "schema": SCHEMA,
-        "inputs": {"gold": sha256_file(tmp_path / "gold.jsonl"), "corpus": sha256_file(load_config(config).corpus)},
+        "inputs": {
+            "gold": sha256_file(tmp_path / "gold.jsonl"),
+            "corpus": sha256_file(load_config(config).audit.corpus),
+        },
         "gate": {"citation_match_min": 0.9, "delta_s_excess_max": None, "grounded_pass_rate": 0.85, **gate},
         "not_gated": {"delta_s_excess_max": "does not separate here"},
     }

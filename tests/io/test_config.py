@@ -1,12 +1,17 @@
 """The config reader: defaults, ranges, per-kind pipeline keys, finite numbers, and every problem
 reported at once on its own line. Expected line numbers are counted by hand from the literal TOML."""
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from ragaudit.cli.commands import main
 from ragaudit.core.errors import InputError
-from ragaudit.io.config import load_config
+from ragaudit.io.config import Config, load_config
+from ragaudit.io.config_schema import AuditSection, LabelsSection, _Root
 
 
 def write(tmp_path, text):
@@ -42,10 +47,10 @@ retriever = "bm25"
 """,
     )
     config = load_config(path)
-    assert config.gold == path.parent.parent / "gold" / "gold.jsonl"
-    assert config.out == path.parent / "reports"
-    assert config.seeds == (1, 2) and config.paraphrases == 3
-    assert config.cross_section_whitelist == (frozenset({"a/b", "a/c"}),)
+    assert config.audit.gold == path.parent.parent / "gold" / "gold.jsonl"
+    assert config.audit.out == path.parent / "reports"
+    assert config.audit.seeds == [1, 2] and config.audit.paraphrases == 3
+    assert config.audit.whitelist == (frozenset({"a/b", "a/c"}),)
     assert config.gate.coverage_min == 0.5 and config.gate.delta_s_excess_max == 0.25
     assert config.gate.hallucination_max == 0
     assert (config.gate.source("coverage_min"), config.gate.source("delta_s_excess_max")) == ("config", "default")
@@ -589,3 +594,40 @@ def test_toml_syntax_error_names_the_line(tmp_path):
 def test_missing_config(tmp_path):
     with pytest.raises(InputError, match="no such config file"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_the_config_has_one_field_per_table_named_as_the_table(tmp_path):
+    """Config mirrors the TOML: a field per table of the schema ([lambda] as `lambda_`, as the schema
+    names it), each holding that table's section; besides them only its path and its calibration."""
+    tables = {field.alias or name for name, field in _Root.model_fields.items()}
+    assert {"audit", "embedder", "lambda", "gold", "labels", "pipelines"} <= tables
+    fields = [f.name for f in dataclasses.fields(Config) if f.name not in ("path", "calibration")]
+    assert sorted("lambda" if name == "lambda_" else name for name in fields) == sorted(tables)
+    path = write(
+        tmp_path,
+        '[audit]\nparaphrases = 2\nmarkers = ["number"]\n[embedder]\nmodel = "hashing"\n[gold]\nignore = '
+        '["gold_section_item_count"]\n[labels]\npath = "labels.jsonl"\n[lambda]\ncss_min = 0.4\n',
+    )
+    config = load_config(path)
+    for name in fields:
+        if name != "pipelines":
+            assert isinstance(getattr(config, name), _Root.model_fields[name].annotation), name
+    assert (config.audit.paraphrases, config.audit.marker_forms, config.embedder.model) == (2, {"number"}, "hashing")
+    assert (config.gold.ignore, config.labels.path) == (["gold_section_item_count"], path.parent / "labels.jsonl")
+    assert config.lambda_.css_min == 0.4
+
+
+def test_a_section_built_in_code_takes_a_path_as_it_is_and_toml_still_a_string_only(tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    audit = AuditSection(gold=gold, corpus=Path("corpus"), paraphrases=2)
+    assert (audit.gold, audit.corpus, audit.out, audit.paraphrases) == (gold, Path("corpus"), Path("reports"), 2)
+    assert LabelsSection(path=gold).path == gold
+    assert Config(audit=audit).audit.gold == gold
+    with pytest.raises(ValidationError, match="expected a path string"):  # a value not a path, in code too
+        AuditSection(gold=12)
+    path = write(tmp_path, '[audit]\ngold = 12\ncorpus = ""\n\n[labels]\npath = true\n')
+    assert problems(path) == [
+        f"{path}:2: $.audit.gold: expected a path string, found number 12",
+        f"{path}:3: $.audit.corpus: expected a path string, found string ''",
+        f"{path}:6: $.labels.path: expected a path string, found boolean true",
+    ]

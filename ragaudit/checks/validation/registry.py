@@ -42,7 +42,7 @@ class Context:
         the one way every command builds it. `spans`: the traces come from production spans, as do
         those of a replay pipeline with a span format; such traces are asked for the live index only
         with `live_index` or the config's [audit] live_index."""
-        ask = live_index or bool(config is not None and config.live_index)
+        ask = live_index or bool(config is not None and config.audit.live_index)
         if config is None:
             return cls(corpus=corpus, spans=spans and not ask, live_index=ask)
         from_spans = frozenset(
@@ -50,12 +50,12 @@ class Context:
         )
         return cls(
             corpus,
-            config.allow_cross_section,
-            config.cross_section_whitelist,
+            config.audit.allow_cross_section,
+            config.audit.whitelist,
             spans and not ask,
             frozenset() if ask else from_spans,
             ask,
-            config.markers,
+            config.audit.marker_forms,
         )
 
     def asks_live_index(self, trace: Trace) -> bool:

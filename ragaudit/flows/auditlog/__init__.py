@@ -146,10 +146,10 @@ def run_audit_log(
 
     length = parse_window(window)
     settings = load_config(Path(config)) if config else default_config()
-    corpus_path = Path(corpus) if corpus else settings.corpus
+    corpus_path = Path(corpus) if corpus else settings.audit.corpus
     if corpus_path is None:
         raise UsageError("ragaudit audit-log needs --corpus SNAPSHOT (or a --config whose [audit] names a corpus)")
-    target = Path(out) if out else default_out(settings.out)
+    target = Path(out) if out else default_out(settings.audit.out)
     refuse_overwriting(
         [target / JSON_NAME, target / HTML_NAME, target / TABLE_NAME], [*paths, corpus_path, config], option="--out"
     )
@@ -175,8 +175,8 @@ def run_audit_log(
         records = read_records(
             fmt,
             [Path(p) for p in paths],
-            offset_unit=settings.offset_unit,
-            markers=settings.markers,
+            offset_unit=settings.audit.offset_unit,
+            markers=settings.audit.marker_forms,
             problems=problems,
             warnings=warnings,
             window=length,
@@ -205,7 +205,7 @@ def run_audit_log(
             "config": None if config is None else str(config),
             "window": window,
             "window_seconds": length,
-            "embed_model": getattr(inputs.encoder, "model_id", settings.model),
+            "embed_model": getattr(inputs.encoder, "model_id", settings.embedder.model),
             "support_model": getattr(inputs.support, "model_id", None),
             "support_threshold": settings.support.threshold,
             "delta_s_reading": settings.metrics.delta_s,

@@ -70,7 +70,7 @@ def inject(fault: Fault, traces: list[Trace], subject: Inputs, *, rate: float, s
             gold[t.qid],
             corpus,
             pools.get(t.config or "", []),
-            tuple(subject.config.seeds),
+            tuple(subject.config.audit.seeds),
             k,
             random.Random(f"{seed}:{fault.name}:{run_order(t)}"),
         )

@@ -73,7 +73,7 @@ def _sample(items: list[GoldItem], size: int | None) -> list[GoldItem]:
 
 
 def _folder(config: Config, out: Path | None) -> Path:
-    root = Path(out) if out else config.out
+    root = Path(out) if out else config.audit.out
     base = root / f"probe-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     folder, n = base, 1
     while True:
@@ -110,13 +110,15 @@ def probe(
     items = _sample(inputs.items, sample)
     if resume is not None and not Path(resume).is_dir():
         raise UsageError(f"--resume {resume}: expected a probe directory, found none")
-    refuse_overwriting([Path(resume or out or config.out)], [config.path, config.gold, config.corpus], option="--out")
+    refuse_overwriting(
+        [Path(resume or out or config.audit.out)], [config.path, config.audit.gold, config.audit.corpus], option="--out"
+    )
     header = {
         "inputs": rundir.input_hashes(config),
         "pipelines": names,
         "qids": [i.qid for i in items],
         "edits": kinds,
-        "seeds": list(config.seeds),
+        "seeds": list(config.audit.seeds),
     }
     folder = Path(resume) if resume is not None else _folder(config, out)
     with rundir.locked(folder):
@@ -137,12 +139,12 @@ def probe(
 
         found = summarize(ledger, names, kinds)
         manifest = {
-            "seeds": list(config.seeds),
+            "seeds": list(config.audit.seeds),
             "paraphrases": 1,
             "inputs": header["inputs"],
             "config_path": str(Path(config.path).resolve()) if config.path else None,
             "index": work.index,
-            "embed_model": config.model,
+            "embed_model": config.embedder.model,
             "embed_model_id": inputs.encoder.model_id,
         }
         with phase("auditing the runs on the real corpus and writing report.json", counts_as="writing"):
@@ -165,7 +167,7 @@ class _Work:
     ):
         self.inputs, self.config, self.specs, self.items, self.kinds = inputs, inputs.config, specs, items, kinds
         self.ledger, self.folder = ledger, folder
-        self.real = Variant(Path(self.config.corpus).resolve(), inputs.corpus)  # type: ignore[arg-type]
+        self.real = Variant(Path(self.config.audit.corpus).resolve(), inputs.corpus)  # type: ignore[arg-type]
         names = catalog(inputs.corpus)
         self.edits: dict[tuple[str, str], Edit | Cannot] = {
             (i.qid, kind): make_edit(kind, i, inputs.corpus, names)
@@ -182,7 +184,7 @@ class _Work:
             shutil.rmtree(left, ignore_errors=True)
 
     def run(self, resume_with: str) -> None:
-        seeds = len(self.config.seeds)
+        seeds = len(self.config.audit.seeds)
         total = len(self.specs) * len(self.items) * seeds * (2 + len(self.kinds))
         with Stopper(self._kill) as self.stopper, phase("probing", total, unit="runs") as self.shown:
             self.shown.advance(0)
@@ -219,7 +221,7 @@ class _Work:
         self.target = target
         try:
             out = []
-            for seed in self.config.seeds:
+            for seed in self.config.audit.seeds:
                 out.append(target.ask(item, seed))
                 self.shown.advance(1)
             return out
@@ -258,7 +260,8 @@ class _Work:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
         try:
-            variant = Variant.of(write_copy(Path(self.config.corpus), self.inputs.corpus, edit, folder))  # type: ignore[arg-type]
+            written = write_copy(Path(self.config.audit.corpus), self.inputs.corpus, edit, folder)  # type: ignore[arg-type]
+            variant = Variant.of(written)
             if variant.corpus[edit.doc_id].text[edit.start : edit.end] != edit.edited:
                 raise ValueError(f"{edit.doc_id}: the edited copy does not hold the edited anchor")
             yield variant
@@ -286,7 +289,7 @@ class _Work:
                     continue
                 stated = self._stated_before(spec, item, edit)
                 runs = []
-                for seed, trace in zip(self.config.seeds, traces):
+                for seed, trace in zip(self.config.audit.seeds, traces):
                     found = classify(edit, trace, variant.corpus)
                     said = {"answer": _answer(trace), "outcome": found.outcome, "why": found.why}
                     runs.append({"seed": seed, **said, "stated_before": stated.get(seed, False)})
@@ -343,7 +346,7 @@ class _Work:
         finally:
             self._close(target)
         runs = []
-        for seed, trace in zip(self.config.seeds, traces):
+        for seed, trace in zip(self.config.audit.seeds, traces):
             found = still_states(fact, trace)
             runs.append(
                 {
@@ -372,5 +375,5 @@ def _answer(trace: Trace) -> str | None:
 def _parsed(trace: dict[str, Any], config: Config) -> Trace:
     from ragaudit.io.traces import parse_trace
 
-    found = parse_trace(trace, offset_unit=config.offset_unit, markers=config.markers)
+    found = parse_trace(trace, offset_unit=config.audit.offset_unit, markers=config.audit.marker_forms)
     return found if isinstance(found, Trace) else Trace(str(trace.get("qid")), 0, 0, error="unreadable")

@@ -20,7 +20,7 @@ from ragaudit.core.types import Trace
 from ragaudit.decisions.gating import evaluate_gate
 from ragaudit.flows.probing.ledger import Ledger
 from ragaudit.flows.probing.summary import ProbeSummary
-from ragaudit.io.config_schema import GateSection
+from ragaudit.io.config_schema import GateSection, LabelsSection
 from ragaudit.io.traces import parse_trace
 from ragaudit.pipelines.inputs import Inputs
 
@@ -35,14 +35,16 @@ def audited(ledger: Ledger, inputs: Inputs, folder: Path, manifest: dict[str, An
     specs = tuple(p for p in config.pipelines if p.name in names)
     qids = set(ledger.header["qids"])
     subject = Inputs(
-        dataclasses.replace(config, paraphrases=1, pipelines=specs, labels=None),
+        dataclasses.replace(
+            config, audit=config.audit.model_copy(update={"paraphrases": 1}), pipelines=specs, labels=LabelsSection()
+        ),
         [i for i in inputs.items if i.qid in qids],
         inputs.corpus,
         encoder=inputs.encoder,
         gold_findings=[f for f in inputs.gold_findings if f.qid is None or f.qid in qids],
     )
     traces = [
-        parse_trace(t, offset_unit=config.offset_unit, markers=config.markers)
+        parse_trace(t, offset_unit=config.audit.offset_unit, markers=config.audit.marker_forms)
         for record in ledger.of("before")
         if record["pipeline"] in names
         for t in record["traces"]

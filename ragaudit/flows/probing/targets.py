@@ -83,7 +83,7 @@ class Target:
         self.spec, self.variant, self.exclude = spec, variant, tuple(exclude)
         self.calls, self.failed = 0, None
         inputs = Inputs(
-            dataclasses.replace(base.config, corpus=variant.path),
+            dataclasses.replace(base.config, audit=base.config.audit.model_copy(update={"corpus": variant.path})),
             base.items,
             variant.corpus,
             encoder=base.encoder,
