@@ -22,6 +22,24 @@ from functools import lru_cache
 from typing import Any, Iterator, Sequence
 
 from ragaudit.checks.metrics.acronyms import unwritten
+from ragaudit.checks.metrics.units import (
+    CURRENCY,
+    CURRENCY_CODES,
+    DURATION,
+    EVERY,
+    MONTH_OF,
+    ORDINAL,
+    ORDINAL_WORDS,
+    PERIOD,
+    QUALIFIER,
+    SCALE,
+    SMALL,
+    TENS,
+    UNIT,
+    UNIT_OF,
+    WORD_VALUE,
+    fold,
+)
 from ragaudit.core.forgetting import forgotten
 from ragaudit.core.markers import strip_markers
 
@@ -44,150 +62,7 @@ class Mention:
     key: str
 
 
-# ---------------------------------------------------------------- vocabulary
-
-# canonical unit: its spellings. Lowercase words of three letters or more match in any case;
-# abbreviations match as written (`5G` is a network, `5 g` five grams; `8 MB` is not `8 mb`).
-_UNITS = {
-    "millisecond": "millisecond milliseconds ms msec",
-    "second": "second seconds sec secs",
-    "minute": "minute minutes min mins",
-    "hour": "hour hours hr hrs h",
-    "day": "day days",
-    "week": "week weeks wk wks",
-    "month": "month months mo mos",
-    "year": "year years yr yrs",
-    "decade": "decade decades",
-    "century": "century centuries",
-    "percent": "% percent pct percentage|points percentage|point per|cent",
-    "nm": "nm nanometer nanometers nanometre nanometres",
-    "um": "µm μm micron microns micrometer micrometers",
-    "mm": "mm millimeter millimeters millimetre millimetres",
-    "cm": "cm centimeter centimeters centimetre centimetres",
-    "m": "meter meters metre metres",
-    "km": "km kilometer kilometers kilometre kilometres",
-    "mile": "mile miles",
-    "foot": "foot feet ft",
-    "inch": "inch inches",
-    "yard": "yard yards",
-    "ug": "µg μg mcg microgram micrograms",
-    "mg": "mg milligram milligrams",
-    "g": "g gram grams",
-    "kg": "kg kilogram kilograms kilo kilos",
-    "lb": "lb lbs pound pounds",
-    "oz": "oz ounce ounces",
-    "ton": "ton tons tonne tonnes",
-    "ml": "ml mL milliliter milliliters millilitre millilitres",
-    "l": "L liter liters litre litres",
-    "gallon": "gallon gallons",
-    "bit": "bit bits",
-    "byte": "byte bytes",
-    "kb": "KB kB kilobyte kilobytes",
-    "mb": "MB megabyte megabytes",
-    "gb": "GB gigabyte gigabytes",
-    "tb": "TB terabyte terabytes",
-    "mbps": "Mbps",
-    "gbps": "Gbps",
-    "hz": "Hz hertz",
-    "khz": "kHz kilohertz",
-    "mhz": "MHz megahertz",
-    "ghz": "GHz gigahertz",
-    "celsius": "°C ºC °|C degrees|Celsius degree|Celsius degrees|celsius degree|celsius celsius",
-    "fahrenheit": "°F ºF °|F degrees|Fahrenheit degree|Fahrenheit degrees|fahrenheit degree|fahrenheit fahrenheit",
-    "degree": "° degree degrees",
-    "w": "watt watts",
-    "kw": "kW kilowatt kilowatts",
-    "mw": "MW megawatt megawatts",
-    "kwh": "kWh",
-    "v": "volt volts",
-    "mah": "mAh",
-    "mph": "mph",
-    "kmh": "km/h kph",
-    "kcal": "kcal calorie calories",
-    "mmhg": "mmHg",
-    "iu": "IU",
-}
-_ALIASES = [(alias.split("|"), unit) for unit, aliases in _UNITS.items() for alias in aliases.split()]
-
-
-def _fold(alias: str) -> str:
-    return "".join(alias.split()).lower()
-
-
-def _alias_pattern(words: list[str]) -> str:
-    body = r"\s?".join(map(re.escape, words))
-    plain = "".join(words)
-    return f"(?i:{body})" if plain.isalpha() and plain.islower() and len(plain) >= 3 else body
-
-
-_UNIT_OF = {_fold("".join(words)): unit for words, unit in _ALIASES}
-_UNIT = "|".join(_alias_pattern(w) for w, _ in sorted(_ALIASES, key=lambda a: -len("".join(a[0]))))
-_QUALIFIER = r"(?:(?:calendar|business|working|consecutive|full|straight)[\s-])?"
-_SCALE = {
-    "thousand": 1e3,
-    "million": 1e6,
-    "billion": 1e9,
-    "trillion": 1e12,
-    "k": 1e3,
-    "K": 1e3,
-    "m": 1e6,
-    "M": 1e6,
-    "mn": 1e6,
-    "bn": 1e9,
-    "b": 1e9,
-    "B": 1e9,
-}
-_CURRENCY_CODES = ("USD", "EUR", "GBP", "JPY", "CAD", "AUD", "CHF", "CNY", "INR")
-_CURRENCY = rf"(?:US\$|A\$|C\$|[$€£¥]|(?:{'|'.join(_CURRENCY_CODES)})\s?)"
-_ORDINAL = {"st", "nd", "rd", "th", "s", "x", "X"}  # 21st, 1990s, 3x: still the number
-
-_SMALL = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen"
-).split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_WORD_VALUE = {**{w: i for i, w in enumerate(_SMALL)}, **{w: 10 * i for i, w in enumerate(_TENS, 2)}, "dozen": 12}
-_ORDINAL_WORDS = (
-    "third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth fourteenth fifteenth "
-    "sixteenth seventeenth eighteenth nineteenth twentieth thirtieth"
-).split()
-_WORD_VALUE.update({w: i for i, w in enumerate(_ORDINAL_WORDS[:18], 3)} | {"twentieth": 20, "thirtieth": 30})
-# a duration's length in its base unit: seconds, or months (a month is no whole number of days)
-_DURATION = {
-    "millisecond": ("second", 0.001),
-    "second": ("second", 1),
-    "minute": ("second", 60),
-    "hour": ("second", 3600),
-    "day": ("second", 86400),
-    "week": ("second", 604800),
-    "month": ("month", 1),
-    "year": ("month", 12),
-    "decade": ("month", 120),
-    "century": ("month", 1200),
-}
-
-_MONTH_OF = {
-    name: i
-    for i, names in enumerate(
-        (
-            "January Jan",
-            "February Feb",
-            "March Mar",
-            "April Apr",
-            "May",
-            "June Jun",
-            "July Jul",
-            "August Aug",
-            "September Sept Sep",
-            "October Oct",
-            "November Nov",
-            "December Dec",
-        ),
-        1,
-    )
-    for name in names.split()
-}
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_OF, key=len, reverse=True)) + r")\.?"
+_MONTH = r"(?P<month>" + "|".join(sorted(MONTH_OF, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 
 # ---------------------------------------------------------------- patterns, in the order they claim text
@@ -197,44 +72,38 @@ _DATES = [
     re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+(?P<year>\d{{4}})(?!\w|\.\d)"),
     re.compile(rf"(?<![\w.]){_DAY}\s+(?:of\s+)?{_MONTH},?\s+(?P<year>\d{{4}})(?!\w|\.\d)"),
     re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?(?P<year>\d{{4}})(?!\w|\.\d)"),
-    re.compile(rf"\b{_MONTH}\s+{_DAY}\b(?!\s*[,.]?\s*\d|[\s-]?{_QUALIFIER}(?:{_UNIT})(?!\w))"),
+    re.compile(rf"\b{_MONTH}\s+{_DAY}\b(?!\s*[,.]?\s*\d|[\s-]?{QUALIFIER}(?:{UNIT})(?!\w))"),
     re.compile(rf"(?<![\w.]){_DAY}\s+(?:of\s+)?{_MONTH}\b"),
 ]
 # an acronym then a number: TLS 1.3, ISO 27001, SEV 1; not a quantity (FDA 12 weeks, USD 500)
 _ACRONYM = re.compile(
     rf"(?<![\w.\-/])(?P<name>[A-Z]{{2,}}(?:[/-][A-Z]{{2,}})*)[ \u00a0](?:(?:v|version)\s?)?"
-    rf"(?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d|,\d{{3}}|[\s-]?{_QUALIFIER}(?:{_UNIT})(?!\w))"
+    rf"(?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d|,\d{{3}}|[\s-]?{QUALIFIER}(?:{UNIT})(?!\w))"
 )
 _VERSION = re.compile(r"(?<![\w.\-/])(?:[Vv]ersion\s?|[Vv](?=\d))(?P<num>\d+(?:\.\d+)*)(?![\w%]|\.\d)")
 _TOKEN = re.compile(r"(?<![\w.\-/$€£¥])(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*")
 _GLUED = re.compile(r"\d+(?:\.\d+)?(?P<suffix>[A-Za-z]+)")
-_UNIT_RE = re.compile(f"(?:{_UNIT})")
+_UNIT_RE = re.compile(f"(?:{UNIT})")
 _TIME = re.compile(
     r"(?<![\w.:])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::[0-5]\d)?)?"
     r"(?:\s?(?P<ampm>[ap]\.?m\.?|[AP]M)(?!\w))?(?![\w:]|\.\d)"
 )
 _NUMBER = re.compile(
-    rf"(?<![\w.])(?P<cur>{_CURRENCY})?(?P<num>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)*|\.\d+)"
+    rf"(?<![\w.])(?P<cur>{CURRENCY})?(?P<num>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)*|\.\d+)"
     rf"(?:(?:st|nd|rd|th|s|x|X)(?!\w))?"
     rf"(?:(?P<abbr>k|K|mn|bn|m|M|b|B)(?!\w)|\s(?P<scale>(?i:thousand|million|billion|trillion))\b)?"
-    rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?"
+    rf"(?:[\s-]?{QUALIFIER}(?P<unit>{UNIT})(?!\w))?"
 )
 _WORDS = re.compile(
-    rf"\b(?P<words>(?i:(?:{'|'.join(_TENS)})(?:[\s-](?:{'|'.join(_SMALL[1:10])}))?"
-    rf"|{'|'.join(sorted(_SMALL, key=len, reverse=True))})(?:\s(?i:hundred|dozen))?"
-    rf"|(?i:a\s+dozen|dozen)|(?P<ordinal>(?i:{'|'.join(sorted(_ORDINAL_WORDS, key=len, reverse=True))})))"
+    rf"\b(?P<words>(?i:(?:{'|'.join(TENS)})(?:[\s-](?:{'|'.join(SMALL[1:10])}))?"
+    rf"|{'|'.join(sorted(SMALL, key=len, reverse=True))})(?:\s(?i:hundred|dozen))?"
+    rf"|(?i:a\s+dozen|dozen)|(?P<ordinal>(?i:{'|'.join(sorted(ORDINAL_WORDS, key=len, reverse=True))})))"
     rf"(?:\s(?P<scale>(?i:thousand|million|billion|trillion)))?\b"
-    rf"(?:[\s-]?{_QUALIFIER}(?P<unit>{_UNIT})(?!\w))?"
+    rf"(?:[\s-]?{QUALIFIER}(?P<unit>{UNIT})(?!\w))?"
 )
-# how often, in words: a period ("quarterly", "every quarter", "once a year") is read as its length,
-# so that "annual" and "every 12 months" are one quantity and "annual" and "quarterly" rival ones
-_EVERY = {"hourly": "1 hour", "daily": "1 day", "weekly": "1 week", "fortnightly": "2 week", "monthly": "1 month"}
-_EVERY |= {"quarterly": "3 month", "yearly": "1 year", "annually": "1 year", "annual": "1 year"}
-_PERIOD = {"hour": "1 hour", "day": "1 day", "week": "1 week", "fortnight": "2 week", "month": "1 month"}
-_PERIOD |= {"quarter": "3 month", "year": "1 year"}
 _FREQUENCY = re.compile(
-    rf"(?<![\w-])(?i:(?P<adverb>{'|'.join(_EVERY)})"
-    rf"|(?:every|each|per|once\s+(?:a|an|per|every))\s+(?:calendar\s+)?(?P<period>{'|'.join(_PERIOD)}))(?![\w-])"
+    rf"(?<![\w-])(?i:(?P<adverb>{'|'.join(EVERY)})"
+    rf"|(?:every|each|per|once\s+(?:a|an|per|every))\s+(?:calendar\s+)?(?P<period>{'|'.join(PERIOD)}))(?![\w-])"
 )
 # what joins the numbers of a range or list that share one unit: 10-12 days, 10 to 12 days, 3, 6 or 12 months
 _JOIN = re.compile(r"\s*(?:-|–|—|to|or|through|,\s*(?:and|or))\s*")
@@ -263,7 +132,7 @@ def _number_key(raw: str, scale: float = 1.0) -> str:
 
 
 def _with_unit(value: str, alias: str | None) -> str:
-    return value if alias is None else f"{value} {_UNIT_OF[_fold(alias)]}"
+    return value if alias is None else f"{value} {UNIT_OF[fold(alias)]}"
 
 
 def _identifier_key(text: str) -> str:
@@ -281,7 +150,7 @@ def _dates(text: str) -> Iterator[tuple[int, int, str, str]]:
     for pattern in _DATES:
         for m in pattern.finditer(text):
             parts = m.groupdict()
-            month = int(parts["mon"]) if parts.get("mon") else _MONTH_OF[parts["month"]]
+            month = int(parts["mon"]) if parts.get("mon") else MONTH_OF[parts["month"]]
             day = int(parts["day"]) if parts.get("day") else None
             if not 1 <= month <= 12 or day is not None and not 1 <= day <= 31:
                 continue
@@ -310,7 +179,7 @@ def _token_identifier(m: re.Match[str]) -> tuple[int, int, str, str] | None:
     if (
         re.fullmatch(r"\d+(?:\.\d+)*", core)
         or glued
-        and (glued["suffix"] in _ORDINAL or glued["suffix"] in ("k", "K") or _UNIT_RE.fullmatch(glued["suffix"]))
+        and (glued["suffix"] in ORDINAL or glued["suffix"] in ("k", "K") or _UNIT_RE.fullmatch(glued["suffix"]))
     ):
         return None
     return start, start + len(core), "identifier", _identifier_key(core)
@@ -319,7 +188,7 @@ def _token_identifier(m: re.Match[str]) -> tuple[int, int, str, str] | None:
 def _identifiers(text: str) -> Iterator[tuple[int, int, str, str]]:
     for m in _ACRONYM.finditer(text):
         # the UK 2019 ...: a year, not a code; USD 500: an amount
-        if not re.fullmatch(r"(?:19|20)\d\d", m["num"]) and m["name"] not in _CURRENCY_CODES:
+        if not re.fullmatch(r"(?:19|20)\d\d", m["num"]) and m["name"] not in CURRENCY_CODES:
             yield m.start(), m.end(), "identifier", _identifier_key(m["name"] + m["num"])
     for m in _VERSION.finditer(text):
         yield m.start(), m.end(), "identifier", "v" + m["num"]
@@ -342,7 +211,7 @@ def _numbers(text: str) -> Iterator[tuple[int, int, str, str]]:
     for m in _NUMBER.finditer(text):
         if m["abbr"] and not m["cur"] and m["abbr"] not in ("k", "K"):
             continue  # 5m or 2B with no currency is a name: the identifiers have it
-        scale = _SCALE[m["scale"].lower()] if m["scale"] else _SCALE[m["abbr"]] if m["abbr"] else 1.0
+        scale = SCALE[m["scale"].lower()] if m["scale"] else SCALE[m["abbr"]] if m["abbr"] else 1.0
         start = m.start("cur") if m["cur"] else m.start("num")
         yield start, m.end(), "number", _with_unit(_number_key(m["num"], scale), m["unit"])
 
@@ -354,15 +223,15 @@ def _words(text: str, every: bool = True) -> Iterator[tuple[int, int, str, str]]
         words = [w for w in re.split(r"[\s-]+", m["words"].lower()) if w != "a"]
         if not m["unit"] and (m["ordinal"] or not every and words[-1] != "dozen"):
             continue
-        value = sum(_WORD_VALUE.get(w, 0) for w in words if w not in ("hundred", "dozen"))
+        value = sum(WORD_VALUE.get(w, 0) for w in words if w not in ("hundred", "dozen"))
         value = (value or 1) * 12 if words[-1] == "dozen" else value * (100 if words[-1] == "hundred" else 1)
-        scale = _SCALE[m["scale"].lower()] if m["scale"] else 1.0
+        scale = SCALE[m["scale"].lower()] if m["scale"] else 1.0
         yield m.start(), m.end(), "number", _with_unit(_canonical(value * scale), m["unit"])
 
 
 def _frequencies(text: str) -> Iterator[tuple[int, int, str, str]]:
     for m in _FREQUENCY.finditer(text):
-        key = _EVERY[m["adverb"].lower()] if m["adverb"] else _PERIOD[m["period"].lower()]
+        key = EVERY[m["adverb"].lower()] if m["adverb"] else PERIOD[m["period"].lower()]
         yield m.start(), m.end(), "number", key
 
 
@@ -432,9 +301,9 @@ def _duration(m: Mention) -> tuple[str, str] | None:
     if m.kind != "number" or " " not in m.key:
         return None
     value, unit = m.key.split(" ", 1)
-    if unit not in _DURATION or ":" in value:
+    if unit not in DURATION or ":" in value:
         return None
-    base, size = _DURATION[unit]
+    base, size = DURATION[unit]
     try:
         return ("duration", f"{_canonical(float(value) * size)} {base}")
     except ValueError:
