@@ -16,10 +16,9 @@ def test_the_config_schemas_lambda_states_and_analyzers_are_the_packages():
     assert set(get_args(config_schema._Analyzer)) == set(analyzers.ANALYZERS)
 
 
-def test_every_metric_a_list_names_is_in_the_registry_and_averaged_are_the_run_metrics():
-    listed = {*registry.AVERAGED, *registry.TRENDED, *(n for view in registry.VIEWS.values() for n in view)}
+def test_every_metric_a_view_or_a_trend_names_is_in_the_registry():
+    listed = {*registry.TRENDED, *(n for view in registry.VIEWS.values() for n in view)}
     assert listed <= set(registry.METRICS), sorted(listed - set(registry.METRICS))
-    assert set(registry.AVERAGED) == {m.name for m in registry.RUN_METRICS}
 
 
 def test_the_trace_reader_builds_payloads_in_their_fields_order():

@@ -12,7 +12,7 @@ from helpers import KEYS_SENTENCE, POLICIES, RegexReads
 from ragaudit.checks.metrics import memo
 from ragaudit.checks.metrics.embed import HashingEncoder
 from ragaudit.checks.metrics.evaluate import Settings, evaluate, score_runs
-from ragaudit.checks.metrics.registry import RATES
+from ragaudit.checks.metrics.registry import DISTANCES, RATES
 from ragaudit.checks.metrics.support import SupportScorer
 from ragaudit.core.types import Anchor, ExpectedCitation, GoldItem, Span
 from ragaudit.io.traces import parse_trace
@@ -98,6 +98,10 @@ def test_errored_runs_lower_every_rate(valid_trace, corpus):
         assert worse.metrics[name] == pytest.approx(clean.metrics[name] / 2), name
     assert worse.citation_match_rate == 0.5
     assert worse.metrics["delta_s_qr"] == pytest.approx((clean.metrics["delta_s_qr"] * 2 + 2.0) / 4)
+    for name in set(DISTANCES) - {"delta_s_gold"}:  # the registry's distances: 1.0 for a failed run
+        assert worse.metrics[name] == pytest.approx((clean.metrics[name] * 2 + 2.0) / 4), name
+    # but the gold's reads only the question (each variant's own), so a failed run is scored on it
+    assert {r["metrics"]["delta_s_gold"] < 1.0 for r in mixed.runs if r["errored"]} == {True}
     assert mixed.questions[0].lam.state == "divergent"
     assert [r["why"].split(":")[0] for r in mixed.runs if r["errored"]] == ["errored", "no citations"]
 

@@ -14,7 +14,7 @@ before ndcg followed k stored `ndcg@10`; it loads as `ndcg@k` (`ragaudit.core.sh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from ragaudit.checks.metrics import aggregate, computes, faithful
 from ragaudit.checks.metrics.lam import STATES
@@ -34,6 +34,10 @@ class Metric:
     compared: bool = True  # `compare` tests it between configurations (False: a diagnostic)
     outcome: bool = False  # a per-run 0/1 outcome, whose question mean is a share: `compare` sign-tests it
     states: tuple[str, ...] = ()  # a categorical metric's values, worst first (bounds then do not apply)
+    # a run metric's kind: a "rate" (an errored run scores 0), a ΔS "distance" the embedding step measures
+    # (`ScoredRun.distances`; an errored run scores 1.0 where it reads the run), or a "mean" over the runs
+    # that have it
+    scale: Literal["rate", "distance", "mean"] = "rate"
 
     @property
     def gated_by(self) -> tuple[str, ...]:
@@ -91,51 +95,6 @@ METRICS: dict[str, Metric] = {
             computes.ndcg_at_k,
         ),
         Metric(
-            "delta_s_qr",
-            "run",
-            "dS(query, cited text) = clip(1 − cos, 0, 1), cited text = the answer's cited "
-            "payloads (the top-k retrieved without an answer), reading `nearest`: the closest single cited text "
-            '(`[metrics] delta_s = "join"` compares with the joined cited texts instead); 1.0 for a run that '
-            "errored or cites nothing; zones stable < 0.40 ≤ transit < 0.60 ≤ risk < 0.85 ≤ danger",
-            computes.delta_s_qr,
-            higher_is_better=False,
-        ),
-        Metric(
-            "delta_s_gold",
-            "run",
-            "dS(query, gold statement): the question against the closest sentence of the texts the gold set says "
-            "to cite (its expected citations, or the anchor)",
-            computes.delta_s_gold,
-            higher_is_better=False,
-            compared=False,
-        ),
-        Metric(
-            "delta_s_excess",
-            "run",
-            "max(0, dS(query, closest cited statement) − delta_s_gold): how much farther from the question the "
-            "closest sentence the run cites lies than the gold's (0 when it cites the gold sentence, whatever the "
-            "chunk); the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
-            "that errored or cites nothing",
-            computes.delta_s_excess,
-            higher_is_better=False,
-        ),
-        Metric(
-            "delta_s_topk",
-            "run",
-            "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
-            computes.delta_s_topk,
-            higher_is_better=False,
-            compared=False,
-        ),
-        Metric(
-            "delta_s_ra",
-            "run",
-            "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
-            computes.delta_s_ra,
-            higher_is_better=False,
-            compared=False,
-        ),
-        Metric(
             "support",
             "claim",
             "how well a claim's cited texts support it (calibrated scorer, or the "
@@ -158,21 +117,6 @@ METRICS: dict[str, Metric] = {
             outcome=True,
         ),
         Metric(
-            "anchor_support",
-            "run",
-            "support the gold anchor gives the claim (citing a matching payload) that states it best",
-            computes.anchor_support,
-            compared=False,
-        ),
-        Metric(
-            "key_content",
-            "run",
-            "share of the gold anchor's key content (quantities, identifiers, names, content words not in the "
-            "question; the reference answer's part of them when there is one) stated by the best such claim",
-            computes.key_content,
-            compared=False,
-        ),
-        Metric(
             "correct",
             "run",
             "1 when citation match holds and, with an answer, a claim citing a matching payload states the gold "
@@ -181,6 +125,73 @@ METRICS: dict[str, Metric] = {
             "conflicts with it (a rival quantity or identifier, or a negation); every run's reason is in the report",
             computes.correct,
             outcome=True,
+        ),
+        Metric(
+            "delta_s_qr",
+            "run",
+            "dS(query, cited text) = clip(1 − cos, 0, 1), cited text = the answer's cited "
+            "payloads (the top-k retrieved without an answer), reading `nearest`: the closest single cited text "
+            '(`[metrics] delta_s = "join"` compares with the joined cited texts instead); 1.0 for a run that '
+            "errored or cites nothing; zones stable < 0.40 ≤ transit < 0.60 ≤ risk < 0.85 ≤ danger",
+            computes.delta_s_qr,
+            higher_is_better=False,
+            scale="distance",
+        ),
+        Metric(
+            "delta_s_gold",
+            "run",
+            "dS(query, gold statement): the question against the closest sentence of the texts the gold set says "
+            "to cite (its expected citations, or the anchor)",
+            computes.delta_s_gold,
+            higher_is_better=False,
+            compared=False,
+            scale="distance",
+        ),
+        Metric(
+            "delta_s_excess",
+            "run",
+            "max(0, dS(query, closest cited statement) − delta_s_gold): how much farther from the question the "
+            "closest sentence the run cites lies than the gold's (0 when it cites the gold sentence, whatever the "
+            "chunk); the gated ΔS when a gold set is given (absolute ΔS depends on the corpus); 1.0 for a run "
+            "that errored or cites nothing",
+            computes.delta_s_excess,
+            higher_is_better=False,
+            scale="distance",
+        ),
+        Metric(
+            "delta_s_topk",
+            "run",
+            "dS(query, join(top-k retrieved texts)); a diagnostic, never gated",
+            computes.delta_s_topk,
+            higher_is_better=False,
+            compared=False,
+            scale="distance",
+        ),
+        Metric(
+            "delta_s_ra",
+            "run",
+            "dS(join(cited texts), gold anchor text); a diagnostic, never gated",
+            computes.delta_s_ra,
+            higher_is_better=False,
+            compared=False,
+            scale="distance",
+        ),
+        Metric(
+            "anchor_support",
+            "run",
+            "support the gold anchor gives the claim (citing a matching payload) that states it best",
+            computes.anchor_support,
+            compared=False,
+            scale="mean",
+        ),
+        Metric(
+            "key_content",
+            "run",
+            "share of the gold anchor's key content (quantities, identifiers, names, content words not in the "
+            "question; the reference answer's part of them when there is one) stated by the best such claim",
+            computes.key_content,
+            compared=False,
+            scale="mean",
         ),
         Metric(
             "hallucinations",
@@ -196,6 +207,7 @@ METRICS: dict[str, Metric] = {
             higher_is_better=False,
             bounds=(0.0, float("inf")),
             compared=False,
+            scale="mean",
         ),
         Metric(
             "faithful",
@@ -246,25 +258,11 @@ def labels(settings: Any) -> dict[str, str]:
     return {m.name: m.label(k, ndcg_k) for m in METRICS.values()}
 
 
-# Every list of metrics the package uses, here beside the registry and checked against it at import.
-# The rates (an errored run scores 0 on each) and the distances (1.0), averaged per question, section
-# and pipeline in this order, which is runs.parquet's column order.
-RATES = (
-    "coverage",
-    "citation_match",
-    "citation_precision",
-    "citation_recall",
-    "hit@k",
-    "recall@k",
-    "mrr",
-    "ndcg@k",
-    "support",
-    "grounded",
-    "fully_grounded",
-    "correct",
-)
-DISTANCES = ("delta_s_qr", "delta_s_gold", "delta_s_excess", "delta_s_topk", "delta_s_ra")
-AVERAGED = (*RATES, *DISTANCES, "anchor_support", "key_content", "hallucinations")
+# The run metrics by kind, and all of them averaged per question, section and pipeline in the
+# registry's order, which is runs.parquet's column order.
+RATES = tuple(m.name for m in RUN_METRICS if m.scale == "rate")
+DISTANCES = tuple(m.name for m in RUN_METRICS if m.scale == "distance")
+AVERAGED = tuple(m.name for m in RUN_METRICS)
 # Which metrics each view shows, in its column order: summary.md's table, report.html's run drill-down.
 VIEWS = {
     "summary": ("citation_match", "coverage", "delta_s_qr", "correct", "hit@k", "mrr", "support"),
@@ -296,7 +294,7 @@ TRENDED = {
     "delta_s_qr": "delta_s_qr",
     "lambda": "convergent_share",
 }
-# every name these lists hold is a metric of the registry, AVERAGED the run metrics (tests/test_registries.py)
+# every name the views and the trends hold is a metric of the registry (tests/test_registries.py)
 
 # Which ΔS the gate reads, and why: the figures `bench/faults.py` prints (AUROC for runs citing a wrong
 # text against runs citing the gold, over clean runs and the faults that change what a run cites).
