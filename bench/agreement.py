@@ -22,6 +22,10 @@ Then, with both corpora:
 * **ExpertQA** (`--expertqa`): the bundled support scorer's verdict on each claim against the
   experts' "Complete" (supported) or "Partial"/"Incomplete" (not).
 
+Where a second person labelled runs blind by the same guide (`labels-<corpus>-second.jsonl`: 60 of
+the handbook's runs, every SQuAD run), the kappa between the two people is printed beside each
+one's kappa with ragaudit.
+
 `--disagreements` lists every run where a label and the verdict differ, with ragaudit's why;
 `--tasks DIR` writes the blind labelling tasks (no verdict in them) instead.
 
