@@ -240,7 +240,7 @@ def gold_anchor(corpus: Path, question: str, answer: str, model: str | None, **o
 def gold_reanchor(gold_path: Path, corpus: Path, out: Path, **options: Any) -> said.Said:
     """Move the anchors of GOLD to where their text is in the edited corpus (same text, else the most similar
     sentences); items that cannot move are listed and left out. Exit 0; 1: some could not move; 3: unreadable input."""
-    return said.reanchored(*ragaudit.reanchor(gold_path, corpus, out, **options))
+    return said.reanchored(ragaudit.reanchor(gold_path, corpus, out, **options))
 
 
 @main.command()
@@ -322,7 +322,7 @@ def attest(run_dir: Path, key: Path | None, out: Path | None) -> said.Said:
     """Write a release attestation of RUN_DIR (in-toto Statement v1: every file with its sha256, the input hashes, the
     gate's checks, versions and command; with --key, a signed DSSE envelope). Exit 0; 3: no run directory, a damaged
     manifest or report, an unreadable key, an unwritable --out; 5: the run changed since it ran."""
-    return said.attested(*ragaudit.attest_run(run_dir, key=key, out=out), signed=key is not None)
+    return said.attested(ragaudit.attest_run(run_dir, key=key, out=out), signed=key is not None)
 
 
 @main.group(cls=Group)

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -279,9 +280,16 @@ def envelope(body: dict[str, Any], private_key: Ed25519PrivateKey) -> dict[str, 
     }
 
 
-def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -> tuple[Path, dict[str, Any]]:
-    """Write the attestation of an unchanged run directory (to `out`, default RUN_DIR/DEFAULT_NAME);
-    returns where, and the statement."""
+@dataclass(frozen=True)
+class Attestation:
+    """An attestation written: where, and its run statement (the in-toto JSON document)."""
+
+    path: Path
+    statement: dict[str, Any]
+
+
+def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -> Attestation:
+    """Write the attestation of an unchanged run directory (to `out`, default RUN_DIR/DEFAULT_NAME)."""
     from ragaudit.core.errors import InputsChangedError
     from ragaudit.io import rundir, runfiles
 
@@ -306,4 +314,4 @@ def attest(run_dir: Path, *, key: Path | None = None, out: Path | None = None) -
     write_atomic(
         target, "".join(json.dumps(d, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for d in lines)
     )
-    return target, body
+    return Attestation(target, body)

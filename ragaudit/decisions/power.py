@@ -272,30 +272,73 @@ def questions_needed(design: Design, effect: float, assumptions: Assumptions = A
     return high
 
 
-def rate_plan(design: Design, assumptions: Assumptions, effect: float | None) -> dict[str, Any]:
+TEST = "exact two-sided sign test on per-question differences"
+
+
+@dataclass(frozen=True)
+class RatePlan:
+    """What `plan` says of one rate: its MDE (None: no change reaches the power), the design and the
+    assumptions it was computed for; with no MDE, the power at the assumed discordance and the
+    questions that reach the power; with a target effect, the questions it needs (None: not reachable)."""
+
+    mde: float | None
+    questions: int
+    runs_per_question: float
+    assumptions: Assumptions
+    power_at_discordance: float | None = None
+    questions_for_discordance: int | None = None
+    effect: float | None = None
+    questions_needed: int | None = None
+    test: str = TEST
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mde": self.mde,
+            "questions": self.questions,
+            "runs_per_question": self.runs_per_question,
+            "test": self.test,
+            **asdict(self.assumptions),
+        }
+        if self.mde is None:
+            out["power_at_discordance"] = self.power_at_discordance
+            out["questions_for_discordance"] = self.questions_for_discordance
+        if self.effect is not None:
+            out["effect"] = self.effect
+            out["questions_needed"] = self.questions_needed
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """`ragaudit plan`'s answer: a `RatePlan` per rate (RATES)."""
+
+    rates: dict[str, RatePlan]
+
+    def to_json(self) -> dict[str, Any]:
+        return {rate: figures.to_json() for rate, figures in self.rates.items()}
+
+
+def rate_plan(design: Design, assumptions: Assumptions, effect: float | None) -> RatePlan:
     """What `plan` says of one rate: its MDE, and the questions a target effect needs."""
     found = mde(design, assumptions)
-    out: dict[str, Any] = {
-        "mde": None if found is None else round(found, 4),
-        "questions": design.questions,
-        "runs_per_question": _runs_summary(design),
-        "test": "exact two-sided sign test on per-question differences",
-        **asdict(assumptions),
-    }
-    if found is None:  # why: even the largest change the model allows is missed too often
-        out["power_at_discordance"] = round(power(design, assumptions.discordance, assumptions), 4)
-        out["questions_for_discordance"] = questions_needed(design, assumptions.discordance, assumptions)
-    if effect is not None:
-        out["effect"] = effect
-        out["questions_needed"] = questions_needed(design, effect, assumptions)
-    return out
+    missed = found is None  # why: even the largest change the model allows is missed too often
+    return RatePlan(
+        mde=None if found is None else round(found, 4),
+        questions=design.questions,
+        runs_per_question=_runs_summary(design),
+        assumptions=assumptions,
+        power_at_discordance=round(power(design, assumptions.discordance, assumptions), 4) if missed else None,
+        questions_for_discordance=questions_needed(design, assumptions.discordance, assumptions) if missed else None,
+        effect=effect,
+        questions_needed=None if effect is None else questions_needed(design, effect, assumptions),
+    )
 
 
 def _runs_summary(design: Design) -> float:
     return round(design.mean_runs, 4)
 
 
-def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: float | None = None) -> dict[str, Any]:
+def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: float | None = None) -> Plan:
     """Per rate (RATES): the MDE and, with `effect`, the questions needed. The model is the same for
     every rate, so their figures agree unless the assumptions differ."""
     if effect is not None and not 0 < effect < 1:
@@ -303,7 +346,7 @@ def plan(design: Design, assumptions: Assumptions = Assumptions(), *, effect: fl
 
         raise UsageError(f"The 'effect' parameter must be a number in (0, 1). Got {effect!r} instead.")
     figures = rate_plan(design, assumptions, effect)
-    return {rate: dict(figures) for rate in RATES}
+    return Plan(dict.fromkeys(RATES, figures))
 
 
 def plan_gold(
@@ -314,7 +357,7 @@ def plan_gold(
     effect: float | None = None,
     discordance: float = 0.10,
     icc: float = 0.5,
-) -> dict[str, Any]:
+) -> Plan:
     """`plan` for the questions of a gold set: a UsageError for an effect outside (0, 1), an InputError
     naming each problem of an unreadable gold set."""
     from ragaudit.core.errors import InputError, UsageError
@@ -330,43 +373,43 @@ def plan_gold(
     return plan(design, assumptions, effect=effect)
 
 
-def render_text(result: dict[str, Any]) -> str:
+def render_text(result: Plan) -> str:
     """`plan`'s table for people: the design, the model's assumptions, and per rate its figures."""
-    first = next(iter(result.values()))
-    effect = first.get("effect")
+    first = next(iter(result.rates.values()))
+    effect, assumed = first.effect, first.assumptions
     lines = [
-        f"{first['questions']} questions × {first['runs_per_question']:g} runs a question (variants × seeds)",
-        f"test: {first['test']}, α = {first['alpha']:g}, power {first['power']:.0%}",
-        f"assumed: discordance {first['discordance']:g} (share of runs whose outcome differs between the two "
-        f"configurations), ICC {first['icc']:g} (how alike a question's runs are in that difference)",
+        f"{first.questions} questions × {first.runs_per_question:g} runs a question (variants × seeds)",
+        f"test: {first.test}, α = {assumed.alpha:g}, power {assumed.power:.0%}",
+        f"assumed: discordance {assumed.discordance:g} (share of runs whose outcome differs between the two "
+        f"configurations), ICC {assumed.icc:g} (how alike a question's runs are in that difference)",
         "",
         f"{'rate':<16} {'MDE':>7}" + (f"  {'questions for ' + format(effect, 'g'):>20}" if effect is not None else ""),
     ]
-    for rate, figures in result.items():
-        shown = "–" if figures["mde"] is None else f"{figures['mde']:.3f}"
+    for rate, figures in result.rates.items():
+        shown = "–" if figures.mde is None else f"{figures.mde:.3f}"
         line = f"{rate:<16} {shown:>7}"
         if effect is not None:
-            needed = figures["questions_needed"]
+            needed = figures.questions_needed
             line += f"  {'not reachable' if needed is None else format(needed, ','):>20}"
         lines.append(line)
     lines.append("MDE: the smallest change in the rate detected with that power; the model is the same for every rate")
-    if first["mde"] is None:
-        needed = first["questions_for_discordance"]
+    if first.mde is None:
+        needed = first.questions_for_discordance
         lines.append(
-            f"–: no change reaches {first['power']:.0%} power: even a change of {first['discordance']:g} (the assumed "
-            f"discordance, the largest change the model allows) is detected with {first['power_at_discordance']:.0%} "
-            f"power on {first['questions']} questions × {first['runs_per_question']:g} runs; "
+            f"–: no change reaches {assumed.power:.0%} power: even a change of {assumed.discordance:g} (the assumed "
+            f"discordance, the largest change the model allows) is detected with {first.power_at_discordance or 0:.0%} "
+            f"power on {first.questions} questions × {first.runs_per_question:g} runs; "
             + (
-                f"{needed:,} questions reach {first['power']:.0%}"
+                f"{needed:,} questions reach {assumed.power:.0%}"
                 if needed is not None
                 else "no number of questions does"
             )
             + " (more variants or seeds help too; raise --discordance if more runs differ between the configurations)"
         )
-    if effect is not None and first["questions_needed"] is None:
+    if effect is not None and first.questions_needed is None:
         lines.append(
             f"a change of {effect:g} needs at least that share of runs to differ: raise --discordance if yours do"
-            if effect > first["discordance"]
+            if effect > assumed.discordance
             else f"a change of {effect:g} needs more than {MAX_QUESTIONS:,} questions"
         )
     return "\n".join(lines) + "\n"

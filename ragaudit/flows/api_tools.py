@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the types of results only
-    from ragaudit.core.errors import Problem
+    from ragaudit.checks.goldtools.reanchor import ReanchorReport
     from ragaudit.decisions.agreement import Agreement
+    from ragaudit.decisions.attest import Attestation
     from ragaudit.decisions.labelfit import Calibrated as FittedToLabels
     from ragaudit.decisions.labelling import Session
+    from ragaudit.decisions.power import Plan
     from ragaudit.flows.api import ConfigLike
     from ragaudit.flows.auditlog import AuditLogResult
     from ragaudit.flows.probing import Probed
@@ -71,16 +73,14 @@ def audit_log(paths: Sequence[str | Path], **options: Any) -> AuditLogResult:
     return run_audit_log(paths, **options)
 
 
-def plan_gold(gold_path: str | Path, **options: Any) -> dict[str, Any]:
+def plan_gold(gold_path: str | Path, **options: Any) -> Plan:
     """`ragaudit plan`: the questions a gold set needs to detect a change (`ragaudit.decisions.power.plan_gold`)."""
     from ragaudit.decisions.power import plan_gold as planned
 
     return planned(gold_path, **options)
 
 
-def reanchor(
-    gold_path: str | Path, corpus_path: str | Path, out: str | Path, **options: Any
-) -> tuple[list[str], list[Problem], int]:
+def reanchor(gold_path: str | Path, corpus_path: str | Path, out: str | Path, **options: Any) -> ReanchorReport:
     """`ragaudit gold reanchor` (`ragaudit.checks.goldtools.reanchor.reanchor_file`)."""
     from ragaudit.checks.goldtools.reanchor import reanchor_file
 
@@ -94,7 +94,7 @@ def cite(paths: Sequence[str | Path], **options: Any) -> Iterator[str]:
     return iter(render_traces(paths, **options))
 
 
-def attest_run(run_dir: Path, **options: Any) -> tuple[Path, dict[str, Any]]:
+def attest_run(run_dir: Path, **options: Any) -> Attestation:
     """`ragaudit attest` (options: `key`, `out`; `ragaudit.decisions.attest.attest`)."""
     from ragaudit.decisions.attest import attest
 

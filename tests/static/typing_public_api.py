@@ -8,7 +8,10 @@ import ragaudit
 import ragaudit.adapters
 from ragaudit.auditing.history import Trends
 from ragaudit.checks.goldtools.anchor import Anchoring
+from ragaudit.checks.goldtools.reanchor import ReanchorReport
 from ragaudit.core.model import Report
+from ragaudit.decisions.attest import Attestation
+from ragaudit.decisions.power import Plan, RatePlan
 from ragaudit.flows.api import Calibrated, Compared, Gated, Verified
 from ragaudit.flows.app import Outcome
 from ragaudit.io.config import Config
@@ -30,6 +33,12 @@ def calls(config: Path, run_dir: Path) -> None:
     assert_type(ragaudit.trends(run_dir), Trends)
     assert_type(ragaudit.anchor(run_dir, "How often?", "Every 12 months."), Anchoring)
     assert_type(ragaudit.support_scores([("Keys rotate yearly.", ["Keys rotate every 12 months."])]), list[float])
+    assert_type(ragaudit.reanchor(run_dir / "gold.jsonl", run_dir, run_dir / "new.jsonl"), ReanchorReport)
+    assert_type(ragaudit.reanchor(run_dir / "gold.jsonl", run_dir, run_dir / "new.jsonl").exit_code, int)
+    assert_type(ragaudit.attest_run(run_dir), Attestation)
+    assert_type(ragaudit.attest_run(run_dir).path, Path)
+    assert_type(ragaudit.plan_gold(run_dir / "gold.jsonl"), Plan)
+    assert_type(ragaudit.plan_gold(run_dir / "gold.jsonl").rates["correct"], RatePlan)
     assert_type(ragaudit.__version__, str)
     gate: Callable[..., Gated] = ragaudit.gate
     del gate

@@ -59,6 +59,16 @@ class Reanchored:
         return 1 if self.count("not moved") else 0
 
 
+@dataclass(frozen=True)
+class ReanchorReport:
+    """What `ragaudit gold reanchor` did: the report's lines, the items it could not move (as located
+    problems) and the exit code (1 when some item was not moved)."""
+
+    lines: tuple[str, ...]
+    problems: tuple[Problem, ...]
+    exit_code: int
+
+
 class _NotMoved(Exception):
     pass
 
@@ -212,10 +222,9 @@ def reanchor_file(
     *,
     old: str | os.PathLike[str] | None = None,
     min_ratio: float = 0.9,
-) -> tuple[list[str], list[Problem], int]:
+) -> ReanchorReport:
     """`ragaudit gold reanchor`: the gold set at GOLD moved into the corpus at `corpus_path` (from the
-    corpus `old` when given) and written to `out`, which may overwrite none of the inputs; the report's
-    lines, the items not moved (as problems) and the exit code."""
+    corpus `old` when given) and written to `out`, which may overwrite none of the inputs."""
     from ragaudit.io.corpus import load_corpus
     from ragaudit.io.files import refuse_overwriting, write_atomic
 
@@ -223,4 +232,4 @@ def reanchor_file(
     result = reanchor(gold_path, load_corpus(corpus_path), old=load_corpus(old) if old else None, min_ratio=min_ratio)
     write_atomic(out, "".join(line + "\n" for line in result.lines))
     lines, problems = report(result, gold_path, out)
-    return lines, problems, result.exit_code
+    return ReanchorReport(tuple(lines), tuple(problems), result.exit_code)

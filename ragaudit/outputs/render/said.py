@@ -16,11 +16,13 @@ if TYPE_CHECKING:
     from ragaudit.auditing.checking import GoldCheck, Ingested, Validation
     from ragaudit.auditing.history import Trends
     from ragaudit.checks.goldtools.anchor import Anchoring
-    from ragaudit.core.errors import Problem
+    from ragaudit.checks.goldtools.reanchor import ReanchorReport
     from ragaudit.core.model import Report
     from ragaudit.decisions.agreement import Agreement
+    from ragaudit.decisions.attest import Attestation
     from ragaudit.decisions.labelfit import Calibrated
     from ragaudit.decisions.labelling import Session
+    from ragaudit.decisions.power import Plan
     from ragaudit.flows.api import FaultsResult, Gated, Rebuilt, Verified
     from ragaudit.flows.app import Outcome
     from ragaudit.flows.auditlog import AuditLogResult
@@ -280,9 +282,9 @@ def anchored(found: Anchoring, question: str, answer: str, *, qid: str | None, p
     return said
 
 
-def reanchored(lines: list[str], problems: list[Problem], exit_code: int) -> Said:
+def reanchored(report: ReanchorReport) -> Said:
     """`ragaudit gold reanchor`: what became of each item, and the items that could not be moved."""
-    return Said().out("\n".join(lines)).err(problems, "error: ").ends(exit_code)
+    return Said().out("\n".join(report.lines)).err(list(report.problems), "error: ").ends(report.exit_code)
 
 
 # ---- history, audit-log ------------------------------------------------------------------------
@@ -315,17 +317,18 @@ def audit_log(result: AuditLogResult) -> Said:
 # ---- plan, attest ------------------------------------------------------------------------------
 
 
-def planned(result: dict[str, Any], fmt: str) -> Said:
+def planned(result: Plan, fmt: str) -> Said:
     """`ragaudit plan`: the detectable changes, as JSON or text."""
     from ragaudit.decisions.power import render_text
 
-    return Said().out(as_json(result)) if fmt == "json" else Said().out(render_text(result), nl=False)
+    return Said().out(as_json(result.to_json())) if fmt == "json" else Said().out(render_text(result), nl=False)
 
 
-def attested(path: Path, body: dict[str, Any], *, signed: bool) -> Said:
+def attested(attestation: Attestation, *, signed: bool) -> Said:
     """`ragaudit attest`: the attestation written, what it holds, and whether it is signed."""
+    body = attestation.statement
     predicate = body["predicate"]
     return Said().out(
-        f"wrote {path}: {len(body['subject'])} files, gate {predicate['verdict']}, "
+        f"wrote {attestation.path}: {len(body['subject'])} files, gate {predicate['verdict']}, "
         f"{len(predicate['checks'])} checks{', signed' if signed else ', not signed (no --key)'}"
     )
