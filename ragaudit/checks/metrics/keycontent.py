@@ -22,9 +22,9 @@ that happens to name the answer ("… a deterministic Turing machine is used") d
 A claim *conflicts* with the anchor when it is the anchor's statement (of all the sentences of its
 cited texts, the anchor shares the most content words with it) but gives a quantity, date or
 identifier of the same kind and measure as one of the anchor's in place of it (`16 characters` for
-`14 characters`; a duration in any unit, `annual` for `every quarter`), or negates it. A claim closer to another sentence of its cited texts states
-another fact of them, which is never a conflict: "Daily backups are kept 35 days" beside an anchor
-"Secondary copies are kept 7 days".
+`14 characters`; a duration in any unit, `annual` for `every quarter`), or negates it. A claim
+closer to another sentence of its cited texts states another fact of them, which is never a
+conflict: "Daily backups are kept 35 days" beside an anchor "Secondary copies are kept 7 days".
 """
 
 from __future__ import annotations
