@@ -432,6 +432,11 @@ def test_numbers_written_as_words_and_durations_are_quantities(claim, cited, mis
         ("Reports go out weekly.", ["Reports go out every month."], ["weekly"]),
         ("A semi-annual audit.", ["An audit."], []),  # no period of its own
         ("A quarter of the hosts.", ["Some hosts."], []),  # a share, not a period
+        # a cited text's "an hour", "a day" cover a period; an answer's are not required of its sources
+        ("The API allows 500 requests per hour.", ["The API allows 500 requests an hour."], []),
+        ("Staff work 8 hours daily.", ["Staff work 8 hours a day."], []),
+        ("Staff work 8 hours a day.", ["Staff work 8 hours on each shift."], []),
+        ("Reports go out weekly.", ["Reports go out a month after the audit."], ["weekly"]),
     ],
 )
 def test_how_often_in_words_is_a_period(claim, cited, missing):

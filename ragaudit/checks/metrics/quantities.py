@@ -9,7 +9,9 @@ versions and codes with digits as written, separators aside (`AES-256` = `AES 25
 `FIDO7`). Durations compare by length (`two weeks` = `14 days`, `1 year` = `12 months`; months
 and days do not convert). Number words are read with their unit on both sides (`seventeen
 seconds`, `two weeks`, `a dozen`, `the third business day`); without one only in cited texts: in
-an answer, "one of them" or "two main types" are turns of phrase far more often than claims.
+an answer, "one of them" or "two main types" are turns of phrase far more often than claims. How
+often, in words, is a duration of its period (`annual` = `every 12 months`, `every quarter` = `3
+months`), and so is a cited text's "a day" or "an hour".
 
 An answer's acronyms (`SEB`, `PCI`) are identifiers too (`acronyms.py`).
 """
@@ -104,6 +106,10 @@ _WORDS = re.compile(
 _FREQUENCY = re.compile(
     rf"(?<![\w-])(?i:(?P<adverb>{'|'.join(EVERY)})"
     rf"|(?:every|each|per|once\s+(?:a|an|per|every))\s+(?:calendar\s+)?(?P<period>{'|'.join(PERIOD)}))(?![\w-])"
+)
+# in a cited text also "a day", "an hour" ("8 hours a day", "500 requests an hour"), never "a quarter" (a share)
+_A_PERIOD = re.compile(
+    rf"(?<![\w-])(?i:an?)\s+(?P<period>(?i:{'|'.join(p for p in PERIOD if p != 'quarter')}))(?![\w-])"
 )
 # what joins the numbers of a range or list that share one unit: 10-12 days, 10 to 12 days, 3, 6 or 12 months
 _JOIN = re.compile(r"\s*(?:-|–|—|to|or|through|,\s*(?:and|or))\s*")
@@ -229,10 +235,18 @@ def _words(text: str, every: bool = True) -> Iterator[tuple[int, int, str, str]]
         yield m.start(), m.end(), "number", _with_unit(_canonical(value * scale), m["unit"])
 
 
-def _frequencies(text: str) -> Iterator[tuple[int, int, str, str]]:
+def _frequencies(text: str, every: bool = False) -> Iterator[tuple[int, int, str, str]]:
+    """How often, in words; with `every` (a source's text) "a day" and "an hour" too."""
     for m in _FREQUENCY.finditer(text):
         key = EVERY[m["adverb"].lower()] if m["adverb"] else PERIOD[m["period"].lower()]
         yield m.start(), m.end(), "number", key
+    if every:
+        for m in _A_PERIOD.finditer(text):
+            yield m.start(), m.end(), "number", PERIOD[m["period"].lower()]
+
+
+def _any_frequencies(text: str) -> Iterator[tuple[int, int, str, str]]:
+    return _frequencies(text, every=True)
 
 
 def _unit_words(text: str) -> Iterator[tuple[int, int, str, str]]:
@@ -243,7 +257,14 @@ def _scan(text: str, *, words: bool) -> list[Mention]:
     masked = _masked(text)
     found: list[list[Any]] = []  # [start, end, kind, key, took the unit written after it]
     occupied = bytearray(len(text))
-    for find in (_dates, _times, _identifiers, _numbers, _words if words else _unit_words, _frequencies):
+    for find in (
+        _dates,
+        _times,
+        _identifiers,
+        _numbers,
+        _words if words else _unit_words,
+        _any_frequencies if words else _frequencies,
+    ):
         for start, end, kind, key in find(masked):
             if end > start and not any(occupied[start:end]):
                 occupied[start:end] = b"\x01" * (end - start)

@@ -200,7 +200,8 @@ METRICS: dict[str, Metric] = {
             "contains: numbers after normalising, numbers with their unit (written in digits or in words with their "
             "unit: `seventeen seconds`, `two weeks`, `a dozen`, `the third business day`), durations by length "
             "(`two weeks` = `14 days`, `1 year` = `12 months`), periods written in words (`annual`, `once a year` = "
-            "`every 12 months`; `quarterly`, `every quarter` = `3 months`), dates, versions, codes with digits, and acronyms of "
+            "`every 12 months`; `quarterly`, `every quarter` = `3 months`; in a cited text also `an hour`, `a day`), "
+            "dates, versions, codes with digits, and acronyms of "
             'three to eight capitals that the cited texts neither write nor spell out (`MFA` for "multi-factor '
             'authentication"; one the claim defines, `Security Engineering Board (SEB)`, needs its long form cited)',
             computes.hallucinations,
