@@ -52,6 +52,27 @@ def test_precision_is_the_best_clause_so_a_merged_neighbour_sentence_costs_nothi
     assert stated(related, key).drawn == 1.0
 
 
+def test_a_quantity_the_question_holds_is_not_the_claims_own_content():
+    # SQuAD's traveling salesman question names "the 15 largest cities"; an answer that restates the
+    # 15 and invents an operation on the anchor's 2000 draws 1 of its 3 own items from the anchor
+    # (2000 kilometres; not calculated, dividing), not 2 of 4
+    anchor = (
+        "For example, the decision version of the traveling salesman problem asks whether there is a route of "
+        "at most 2000 kilometres passing through all of Germany's 15 largest cities."
+    )
+    question = (
+        "By how many kilometers does the traveling salesman problem seek to classify a route between the 15 "
+        "largest cities in Germany?"
+    )
+    key = key_content(anchor, question, "2000")
+    invented = stated("There is a route that can be calculated by dividing 2000 kilometres by 15.", key)
+    assert invented.share == 1.0
+    assert invented.drawn == pytest.approx(1 / 3)
+    assert set(invented.added) == {"calculated", "dividing"}
+    # the same claim without the operation draws all its own content from the anchor
+    assert stated("There is a route of at most 2000 kilometres through the 15 cities.", key).drawn == 1.0
+
+
 def test_numbers_match_by_value_and_unit_names_and_words_by_stem():
     key = key_content("Passwords must have at least fourteen characters.", "How long must passwords be?")
     assert stated("A password needs 14 characters at least.", key).missing == ()

@@ -14,8 +14,9 @@ and a content word also by the embedding model's similarity to a word of the cla
 "France" and "Germany" 0.75 alike.
 
 A claim *states* the anchor when it holds at least `lambda.key_recall_min` of the key content (its
-recall) and at least `lambda.key_precision_min` of its own content beyond the question, in one of
-its clauses, is the anchor's (its precision): "Keys rotate every 12 months, and lost keys are
+recall) and at least `lambda.key_precision_min` of its own content beyond the question (a
+quantity the question gives is the question's), in one of its clauses, is the anchor's (its
+precision): "Keys rotate every 12 months, and lost keys are
 reported in 4 hours" states an anchor on rotation in its first clause; a sentence on another fact
 that happens to name the answer ("… a deterministic Turing machine is used") does not.
 
@@ -65,6 +66,7 @@ class KeyContent:
     anchor: str = ""  # the anchor the key is of
     asked: frozenset[str] = frozenset()  # the question's stems and names, which no key holds
     focus: tuple[str, ...] = ()  # the items that answer what the question asks for (`focus_of`)
+    question: str = ""  # the question, whose quantities a claim restates rather than adds
 
     def __len__(self) -> int:
         return len(self.mentions) + len(self.names) + len(self.words)
@@ -156,7 +158,7 @@ def focus_of(question: str, key: KeyContent) -> tuple[str, ...]:
 @lru_cache(maxsize=1 << 14)
 def key_content(anchor: str, question: str, reference: str | None = None) -> KeyContent:
     found = _key_content(anchor, question, reference)
-    return dataclasses.replace(found, focus=focus_of(question, found))
+    return dataclasses.replace(found, focus=focus_of(question, found), question=question)
 
 
 def _key_content(anchor: str, question: str, reference: str | None) -> KeyContent:
@@ -285,6 +287,7 @@ def stated(claim: str, key: KeyContent, vectors: WordVectors | None = None, *, a
     added: tuple[str, ...] = ()
     for clause in clauses(claim):  # "X, and Y": X may be the anchor's fact, Y another of the cited text
         own = _items(clause, key.asked, key.anchor, number_words=False)  # "one of them" is no claim
+        own = dataclasses.replace(own, mentions=tuple(m for m in own.mentions if not holds(m, key.question)))
         if len(own) and key.anchor:
             unstated = _unstated(own, key.anchor, vectors)
             found = 1.0 - len(unstated) / len(own)
