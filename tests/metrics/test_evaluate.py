@@ -145,10 +145,17 @@ def test_accept_any_matches_one_alternative(valid_trace, corpus):
         rev=corpus["team/on-call"].rev,
     )
     trace["answer"] = {"text": SEV1, "segments": [{"seg": 1, "text": SEV1, "citations": ["oc-1"]}]}
+    trace["query"] = "Which hardware keys must be rotated, and which page acknowledged?"
     r = evaluated([parse_trace(trace)], corpus, item).runs[0]
     m = r["metrics"]
     assert (m["coverage"], m["citation_match"], m["citation_recall"], m["recall@k"]) == (1.0, 1.0, 1.0, 1.0)
     assert r["correct"]  # judged against the text of the alternative it matched
+    # and its ΔS against that alternative's: citing it exactly lies no farther than the gold, though
+    # the other alternative lies nearer the question
+    q, sev1_vec, keys_vec = ENCODER.encode([trace["query"], SEV1, KEYS_SENTENCE])
+    assert 1 - float(keys_vec @ q) < 1 - float(sev1_vec @ q)
+    assert m["delta_s_gold"] == pytest.approx(1 - float(sev1_vec @ q), abs=1e-6)
+    assert m["delta_s_excess"] == 0.0
     m = evaluated([parse_trace(trace)], corpus, dataclasses.replace(item, accept="all")).runs[0]["metrics"]
     assert (m["coverage"], m["citation_recall"]) == (pytest.approx(len(SEV1) / (len(SEV1) + len(KEYS_SENTENCE))), 0.5)
 

@@ -158,3 +158,24 @@ def test_a_claim_giving_the_anchors_answer_and_a_relative_clause_more_states_the
     run = runs[("according-greedy", "NORM-07", 1)]
     assert run["correct"]
     assert claim(run)["anchor"] == "states"
+
+
+def test_a_claim_that_invents_an_operation_on_the_anchors_quantities_does_not_state_it(runs):
+    # "According to passage [1], there is a route that can be calculated by dividing 2000 kilometres
+    # by 15." to "By how many kilometers does the traveling salesman problem seek to classify a route
+    # between the 15 largest cities in Germany?": the 15 is the question's, so of the claim's own
+    # content only 2000 kilometres is the anchor's; it adds a division the passage never makes
+    run = runs[("according-sampled", "COMP-05", 1)]
+    assert not run["correct"]
+    assert claim(run)["anchor"] == "other"
+    assert "calculated" in run["why"] and "dividing" in run["why"]
+
+
+def test_an_answer_two_of_squads_annotators_marked_in_another_sentence_is_correct(runs):
+    # "According to passage [1], the Raouliii were descended from the Italo-Norman named Raoul, …" to
+    # "What were the origins of the Raouliii family?": SQuAD's first answer is "Norman mercenary"
+    # (sentence 1); two of its three annotators answered "(descended from) an Italo-Norman named
+    # Raoul", in sentence 2, which the gold item lists as an alternative (accept = "any")
+    run = runs[("according-sampled", "NORM-11", 0)]
+    assert run["correct"]
+    assert claim(run)["anchor"] == "states"

@@ -66,6 +66,13 @@ class RunView:
         span = self.span_of(payload, gold.span.unit)
         return span is not None and span.overlaps(gold.span, widen=self.tolerance)
 
+    def gold_text(self, i: int) -> str | None:
+        """Gold span i's text: as the gold gives it, else its slice of the corpus (a char span)."""
+        gold = self.gold[i]
+        if gold.text is None and self.corpus is not None and gold.span.unit == "char" and gold.doc_id in self.corpus:
+            return self.corpus[gold.doc_id].text[gold.span.start : gold.span.end]
+        return gold.text
+
     @cached_property
     def dangling(self) -> tuple[str, ...]:
         """Answer citations that name no retrieved snippet."""

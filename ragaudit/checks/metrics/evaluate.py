@@ -17,7 +17,7 @@ import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import orjson
 
@@ -257,15 +257,13 @@ def evaluate(
 
 
 def gold_texts(view: RunView) -> list[str]:
-    """The texts the gold set says to cite: each gold span's text, or its slice of the corpus."""
-    out = []
-    for g in view.gold:
-        text = g.text
-        if text is None and view.corpus is not None and g.span.unit == "char" and g.doc_id in view.corpus:
-            text = view.corpus[g.doc_id].text[g.span.start : g.span.end]
-        if text:
-            out.append(text)
-    return out
+    """The texts the gold set says to cite: each gold span's text, or its slice of the corpus; for an
+    accept = "any" item the run matched, the alternatives it matched (citing one of them exactly
+    lies no farther from the question than the gold)."""
+    indices: Sequence[int] = range(len(view.gold))
+    if view.any_of and view.matched:
+        indices = sorted({i for _, i in view.matched})
+    return [text for i in indices if (text := view.gold_text(i))]
 
 
 def _run_record(run: ScoredRun, chain: dict[str, Any] | None) -> dict[str, Any]:

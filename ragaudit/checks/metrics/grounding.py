@@ -127,10 +127,7 @@ def anchor_texts(view: RunView) -> list[str]:
         return [view.item.anchor.text] if view.item.anchor.text else []
     out: list[str] = []
     for _, i in view.matched:
-        gold = view.gold[i]
-        text = gold.text
-        if text is None and view.corpus is not None and gold.span.unit == "char" and gold.doc_id in view.corpus:
-            text = view.corpus[gold.doc_id].text[gold.span.start : gold.span.end]
+        text = view.gold_text(i)
         if text and text not in out:
             out.append(text)
     return out

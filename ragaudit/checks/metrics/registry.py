@@ -141,7 +141,8 @@ METRICS: dict[str, Metric] = {
             "delta_s_gold",
             "run",
             "dS(query, gold statement): the question against the closest sentence of the texts the gold set says "
-            "to cite (its expected citations, or the anchor)",
+            'to cite (its expected citations, or the anchor; for an accept = "any" item the run matched, the '
+            "alternatives it matched)",
             computes.delta_s_gold,
             higher_is_better=False,
             compared=False,
