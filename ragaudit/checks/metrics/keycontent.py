@@ -14,11 +14,11 @@ and a content word also by the embedding model's similarity to a word of the cla
 "France" and "Germany" 0.75 alike.
 
 A claim *states* the anchor when it holds at least `lambda.key_recall_min` of the key content (its
-recall) and at least `lambda.key_precision_min` of its own content beyond the question (a
-quantity the question gives is the question's), in one of its clauses, is the anchor's (its
-precision): "Keys rotate every 12 months, and lost keys are
-reported in 4 hours" states an anchor on rotation in its first clause; a sentence on another fact
-that happens to name the answer ("… a deterministic Turing machine is used") does not.
+recall) and at least `lambda.key_precision_min` of its own content beyond the question (a quantity
+the question gives is the question's), in one of its clauses, is the anchor's (its precision):
+"Keys rotate every 12 months, and lost keys are reported in 4 hours" states an anchor on rotation
+in its first clause; a sentence on another fact that happens to name the answer ("… a
+deterministic Turing machine is used") does not.
 
 A claim *conflicts* with the anchor when it is the anchor's statement (of all the sentences of its
 cited texts, the anchor shares the most content words with it) but gives a quantity, date or
